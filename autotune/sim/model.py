@@ -1,0 +1,482 @@
+"""The emulator's performance model: a model of the speculative-decoding mechanism, not a lookup table.
+
+One speculative cycle for a batch of ``b`` running requests with ``s`` steps, top-k ``k`` and ``N``
+draft tokens costs:
+
+- draft: ``s`` draft forwards over ``b*k`` tokens each (plus the draft's all-reduces under TP);
+- verify: one target forward over ``b*N`` tokens. A dense target streams its weights once whatever
+  the token count, so verify is nearly flat in N. A MoE target streams every *distinct expert* the
+  tokens route to, so verify grows with N until the experts saturate;
+- re-extend: one draft forward over the accepted positions;
+- other: CPU work the overlap scheduler cannot hide.
+
+A target forward at TP ``t`` shards its weight-bound time by ``reference_tp / t`` and pays
+``layers * allreduce_per_layer`` all-reduces whose cost depends on the NCCL environment
+(``NCCL_ALGO``, ``NCCL_PROTO``, channel counts) or on SGLang's custom all-reduce.
+
+Acceptance decays with depth, a top-k tree recovers part of the top-1 misses, and each prompt scales
+acceptance by a deterministic factor drawn from a hash of its text.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import random
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any, Mapping
+
+from autotune.sim.profile import Profile
+
+_ALL_NCCL_ALGOS = ("ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat")
+_ALL_NCCL_PROTOS = ("ll", "ll128", "simple")
+_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+
+
+@dataclass(frozen=True)
+class SpecSettings:
+    """Resolved speculative settings (after SGLang's rules)."""
+
+    algorithm: str
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The launch settings the performance model depends on."""
+
+    tp_size: int = 1
+    spec: SpecSettings | None = None
+    custom_all_reduce: bool = True
+    nccl_algo: str | None = None
+    nccl_proto: str | None = None
+    nccl_min_channels: int | None = None
+    nccl_max_channels: int | None = None
+    attention_backend: str | None = None
+    speculative_attention_mode: str = "prefill"
+    mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
+    disable_overlap_schedule: bool = False
+    invalid_env: tuple[str, ...] = ()
+
+    @classmethod
+    def from_server_args(cls, args: Mapping[str, Any], env: Mapping[str, str]) -> "ModelConfig":
+        """Build from resolved ``ServerArgs`` fields (underscore names) and the process env."""
+        algo = args.get("speculative_algorithm")
+        spec = None
+        if algo:
+            algo = str(algo).upper()
+            spec = SpecSettings(
+                algorithm="EAGLE" if algo == "NEXTN" else algo,
+                num_steps=int(args["speculative_num_steps"]),
+                topk=int(args["speculative_eagle_topk"]),
+                num_draft_tokens=int(args["speculative_num_draft_tokens"]),
+            )
+        invalid: list[str] = []
+
+        def _choice(name: str, allowed: tuple[str, ...]) -> str | None:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return None
+            # NCCL accepts a list and a leading ^ for exclusion; the model keys on the first entry.
+            first = raw.lstrip("^").split(",")[0].strip().lower()
+            if first not in allowed:
+                invalid.append(f"{name}={raw}")
+                return None
+            return first
+
+        def _int(name: str) -> int | None:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return None
+            try:
+                value = int(raw)
+            except ValueError:
+                invalid.append(f"{name}={raw}")
+                return None
+            if value < 1:
+                invalid.append(f"{name}={raw}")
+                return None
+            return value
+
+        return cls(
+            tp_size=int(args.get("tp_size") or 1),
+            spec=spec,
+            custom_all_reduce=not bool(args.get("disable_custom_all_reduce")),
+            nccl_algo=_choice("NCCL_ALGO", _ALL_NCCL_ALGOS),
+            nccl_proto=_choice("NCCL_PROTO", _ALL_NCCL_PROTOS),
+            nccl_min_channels=_int("NCCL_MIN_NCHANNELS"),
+            nccl_max_channels=_int("NCCL_MAX_NCHANNELS"),
+            attention_backend=args.get("attention_backend"),
+            speculative_attention_mode=str(args.get("speculative_attention_mode") or "prefill"),
+            mem_fraction_static=args.get("mem_fraction_static"),
+            max_running_requests=args.get("max_running_requests"),
+            disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
+            invalid_env=tuple(invalid),
+        )
+
+
+@dataclass(frozen=True)
+class CyclePhases:
+    """Time of one speculative cycle (or one plain decode step), in ms, split by phase.
+
+    ``draft_ms``, ``verify_ms``, ``extend_ms`` and ``decode_ms`` are GPU time, as SGLang's device timer
+    counts them; ``other_ms`` is the rest of the wall time.
+    """
+
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    extend_ms: float = 0.0
+    decode_ms: float = 0.0
+    other_ms: float = 0.0
+
+    @property
+    def gpu_ms(self) -> float:
+        return self.draft_ms + self.verify_ms + self.extend_ms + self.decode_ms
+
+    @property
+    def total_ms(self) -> float:
+        return self.gpu_ms + self.other_ms
+
+    def scaled(self, factor: float) -> "CyclePhases":
+        return CyclePhases(self.draft_ms * factor, self.verify_ms * factor, self.extend_ms * factor,
+                           self.decode_ms * factor, self.other_ms * factor)
+
+
+@dataclass(frozen=True)
+class AcceptanceDist:
+    """Distribution of tokens produced by one cycle for one request (the bonus token included).
+
+    Attributes:
+        probs: ``probs[j]`` is P(j draft tokens accepted), j = 0..depth.
+        widths: tree width per depth (1 for a chain).
+        num_proposed: draft tokens proposed per cycle (N - 1).
+    """
+
+    probs: tuple[float, ...]
+    widths: tuple[int, ...]
+    num_proposed: int
+    _cum: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def mean(self) -> float:
+        return 1.0 + sum(j * p for j, p in enumerate(self.probs))
+
+    @property
+    def max_tokens(self) -> int:
+        return len(self.probs)
+
+    def sample(self, rng: random.Random) -> int:
+        """Tokens produced by one cycle (accepted drafts + 1)."""
+        u = rng.random()
+        cum = self._cum or tuple(_accumulate(self.probs))
+        for j, c in enumerate(cum):
+            if u < c:
+                return j + 1
+        return len(self.probs)
+
+
+def _accumulate(values: tuple[float, ...]) -> list[float]:
+    out, total = [], 0.0
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the model expects a benchmark to measure, noise-free."""
+
+    output_tok_s: float          # aggregate output tok/s of a closed-loop run, prefill included
+    decode_tok_s: float          # steady-state decode tok/s for the whole batch
+    accept_length: float | None  # None without speculation
+    cycle: CyclePhases
+    batch: int
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.cycle
+        total = c.total_ms
+        spec = self.accept_length is not None
+        return {
+            "output_tok_s": self.output_tok_s,
+            "decode_tok_s": self.decode_tok_s,
+            "accept_length": self.accept_length,
+            "batch": self.batch,
+            "phases": {
+                "draft_ms": c.draft_ms if spec else None,
+                "verify_ms": c.verify_ms if spec else None,
+                "extend_ms": c.extend_ms if spec else None,
+                "decode_ms": None if spec else c.decode_ms,
+                "other_ms": c.other_ms,
+                "cycle_ms": total,
+                "draft_pct": 100 * c.draft_ms / total if spec else None,
+                "verify_pct": 100 * c.verify_ms / total if spec else None,
+                "extend_pct": 100 * c.extend_ms / total if spec else None,
+                "other_pct": 100 * c.other_ms / total,
+            },
+        }
+
+
+# Seven-point Gauss-Hermite (probabilists') nodes and weights: E[g(Z)] for standard normal Z.
+_GH_NODES = (-3.750439717725742, -2.366759410734541, -1.154405394739968, 0.0,
+             1.154405394739968, 2.366759410734541, 3.750439717725742)
+_GH_WEIGHTS = (0.000548268855972, 0.030757123967586, 0.240123178605013, 0.457142857142857,
+               0.240123178605013, 0.030757123967586, 0.000548268855972)
+
+
+class PerformanceModel:
+    """Timing and acceptance of one launch configuration on one profile.
+
+    Args:
+        profile: The calibration profile.
+        config: The launch settings.
+    """
+
+    def __init__(self, profile: Profile, config: ModelConfig) -> None:
+        self.profile = profile
+        self.config = config
+        backend = config.attention_backend or profile.default_attention_backend
+        self._attn_factor = profile.attention_backends.get(backend)
+        self._ar_calls = profile.num_layers * profile.allreduce_per_layer
+        self._steps: dict[int, CyclePhases] = {}
+
+    # ----- start-up -------------------------------------------------------------------------------
+    @property
+    def startup_s(self) -> float:
+        return self.profile.startup_s
+
+    def check_startup(self, visible_gpus: int | None) -> str | None:
+        """Why this launch would die at start-up, as SGLang would log it, or None."""
+        p, c = self.profile, self.config
+        if c.invalid_env:
+            return ("NCCL WARN invalid value in environment: " + ", ".join(c.invalid_env)
+                    + "; NCCL error: invalid argument (run with NCCL_DEBUG=WARN for details)")
+        if visible_gpus is not None and visible_gpus < c.tp_size:
+            return (f"RuntimeError: tp_size={c.tp_size} needs {c.tp_size} GPUs, but "
+                    f"CUDA_VISIBLE_DEVICES exposes only {visible_gpus}")
+        if c.tp_size > p.gpus_per_node:
+            return (f"RuntimeError: tp_size={c.tp_size} exceeds the {p.gpus_per_node} GPUs of a "
+                    f"node in profile {p.name}")
+        if self._attn_factor is None:
+            backend = c.attention_backend
+            return (f"ValueError: attention backend {backend!r} is not supported on this hardware; "
+                    f"supported: {sorted(p.attention_backends)}")
+        if c.spec and c.spec.topk > 1 and (c.attention_backend == "trtllm_mha"):
+            return "ValueError: trtllm_mha attention backend only supports topk = 1"
+        frac = c.mem_fraction_static if c.mem_fraction_static is not None else p.mem_fraction_static
+        usable = p.gpu_memory_gib * frac
+        weights = (p.weights_gib + (p.draft_weights_gib if c.spec else 0.0)) / c.tp_size
+        if weights > usable:
+            return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                    f"{weights - usable + 0.5:.2f} GiB. GPU 0 has a total capacity of "
+                    f"{p.gpu_memory_gib:.2f} GiB; weights need {weights:.2f} GiB per GPU at "
+                    f"tp_size={c.tp_size} with mem_fraction_static={frac}")
+        if usable - weights < p.activation_gib:
+            return ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                    f"(KV cache would get {max(usable - weights, 0):.2f} GiB per GPU)")
+        return None
+
+    # ----- timing ---------------------------------------------------------------------------------
+    def _allreduce_us(self, nbytes: float) -> float:
+        p, c = self.profile, self.config
+        t = c.tp_size
+        if t <= 1:
+            return 0.0
+        ca = p.custom_all_reduce
+        if c.custom_all_reduce and ca is not None and nbytes <= ca.max_bytes:
+            return ca.latency_us + nbytes / (ca.bandwidth_gbps * 1e3)
+        n = p.nccl
+        lat_f = bw_f = 1.0
+        if c.nccl_algo is not None:
+            lat_f, bw_f = _lookup(n.algo, c.nccl_algo, (1.0, 1.0))
+        if c.nccl_proto is not None:
+            pl, pb = _lookup(n.proto, c.nccl_proto, (1.0, 1.0))
+            lat_f, bw_f = lat_f * pl, bw_f * pb
+        channels = n.default_channels
+        if c.nccl_min_channels is not None:
+            channels = max(channels, c.nccl_min_channels)
+        if c.nccl_max_channels is not None:
+            channels = min(channels, c.nccl_max_channels)
+        ch_bw = min(channels, n.channels_saturate) / min(n.default_channels, n.channels_saturate)
+        latency = n.latency_us * lat_f + n.latency_us_per_channel * (channels - n.default_channels)
+        # Ring all-reduce moves 2(t-1)/t of the message; latency grows with the hop count.
+        r = max(p.reference_tp, 2)
+        hop = (1 + math.log2(t)) / (1 + math.log2(r))
+        vol = (2 * (t - 1) / t) / (2 * (r - 1) / r)
+        return max(latency, 0.5) * hop + nbytes * vol / (n.bandwidth_gbps * bw_f * ch_bw * 1e3)
+
+    def _comm_ms(self, tokens: int, calls: int) -> float:
+        return calls * self._allreduce_us(tokens * self.profile.hidden_size * 2) / 1e3
+
+    def _distinct_experts(self, tokens: int) -> float:
+        p = self.profile
+        e = p.effective_experts or float(p.num_experts)
+        k = p.experts_per_token
+        return e * (1.0 - (1.0 - k / e) ** tokens)
+
+    def forward_ms(self, tokens: int) -> float:
+        """GPU time of one target forward over ``tokens`` tokens (all requests together)."""
+        p = self.profile
+        shard = p.reference_tp / self.config.tp_size
+        weight_bound = p.dense_ms * (self._attn_factor or 1.0) + p.per_token_ms * (tokens - 1)
+        if p.architecture == "moe":
+            weight_bound += p.expert_ms * self._distinct_experts(tokens)
+        return p.fixed_ms + weight_bound * shard + self._comm_ms(tokens, self._ar_calls)
+
+    def _other_ms(self, base: float, batch: int) -> float:
+        extra = self.profile.overlap_hidden_ms if self.config.disable_overlap_schedule else 0.0
+        return base + extra + 0.01 * (batch - 1)
+
+    def step(self, batch: int) -> CyclePhases:
+        """One speculative cycle, or one plain decode step, for ``batch`` running requests."""
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        cached = self._steps.get(batch)
+        if cached is None:
+            cached = self._steps[batch] = self._compute_step(batch)
+        return cached
+
+    def _compute_step(self, batch: int) -> CyclePhases:
+        p, c = self.profile, self.config
+        if c.spec is None:
+            return CyclePhases(decode_ms=self.forward_ms(batch), other_ms=self._other_ms(p.other_ms, batch))
+        s = c.spec
+        shard = p.reference_tp / c.tp_size
+        draft_tokens = batch * s.topk
+        per_step = (p.draft_step_ms + p.draft_topk_ms * (s.topk - 1)) * (1 + 0.02 * (draft_tokens - 1))
+        draft = p.draft_first_step_ms + s.num_steps * (per_step * shard ** 0.5
+                                                       + self._comm_ms(draft_tokens, 2))
+        verify_tokens = batch * s.num_draft_tokens
+        verify = self.forward_ms(verify_tokens) + p.verify_fixed_ms
+        if s.topk > 1:
+            verify += p.verify_tree_ms * verify_tokens
+        if c.speculative_attention_mode == "decode":
+            verify += -p.verify_decode_mode_ms if s.topk == 1 else p.verify_decode_mode_ms * 2
+        extend_tokens = batch * (s.num_steps + 1)
+        extend = (p.extend_ms + p.extend_per_token_ms * (extend_tokens - 1)) * shard ** 0.5 \
+            + self._comm_ms(extend_tokens, 2)
+        return CyclePhases(draft_ms=draft, verify_ms=max(verify, 0.1), extend_ms=extend,
+                           other_ms=self._other_ms(p.spec_other_ms, batch))
+
+    def prefill_ms(self, num_tokens: int) -> float:
+        """GPU time to prefill ``num_tokens`` prompt tokens (the draft's prefill included)."""
+        p = self.profile
+        shard = p.reference_tp / self.config.tp_size
+        ms = p.prefill_fixed_ms + (p.prefill_ms_per_token * num_tokens) * shard \
+            + self._comm_ms(max(num_tokens, 1), self._ar_calls)
+        if self.config.spec is not None:
+            ms *= 1.1
+        return ms
+
+    # ----- acceptance -----------------------------------------------------------------------------
+    def prompt_factor(self, prompt: str) -> float:
+        """Deterministic per-prompt acceptance scale (log-normal, mean 1)."""
+        digest = hashlib.blake2b(prompt.encode("utf-8", "replace"), digest_size=8).digest()
+        u = (int.from_bytes(digest, "big") + 0.5) / 2.0 ** 64
+        return _factor(self.profile.acceptance.prompt_spread, NormalDist().inv_cdf(u))
+
+    def acceptance(self, factor: float = 1.0) -> AcceptanceDist:
+        """Acceptance distribution of one cycle for a prompt with acceptance scale ``factor``."""
+        if self.config.spec is None:
+            return AcceptanceDist(probs=(1.0,), widths=(), num_proposed=0, _cum=(1.0,))
+        s = self.config.spec
+        return _cached_acceptance(self.profile.acceptance, s.num_steps, s.topk, s.num_draft_tokens,
+                                  round(factor, 4))
+
+    def expected_accept_length(self) -> float | None:
+        """Accept length averaged over the prompt distribution, or None without speculation."""
+        if self.config.spec is None:
+            return None
+        spread = self.profile.acceptance.prompt_spread
+        return sum(w * self.acceptance(_factor(spread, z)).mean for z, w in zip(_GH_NODES, _GH_WEIGHTS))
+
+    def expected(self, *, batch: int = 1, input_len: int = 128, output_len: int = 256) -> Expectation:
+        """Noise-free expectation of a closed-loop benchmark at concurrency ``batch``.
+
+        Each request prefills ``input_len`` tokens (stalling the batch, as SGLang's scheduler does
+        without chunked mixing), makes its first token there, then decodes ``output_len - 1`` more.
+        """
+        cycle = self.step(batch)
+        if self.config.spec is None:
+            cycles = output_len - 1
+            accept = None
+            mean_tokens = 1.0
+        else:
+            spread = self.profile.acceptance.prompt_spread
+            cycles = 0.0
+            for z, w in zip(_GH_NODES, _GH_WEIGHTS):
+                a = self.acceptance(_factor(spread, z)).mean
+                # The last cycle is cut at max_tokens: on average half a cycle's worth is wasted.
+                cycles += w * ((output_len - 1) / a + 0.5 * (1 - 1 / a))
+            accept = self.expected_accept_length()
+            mean_tokens = accept
+        busy_ms = cycles * cycle.total_ms + batch * (self.prefill_ms(input_len) + self.profile.other_ms)
+        output_tok_s = batch * output_len / busy_ms * 1e3
+        decode_tok_s = batch * mean_tokens / cycle.total_ms * 1e3
+        return Expectation(output_tok_s=output_tok_s, decode_tok_s=decode_tok_s,
+                           accept_length=accept, cycle=cycle, batch=batch)
+
+
+def _factor(spread: float, z: float) -> float:
+    return math.exp(spread * z - spread * spread / 2)
+
+
+def _lookup(table: Mapping[str, tuple[float, float]], key: str, default: tuple[float, float]):
+    for k, v in table.items():
+        if k.lower() == key:
+            return v
+    return default
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: float) -> AcceptanceDist:
+    p = [min(acc.cap, acc.first * factor * acc.decay ** i * (acc.after_first if i else 1.0))
+         for i in range(steps)]
+
+    def covered(depth: int, width: int) -> float:
+        if width <= 0:
+            return 0.0
+        pi = p[depth]
+        return pi + (1 - pi) * acc.topk_recall * (1 - acc.rank_decay ** (width - 1))
+
+    def length(widths: list[int]) -> float:
+        total, reach = 1.0, 1.0
+        for d, w in enumerate(widths):
+            reach *= covered(d, w)
+            total += reach
+        return total
+
+    slots = draft_tokens - 1
+    widths = [0] * steps
+    if topk == 1:
+        for d in range(min(steps, slots)):
+            widths[d] = 1
+    else:
+        # SGLang keeps the N-1 best-scoring nodes of the expanded tree; greedy on expected gain
+        # is the mechanism's effect on the accepted path.
+        for _ in range(slots):
+            best, best_gain = None, -1.0
+            base = length(widths)
+            for d in range(steps):
+                if widths[d] >= topk or (d > 0 and widths[d - 1] == 0):
+                    continue
+                widths[d] += 1
+                gain = length(widths) - base
+                widths[d] -= 1
+                if gain > best_gain:
+                    best, best_gain = d, gain
+            if best is None:
+                break
+            widths[best] += 1
+    depth = sum(1 for w in widths if w > 0)
+    reach = [1.0]
+    for d in range(depth):
+        reach.append(reach[-1] * covered(d, widths[d]))
+    probs = tuple(reach[j] - (reach[j + 1] if j + 1 <= depth else 0.0) for j in range(depth + 1))
+    return AcceptanceDist(probs=probs, widths=tuple(widths[:depth]), num_proposed=slots,
+                          _cum=tuple(_accumulate(probs)))
