@@ -1,0 +1,1 @@
+"""Built-in data files (the prompt set) and the script that generates them."""
