@@ -1,0 +1,30 @@
+# Two entry points (see README): `make demo` runs a real search against the emulator, `make test`
+# runs the test suite. Each builds its own .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# SGLang's argument parser imports on a CPU with these; the full wheel wants CUDA torch.
+SGLANG_PARSER_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec \
+	pydantic pyzmq tqdm IPython aiohttp triton
+
+.PHONY: venv demo test bench clean-mlruns
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch only this way: it takes the CPU build on disk and never pulls a CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q --no-deps sglang==0.5.23
+	$(BIN)/pip install -q $(SGLANG_PARSER_DEPS)
+	$(BIN)/python -c "from sglang.srt.server_args import ServerArgs" 
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+clean-mlruns:
+	find mlruns -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
