@@ -270,6 +270,35 @@ def describe_parser(parser: argparse.ArgumentParser, *, config_kinds: dict[str, 
     return lines
 
 
+def table_from_sglang() -> str:
+    """``FLAG_TABLE``'s text, regenerated from the installed SGLang.
+
+    The config column comes from SGLang's own ``ConfigArgumentMerger``: which keys it treats as
+    store_true switches and which it refuses.
+
+    Regenerate with::
+
+        .venv/bin/python -c "from autotune._builtin_parser import table_from_sglang as t; print(t())"
+    """
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    merger = ConfigArgumentMerger(parser)
+    kinds: dict[str, str] = {}
+    for action in parser._actions:
+        if not action.option_strings:
+            continue
+        if action.dest in merger.unsupported_actions:
+            kinds[action.option_strings[0]] = type(merger.unsupported_actions[action.dest]).__name__
+        elif isinstance(action, argparse._StoreTrueAction) and action.dest in merger.store_true_actions:
+            kinds[action.option_strings[0]] = "t"
+        else:
+            kinds[action.option_strings[0]] = "v"
+    return "\n".join(describe_parser(parser, config_kinds=kinds))
+
+
 @functools.lru_cache(maxsize=1)
 def flag_table() -> tuple[FlagInfo, ...]:
     """``FLAG_TABLE`` parsed, in SGLang's registration order."""

@@ -128,6 +128,8 @@ def parse_server_args(argv: list[str], *, use_sglang: bool | None = None,
         raise LaunchArgsError(message, argv=argv) from None
     except SystemExit as exc:  # an action that exits by itself; never seen, but never fatal
         raise LaunchArgsError(f"SGLang's parser exited with status {exc.code}", argv=argv) from None
+    except Exception as exc:  # a type or action callable that raises past argparse's own handling
+        raise LaunchArgsError(f"{type(exc).__name__}: {exc}", argv=argv) from None
     args = vars(namespace)
     args.pop("config", None)
     resolved, _notes = resolve_speculative(args, model_arch=model_arch, argv=argv)
