@@ -1,0 +1,53 @@
+"""Human-readable renderings of trial results (the seed's phase-profile table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ms(v: float | None) -> str:
+    return "      n/a" if v is None else f"{v:9.2f}"
+
+
+def _pct(v: float | None) -> str:
+    return "   n/a" if v is None else f"{v:5.1f}%"
+
+
+def _num(v: float | None, fmt: str = ".2f") -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def phase_table(result: Any) -> str:
+    """The seed's profile table: ms per cycle and share for each phase, then the verdict."""
+    ph = result.phases or {}
+    lines = []
+    spec = not result.is_baseline
+    rows = ([("Draft steps", "draft"), ("Target verify", "verify"), ("Draft re-extend", "extend")]
+            if spec else [("Decode", "decode")])
+    rows.append(("Other overhead", "other"))
+    for label, key in rows:
+        lines.append(f"{label + ':':17s}{_ms(ph.get(f'{key}_ms'))} ms/cycle  ({_pct(ph.get(f'{key}_pct'))})")
+    lines.append(f"{'TOTAL:':17s}{_ms(ph.get('cycle_ms'))} ms/cycle")
+    if spec:
+        lines.append(f"Accept len:      {_num(result.accept_length)}"
+                     f"   (per-request meta_info {_num(result.accept_length_meta_info)},"
+                     f" /server_info {_num(result.accept_length_server_info)})")
+        lines.append(f"Break-even len:  {_num(result.break_even_accept_length)}")
+    spread = f" +- {result.output_tok_s_spread:.1f}" if result.output_tok_s_spread is not None else ""
+    lines.append(f"Eff tok/s:       {_num(result.output_tok_s, '.1f')}{spread}")
+    lines.append(f"Baseline tok/s:  {_num(result.baseline_tok_s, '.1f')}")
+    lines.append(f"Speedup:         {_num(result.speedup, '.3f')}x")
+    verdict = result.status.upper() + (f": {result.reason}" if result.reason else "")
+    lines.append(f"Verdict:         {verdict}")
+    return "\n".join(lines)
+
+
+def summary_json(result: Any) -> dict[str, Any]:
+    """The keys promised by ``python -m autotune.trial --json``, plus the rest of the result."""
+    d = result.to_dict()
+    ph = result.phases or {}
+    d["phases"] = {k: ph.get(k) for k in (
+        "draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms", "draft_pct",
+        "verify_pct", "extend_pct", "decode_pct", "other_pct", "cycles", "cycles_source")}
+    d["phases_full"] = ph or None
+    return d

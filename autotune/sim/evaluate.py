@@ -1,0 +1,179 @@
+"""Model-only evaluator: the emulator's performance model, in process, with no HTTP.
+
+``python -m autotune.sim.evaluate --space S [--profile P] [--optimum]`` prints, as JSON lines, what
+the model expects a trial of every config in a search space to measure: output tok/s, accept length,
+phase profile, the baseline of its non-speculative group, speedup and break-even accept length.
+With ``--optimum`` it prints only the best feasible config (the baseline when nothing beats it).
+
+The search-strategy benchmark drives :class:`ModelEvaluator` directly, with measurement noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from autotune.errors import AutotuneError
+from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.profile import Profile, load_profile
+
+
+@dataclass(frozen=True)
+class WorkloadShape:
+    """What the expectation depends on: concurrency and mean prompt/output token counts."""
+
+    concurrency: int = 1
+    input_len: int = 128
+    output_len: int = 256
+
+
+def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadShape:
+    """Mean prompt and output lengths of a space's measured prompts, as the emulator counts them."""
+    from autotune.sim.engine import natural_length
+    from autotune.sim.tokens import apply_chat_template, count_tokens
+    from autotune.workload import Workload
+
+    workload = Workload.from_spec(space.workload, file=getattr(space, "file", None))
+    prompts = workload.measured()
+    api = getattr(workload, "api", "generate")
+    ins, outs = [], []
+    for p in prompts:
+        text = apply_chat_template(p.as_messages()) if api == "chat" else p.as_text()
+        ins.append(count_tokens(text))
+        outs.append(p.max_tokens if p.ignore_eos else natural_length(text, p.max_tokens)[0])
+    conc = concurrency or getattr(workload, "concurrency", None) or 1
+    return WorkloadShape(concurrency=int(conc), input_len=round(sum(ins) / len(ins)),
+                         output_len=round(sum(outs) / len(outs)))
+
+
+class ModelEvaluator:
+    """Evaluates configs of one space on one profile, as a trial would measure them.
+
+    Args:
+        space: A loaded ``SearchSpace``.
+        profile: Profile override; defaults to the space's own.
+        shape: Workload shape; defaults to the space's workload.
+        noise_cv: Multiplicative log-normal noise on measured tok/s (0 = exact expectation).
+        seed: Seed of the noise.
+    """
+
+    def __init__(self, space: Any, *, profile: Profile | str | None = None,
+                 shape: WorkloadShape | None = None, noise_cv: float = 0.0, seed: int = 0) -> None:
+        self.space = space
+        chosen = profile if profile is not None else getattr(space, "profile", None)
+        if chosen is None:
+            raise AutotuneError("no profile: give --profile or use a space with backend: sim")
+        self.profile = chosen if isinstance(chosen, Profile) else load_profile(chosen)
+        self.shape = shape or workload_shape(space)
+        self.noise_cv = noise_cv
+        self._rng = random.Random(seed)
+        self._cache: dict[tuple, dict[str, Any]] = {}
+
+    def _model(self, params: Mapping[str, Any]) -> PerformanceModel:
+        cfg = self.space.trial_config(dict(params))
+        return PerformanceModel(self.profile, ModelConfig.from_server_args(cfg.server_args, cfg.env))
+
+    def expected(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Noise-free result of one config, with its baseline and the break-even verdict."""
+        key = tuple(sorted((k, _hashable(v)) for k, v in params.items()))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        model = self._model(params)
+        failure = model.check_startup(visible_gpus=None)
+        out: dict[str, Any] = {"params": dict(params), "status": "ok", "reason": None}
+        if failure:
+            out.update(status="failed", reason=failure.splitlines()[0], output_tok_s=None,
+                       feasible=False)
+            self._cache[key] = out
+            return out
+        s = self.shape
+        exp = model.expected(batch=s.concurrency, input_len=s.input_len, output_len=s.output_len)
+        out.update(exp.to_dict())
+        base_params = self.space.baseline_params(dict(params))
+        if model.config.spec is None:
+            out.update(baseline_tok_s=exp.output_tok_s, speedup=1.0, break_even_accept_length=None,
+                       feasible=True, is_baseline=True)
+        else:
+            base = self.expected(base_params)
+            bt = base.get("output_tok_s")
+            step = base.get("phases", {}).get("cycle_ms")
+            speedup = exp.output_tok_s / bt if bt else None
+            out.update(baseline_tok_s=bt, speedup=speedup, is_baseline=False,
+                       break_even_accept_length=(exp.cycle.total_ms / step) if step else None,
+                       feasible=bool(speedup and speedup > 1.0))
+        self._cache[key] = out
+        return out
+
+    def measure(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Like :meth:`expected`, with this evaluator's measurement noise on tok/s."""
+        out = dict(self.expected(params))
+        if self.noise_cv > 0 and out.get("output_tok_s") is not None:
+            cv = self.noise_cv
+            out["output_tok_s"] *= math.exp(self._rng.gauss(0.0, cv) - cv * cv / 2)
+        return out
+
+    def evaluate_all(self) -> Iterable[dict[str, Any]]:
+        for params in self.space.enumerate():
+            yield self.expected(params)
+
+    def optimum(self) -> dict[str, Any]:
+        """The best feasible config: the fastest speculative one that beats its baseline, else the
+        fastest baseline."""
+        best = None
+        for rec in self.evaluate_all():
+            if not rec.get("feasible") or rec.get("output_tok_s") is None:
+                continue
+            if best is None or rec["output_tok_s"] > best["output_tok_s"]:
+                best = rec
+        if best is None:
+            raise AutotuneError("no config of the space can run on this profile")
+        return best
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autotune.sim.evaluate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--space", required=True, help="search space YAML file")
+    parser.add_argument("--profile", help="built-in profile name or YAML path (default: the space's)")
+    parser.add_argument("--optimum", action="store_true", help="print only the best feasible config")
+    parser.add_argument("--concurrency", type=int, help="override the workload concurrency")
+    parser.add_argument("--timing", action="store_true", help="print configs/s to stderr")
+    args = parser.parse_args(argv)
+    from autotune.space import load_space
+
+    try:
+        space = load_space(args.space)
+        shape = workload_shape(space, concurrency=args.concurrency)
+        ev = ModelEvaluator(space, profile=args.profile, shape=shape)
+        t0 = time.perf_counter()
+        if args.optimum:
+            count = sum(1 for _ in space.enumerate())
+            rec = ev.optimum()
+            print(json.dumps({**rec, "configs": count}, default=str))
+        else:
+            count = 0
+            out = sys.stdout
+            for rec in ev.evaluate_all():
+                out.write(json.dumps(rec, default=str) + "\n")
+                count += 1
+        dt = time.perf_counter() - t0
+        if args.timing:
+            print(f"{count} configs in {dt:.3f} s: {count / dt:,.0f} configs/s", file=sys.stderr)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

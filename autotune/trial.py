@@ -1,0 +1,532 @@
+"""One trial, measured right: launch, warm up, measure R times, profile, stop, and judge.
+
+:func:`measure` runs one server config and returns a :class:`TrialResult`; it never raises for a
+config that fails (OOM, crash, start-up timeout, every request failing). The failure becomes the
+result's ``status`` and ``reason`` with the log tail, so nothing is lost. :func:`evaluate` adds the
+no-speculation baseline of the same non-speculative settings (measured once per group and reused
+through a :class:`BaselineStore`), the break-even arithmetic, SLO checks and the verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Protocol, Sequence
+
+import httpx
+
+from autotune.bench import BenchResult, run_benchmark
+from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
+                             ServerStartupCrash, ServerStartupTimeout)
+from autotune.launch import LaunchSpec
+from autotune.phases import MetricsSnapshot, PhaseProfile, break_even, scrape, speedup
+from autotune.server import ServerProcess
+from autotune.workload import Workload
+
+# Statuses. "infeasible" is a config that ran but lost to its baseline or broke an SLO.
+OK, FEASIBLE, INFEASIBLE, FAILED = "ok", "feasible", "infeasible", "failed"
+
+DEVICE_TIMER_ENV = {"SGLANG_ENABLE_METRICS_DEVICE_TIMER": "1"}
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How a trial measures.
+
+    Attributes:
+        repeats: Measured runs of the workload on one server; the median is reported.
+        startup_timeout_s: Longest wait for the server to become healthy.
+        grace_s: SIGTERM-to-SIGKILL grace when stopping the server group.
+        workdir: Where server logs and records go (a temp dir if None).
+        python: Interpreter that runs the server module.
+        validate: Check every launch command with SGLang's parser first.
+        sim_seed: Seed for the emulator's noise (sim backend only; None = random).
+    """
+
+    repeats: int = 3
+    startup_timeout_s: float = 900.0
+    grace_s: float = 10.0
+    workdir: str | None = None
+    python: str = sys.executable
+    validate: bool = True
+    sim_seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+
+
+@dataclass
+class TrialResult:
+    """Everything one trial measured. Every unknown is None; a failure keeps its log tail."""
+
+    status: str
+    reason: str | None
+    params: dict[str, Any]
+    is_baseline: bool
+    launch_command: str | None = None
+    argv: list[str] | None = None
+    env: dict[str, str] | None = None
+    output_tok_s: float | None = None
+    output_tok_s_spread: float | None = None
+    output_tok_s_repeats: list[float] = field(default_factory=list)
+    decode_tok_s_p50: float | None = None
+    decode_tok_s_p90: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p90: float | None = None
+    ttft_ms_p99: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p90: float | None = None
+    itl_ms_p99: float | None = None
+    e2e_ms_p50: float | None = None
+    e2e_ms_p90: float | None = None
+    e2e_ms_p99: float | None = None
+    completed: int | None = None
+    failed_requests: int | None = None
+    accept_length: float | None = None
+    accept_length_meta_info: float | None = None
+    accept_length_server_info: float | None = None
+    phases: dict[str, Any] | None = None
+    baseline_tok_s: float | None = None
+    baseline_decode_step_ms: float | None = None
+    speedup: float | None = None
+    break_even_accept_length: float | None = None
+    feasible: bool | None = None
+    slo_violations: list[str] = field(default_factory=list)
+    log_tail: str | None = None
+    log_path: str | None = None
+    records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    server_info: dict[str, Any] | None = field(default=None, repr=False)
+    duration_s: float | None = None
+    startup_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (OK, FEASIBLE, INFEASIBLE)
+
+    def metric(self, name: str) -> float | None:
+        """A metric by the name SLOs and objectives use (``p99_ttft_ms`` or ``ttft_ms_p99``)."""
+        if name.startswith("p") and "_" in name and name[1:].split("_", 1)[0].isdigit():
+            q, rest = name[1:].split("_", 1)
+            name = f"{rest}_p{q}"
+        value = getattr(self, name, None)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def to_dict(self, *, records: bool = False) -> dict[str, Any]:
+        """JSON-ready form. Records are left out unless asked for."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("records", "server_info")}
+        if records:
+            out["records"] = self.records
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrialResult":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class BaselineStore(Protocol):
+    """Where baselines of non-speculative groups are kept for reuse."""
+
+    def get(self, key: str) -> TrialResult | None: ...
+
+    def put(self, key: str, result: TrialResult) -> None: ...
+
+    def lock(self, key: str): ...
+
+
+class MemoryBaselineStore:
+    """Baselines in process memory (one CLI run)."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, TrialResult] = {}
+
+    def get(self, key: str) -> TrialResult | None:
+        return self._data.get(key)
+
+    def put(self, key: str, result: TrialResult) -> None:
+        self._data[key] = result
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        yield
+
+
+class FileBaselineStore:
+    """Baselines as JSON files in a directory shared by the trials of one search.
+
+    A per-group ``flock`` makes concurrent trials of the same group wait for one measurement
+    instead of each measuring the baseline.
+    """
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str, suffix: str) -> Path:
+        return self.dir / (hashlib.sha1(key.encode()).hexdigest()[:16] + suffix)
+
+    def get(self, key: str) -> TrialResult | None:
+        path = self._path(key, ".json")
+        try:
+            return TrialResult.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, result: TrialResult) -> None:
+        path = self._path(key, ".json")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result.to_dict()))
+        os.replace(tmp, path)
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        with open(self._path(key, ".lock"), "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def group_key(config: Any) -> str:
+    """Stable text key of a config's non-speculative settings."""
+    key = config.group_key()
+    return json.dumps(key, sort_keys=True, default=str) if not isinstance(key, str) else key
+
+
+def launch_spec(config: Any) -> LaunchSpec:
+    """The launch of a trial config: always with metrics and the CUDA-event device timer."""
+    args = dict(config.server_args)
+    args["enable_metrics"] = True
+    env = {**{k: str(v) for k, v in config.env.items()}, **DEVICE_TIMER_ENV}
+    if config.backend == "sim":
+        env["AUTOTUNE_SIM_PROFILE"] = str(config.profile)
+    args.pop("model_path", None)
+    args.pop("speculative_draft_model_path", None)
+    return LaunchSpec(model_path=config.model_path, draft_model_path=config.draft_model_path
+                      if args.get("speculative_algorithm") else None,
+                      server_args=args, env=env, backend=config.backend)
+
+
+def _failed(config: Any, spec: LaunchSpec | None, reason: str, *, log_tail: str | None = None,
+            log_path: str | None = None, t0: float | None = None) -> TrialResult:
+    return TrialResult(
+        status=FAILED, reason=reason, params=dict(config.params), is_baseline=config.is_baseline,
+        launch_command=spec.shell_command() if spec else None,
+        argv=spec.argv(python="python") if spec else None, env=dict(spec.env) if spec else None,
+        log_tail=log_tail, log_path=log_path, feasible=False,
+        duration_s=(time.monotonic() - t0) if t0 else None)
+
+
+def _startup_reason(exc: ServerError) -> str:
+    tail = exc.log_tail or ""
+    if isinstance(exc, ServerStartupTimeout):
+        return "start-up timeout: the server never became healthy"
+    if "OutOfMemoryError" in tail or "out of memory" in tail.lower():
+        return "out of memory at start-up (CUDA out of memory)"
+    if "Not enough memory" in tail:
+        return "not enough memory for the KV cache at start-up"
+    code = exc.returncode
+    return f"crashed at start-up (exit code {code})" if code is not None else "crashed at start-up"
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
+                         speculative: bool) -> tuple[list[BenchResult], list[PhaseProfile], dict | None]:
+    base = server.url
+    kwargs = workload.bench_kwargs()
+    conc = kwargs.get("concurrency")
+    limits = httpx.Timeout(30.0)
+    async with httpx.AsyncClient(timeout=limits) as client:
+        warm = workload.warmup()
+        if warm:
+            await run_benchmark(base, warm, **kwargs)
+        benches: list[BenchResult] = []
+        profiles: list[PhaseProfile] = []
+        for _ in range(repeats):
+            server.ensure_alive()
+            before = await scrape(client, base)
+            bench = await run_benchmark(base, workload.measured(), **kwargs)
+            server.ensure_alive()
+            after = await scrape(client, base)
+            benches.append(bench)
+            if bench.duration_s and bench.completed:
+                profiles.append(PhaseProfile.from_snapshots(
+                    before, after, wall_s=bench.duration_s, max_batch=conc or None,
+                    speculative=speculative, meta_accept_length=bench.accept_length,
+                    tok_s=bench.output_tok_s))
+        info = None
+        try:
+            resp = await client.get(base + "/server_info")
+            if resp.status_code == 200:
+                info = resp.json()
+        except (httpx.HTTPError, ValueError):
+            info = None
+    return benches, profiles, info
+
+
+def measure(config: Any, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
+            name: str | None = None) -> TrialResult:
+    """Run one config on a fresh server and summarise R measured runs.
+
+    Args:
+        config: A ``TrialConfig`` (server_args, env, backend, profile, model and draft paths).
+        workload: The prompts and load shape.
+        settings: Repeats, timeouts, where logs go.
+        name: Used in log file names.
+
+    Returns:
+        The result, with ``status`` ``ok`` or ``failed`` (never an exception for a config fault).
+    """
+    t0 = time.monotonic()
+    spec = launch_spec(config)
+    if settings.validate:
+        try:
+            spec.validate()
+        except LaunchArgsError as exc:
+            return _failed(config, spec, f"invalid launch command: {exc}", t0=t0)
+    env = dict(spec.env)
+    if config.backend == "sim" and settings.sim_seed is not None:
+        env["AUTOTUNE_SIM_SEED"] = str(settings.sim_seed)
+    workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="autotune-trial-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    label = name or ("baseline" if config.is_baseline else "trial")
+    log_path = workdir / f"{label}-{os.getpid()}-{int(time.time() * 1000)}.log"
+    server = ServerProcess(lambda port: spec.argv(python=settings.python, port=port), env=env,
+                           startup_timeout_s=settings.startup_timeout_s, grace_s=settings.grace_s,
+                           log_path=log_path)
+    speculative = bool(spec.server_args.get("speculative_algorithm"))
+    try:
+        with server:
+            started = time.monotonic() - t0
+            benches, profiles, info = asyncio.run(
+                _measure_async(server, workload, settings.repeats, speculative))
+            server.ensure_alive()
+            tail = server.log_tail()
+    except (ServerStartupCrash, ServerStartupTimeout) as exc:
+        return _failed(config, spec, _startup_reason(exc), log_tail=exc.log_tail,
+                       log_path=str(log_path), t0=t0)
+    except ServerCrashed as exc:
+        return _failed(config, spec, f"server crashed during measurement (exit code {exc.returncode})",
+                       log_tail=exc.log_tail, log_path=str(log_path), t0=t0)
+    except (ServerError, AutotuneError, httpx.HTTPError, OSError) as exc:
+        return _failed(config, spec, f"{type(exc).__name__}: {exc}",
+                       log_tail=server.log_tail() if server.log_path else None,
+                       log_path=str(log_path), t0=t0)
+    return _summarise(config, spec, benches, profiles, info, tail=tail, log_path=str(log_path),
+                      t0=t0, startup_s=started)
+
+
+def _summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
+               profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
+               t0: float, startup_s: float) -> TrialResult:
+    result = TrialResult(
+        status=OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
+        launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=dict(spec.env),
+        log_tail=tail, log_path=log_path, server_info=info, startup_s=startup_s)
+    rates = [b.output_tok_s for b in benches if b.output_tok_s is not None and not b.failed]
+    result.completed = sum(b.completed for b in benches)
+    result.failed_requests = sum(b.failed for b in benches)
+    if len(rates) < len(benches):
+        errors: dict[str, int] = {}
+        for b in benches:
+            for msg, n in b.errors.items():
+                errors[msg] = errors.get(msg, 0) + n
+        worst = max(errors, key=errors.get) if errors else "no request completed"
+        result.status, result.feasible = FAILED, False
+        result.reason = f"{result.failed_requests} request(s) failed: {worst}"
+        result.duration_s = time.monotonic() - t0
+        return result
+    result.output_tok_s_repeats = rates
+    result.output_tok_s = _median(rates)
+    result.output_tok_s_spread = (max(rates) - min(rates)) / 2 if len(rates) > 1 else None
+    # The repeat whose tok/s is the median speaks for the others in every per-run figure.
+    mid = sorted(range(len(benches)), key=lambda i: benches[i].output_tok_s)[len(benches) // 2]
+    bench = benches[mid]
+    result.decode_tok_s_p50 = bench.decode_tok_s_p50
+    result.decode_tok_s_p90 = bench.decode_tok_s_p90
+    for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+        for q in (50, 90, 99):
+            setattr(result, f"{metric}_p{q}", getattr(bench, metric).get(q))
+    result.records = [r for b in benches for r in b.iter_record_dicts()]
+    profile = profiles[mid] if len(profiles) == len(benches) else (profiles[0] if profiles else None)
+    if profile is not None:
+        result.phases = profile.to_dict()
+        result.accept_length = profile.accept_length
+        result.accept_length_meta_info = profile.accept_length_meta_info
+        result.accept_length_server_info = profile.accept_length_server_info
+    result.duration_s = time.monotonic() - t0
+    return result
+
+
+def judge(result: TrialResult, baseline: TrialResult | None, *,
+          slos: Sequence[tuple[str, str, float]] = (), min_speedup: float = 1.0) -> TrialResult:
+    """Attach the baseline comparison and the verdict to a measured result.
+
+    A speculative config is feasible only if it beats its baseline by ``min_speedup`` and meets
+    every SLO. A baseline is feasible if it meets the SLOs. Failed stays failed.
+    """
+    result = replace(result, slo_violations=[])
+    if not result.ok:
+        result.feasible = False
+        return result
+    violations = []
+    for metric, op, limit in slos:
+        value = result.metric(metric)
+        if value is None:
+            violations.append(f"{metric} unknown (SLO {metric} {op} {limit})")
+        elif not _compare(value, op, limit):
+            violations.append(f"{metric} = {value:.4g} violates {metric} {op} {limit}")
+    result.slo_violations = violations
+    if result.is_baseline:
+        result.baseline_tok_s = result.output_tok_s
+        result.speedup = 1.0 if result.output_tok_s else None
+        result.baseline_decode_step_ms = (result.phases or {}).get("cycle_ms")
+        result.feasible = not violations
+        result.status = FEASIBLE if result.feasible else INFEASIBLE
+        result.reason = "; ".join(violations) or None
+        return result
+    if baseline is None or not baseline.ok or baseline.output_tok_s is None:
+        result.feasible = False
+        result.status = INFEASIBLE
+        why = baseline.reason if baseline is not None else "not measured"
+        result.reason = f"baseline unknown ({why}): cannot prove speculation pays"
+        return result
+    result.baseline_tok_s = baseline.output_tok_s
+    result.baseline_decode_step_ms = (baseline.phases or {}).get("cycle_ms")
+    result.speedup = speedup(result.output_tok_s, baseline.output_tok_s)
+    cycle = (result.phases or {}).get("cycle_ms")
+    result.break_even_accept_length = break_even(cycle, result.baseline_decode_step_ms)
+    if result.phases is not None:
+        result.phases = {**result.phases, "break_even_accept_length": result.break_even_accept_length,
+                         "baseline_decode_step_ms": result.baseline_decode_step_ms,
+                         "speedup": result.speedup}
+    reasons = list(violations)
+    if result.speedup is None or result.speedup <= min_speedup:
+        sp = "unknown" if result.speedup is None else f"{result.speedup:.3f}x"
+        reasons.insert(0, f"does not beat the baseline (speedup {sp}, needs > {min_speedup:g}x)")
+    result.feasible = not reasons
+    result.status = FEASIBLE if result.feasible else INFEASIBLE
+    result.reason = "; ".join(reasons) or None
+    return result
+
+
+def _compare(value: float, op: str, limit: float) -> bool:
+    return {"<=": value <= limit, "<": value < limit, ">=": value >= limit,
+            ">": value > limit}[op]
+
+
+def baseline_for(config: Any, baseline_config: Any, workload: Workload, settings: MeasureSettings,
+                 store: BaselineStore) -> TrialResult:
+    """The group's baseline: from the store, else measured once (others wait on the lock)."""
+    key = group_key(baseline_config)
+    found = store.get(key)
+    if found is not None:
+        return found
+    with store.lock(key):
+        found = store.get(key)
+        if found is not None:
+            return found
+        result = measure(baseline_config, workload, settings, name="baseline")
+        result = judge(result, None)
+        store.put(key, result)
+        return result
+
+
+def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = None,
+             settings: MeasureSettings = MeasureSettings(), store: BaselineStore | None = None,
+             slos: Sequence[tuple[str, str, float]] = (), min_speedup: float = 1.0) -> TrialResult:
+    """Measure a config and judge it against its baseline (measured or reused).
+
+    Args:
+        config: The ``TrialConfig`` to run.
+        workload: Prompts and load shape.
+        baseline_config: The same non-speculative settings with speculation off; required for a
+            speculative config.
+        settings: Measurement settings.
+        store: Baseline reuse; a fresh in-memory store if None.
+        slos: ``(metric, op, limit)`` constraints.
+        min_speedup: Speedup a speculative config must exceed.
+    """
+    store = store or MemoryBaselineStore()
+    if config.is_baseline:
+        key = group_key(config)
+        cached = store.get(key)
+        if cached is not None:
+            return judge(cached, None, slos=slos)
+        result = judge(measure(config, workload, settings, name="baseline"), None, slos=slos)
+        store.put(key, result)
+        return result
+    if baseline_config is None:
+        raise ValueError("a speculative config needs its baseline_config")
+    baseline = baseline_for(config, baseline_config, workload, settings, store)
+    result = measure(config, workload, settings)
+    return judge(result, baseline, slos=slos, min_speedup=min_speedup)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autotune.trial --space FILE --params JSON [--json]``."""
+    import argparse
+
+    from autotune.report import phase_table, summary_json
+    from autotune.space import load_space
+
+    parser = argparse.ArgumentParser(
+        prog="python -m autotune.trial",
+        description="Evaluate one config of a search space and its no-speculation baseline.")
+    parser.add_argument("--space", required=True, help="search space YAML")
+    parser.add_argument("--params", default="{}",
+                        help="JSON object of parameters, named as in ServerArgs or env vars")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--repeats", type=int, help="override measure.repeats")
+    parser.add_argument("--workdir", help="where server logs go")
+    args = parser.parse_args(argv)
+    try:
+        params = json.loads(args.params)
+        if not isinstance(params, dict):
+            raise ValueError("--params must be a JSON object")
+    except ValueError as exc:
+        print(f"error: --params: {exc}", file=sys.stderr)
+        return 2
+    try:
+        space = load_space(args.space)
+        reason = space.validate_config(params)
+        if reason:
+            print(f"error: --params: {reason}", file=sys.stderr)
+            return 2
+        if space.backend == "sglang":
+            space.check_paths()
+        config = space.trial_config(params)
+        base_cfg = None if config.is_baseline else space.trial_config(space.baseline_params(params))
+        settings = space.measure_settings(workdir=args.workdir, repeats=args.repeats)
+        result = evaluate(config, workload=space.load_workload(), baseline_config=base_cfg,
+                          settings=settings, slos=space.slos(), min_speedup=space.min_speedup)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary_json(result), default=str))
+    else:
+        print(phase_table(result))
+        print(f"\nLaunch command:\n{result.launch_command}")
+        if not result.ok and result.log_tail:
+            print("\nServer log tail:\n" + result.log_tail)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
