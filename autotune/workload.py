@@ -23,11 +23,12 @@ line and what would be right.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -267,7 +268,7 @@ def read_sharegpt(path: str | Path, *, display_name: str | None = None) -> list[
 
 
 def _first_exchange(conv: list[dict]) -> tuple[str, str] | None:
-    for a, b in zip(conv, conv[1:]):
+    for a, b in itertools.pairwise(conv):
         if a["from"].lower() in _HUMAN and b["from"].lower() in _GPT and a["value"].strip() \
                 and b["value"].strip():
             return a["value"], b["value"]
@@ -332,10 +333,9 @@ class Workload:
             ConfigError: A bad value, or a bad or too small prompt file.
         """
         spec = dict(spec or {})
-        line_of: Callable[[str], int | None] = (lambda k: (lines or {}).get(k))
-
         def bad(key: str, msg: str) -> ConfigError:
-            return ConfigError(msg, file=file, line=line_of(key), field=f"workload.{key}")
+            return ConfigError(msg, file=file, line=(lines or {}).get(key),
+                               field=f"workload.{key}")
 
         unknown = sorted(set(spec) - set(_DEFAULTS))
         if unknown:

@@ -194,9 +194,9 @@ def build(seed: int = SEED) -> list[dict]:
         text = tmpl.format(topic=topic, other=other, audience=rng.choice(AUDIENCES),
                            form=rng.choice(FORMS))
         add("chat", rng.choice([96, 128, 192, 256, 384, 512]), prompt=text)
-    for i, text in enumerate(ADVICE):
+    for text in ADVICE:
         add("chat", rng.choice([192, 256, 384]), prompt=text)
-    for i in range(40):
+    for _ in range(40):
         topic = rng.choice(TOPICS)
         words = rng.choice([150, 300, 500, 800, 1200, 1800])
         ask = rng.choice(["Summarise the following notes in five bullet points.",
@@ -205,7 +205,7 @@ def build(seed: int = SEED) -> list[dict]:
                           "What questions does this text leave unanswered?"])
         add("chat", rng.choice([128, 192, 256]),
             prompt=f"{ask}\n\n{_passage(rng, words, topic)}")
-    for i in range(40):
+    for _ in range(40):
         topic = rng.choice(TOPICS)
         first = rng.choice(CHAT_TEMPLATES).format(topic=topic, other=rng.choice(TOPICS),
                                                   audience=rng.choice(AUDIENCES),
