@@ -39,7 +39,12 @@ and any untimed GPU work). ``other_ms`` is reported as measured, even if it come
 (overlapped GPU work, or device-timer lag at the window edges).
 
 Break-even: speculation pays when tokens per cycle exceed ``cycle_ms / baseline_decode_step_ms``
-(:func:`break_even`); ``speedup`` = tok/s / baseline tok/s (:func:`speedup`).
+(:func:`break_even`); ``speedup`` = tok/s / baseline tok/s (:func:`speedup`). Because
+``cycle_ms`` spreads the whole window (prefills included) over the cycles, at batch 1 and the
+same prompts ``accept_length_window_decode > break_even_accept_length`` holds exactly when the
+trial beats the baseline's wall time. ``decode_cycle_ms`` (= ``cycle_ms - prefill_ms``) is the
+steady-state figure for long outputs; ``break_even(p.decode_cycle_ms, base.decode_cycle_ms)``
+gives the break-even without prefill.
 """
 
 from __future__ import annotations
@@ -271,6 +276,7 @@ class PhaseProfile:
     cycles: float | None
     cycles_source: str | None
     cycle_ms: float | None
+    decode_cycle_ms: float | None
     draft_ms: float | None
     verify_ms: float | None
     extend_ms: float | None
@@ -385,7 +391,10 @@ class PhaseProfile:
 
         return cls(
             wall_s=wall_s, speculative=speculative, cycles=cycles, cycles_source=source,
-            cycle_ms=cycle_ms, draft_ms=per["draft"], verify_ms=per["verify"],
+            cycle_ms=cycle_ms, decode_cycle_ms=(
+                cycle_ms - per["prefill"] if cycle_ms is not None and per["prefill"] is not None
+                else None),
+            draft_ms=per["draft"], verify_ms=per["verify"],
             extend_ms=per["extend"], decode_ms=per["decode"], prefill_ms=per["prefill"],
             gpu_other_ms=per["gpu_other"], other_ms=other_ms, shares=shares,
             gpu_seconds=dict(gpu), device_timer=device_timer, delta_generation_tokens=d_gen,
@@ -447,6 +456,7 @@ class PhaseProfile:
         out: dict[str, Any] = {
             "wall_s": self.wall_s, "speculative": self.speculative, "cycles": self.cycles,
             "cycles_source": self.cycles_source, "cycle_ms": self.cycle_ms,
+            "decode_cycle_ms": self.decode_cycle_ms,
             "draft_ms": self.draft_ms, "verify_ms": self.verify_ms, "extend_ms": self.extend_ms,
             "decode_ms": self.decode_ms, "prefill_ms": self.prefill_ms,
             "gpu_other_ms": self.gpu_other_ms, "other_ms": self.other_ms,

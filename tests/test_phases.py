@@ -133,6 +133,7 @@ def test_speculative_profile_arithmetic():
     assert prof.extend_ms == pytest.approx(1.0) and prof.prefill_ms == pytest.approx(0.5)
     assert prof.gpu_other_ms == pytest.approx(0.25) and prof.decode_ms == 0.0
     assert prof.other_ms == pytest.approx(31.75 - 29.75)
+    assert prof.decode_cycle_ms == pytest.approx(31.75 - 0.5)
     assert sum(v for v in prof.shares.values()) == pytest.approx(100.0)
     assert prof.shares["verify"] == pytest.approx(100 * 26 / 31.75)
     assert prof.delta_generation_tokens == 2100 and prof.delta_requests == 10
@@ -223,7 +224,8 @@ def test_without_device_timer_only_cycle_time_is_known():
     srv.run(requests=2, tokens=202, cycles=100, verify=100)
     prof = PhaseProfile.from_snapshots(before, srv.snapshot(), wall_s=2.0)
     assert prof.cycle_ms == pytest.approx(20.0) and not prof.device_timer
-    for v in (prof.draft_ms, prof.verify_ms, prof.extend_ms, prof.other_ms):
+    for v in (prof.draft_ms, prof.verify_ms, prof.extend_ms, prof.other_ms, prof.prefill_ms,
+              prof.decode_cycle_ms):
         assert v is None
     assert all(v is None for v in prof.shares.values())
     assert any("SGLANG_ENABLE_METRICS_DEVICE_TIMER" in n for n in prof.notes)
