@@ -30,8 +30,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 FAULT_ENV = "AUTOTUNE_SIM_FAULT"
 
@@ -40,6 +41,22 @@ _INTS = ("crash_after_requests", "hang_mid_stream")
 _FLOATS = ("slow_start", "crash_after_s")
 
 logger = logging.getLogger("autotune.sim")
+
+# Where a real scheduler would have been when it died: (file, line, function, code) frames.
+_INIT = ("managers/scheduler.py", 3098, "run_scheduler_process",
+         "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)")
+_RUNNER = "model_executor/model_runner.py"
+_FRAMES: dict[str, list[tuple[str, int, str, str]]] = {
+    "__init__": [_INIT, (_RUNNER, 402, "init_torch_distributed",
+                         "torch.get_device_module(self.device).set_device(self.gpu_id)")],
+    "load_model": [_INIT, (_RUNNER, 871, "load_model",
+                           "self.model = get_model(model_config=self.model_config, ...)")],
+    "init_memory_pool": [_INIT, (_RUNNER, 1533, "init_memory_pool",
+                                 "self.token_to_kv_pool = MHATokenToKVPool(self.max_total_num_tokens, ...)")],
+    "event_loop_overlap": [
+        ("managers/scheduler.py", 3112, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+        ("managers/scheduler.py", 1187, "event_loop_overlap", "batch_result = self.run_batch(batch)")],
+}
 
 
 @dataclass(frozen=True)
@@ -120,25 +137,20 @@ def crash(exc_line: str, *, where: str = "event_loop_overlap", code: int = 1,
         code: The exit code.
         before_exit: Called just before exiting (records GPU usage); its errors are ignored.
     """
-    logger.error(
-        "Scheduler hit an exception: Traceback (most recent call last):\n"
-        '  File "sglang/srt/managers/scheduler.py", line 3112, in run_scheduler_process\n'
-        f"    scheduler.{where}()\n"
-        '  File "sglang/srt/managers/scheduler.py", line 1187, in ' f"{where}\n"
-        "    result = self.run_batch(batch)\n"
-        f"{exc_line}",
-        extra={"rank": " TP0"},
-    )
+    frames = _FRAMES.get(where, _FRAMES["event_loop_overlap"])
+    stack = "".join(f'  File "sglang/srt/{f}", line {n}, in {fn}\n    {code}\n' for f, n, fn, code in frames)
+    logger.error("Scheduler hit an exception: Traceback (most recent call last):\n%s%s", stack, exc_line,
+                 extra={"rank": " TP0"})
     logger.error("Received sigquit from a child process. It usually means the child failed.")
     if before_exit is not None:
         try:
             before_exit()
-        except Exception:  # noqa: BLE001 - the process is going down anyway
+        except Exception:  # noqa: BLE001, S110 - the process is going down anyway
             pass
     for handler in logging.getLogger().handlers + logger.handlers:
         try:
             handler.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - a closed stream must not stop the exit
             pass
     sys.stdout.flush()
     sys.stderr.flush()

@@ -9,30 +9,31 @@ cheap: it sits on the streaming path.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 EOS_TOKEN_ID = 2
 """The id reported as ``matched_stop`` when a request ends on its own (finish reason ``stop``)."""
 
-_WORDS = (
-    "the of and to in is that for it as was with be by on not he this are or his from at which "
-    "but have an they you were her she there been one all we their has would when if so no will "
-    "more can out up into do about than other time some could them these its only two may first "
-    "then any like over such our new most also made after did many before must well through back "
-    "years where much your way down should because each just those people how too state good very "
-    "make world still own see men work long get here between both life being under never day same "
-    "another know while last might us great old year off come since against go came right used "
-    "take three states himself few house use during without again place american around however "
-    "home small found thought went say part once general high upon school every does got united "
-    "left number course war until always away something fact though water less public put think "
-    "almost hand enough far took head yet government system better set told nothing night end why "
-    "called eyes find going look asked later knew point next program city business give group toward "
-    "young days let room president side social given present several order national possible rather "
-    "second face per among form important often things looked early white case john become large big "
-    "need four within felt along children saw best church ever least power development light thing "
-    "seemed family interest want members mind country area others done turned although open god "
-    "service problem certain kind different thus began door help means sense whole matter perhaps "
-    "itself york times law human line above name example action company hands local show whether five"
+_WORDS = (  # noqa: SIM905 - a word list reads better as text
+    "the of and to in is that for it as was with be by on not he this are or his from at which but "
+    "have an they you were her she there been one all we their has would when if so no will more can "
+    "out up into do about than other time some could them these its only two may first then any like "
+    "over such our new most also made after did many before must well through back years where much "
+    "your way down should because each just those people how too state good very make world still own "
+    "see men work long get here between both life being under never day same another know while last "
+    "might us great old year off come since against go came right used take three states himself few "
+    "house use during without again place american around however home small found thought went say "
+    "part once general high upon school every does got united left number course war until always "
+    "away something fact though water less public put think almost hand enough far took head yet "
+    "government system better set told nothing night end why called eyes find going look asked later "
+    "knew point next program city business give group toward young days let room president side "
+    "social given present several order national possible rather second face per among form important "
+    "often things looked early white case john become large big need four within felt along children "
+    "saw best church ever least power development light thing seemed family interest want members "
+    "mind country area others done turned although open god service problem certain kind different "
+    "thus began door help means sense whole matter perhaps itself york times law human line above "
+    "name example action company hands local show whether five"
 ).split()
 
 # Each token decodes to a word with its leading space, the way byte-level BPE pieces look.
@@ -81,7 +82,8 @@ def apply_chat_template(messages: Iterable[Any]) -> str:
     out: list[str] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise ValueError(f"messages[{i}] must be an object with a string 'role'")
+            # A bad request body: answered 400, like SGLang's own validation.
+            raise ValueError(f"messages[{i}] must be an object with a string 'role'")  # noqa: TRY004
         out.append(f"<|im_start|>{msg['role']}\n{_content_text(msg.get('content'))}<|im_end|>\n")
     out.append("<|im_start|>assistant\n")
     return "".join(out)
