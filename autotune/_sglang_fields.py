@@ -22,8 +22,9 @@ _END = "# --- generated: end ---"
 
 def _render() -> str:
     """Render the generated section from the installed SGLang."""
-    import sglang  # noqa: PLC0415 - only the regeneration needs it
-    from sglang.srt.server_args import ServerArgs  # noqa: PLC0415
+    # Imported here: only regeneration needs SGLang, and importing it takes seconds.
+    import sglang
+    from sglang.srt.server_args import ServerArgs
 
     hints = typing.get_type_hints(ServerArgs, include_extras=True)
     names = {int: "int", float: "float", bool: "bool", str: "str"}

@@ -10,14 +10,23 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
-from typing import Any, Iterable, Iterator, Mapping, NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 from autotune import _sglang_fields
-from autotune._expr import Condition, ExprError, parse_condition, parse_slo
+from autotune._expr import (
+    Condition,
+    ExprError,
+    parse_condition,
+    parse_slo,
+    values_equal,
+)
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
+from autotune.workload import Workload
 
 PARAM_TYPES = ("int", "float", "categorical")
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
@@ -35,8 +44,6 @@ METRICS: dict[str, str] = {
     **{f"{stat}_{lat}_ms": "minimize" for lat in _LATENCIES for stat in _STATS},
 }
 
-WORKLOAD_SOURCES = ("builtin", "jsonl", "sharegpt")
-WORKLOAD_APIS = ("generate", "chat")
 SAMPLERS = ("tpe", "random", "phase-model")
 
 
@@ -202,16 +209,16 @@ _installed_fields: frozenset[str] | None = None
 
 def installed_sglang_fields() -> frozenset[str]:
     """ServerArgs field names of the installed SGLang, or an empty set when it is absent."""
-    global _installed_fields  # noqa: PLW0603 - a process-wide cache of a slow import
+    global _installed_fields  # a process-wide cache: the import takes seconds
     if _installed_fields is None:
         try:
-            from sglang.srt.server_args import ServerArgs  # noqa: PLC0415 - slow, optional
+            from sglang.srt.server_args import ServerArgs
         except Exception:  # noqa: BLE001 - any import failure means "not usable here"
             _installed_fields = frozenset()
         else:
             fields = getattr(ServerArgs, "__struct_fields__", None)  # msgspec (0.5.2x)
             if fields is None:
-                import dataclasses  # noqa: PLC0415
+                import dataclasses  # older SGLang: ServerArgs was a dataclass
 
                 fields = [f.name for f in dataclasses.fields(ServerArgs)]
             _installed_fields = frozenset(f for f in fields if not f.startswith("_"))
@@ -325,14 +332,12 @@ class Parameter:
             return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
         if self.step is None:
             raise ValueError(f"float parameter {self.name} has no step, so it has no grid")
-        count = int(round((self.high - self.low) / self.step))
+        count = round((self.high - self.low) / self.step)
         return [round(self.low + i * self.step, 12) for i in range(count + 1)]
 
     def contains(self, value: Any) -> bool:
         """Whether ``value`` is one of this parameter's values."""
         if self.type == "categorical":
-            from autotune._expr import values_equal  # noqa: PLC0415 - tiny, avoids a cycle
-
             return any(values_equal(value, c) for c in self.choices or ())
         if self.type == "int":
             if not is_int(value) or not self.low <= value <= self.high:
@@ -728,60 +733,27 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                      line_of(value, "phase_profile")))
 
 
-#: Workload keys and defaults; the full dict goes to ``autotune.workload``.
-WORKLOAD_DEFAULTS: dict[str, Any] = {
-    "source": "builtin",
-    "path": None,
-    "num_prompts": 32,
-    "warmup_prompts": 2,
-    "output_len": None,
-    "concurrency": 1,
-    "request_rate": None,
-    "api": "generate",
-    "max_duration_s": None,
-    "seed": 0,
-}
-
-
 def read_workload(reader: Reader, value: Any, line: int | None, *,
-                  resolve: Any) -> dict[str, Any]:
-    """Parse ``workload:`` into a complete dict (defaults filled in).
+                  base_dir: str) -> dict[str, Any]:
+    """Check ``workload:`` with :class:`autotune.workload.Workload` and return it as given.
+
+    ``autotune.workload`` owns the keys and defaults; the returned dict holds only the keys in
+    the file, with a relative ``path`` made absolute (trials run in other directories).
 
     Args:
         reader: Error helper.
-        value: The raw section.
+        value: The raw section (None for all defaults).
         line: Its line.
-        resolve: Callable turning a relative path into an absolute one.
+        base_dir: Folder of the space file, for a relative ``path``.
     """
-    out = dict(WORKLOAD_DEFAULTS)
     if value is None:
-        return out
-    reader.mapping(value, "workload", line, allowed=WORKLOAD_DEFAULTS)
-
-    def at(key: str) -> tuple[str, int | None]:
-        return f"workload.{key}", line_of(value, key)
-
-    if "source" in value:
-        out["source"] = reader.string(value["source"], *at("source"), choices=WORKLOAD_SOURCES)
-    if "path" in value:
-        path = reader.string(value["path"], *at("path"), allow_none=True)
-        out["path"] = None if path is None else resolve(path)
-    if out["source"] != "builtin" and out["path"] is None:
-        reader.fail(f"source {out['source']} needs a path to the prompt file",
-                    field="workload.path", line=line_of(value, "source"))
-    if out["source"] == "builtin" and out["path"] is not None:
-        reader.fail("path is only for source jsonl or sharegpt", field="workload.path",
-                    line=line_of(value, "path"))
-    for key, minimum in (("num_prompts", 1), ("warmup_prompts", 0), ("concurrency", 1),
-                         ("seed", 0)):
-        if key in value:
-            out[key] = reader.integer(value[key], *at(key), minimum=minimum)
-    if "output_len" in value:
-        out["output_len"] = reader.integer(value["output_len"], *at("output_len"), minimum=1,
-                                           allow_none=True)
-    for key in ("request_rate", "max_duration_s"):
-        if key in value:
-            out[key] = reader.number(value[key], *at(key), positive=True, allow_none=True)
-    if "api" in value:
-        out["api"] = reader.string(value["api"], *at("api"), choices=WORKLOAD_APIS)
+        value = {}
+    reader.mapping(value, "workload", line)
+    out = {key: (list(item) if isinstance(item, list) else item) for key, item in value.items()}
+    path = out.get("path")
+    if isinstance(path, str) and path:
+        expanded = Path(path).expanduser()
+        out["path"] = str(expanded if expanded.is_absolute() else Path(base_dir) / expanded)
+    lines = {key: n for key in value if (n := line_of(value, key)) is not None}
+    Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
     return out

@@ -15,7 +15,7 @@ import yaml
 
 from autotune.errors import ConfigError
 
-__all__ = ["LineDict", "LineList", "load_yaml_text", "line_of", "key_line_of"]
+__all__ = ["LineDict", "LineList", "key_line_of", "line_of", "load_yaml_text"]
 
 
 class LineDict(dict):
