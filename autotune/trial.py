@@ -299,7 +299,10 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
             spec.validate()
         except LaunchArgsError as exc:
             return _failed(config, spec, f"invalid launch command: {exc}", t0=t0)
-    env = dict(spec.env)
+    # A null choice in the space means "make sure it is unset", even if the driver's env has it.
+    unset = set(getattr(config, "unset_env", ()) or ())
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(spec.env)
     if config.backend == "sim" and settings.sim_seed is not None:
         env["AUTOTUNE_SIM_SEED"] = str(settings.sim_seed)
     workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="autotune-trial-"))
@@ -308,7 +311,7 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     log_path = workdir / f"{label}-{os.getpid()}-{int(time.time() * 1000)}.log"
     server = ServerProcess(lambda port: spec.argv(python=settings.python, port=port), env=env,
                            startup_timeout_s=settings.startup_timeout_s, grace_s=settings.grace_s,
-                           log_path=log_path)
+                           log_path=log_path, inherit_env=False)
     speculative = bool(spec.server_args.get("speculative_algorithm"))
     try:
         with server:
@@ -478,6 +481,19 @@ def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = N
     return judge(result, baseline, slos=slos, min_speedup=min_speedup)
 
 
+def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None = None,
+                 **overrides: Any) -> MeasureSettings:
+    """Measurement settings from a space's ``measure:`` section."""
+    m = space.measure
+    return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
+                           workdir=workdir, **overrides)
+
+
+def slos_of(space: Any) -> list[tuple[str, str, float]]:
+    """A space's SLOs as ``(metric, op, limit)``."""
+    return [(s.metric, s.op, s.value) for s in space.constraints.slos]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m autotune.trial --space FILE --params JSON [--json]``."""
     import argparse
@@ -512,9 +528,10 @@ def main(argv: list[str] | None = None) -> int:
             space.check_paths()
         config = space.trial_config(params)
         base_cfg = None if config.is_baseline else space.trial_config(space.baseline_params(params))
-        settings = space.measure_settings(workdir=args.workdir, repeats=args.repeats)
-        result = evaluate(config, workload=space.load_workload(), baseline_config=base_cfg,
-                          settings=settings, slos=space.slos(), min_speedup=space.min_speedup)
+        settings = settings_for(space, workdir=args.workdir, repeats=args.repeats)
+        workload = Workload.from_spec(space.workload, file=space.file)
+        result = evaluate(config, workload=workload, baseline_config=base_cfg, settings=settings,
+                          slos=slos_of(space), min_speedup=space.constraints.min_speedup)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

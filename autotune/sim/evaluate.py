@@ -119,15 +119,23 @@ class ModelEvaluator:
             out["output_tok_s"] *= math.exp(self._rng.gauss(0.0, cv) - cv * cv / 2)
         return out
 
-    def evaluate_all(self) -> Iterable[dict[str, Any]]:
+    def evaluate_all(self, *, baselines: bool = False) -> Iterable[dict[str, Any]]:
+        """Every config of the space; with ``baselines``, also each group's baseline (once)."""
+        seen: set[tuple] = set()
         for params in self.space.enumerate():
+            if baselines:
+                base = self.space.baseline_params(params)
+                key = tuple(sorted((k, _hashable(v)) for k, v in base.items()))
+                if key not in seen:
+                    seen.add(key)
+                    yield self.expected(base)
             yield self.expected(params)
 
     def optimum(self) -> dict[str, Any]:
         """The best feasible config: the fastest speculative one that beats its baseline, else the
         fastest baseline."""
         best = None
-        for rec in self.evaluate_all():
+        for rec in self.evaluate_all(baselines=True):
             if not rec.get("feasible") or rec.get("output_tok_s") is None:
                 continue
             if best is None or rec["output_tok_s"] > best["output_tok_s"]:

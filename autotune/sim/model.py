@@ -370,7 +370,7 @@ class PerformanceModel:
         ms = p.prefill_fixed_ms + (p.prefill_ms_per_token * num_tokens) * shard \
             + self._comm_ms(max(num_tokens, 1), self._ar_calls)
         if self.config.spec is not None:
-            ms *= 1.1
+            ms *= 1.02  # the draft's own prefill: one layer against the target's many
         return ms
 
     # ----- acceptance -----------------------------------------------------------------------------
@@ -408,12 +408,12 @@ class PerformanceModel:
             mean_tokens = 1.0
         else:
             spread = self.profile.acceptance.prompt_spread
-            cycles = 0.0
+            cycles = accept = 0.0
             for z, w in zip(_GH_NODES, _GH_WEIGHTS):
                 a = self.acceptance(_factor(spread, z)).mean
+                accept += w * a
                 # The last cycle is cut at max_tokens: on average half a cycle's worth is wasted.
                 cycles += w * ((output_len - 1) / a + 0.5 * (1 - 1 / a))
-            accept = self.expected_accept_length()
             mean_tokens = accept
         busy_ms = cycles * cycle.total_ms + batch * (self.prefill_ms(input_len) + self.profile.other_ms)
         output_tok_s = batch * output_len / busy_ms * 1e3
@@ -434,49 +434,54 @@ def _lookup(table: Mapping[str, tuple[float, float]], key: str, default: tuple[f
 
 
 @functools.lru_cache(maxsize=65536)
-def _cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: float) -> AcceptanceDist:
-    p = [min(acc.cap, acc.first * factor * acc.decay ** i * (acc.after_first if i else 1.0))
-         for i in range(steps)]
+def _tree_widths(acc, steps: int, topk: int, draft_tokens: int) -> tuple[int, ...]:
+    """How many of the N - 1 verified slots sit at each depth.
 
-    def covered(depth: int, width: int) -> float:
-        if width <= 0:
-            return 0.0
-        pi = p[depth]
-        return pi + (1 - pi) * acc.topk_recall * (1 - acc.rank_decay ** (width - 1))
-
-    def length(widths: list[int]) -> float:
-        total, reach = 1.0, 1.0
-        for d, w in enumerate(widths):
-            reach *= covered(d, w)
-            total += reach
-        return total
-
+    SGLang keeps the N - 1 draft nodes with the best cumulative draft score. Scoring a node by
+    the chance that it is the accepted token (its ancestors being the top-1 chain) reproduces
+    that: each slot goes where it is most likely to be accepted.
+    """
     slots = draft_tokens - 1
-    widths = [0] * steps
     if topk == 1:
-        for d in range(min(steps, slots)):
-            widths[d] = 1
-    else:
-        # SGLang keeps the N-1 best-scoring nodes of the expanded tree; greedy on expected gain
-        # is the mechanism's effect on the accepted path.
-        for _ in range(slots):
-            best, best_gain = None, -1.0
-            base = length(widths)
-            for d in range(steps):
-                if widths[d] >= topk or (d > 0 and widths[d - 1] == 0):
-                    continue
-                widths[d] += 1
-                gain = length(widths) - base
-                widths[d] -= 1
-                if gain > best_gain:
-                    best, best_gain = d, gain
-            if best is None:
-                break
-            widths[best] += 1
-    depth = sum(1 for w in widths if w > 0)
+        return tuple(1 for _ in range(min(steps, slots)))
+    p = _position_probs(acc, steps, 1.0)
+    nodes = []
+    reach = 1.0
+    for d in range(steps):
+        for j in range(1, topk + 1):
+            nodes.append((reach * _rank_prob(acc, p[d], j), d, j))
+        reach *= p[d]
+    nodes.sort(key=lambda n: (-n[0], n[1], n[2]))
+    widths = [0] * steps
+    for _, d, _ in nodes[:slots]:
+        widths[d] += 1
+    depth = 0
+    while depth < steps and widths[depth] > 0:
+        depth += 1
+    return tuple(widths[:depth])
+
+
+def _position_probs(acc, steps: int, factor: float) -> list[float]:
+    return [min(acc.cap, acc.first * factor * acc.decay ** i * (acc.after_first if i else 1.0))
+            for i in range(steps)]
+
+
+def _rank_prob(acc, p: float, rank: int) -> float:
+    """P(the rank-th draft candidate is the accepted token) at a position with top-1 rate p."""
+    if rank == 1:
+        return p
+    return (1 - p) * acc.topk_recall * (acc.rank_decay ** (rank - 2)) * (1 - acc.rank_decay)
+
+
+@functools.lru_cache(maxsize=262144)
+def _cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: float) -> AcceptanceDist:
+    widths = _tree_widths(acc, steps, topk, draft_tokens)
+    p = _position_probs(acc, len(widths), factor)
     reach = [1.0]
-    for d in range(depth):
-        reach.append(reach[-1] * covered(d, widths[d]))
-    probs = tuple(reach[j] - (reach[j + 1] if j + 1 <= depth else 0.0) for j in range(depth + 1))
-    return AcceptanceDist(probs=probs, widths=tuple(widths[:depth]), num_proposed=slots,
+    for d, w in enumerate(widths):
+        covered = p[d] + (1 - p[d]) * acc.topk_recall * (1 - acc.rank_decay ** (w - 1))
+        reach.append(reach[-1] * covered)
+    depth = len(widths)
+    probs = tuple(reach[j] - (reach[j + 1] if j < depth else 0.0) for j in range(depth + 1))
+    return AcceptanceDist(probs=probs, widths=widths, num_proposed=draft_tokens - 1,
                           _cum=tuple(_accumulate(probs)))
