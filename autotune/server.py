@@ -31,10 +31,11 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Self
 
 import httpx
 
-from autotune._reaper import RELEASE, group_alive, group_members, kill_group, pid_alive, signal_group
+from autotune._reaper import RELEASE, group_alive, group_members, kill_group, pid_alive
 from autotune.errors import ServerCrashed, ServerError, ServerStartupCrash, ServerStartupTimeout
 
 __all__ = [
@@ -160,7 +161,7 @@ class PortReservation:
         if fd is not None:
             os.close(fd)  # closing the only descriptor of the open file drops the flock
 
-    def __enter__(self) -> PortReservation:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -226,7 +227,7 @@ def _stop_all_at_exit() -> None:
     for server in servers:
         try:
             server.stop()
-        except Exception:  # noqa: BLE001 - the interpreter is exiting; stop the others regardless
+        except Exception:  # noqa: BLE001, S110 - the interpreter is exiting; stop the others regardless
             pass
 
 
@@ -352,6 +353,7 @@ class ServerProcess:
         self._watchdog = watchdog
 
         self._lock = threading.RLock()
+        self._stop_requested = threading.Event()
         self._owner_pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._reaper: subprocess.Popen[bytes] | None = None
@@ -436,10 +438,11 @@ class ServerProcess:
             ServerStartupCrash: The process exited before it was ready (exit code, log tail).
             ServerStartupTimeout: It stayed alive but not ready for ``startup_timeout_s``; it was
                 stopped before this was raised.
-            ServerError: The requested port is taken, or the watchdog could not start.
+            ServerError: The requested port is taken, the watchdog could not start, or `stop`
+                was called from another thread meanwhile.
         """
         with self._lock:
-            if self._started:
+            if self._started or self._stop_requested.is_set():
                 raise RuntimeError("a ServerProcess runs once; create a new one to start again")
             self._started = True
             self._owner_pid = os.getpid()
@@ -453,7 +456,7 @@ class ServerProcess:
                 _LIVE.add(self)
             try:
                 launches = 1 + (self._port_retries if self._requested_port is None else 0)
-                for launch in range(launches):
+                while True:
                     self._reservation = reserve_port(self._host, self._requested_port)
                     self._last_port = self._reservation.port
                     self._launch()
@@ -462,11 +465,10 @@ class ServerProcess:
                         return self
                     except ServerStartupCrash as crash:
                         lost_race = _BIND_FAILURE.search(self._attempt_tail(LOG_TAIL_LINES))
-                        if not lost_race or launch + 1 == launches:
+                        if not lost_race or self._attempts >= launches:
                             raise
-                        self._log_note(f"port {self._last_port} was taken before the server bound "
-                                       f"it ({crash.returncode=}); relaunching on another port")
-                raise AssertionError("unreachable")  # pragma: no cover
+                        self._log_note(f"port {self._last_port} was taken before the server bound it "
+                                       f"(exit {crash.returncode}); relaunching on another port")
             except BaseException:
                 self.stop()
                 raise
@@ -474,8 +476,9 @@ class ServerProcess:
     def stop(self) -> int | None:
         """Stop the whole process group (SIGTERM, ``grace_s``, SIGKILL) and reap the server.
 
-        Safe to call more than once and from any thread. A KeyboardInterrupt during the grace period
-        skips straight to SIGKILL, then propagates.
+        Safe to call more than once and from any thread; called while another thread is in
+        `start`, it makes that start raise `ServerError`. A KeyboardInterrupt during the grace
+        period skips straight to SIGKILL, then propagates.
 
         Returns:
             The server's exit status (negative for a signal), or None if it never started.
@@ -486,6 +489,7 @@ class ServerProcess:
         """
         if self._owner_pid is not None and os.getpid() != self._owner_pid:
             return None  # a forked copy of the owner: the server is not ours to stop
+        self._stop_requested.set()  # a start() in another thread gives up the lock at its next poll
         with self._lock:
             self._stop_current()
             self._stopped = True
@@ -493,7 +497,7 @@ class ServerProcess:
                 _LIVE.discard(self)
             return self._returncode
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         if not self._started:
             self.start()
         return self
@@ -505,7 +509,7 @@ class ServerProcess:
         try:
             if self._proc is not None and not self._stopped:
                 self.stop()
-        except Exception:  # noqa: BLE001 - nothing can be raised from a finalizer
+        except Exception:  # noqa: BLE001, S110 - nothing can be raised from a finalizer
             pass
 
     # ---- health -----------------------------------------------------------------------------
@@ -637,7 +641,9 @@ class ServerProcess:
                             self._raise_startup_crash(status, url)
                         return
                     last = f"HTTP {response.status_code}"
-                time.sleep(max(0.0, min(self._poll_interval_s, deadline - time.monotonic())))
+                if self._stop_requested.wait(max(0.0, min(self._poll_interval_s,
+                                                          deadline - time.monotonic()))):
+                    raise ServerError(f"start-up of server pid {self.pid} was cancelled by stop()")
 
     def _raise_startup_crash(self, status: int, url: str) -> None:
         tail = self._attempt_tail(LOG_TAIL_LINES)
@@ -667,7 +673,7 @@ class ServerProcess:
         if proc is not None and proc.returncode is None:
             try:
                 gone = kill_group(proc.pid, grace_s=self._grace_s)
-            except BaseException as exc:  # e.g. Ctrl-C during the grace period: skip to SIGKILL
+            except BaseException as exc:  # noqa: BLE001 - Ctrl-C in the grace period: SIGKILL now
                 interrupted = exc
                 gone = kill_group(proc.pid, grace_s=0.0)
             gone = self._reap(proc) and gone

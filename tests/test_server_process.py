@@ -174,15 +174,17 @@ def test_crash_after_ready_raises_server_crashed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("exc_type", [ValueError, KeyboardInterrupt])
 def test_exception_in_with_block_stops_group(exc_type: type[BaseException]) -> None:
-    with pytest.raises(exc_type):
-        with ServerProcess(fake(), **FAST) as server:
-            pids = pids_from_http(server)
-            raise exc_type("boom")
+    with pytest.raises(exc_type), ServerProcess(fake(), **FAST) as server:
+        pids = pids_from_http(server)
+        raise exc_type("boom")
     assert_all_gone(pids["pid"], pids["child_pid"], pgid=pids["pgid"], port=server.port)
 
 
 def test_ctrl_c_during_startup_stops_group(tmp_path: Path) -> None:
     server = ServerProcess(fake("--never-ready"), log_path=tmp_path / "s.log", **FAST)
+    # A shell starts background jobs with SIGINT ignored, and Python keeps it so: install the
+    # usual Ctrl-C behaviour for this test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -190,6 +192,22 @@ def test_ctrl_c_during_startup_stops_group(tmp_path: Path) -> None:
             server.start()
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    pids = pids_from_log(tmp_path / "s.log")
+    assert_all_gone(pids["pid"], pids["child_pid"], pgid=pids["pgid"], port=server.port)
+
+
+def test_stop_from_another_thread_cancels_startup(tmp_path: Path) -> None:
+    server = ServerProcess(fake("--never-ready"), log_path=tmp_path / "s.log", **FAST)
+    timer = threading.Timer(0.8, server.stop)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ServerError, match="cancelled by stop"):
+            server.start()
+    finally:
+        timer.join()
+    assert time.monotonic() - started < 10.0  # not the 30 s start-up timeout
     pids = pids_from_log(tmp_path / "s.log")
     assert_all_gone(pids["pid"], pids["child_pid"], pgid=pids["pgid"], port=server.port)
 
@@ -268,9 +286,8 @@ def test_fixed_port_in_use_or_reserved_is_refused() -> None:
         busy = sock.getsockname()[1]
         with pytest.raises(ServerError, match="already in use"):
             ServerProcess(fake(), port=busy, **FAST).start()
-    with reserve_port() as held:
-        with pytest.raises(ServerError, match="reserved by another autotune server"):
-            ServerProcess(fake(), port=held.port, **FAST).start()
+    with reserve_port() as held, pytest.raises(ServerError, match="reserved by another autotune server"):
+        ServerProcess(fake(), port=held.port, **FAST).start()
 
 
 def test_fixed_port_with_static_argv() -> None:
@@ -310,9 +327,13 @@ def test_bad_arguments_are_rejected(kwargs: dict, message: str) -> None:
 
 
 def test_start_twice_is_refused() -> None:
-    with ServerProcess(fake(), **FAST) as server:
-        with pytest.raises(RuntimeError, match="runs once"):
-            server.start()
+    with ServerProcess(fake(), **FAST) as server, pytest.raises(RuntimeError, match="runs once"):
+        server.start()
+    stopped_first = ServerProcess(fake(), **FAST)
+    assert stopped_first.stop() is None
+    with pytest.raises(RuntimeError, match="runs once"):
+        stopped_first.start()
+    assert stopped_first.pid is None
 
 
 def test_garbage_collection_stops_group() -> None:

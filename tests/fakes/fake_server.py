@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return not args.never_ready and time.monotonic() - started >= args.startup_delay
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:  # http.server's naming
             if self.path in ("/health", "/health_generate"):
                 self._send(200 if ready() else 503, {"ready": ready()})
             elif self.path == "/pids":
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *a: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *a: object) -> None:
             pass  # keep the log to what the tests read
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)
