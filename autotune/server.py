@@ -249,8 +249,12 @@ def _describe_exit(returncode: int | None) -> str:
     return f"with code {returncode}"
 
 
-def _read_tail(path: Path, n: int, *, start: int = 0) -> str:
-    """Last ``n`` lines of ``path``, reading only from byte offset ``start``."""
+def _read_tail(path: Path, n: int, *, start: int = 0, max_line_chars: int = 2000) -> str:
+    """Last ``n`` lines of ``path``, reading only from byte offset ``start``.
+
+    Lines longer than ``max_line_chars`` are shortened (SGLang logs all its server arguments on one
+    line of some 15 000 characters).
+    """
     try:
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
@@ -263,7 +267,10 @@ def _read_tail(path: Path, n: int, *, start: int = 0) -> str:
     lines = data.decode("utf-8", errors="replace").splitlines()
     if begin > start and lines:
         lines = lines[1:]  # the first line was cut by the chunk boundary
-    return "\n".join(lines[-n:]) if n > 0 else ""
+    lines = [line if len(line) <= max_line_chars
+             else f"{line[:max_line_chars]}... [{len(line) - max_line_chars} more characters]"
+             for line in lines[-n:]] if n > 0 else []
+    return "\n".join(lines)
 
 
 def _with_tail(message: str, log_path: Path, tail: str) -> str:

@@ -134,6 +134,16 @@ def test_crash_at_start_reports_code_and_log(tmp_path: Path) -> None:
     assert_all_gone(pids["pid"], pids["child_pid"], pgid=pids["pgid"], port=server.port)
 
 
+def test_log_tail_shortens_huge_lines(tmp_path: Path) -> None:
+    server = ServerProcess(fake("--crash-at-start", "2", "--print-env", "HUGE"), env={"HUGE": "x" * 9000},
+                           log_path=tmp_path / "s.log", **FAST)
+    with pytest.raises(ServerStartupCrash) as info:
+        server.start()
+    huge = [line for line in info.value.log_tail.splitlines() if "HUGE=" in line]
+    assert len(huge) == 1 and len(huge[0]) < 2100 and huge[0].endswith("more characters]")
+    assert "x" * 9000 in (tmp_path / "s.log").read_text()  # the file itself is untouched
+
+
 def test_missing_executable_is_a_startup_crash(tmp_path: Path) -> None:
     server = ServerProcess([str(tmp_path / "no-such-server"), "--port", "{port}"], **FAST)
     with pytest.raises(ServerStartupCrash, match="could not run"):
