@@ -503,3 +503,51 @@ def test_fault_crash_after_s(launch: Callable[..., Sim], tmp_path: Path) -> None
     assert "crash_after_s:0.5" in sim.log
     rec = json.loads((locks / "usage.jsonl").read_text())
     assert rec["pid"] == sim.proc.pid and rec["end"] >= rec["start"]
+
+
+# ----- the streaming path is lean -----------------------------------------------------------------
+def test_streaming_throughput_zero_compute_profile(launch: Callable[..., Sim], tmp_path: Path) -> None:
+    """With a profile that costs no time, the HTTP layer alone must stream >= 20k tokens/s at
+    concurrency 8 (what the benchmark client needs from the emulator)."""
+    import asyncio
+
+    import yaml
+
+    import autotune.sim.profile
+
+    builtin = Path(autotune.sim.profile.__file__).parent / "profiles" / f"{LLAMA}.yaml"
+    data = yaml.safe_load(builtin.read_text())
+    for key, value in list(data.items()):
+        if key.endswith("_ms") and isinstance(value, (int, float)):
+            data[key] = 0.0
+    data["name"], data["noise_cv"] = "zero-compute", 0.0
+    for section in ("nccl", "custom_all_reduce"):
+        for key in ("latency_us", "latency_us_per_channel"):
+            if key in (data.get(section) or {}):
+                data[section][key] = 0.0
+    path = tmp_path / "zero.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sim = launch(*LLAMA_ARGS, *EAGLE3, profile=str(path))
+
+    async def one(client: httpx.AsyncClient, i: int) -> int:
+        body = {"prompt": f"prompt {i}", "max_tokens": 2000, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+        tokens = 0
+        async with client.stream("POST", sim.url + "/v1/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {"):
+                    ev = json.loads(line[6:])
+                    if not ev["choices"]:
+                        tokens = ev["usage"]["completion_tokens"]
+        return tokens
+
+    async def run() -> tuple[int, float]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            await one(client, -1)  # warm the connection pool
+            t0 = time.perf_counter()
+            counts = await asyncio.gather(*(one(client, i) for i in range(8)))
+            return sum(counts), time.perf_counter() - t0
+
+    total, seconds = asyncio.run(run())
+    assert total == 8 * 2000
+    assert total / seconds >= 20_000, f"{total / seconds:.0f} tokens/s"
