@@ -24,6 +24,7 @@ def phase_table(result: Any) -> str:
     spec = not result.is_baseline
     rows = ([("Draft steps", "draft"), ("Target verify", "verify"), ("Draft re-extend", "extend")]
             if spec else [("Decode", "decode")])
+    rows.append(("Prefill (extend)", "prefill"))
     rows.append(("Other overhead", "other"))
     for label, key in rows:
         lines.append(f"{label + ':':17s}{_ms(ph.get(f'{key}_ms'))} ms/cycle  ({_pct(ph.get(f'{key}_pct'))})")

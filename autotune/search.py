@@ -1,0 +1,469 @@
+"""``python -m autotune.search``: Ray Tune + constrained Optuna over speculative and TP/NCCL settings.
+
+The search space file is the source of truth. Ray Tune schedules one trial per suggestion, each
+asking for one bundle of ``tp_size`` GPUs on one node; Optuna (TPE by default, or the phase-model
+sampler) proposes the configs and learns from constraint values (break-even, SLOs, failures).
+Baselines (speculation off) are measured once per non-speculative group and reused. The top configs
+are re-measured beside a fresh baseline before a winner is declared; when no speculative config
+beats its baseline, the baseline wins, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.errors import AutotuneError, ConfigError
+
+EXIT_CONFIG = 2
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class SearchOptions:
+    """Everything ``python -m autotune.search`` takes."""
+
+    space: str
+    trials: int | None = None
+    concurrency: int | None = None
+    name: str | None = None
+    address: str | None = None
+    resume: bool = False
+    seed: int | None = None
+    summary_json: str | None = None
+    tracking_uri: str | None = None
+    root: str = field(default_factory=os.getcwd)
+    tracking: bool = True
+
+
+@dataclass
+class SearchOutcome:
+    """What a finished (or interrupted) search found."""
+
+    name: str
+    winner: dict[str, Any] | None
+    baseline: dict[str, Any] | None
+    trials: int
+    feasible: int
+    infeasible: int
+    failed: int
+    interrupted: bool
+    baseline_wins: bool
+    finalists: list[dict[str, Any]]
+    tracking_uri: str | None
+    parent_run_id: str | None
+    experiment_path: str | None
+    overheads_s: list[float]
+
+    def summary(self) -> dict[str, Any]:
+        w = self.winner or {}
+        return {
+            "name": self.name,
+            "interrupted": self.interrupted,
+            "baseline_wins": self.baseline_wins,
+            "winner_params": w.get("params"),
+            "winner_is_baseline": w.get("is_baseline"),
+            "output_tok_s": w.get("output_tok_s"),
+            "output_tok_s_spread": w.get("output_tok_s_spread"),
+            "baseline_tok_s": w.get("baseline_tok_s"),
+            "speedup": w.get("speedup"),
+            "accept_length": w.get("accept_length"),
+            "break_even_accept_length": w.get("break_even_accept_length"),
+            "phases": w.get("phases"),
+            "launch_command": w.get("launch_command"),
+            "trials": {"total": self.trials, "feasible": self.feasible,
+                       "infeasible": self.infeasible, "failed": self.failed},
+            "finalists": self.finalists,
+            "tracking_uri": self.tracking_uri,
+            "parent_run_id": self.parent_run_id,
+            "tuner_overhead_s_median": (sorted(self.overheads_s)[len(self.overheads_s) // 2]
+                                        if self.overheads_s else None),
+        }
+
+
+def _sim_logical_gpus(space: Any, concurrency: int | None) -> int:
+    """Logical GPUs for a sim search on a GPU-less machine: whole nodes of the profile's size,
+    enough for ``concurrency`` trials of the largest TP at once."""
+    from autotune.sim.profile import load_profile
+
+    per_node = load_profile(space.profile).gpus_per_node
+    tp = max(space.tp_sizes())
+    want = tp * max(1, concurrency or 1)
+    nodes = max(1, math.ceil(want / per_node))
+    return per_node * nodes
+
+
+def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
+    """Join ``--address``/``RAY_ADDRESS`` or start an embedded Ray; returns a description."""
+    import ray
+
+    address = opts.address or os.environ.get("RAY_ADDRESS")
+    if ray.is_initialized():
+        return "already initialised"
+    if address:
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"cannot join the Ray cluster at {address!r}: {exc}. Check the "
+                              "address (ray status on the head node prints it), or leave "
+                              "--address and RAY_ADDRESS unset for an embedded Ray.") from None
+        return address
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                              "configure_logging": False}
+    if space.backend == "sim":
+        kwargs["num_gpus"] = _sim_logical_gpus(space, concurrency)
+        kwargs["num_cpus"] = max(os.cpu_count() or 1, int(kwargs["num_gpus"]))
+    ray.init(**kwargs)
+    return "embedded"
+
+
+def _make_sampler(space: Any, seed: int) -> Any:
+    try:
+        from autotune.samplers import make_sampler
+    except ImportError:  # the registry ships with the phase-model sampler
+        import optuna
+
+        return optuna.samplers.TPESampler(seed=seed)
+    return make_sampler(space.search.sampler, seed=seed, space=space)
+
+
+def _experiment_dir(root: Path, name: str, resume: bool) -> tuple[Path, str, bool]:
+    """``(storage, run_name, restoring)``: a fresh run dir, or the latest one with --resume."""
+    storage = root / "mlruns" / "ray" / name
+    storage.mkdir(parents=True, exist_ok=True)
+    runs = sorted(p.name for p in storage.iterdir() if p.is_dir() and p.name.startswith("run-"))
+    if resume:
+        if not runs:
+            raise ConfigError(f"--resume: no earlier search named {name!r} under {storage}")
+        return storage, runs[-1], True
+    return storage, time.strftime("run-%Y%m%d-%H%M%S"), False
+
+
+class _Callbacks:
+    """Builds the Ray Tune callback that prints progress and tracks trials in MLflow."""
+
+    @staticmethod
+    def make(table: Any, tracker: Any, state: dict[str, Any]) -> Any:
+        from ray.tune import Callback
+
+        from autotune.trial import TrialResult
+
+        class SearchCallback(Callback):
+            def on_trial_start(self, iteration, trials, trial, **info):
+                state["started"][trial.trial_id] = time.monotonic()
+
+            def on_trial_complete(self, iteration, trials, trial, **info):
+                result = trial.last_result or {}
+                started = state["started"].pop(trial.trial_id, None)
+                if started is not None and result.get("trial_result"):
+                    inner = json.loads(result["trial_result"]).get("duration_s") or 0.0
+                    base = json.loads(result["baseline_result"]).get("duration_s") \
+                        if result.get("baseline_result") else 0.0
+                    state["overheads"].append(max(time.monotonic() - started - inner - (base or 0), 0.0))
+                if "status" not in result:
+                    return
+                state["results"].append((trial.trial_id, dict(trial.config), result))
+                table.row(trial=trial.trial_id, params=trial.config, result=result)
+                if tracker is not None:
+                    if result.get("baseline_result"):
+                        base = TrialResult.from_dict(json.loads(result["baseline_result"]))
+                        tracker.log_trial(f"baseline-{_short(result.get('baseline_key'))}", base,
+                                          kind="baseline")
+                    tracker.log_trial(trial.trial_id, TrialResult.from_dict(
+                        json.loads(result["trial_result"])),
+                        kind="baseline" if result.get("is_baseline") else "trial")
+
+            def on_trial_error(self, iteration, trials, trial, **info):
+                state["started"].pop(trial.trial_id, None)
+                state["errors"] += 1
+
+        return SearchCallback()
+
+
+def _short(key: str | None) -> str:
+    import hashlib
+
+    return hashlib.sha1((key or "").encode()).hexdigest()[:12]
+
+
+def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space: Any,
+                       repeats: int, out: TextIO) -> list[tuple[dict, Any, Any]]:
+    """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs."""
+    import ray
+
+    from autotune.trainable import TrialResources, run_config
+    from autotune.trial import MeasureSettings
+
+    settings = MeasureSettings(**{**ctx.settings.__dict__, "repeats": repeats,
+                                  "workdir": os.path.join(ctx.workdir, "finalists")})
+    resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
+                               cpus=space.resources.cpus_per_trial)
+
+    def confirm(params: dict) -> tuple[dict, Any, Any]:
+        result, baseline, _ = run_config(params, ctx, name="finalist", settings=settings,
+                                         fresh_baseline=True)
+        return params, result, baseline
+
+    refs = []
+    for _, params, _ in candidates:
+        res = resources(params)
+        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], max_retries=1)(confirm)
+        refs.append(task.remote(params))
+    print(f"\nConfirming {len(refs)} finalist(s), {repeats} repeats each, beside fresh baselines...",
+          file=out, flush=True)
+    return ray.get(refs)
+
+
+def run_search(opts: SearchOptions, *, out: TextIO = sys.stdout) -> SearchOutcome:
+    """Run (or resume) a search end to end. Raises ConfigError for bad input before anything
+    starts."""
+    from autotune.space import load_space
+
+    space_path = str(Path(opts.space).resolve())
+    space = load_space(space_path)
+    if space.backend == "sglang":
+        space.check_paths()
+    name = opts.name or space.name
+    root = Path(opts.root).resolve()
+    trials = opts.trials or space.budget.trials
+    if trials < 1:
+        raise ConfigError(f"--trials must be >= 1, got {trials}")
+    concurrency = opts.concurrency or space.search.max_concurrent
+    seed = space.search.seed if opts.seed is None else opts.seed
+    storage, run_name, restoring = _experiment_dir(root, name, opts.resume)
+
+    tracker = None
+    if opts.tracking:
+        from autotune.tracking import Tracker
+
+        tracker = Tracker(name=name, tracking_uri=opts.tracking_uri, root=str(root))
+
+    ray_where = init_ray(space, opts, concurrency)
+    try:
+        return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
+                    restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
+                    tracker=tracker, ray_where=ray_where, out=out)
+    finally:
+        import ray
+
+        if ray_where == "embedded":
+            ray.shutdown()
+
+
+def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
+         run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
+         tracker: Any, ray_where: str, out: TextIO) -> SearchOutcome:
+    from ray import tune
+
+    from autotune.progress import ProgressTable
+    from autotune.searcher import ConstrainedOptunaSearch, DefineByRun
+    from autotune.trainable import TrialContext, TrialResources, trainable
+    from autotune.trial import settings_for
+
+    exp_dir = storage / run_name
+    ctx = TrialContext(space_path=space_path, baseline_dir=str(exp_dir / "baselines"),
+                       workdir=str(exp_dir), settings=settings_for(space))
+    resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
+                               cpus=space.resources.cpus_per_trial,
+                               exclusive_resource="autotune_node" if space.exclusive_node else None)
+    fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)
+    maximize = space.objective.direction == "maximize"
+    table = ProgressTable(out, maximize=maximize)
+    state: dict[str, Any] = {"started": {}, "results": [], "errors": 0, "overheads": []}
+    callback = _Callbacks.make(table, tracker, state)
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+
+    if tracker is not None:
+        tracker.start_search(space=space, space_path=space_path, budget=trials, seed=seed,
+                             ray_address=ray_where, resume=restoring)
+    print(f"Search {name!r}: {space.backend} backend"
+          + (f", profile {space.profile}" if space.profile else "")
+          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
+          file=out, flush=True)
+
+    run_config = tune.RunConfig(
+        name=run_name, storage_path=str(storage), verbose=0, callbacks=[callback],
+        failure_config=tune.FailureConfig(max_failures=2))
+    if restoring:
+        tuner = tune.Tuner.restore(str(exp_dir), trainable=fn, resume_unfinished=True,
+                                   resume_errored=True)
+    else:
+        searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
+                                           mode="max" if maximize else "min",
+                                           sampler=_make_sampler(space, seed))
+        tune_config = tune.TuneConfig(search_alg=searcher, num_samples=trials,
+                                      max_concurrent_trials=concurrency,
+                                      time_budget_s=space.budget.wall_time_s)
+        tuner = tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
+    grid = tuner.fit()
+
+    all_results = []
+    unfinished = 0
+    for r in grid:
+        metrics = r.metrics or {}
+        if "status" in metrics:
+            all_results.append((metrics.get("trial_id", ""), dict(r.config or {}), metrics))
+        elif r.error is None:
+            unfinished += 1
+    interrupted = unfinished > 0 or len(all_results) + sum(1 for r in grid if r.error) < trials \
+        and space.budget.wall_time_s is None
+    return _conclude(space, ctx, all_results, state, name=name, trials=trials,
+                     interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
+                     out=out)
+
+
+def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state: dict,
+              *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
+              opts: SearchOptions, out: TextIO) -> SearchOutcome:
+    from autotune.trial import TrialResult
+
+    statuses = [m.get("status") for _, _, m in results]
+    maximize = space.objective.direction == "maximize"
+
+    def key(item: tuple[str, dict, dict]) -> float:
+        v = item[2].get("objective")
+        return v if maximize else -v
+
+    spec_ok = [r for r in results if r[2].get("feasible") and not r[2].get("is_baseline")
+               and r[2].get("objective") is not None]
+    spec_ok.sort(key=key, reverse=True)
+    finalists_out: list[dict[str, Any]] = []
+    winner: TrialResult | None = None
+    baseline: TrialResult | None = None
+    if interrupted:
+        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
+              f"autotune.search --space {opts.space} --name {name} --resume", file=out, flush=True)
+    elif spec_ok:
+        chosen = spec_ok[: max(1, space.search.finalists)]
+        confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
+        for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
+            finalists_out.append({"trial_id": tid, "params": params,
+                                  "search_tok_s": first.get("output_tok_s"),
+                                  "confirmed_tok_s": result.output_tok_s,
+                                  "confirmed_speedup": result.speedup,
+                                  "status": result.status, "reason": result.reason})
+            if tracker is not None:
+                tracker.log_trial(f"finalist-{tid}", result, kind="finalist",
+                                  confirmed=bool(result.feasible))
+                if base is not None:
+                    tracker.log_trial(f"finalist-{tid}-baseline", base, kind="baseline")
+            print(f"  finalist {tid}: search {first.get('output_tok_s') or 0:.1f} tok/s -> "
+                  f"confirmed {result.output_tok_s or float('nan'):.1f} tok/s, speedup "
+                  f"{result.speedup or float('nan'):.3f}x, {result.status}", file=out, flush=True)
+            if result.feasible and (winner is None or (result.output_tok_s or 0) > (winner.output_tok_s or 0)):
+                winner, baseline = result, base
+    baselines = _baselines(results, ctx)
+    baseline_wins = False
+    if winner is None and not interrupted:
+        best_base = max(baselines, key=lambda b: b.output_tok_s or 0.0, default=None)
+        if best_base is not None:
+            winner, baseline, baseline_wins = best_base, best_base, True
+    outcome = SearchOutcome(
+        name=name, winner=winner.to_dict() if winner else None,
+        baseline=baseline.to_dict() if baseline else None, trials=len(results),
+        feasible=statuses.count("feasible"), infeasible=statuses.count("infeasible"),
+        failed=statuses.count("failed"), interrupted=interrupted, baseline_wins=baseline_wins,
+        finalists=finalists_out, tracking_uri=getattr(tracker, "tracking_uri", None),
+        parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
+        overheads_s=list(state["overheads"]))
+    if tracker is not None:
+        tracker.finish_search(winner=winner, baseline_wins=baseline_wins,
+                              summary=outcome.summary(), interrupted=interrupted)
+    return outcome
+
+
+def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:
+    """Every measured baseline of the search (trials with speculation off, and the store)."""
+    from autotune.trial import FileBaselineStore, TrialResult
+
+    found = []
+    for _, _, m in results:
+        if m.get("is_baseline") and m.get("status") == "feasible" and m.get("trial_result"):
+            found.append(TrialResult.from_dict(json.loads(m["trial_result"])))
+        elif m.get("baseline_result"):
+            b = TrialResult.from_dict(json.loads(m["baseline_result"]))
+            if b.ok:
+                found.append(b)
+    store = FileBaselineStore(ctx.baseline_dir)
+    for path in sorted(store.dir.glob("*.json")):
+        try:
+            b = TrialResult.from_dict(json.loads(path.read_text()))
+        except ValueError:
+            continue
+        if b.ok:
+            found.append(b)
+    return found
+
+
+def print_summary(outcome: SearchOutcome, *, out: TextIO = sys.stdout, space_file: str = "") -> None:
+    """The end-of-search report: winner, baseline, speedup, accept vs break-even, phases."""
+    from autotune.report import phase_table
+    from autotune.trial import TrialResult
+
+    s = outcome.summary()
+    print("\n" + "=" * 78, file=out)
+    if outcome.interrupted:
+        print(f"Search {outcome.name!r} interrupted after {outcome.trials} trial(s).", file=out)
+        return
+    print(f"Search {outcome.name!r}: {outcome.trials} trials "
+          f"({outcome.feasible} feasible, {outcome.infeasible} infeasible, "
+          f"{outcome.failed} failed)", file=out)
+    if outcome.winner is None:
+        print("No config ran successfully: nothing to recommend.", file=out)
+        return
+    w = TrialResult.from_dict(outcome.winner)
+    if outcome.baseline_wins:
+        print("No speculative config beat its no-speculation baseline. The winner is the "
+              "BASELINE: serve without speculative decoding.", file=out)
+    else:
+        print("Winner (confirmed beside a fresh baseline):", file=out)
+    print(f"  params: {json.dumps(w.params, default=str)}", file=out)
+    print(phase_table(w), file=out)
+    if s.get("tuner_overhead_s_median") is not None:
+        print(f"Tuner overhead per trial (median): {s['tuner_overhead_s_median']:.2f} s", file=out)
+    if outcome.tracking_uri:
+        print("\nNext steps:", file=out)
+        print(f"  Browse trials:  mlflow ui --backend-store-uri {outcome.tracking_uri} "
+              "--host 127.0.0.1 --port 5000", file=out)
+        print(f"  Export winner:  python -m autotune.export --name {outcome.name} --format sh", file=out)
+    print(f"\nLaunch command:\n{w.launch_command}", file=out, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autotune.search", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--space", required=True, help="search space YAML (search_spaces/*.yaml)")
+    parser.add_argument("--trials", type=int, help="number of trials (default: budget.trials)")
+    parser.add_argument("--concurrency", type=int, help="trials at once (default: GPU-limited)")
+    parser.add_argument("--name", help="search name (default: the space's name)")
+    parser.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
+    parser.add_argument("--resume", action="store_true", help="continue the latest search of --name")
+    parser.add_argument("--seed", type=int, help="sampler seed (default: search.seed)")
+    parser.add_argument("--summary-json", help="write the winner and trial counts here")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: mlruns/ sqlite)")
+    parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    args = parser.parse_args(argv)
+    opts = SearchOptions(space=args.space, trials=args.trials, concurrency=args.concurrency,
+                         name=args.name, address=args.address, resume=args.resume, seed=args.seed,
+                         summary_json=args.summary_json, tracking_uri=args.tracking_uri,
+                         tracking=not args.no_tracking)
+    try:
+        outcome = run_search(opts)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print_summary(outcome)
+    if opts.summary_json:
+        Path(opts.summary_json).write_text(json.dumps(outcome.summary(), indent=2, default=str))
+    return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
