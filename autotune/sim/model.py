@@ -308,7 +308,11 @@ class PerformanceModel:
         r = max(p.reference_tp, 2)
         hop = (1 + math.log2(t)) / (1 + math.log2(r))
         vol = (2 * (t - 1) / t) / (2 * (r - 1) / r)
-        return max(latency, 0.5) * hop + nbytes * vol / (n.bandwidth_gbps * bw_f * ch_bw * 1e3)
+        small = min(nbytes, n.large_message_bytes)
+        large = max(nbytes - n.large_message_bytes, 0)
+        return (max(latency, 0.5) * hop
+                + small * vol / (n.bandwidth_gbps * bw_f * ch_bw * 1e3)
+                + large * vol / (n.large_bandwidth_gbps * ch_bw * 1e3))
 
     def _comm_ms(self, tokens: int, calls: int) -> float:
         return calls * self._allreduce_us(tokens * self.profile.hidden_size * 2) / 1e3

@@ -33,6 +33,9 @@ class NcclModel:
     default_channels: int = 4
     channels_saturate: int = 8
     latency_us_per_channel: float = 0.2
+    # Past this size NCCL leaves the low-latency protocols for the bandwidth-bound one.
+    large_message_bytes: int = 262144
+    large_bandwidth_gbps: float = 20.0
     algo: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     proto: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
