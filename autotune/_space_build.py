@@ -126,7 +126,8 @@ class _Builder:
                       "parameters", field=None, line=None)
         r = self.reader
         r.mapping(data, "", 1 if hasattr(data, "key_lines") else None, allowed=_TOP_KEYS)
-        lines = {key: line_of(data, key) for key in data}
+        # Section-level errors point at the section's key, not at its first entry.
+        lines = {key: key_line_of(data, key) for key in data}
 
         backend = r.string(data.get("backend", "sglang"), "backend", lines.get("backend"),
                            choices=BACKENDS)
@@ -170,8 +171,8 @@ class _Builder:
                                      lines.get("exclusive_node")),
             description=description, raw=plain(data), lines=lines)
         self._check_forbidden_static(space, data)
-        self._check_speculation(space, data, lines)
         self._check_conditions(space)
+        self._check_speculation(space, data, lines)
         space._order = self._order(space)
         self._verify(space, lines.get("parameters"))
         return space
@@ -399,7 +400,8 @@ class _Builder:
         if name in space.fixed_args:
             return space.fixed_args[name] == 1
         p = space.parameters[name]
-        return p.values() == [1]
+        values = p.values()
+        return len(values) == 1 and values[0] == 1
 
     def _check_conditions(self, space: Any) -> None:
         for p in space.parameters.values():
@@ -412,12 +414,12 @@ class _Builder:
                     what = "itself" if other is p else f"unknown parameter {term.name!r}"
                     self.fail(f"condition refers to {what}; it may refer to other parameters: "
                               + (", ".join(n for n in space.parameters if n != p.name)
-                                 or "(none)"), field=fld, line=p.line)
+                                 or "(none)"), field=fld, line=p.when_line)
                 if not p.is_speculative and other.is_speculative:
                     self.fail(f"a non-speculative parameter may not depend on {term.name}: "
                               "the no-speculation baseline must keep the same settings",
-                              field=fld, line=p.line)
-                self._check_term(term, other, fld, p.line)
+                              field=fld, line=p.when_line)
+                self._check_term(term, other, fld, p.when_line)
 
     def _check_term(self, term: Any, other: Parameter, fld: str, line: int | None) -> None:
         if term.op in ORDER_OPS:

@@ -7,10 +7,11 @@ file, line and dotted field path.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from pathlib import Path
@@ -32,16 +33,17 @@ PARAM_TYPES = ("int", "float", "categorical")
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
-_LATENCIES = ("ttft", "itl", "tpot", "e2e")
-_STATS = ("mean", "p50", "p90", "p99")
-#: Metrics a trial reports; objectives and SLOs may name any of them.
+_LATENCIES = ("ttft", "itl", "e2e")
+_PERCENTILES = (50, 90, 99)
+#: Metrics a trial reports (``autotune.trial.TrialResult.metric`` names) and which way is better;
+#: objectives and SLOs may name any of them.
 METRICS: dict[str, str] = {
     "output_tok_s": "maximize",
-    "total_tok_s": "maximize",
-    "requests_s": "maximize",
+    "decode_tok_s_p50": "maximize",
+    "decode_tok_s_p90": "maximize",
     "accept_length": "maximize",
     "speedup": "maximize",
-    **{f"{stat}_{lat}_ms": "minimize" for lat in _LATENCIES for stat in _STATS},
+    **{f"p{q}_{lat}_ms": "minimize" for lat in _LATENCIES for q in _PERCENTILES},
 }
 
 SAMPLERS = ("tpe", "random", "phase-model")
@@ -302,6 +304,7 @@ class Parameter:
         choices: Values of a categorical (``None`` means "leave unset").
         when: Condition under which the parameter is set at all.
         line: Line of the parameter in its file.
+        when_line: Line of its ``when:``.
     """
 
     name: str
@@ -313,6 +316,7 @@ class Parameter:
     choices: tuple[Any, ...] | None = None
     when: Condition | None = None
     line: int | None = None
+    when_line: int | None = None
 
     @property
     def is_env(self) -> bool:
@@ -324,16 +328,20 @@ class Parameter:
         """A speculative-decoding setting (absent when speculation is off)."""
         return self.name.startswith("speculative_")
 
-    def values(self) -> list[Any]:
-        """Every value, for grids. Raises ValueError for a float without step."""
+    def values(self) -> Sequence[Any]:
+        """Every value, for grids, as a lazy sequence (ranges can be huge).
+
+        Raises:
+            ValueError: For a float without step.
+        """
         if self.type == "categorical":
-            return list(self.choices or ())
+            return tuple(self.choices or ())
         if self.type == "int":
-            return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
+            return range(int(self.low), int(self.high) + 1, int(self.step or 1))
         if self.step is None:
             raise ValueError(f"float parameter {self.name} has no step, so it has no grid")
-        count = round((self.high - self.low) / self.step)
-        return [round(self.low + i * self.step, 12) for i in range(count + 1)]
+        return _FloatGrid(float(self.low), float(self.step),
+                          round((self.high - self.low) / self.step) + 1)
 
     def contains(self, value: Any) -> bool:
         """Whether ``value`` is one of this parameter's values."""
@@ -356,6 +364,24 @@ class Parameter:
             return "one of " + ", ".join(show(c) for c in self.choices or ())
         step = f" step {self.step}" if self.step not in (None, 1) else ""
         return f"{self.type} in [{self.low}, {self.high}]{step}"
+
+
+class _FloatGrid(Sequence):
+    """``low, low + step, ...`` without building the list."""
+
+    def __init__(self, low: float, step: float, count: int) -> None:
+        self.low, self.step, self.count = low, step, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.count))]
+        if not -self.count <= index < self.count:
+            raise IndexError(index)
+        # Rounded so that 0.7 + 1 * 0.1 reads back as 0.8, as the file author wrote it.
+        return round(self.low + (index % self.count) * self.step, 12)
 
 
 _PARAM_KEYS = {
@@ -387,8 +413,10 @@ def read_parameter(reader: Reader, name: str, spec: Any, field: str,
                         "'speculative_eagle_topk > 1 and NCCL_ALGO == Ring'",
                         field=join(field, "when"), line=line_of(spec, "when"))
     if kind == "categorical":
-        return _read_categorical(reader, name, spec, field, line, when)
-    return _read_range(reader, name, kind, spec, field, line, when)
+        param = _read_categorical(reader, name, spec, field, line, when)
+    else:
+        param = _read_range(reader, name, kind, spec, field, line, when)
+    return dataclasses.replace(param, when_line=line_of(spec, "when") if when else None)
 
 
 def _read_categorical(reader: Reader, name: str, spec: Mapping[str, Any], field: str,
@@ -442,8 +470,12 @@ def _read_range(reader: Reader, name: str, kind: str, spec: Mapping[str, Any], f
             reader.fail("log and step cannot be combined (Optuna samples log ranges without a "
                         "step)", field=sfield, line=sline)
     if step is not None:
-        ratio = (high - low) / step
-        if abs(ratio - round(ratio)) > 1e-9:
+        if kind == "int":
+            misaligned = (high - low) % step != 0
+        else:
+            ratio = (high - low) / step
+            misaligned = not math.isfinite(ratio) or abs(ratio - round(ratio)) > 1e-9
+        if misaligned:
             reader.fail(f"high ({show(high)}) is not low ({show(low)}) plus a multiple of step "
                         f"({show(step)})", field=join(field, "high"), line=line_of(spec, "high"))
     if kind == "float" and low == high:
@@ -452,8 +484,10 @@ def _read_range(reader: Reader, name: str, kind: str, spec: Mapping[str, Any], f
     if known is not None:
         base = known[0].rstrip("?")
         if base in ("bool", "str", "list") or (base == "int" and kind == "float"):
-            reader.fail(f"{name} takes {'an integer' if base == 'int' else base} values; "
-                        f"use type: {'int' if base == 'int' else 'categorical'}",
+            wanted = {"int": "integers", "bool": "true or false", "str": "strings",
+                      "list": "lists"}[base]
+            reader.fail(f"{name} takes {wanted}; use type: "
+                        f"{'int' if base == 'int' else 'categorical'}",
                         field=join(field, "type"), line=line_of(spec, "type"))
         if known[1] is not None:
             reader.fail(f"{name} takes one of a fixed set of values; use type: categorical",

@@ -152,8 +152,10 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         ConfigError: On malformed YAML (with the parser's line and column), several documents,
             duplicate keys, unhashable keys, unsupported tags or recursive aliases.
     """
-    loader = _LineLoader(text)
+    loader = None
     try:
+        # The constructor already scans for unprintable characters.
+        loader = _LineLoader(text)
         root = loader.get_single_node()
         if root is None:
             return None
@@ -167,8 +169,15 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         line = mark.line + 1 if mark is not None else None
         column = f", column {mark.column + 1}" if mark is not None else ""
         detail = " ".join(part for part in (exc.context, exc.problem) if part)
+        start = exc.context_mark
+        if start is not None and mark is not None and start.line != mark.line:
+            detail += f" (the construct starts at line {start.line + 1})"
         raise ConfigError(f"malformed YAML{column}: {detail or exc}", file=file,
                           line=line) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(f"malformed YAML: character U+{exc.character:04X} is not allowed",
+                          file=file, line=line) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"malformed YAML: {exc}", file=file) from None
     except RecursionError:
@@ -177,4 +186,5 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         # PyYAML's scalar constructors raise these for values like the date 2024-13-45.
         raise ConfigError(f"malformed YAML value: {exc}", file=file) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,10 +279,10 @@ class SearchSpace:
         return params
 
     @staticmethod
-    def _values(p: Parameter, bounds: tuple[int, int] | None) -> list[Any]:
+    def _values(p: Parameter, bounds: tuple[int, int] | None) -> Sequence[Any]:
         if bounds is None:
             return p.values()
-        return list(range(bounds[0], bounds[1] + 1, int(p.step or 1)))
+        return range(bounds[0], bounds[1] + 1, int(p.step or 1))
 
     @staticmethod
     def _contains(p: Parameter, bounds: tuple[int, int] | None, value: Any) -> bool:
@@ -453,9 +453,13 @@ class SearchSpace:
                     continue
                 return resolved, f"missing parameter {p.name} ({p.describe()})"
             if not self._contains(p, info, value):
-                narrowed = f" (narrowed to [{info[0]}, {info[1]}] here)" if info else ""
+                if p.contains(value):  # inside the range, outside what the rules leave
+                    why = self._check_triple(self._context({**resolved, p.name: value}))
+                    return resolved, why or (f"{p.name}={show(value)} is outside "
+                                             f"[{info[0]}, {info[1]}], the range the rules "
+                                             "leave here")
                 return resolved, (f"{p.name}={show(value)} is not allowed; allowed: "
-                                  f"{p.describe()}{narrowed}")
+                                  f"{p.describe()}")
             resolved[p.name] = value
         resolved = self._finish(resolved)
         for name, value in given.items():
