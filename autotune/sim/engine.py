@@ -55,7 +55,7 @@ class EngineStats:
 
 class _Request:
     __slots__ = ("prompt_tokens", "max_new", "limit", "stop_early", "dist", "queue", "produced",
-                 "verify_ct", "correct", "histogram", "token_seed")
+                 "verify_ct", "correct", "histogram", "token_seed", "aborted")
 
     def __init__(self, *, prompt_tokens: int, limit: int, stop_early: bool, dist: AcceptanceDist,
                  token_seed: int) -> None:
@@ -69,6 +69,7 @@ class _Request:
         self.correct = 0
         self.histogram = [0] * dist.max_tokens
         self.token_seed = token_seed
+        self.aborted = False
 
     def token_ids(self, n: int) -> list[int]:
         # Stable fake ids: a pure function of the prompt and the position.
@@ -173,11 +174,20 @@ class SimEngine:
         self._waiting.append(req)
         self.stats.num_queue_reqs = len(self._waiting)
         self._wake.set()
-        while True:
-            chunk = await req.queue.get()
-            yield chunk
-            if chunk.finished:
-                return
+        finished = False
+        try:
+            while True:
+                chunk = await req.queue.get()
+                finished = chunk.finished
+                yield chunk
+                if finished:
+                    return
+        finally:
+            if not finished:
+                # The client went away: SGLang aborts the request, so stop spending cycles on it.
+                req.aborted = True
+                if req in self._waiting:
+                    self._waiting.remove(req)
 
     # ----- scheduler loop --------------------------------------------------------------------------
     async def _sleep_until(self, deadline: float) -> None:
@@ -219,7 +229,10 @@ class SimEngine:
         return deadline
 
     async def _cycle(self, deadline: float) -> float:
-        batch = self._running
+        batch = self._running = [r for r in self._running if not r.aborted]
+        if not batch:
+            self.stats.num_running_reqs = 0
+            return deadline
         phases = self.model.step(len(batch)).scaled(self._noise(deadline))
         deadline += phases.total_ms / 1e3
         await self._sleep_until(deadline)

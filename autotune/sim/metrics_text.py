@@ -139,6 +139,15 @@ def render_metrics(stats: Any, counters: RequestCounters, ctx: MetricsContext) -
             c.add_metric([*sched, category], float(fwd[category]), created=ctx.created)
         out.append(c)
 
+    # One count per scheduler decode iteration (one speculative cycle): the cycle count that holds
+    # at any batch size. The emulator "captures" every batch size, as SGLang's CUDA graphs do.
+    passes = CounterMetricFamily("sglang:cuda_graph_passes_total",
+                                 "Number of forward passes by CUDA graph mode.",
+                                 labels=[*_SCHED_LABELS, "mode"])
+    passes.add_metric([*sched, "decode_cuda_graph"],
+                      float(getattr(stats, "decode_iterations", 0) or 0), created=ctx.created)
+    out.append(passes)
+
     def by_stream(name: str, doc: str, values: dict[bool, int]) -> Metric:
         c = CounterMetricFamily(name, doc, labels=[*_TOK_LABELS, "is_streaming"])
         for streaming in sorted(values):
