@@ -263,8 +263,8 @@ class SearchSpace:
             if tree < high:
                 high = int(p.low) + step * ((tree - int(p.low)) // step)
         if high < low:
-            return _INVALID, (f"no {DRAFT} in {p.describe()} fits 2 <= n <= steps*topk+1"
-                              f" = {tree}")
+            return _INVALID, (f"no {DRAFT} value in [{p.low}, {p.high}] fits "
+                              f"2 <= n <= steps*topk+1 = {tree}")
         if (low, high) == (p.low, p.high):
             return _CHOOSE, None
         return _CHOOSE, (low, high)
@@ -441,7 +441,7 @@ class SearchSpace:
                 continue
             if kind == _SET:
                 if p.name in given and not values_equal(value, info):
-                    return resolved, f"{p.name} must be {show(info)} here, got {show(value)}"
+                    return resolved, self._forced_message(p.name, info, value, resolved)
                 resolved[p.name] = info
                 continue
             if p.name == ALGO and p.name in given and value is None:
@@ -465,8 +465,7 @@ class SearchSpace:
         for name, value in given.items():
             if name in resolved:
                 if not values_equal(resolved[name], value):
-                    return resolved, (f"{name} must be {show(resolved[name])} here, got "
-                                      f"{show(value)}")
+                    return resolved, self._forced_message(name, resolved[name], value, resolved)
             elif name in skipped:
                 if value is not None:
                     return resolved, f"{name} must not be set: {skipped[name]}"
@@ -474,6 +473,15 @@ class SearchSpace:
                 return resolved, (f"unknown parameter {name!r}{closest(str(name), self.parameters)}"
                                   f"; parameters: {', '.join(self.parameters) or '(none)'}")
         return resolved, self._check_final(resolved)
+
+    def _forced_message(self, name: str, forced: Any, given: Any,
+                        resolved: Mapping[str, Any]) -> str:
+        why = ""
+        if name == DRAFT:
+            why = " (topk 1 makes it steps + 1: rule topk1_draft_tokens)"
+        elif name == TOPK:
+            why = f" ({self._forced_topk(self._context(resolved))})"
+        return f"{name} must be {show(forced)} here, got {show(given)}{why}"
 
     # ------------------------------------------------------------------ public API
 
