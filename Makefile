@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SGLANG_PARSER_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec \
 	pydantic pyzmq tqdm IPython aiohttp triton
 
-.PHONY: venv demo test bench clean-mlruns
+.PHONY: venv demo test clean-mlruns
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,3 +28,7 @@ test: $(STAMP)
 
 clean-mlruns:
 	find mlruns -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
+
+# The main job on the embedded default: a real search against the emulator, tracked under mlruns/.
+demo: $(STAMP)
+	$(BIN)/python -m autotune.search --space search_spaces/demo.yaml --summary-json mlruns/demo-summary.json

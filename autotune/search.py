@@ -280,6 +280,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     state: dict[str, Any] = {"started": {}, "results": [], "errors": 0, "overheads": []}
     callback = _Callbacks.make(table, tracker, state)
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
     if tracker is not None:
         tracker.start_search(space=space, space_path=space_path, budget=trials, seed=seed,
