@@ -16,7 +16,6 @@ from autotune._space_rules import (
     ARG_IMPLIED_ENV,
     ATTENTION_ARGS,
     BACKENDS,
-    BUILTIN_PROFILES,
     DRAFT,
     NEEDS_DRAFT_MODEL,
     RESERVED,
@@ -51,6 +50,7 @@ from autotune._space_schema import (
 )
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
+from autotune.sim.profile import builtin_profiles, load_profile
 
 _TOP_KEYS = ("name", "description", "backend", "profile", "model_path", "draft_model_path",
              "fixed_args", "fixed_env", "parameters", "rules", "forbidden", "workload",
@@ -184,8 +184,7 @@ class _Builder:
             if value is not None:
                 self.fail("profile is only for backend: sim", field="profile", line=line)
             return None
-        builtins = sorted(set(BUILTIN_PROFILES) | {
-            p.stem for p in (Path(__file__).parent / "sim" / "profiles").glob("*.yaml")})
+        builtins = builtin_profiles()
         if value is None:
             self.fail("backend sim needs a profile: a built-in name (" + ", ".join(builtins)
                       + ") or a path to a profile YAML", field="profile", line=line)
@@ -194,6 +193,12 @@ class _Builder:
             path = self.resolve(name)
             if not Path(path).is_file():
                 self.fail(f"profile file {path} does not exist", field="profile", line=line)
+            try:
+                load_profile(path)  # a bad profile fails now, not in the first trial
+            except ConfigError as exc:
+                self.fail(f"invalid profile: {exc}", field="profile", line=line)
+            except (ValueError, TypeError) as exc:
+                self.fail(f"invalid profile {path}: {exc}", field="profile", line=line)
             return path
         if name not in builtins:
             self.fail(f"unknown built-in profile {name!r}{closest(name, builtins)}; allowed: "

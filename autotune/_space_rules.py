@@ -18,7 +18,6 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", 
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
 BACKENDS = ("sglang", "sim")
-BUILTIN_PROFILES = ("kimi-k2.5-eagle3-tp8", "llama-3.1-8b-eagle3-h100")
 ATTENTION_ARGS = ("attention_backend", "decode_attention_backend", "prefill_attention_backend")
 PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 #: Server flags that make SGLang set environment variables itself.

@@ -32,7 +32,6 @@ from autotune._space_rules import (
     ALGO,
     ARG_IMPLIED_ENV,
     ATTENTION_ARGS,
-    BUILTIN_PROFILES,
     DRAFT,
     EAGLE_FAMILY,
     NEEDS_DRAFT_MODEL,
@@ -63,7 +62,7 @@ from autotune._space_schema import (
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
 
-__all__ = ["BUILTIN_PROFILES", "RULES", "SearchSpace", "TrialConfig", "load_space"]
+__all__ = ["RULES", "SearchSpace", "TrialConfig", "load_space"]
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+\Z")
 
@@ -460,6 +459,8 @@ class SearchSpace:
                                              "leave here")
                 return resolved, (f"{p.name}={show(value)} is not allowed; allowed: "
                                   f"{p.describe()}")
+            if p.type == "categorical":  # the choice as written: 2, not 2.0
+                value = next(c for c in p.choices or () if values_equal(c, value))
             resolved[p.name] = value
         resolved = self._finish(resolved)
         for name, value in given.items():

@@ -543,6 +543,9 @@ def test_validate_config_reasons(tmp_path: Path) -> None:
     for expected, config in cases.items():
         reason = space.validate_config(config)  # type: ignore[arg-type]
         assert reason is not None and expected in reason, (expected, reason)
+    # A float equal to an int choice resolves to the choice itself.
+    assert space.trial_config({**good, TOPK: 2.0}).server_args[TOPK] == 2
+    assert type(space.trial_config({**good, TOPK: 2.0}).server_args[TOPK]) is int
     # A null choice may be left out; a derived value may be left out and is filled in.
     assert space.validate_config({STEPS: 2, TOPK: 1}) is None
     assert space.trial_config({STEPS: 2, TOPK: 1}).params[DRAFT] == 3
@@ -677,8 +680,16 @@ def test_relative_paths_resolve_against_the_space_file(tmp_path: Path) -> None:
 workload: {source: jsonl, path: prompts.jsonl, num_prompts: 4, warmup_prompts: 1}
 """)
     assert space.workload["path"] == str(tmp_path / "prompts.jsonl")
-    err = load_error(tmp_path, HEAD.replace("kimi-k2.5-eagle3-tp8", "profiles/mine.yaml"))
+    text = HEAD.replace("kimi-k2.5-eagle3-tp8", "profiles/mine.yaml") + TREE
+    err = load_error(tmp_path, text)
     assert err.field == "profile" and str(tmp_path / "profiles" / "mine.yaml") in str(err)
+    assert err.line == 2
+    builtin = ROOT / "autotune" / "sim" / "profiles" / "kimi-k2.5-eagle3-tp8.yaml"
+    (tmp_path / "profiles" / "mine.yaml").write_text(builtin.read_text())
+    assert space_from(tmp_path, text).profile == str(tmp_path / "profiles" / "mine.yaml")
+    (tmp_path / "profiles" / "mine.yaml").write_text("architecture: moe\nnot_a_key: 1\n")
+    err = load_error(tmp_path, text)
+    assert err.field == "profile" and "invalid profile" in str(err) and err.line == 2
 
 
 # ---------------------------------------------------------------------------- optuna
