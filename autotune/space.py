@@ -62,7 +62,8 @@ from autotune._space_schema import (
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
 
-__all__ = ["RULES", "SearchSpace", "TrialConfig", "load_space"]
+__all__ = ["ALGO", "DRAFT", "EAGLE_FAMILY", "RULES", "STEPS", "TOPK", "TRIPLE", "SearchSpace",
+           "TrialConfig", "load_space"]
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+\Z")
 
