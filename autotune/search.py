@@ -244,7 +244,7 @@ def run_search(opts: SearchOptions, *, out: TextIO = sys.stdout) -> SearchOutcom
     if opts.tracking:
         from autotune.tracking import Tracker
 
-        tracker = Tracker(name=name, tracking_uri=opts.tracking_uri, root=str(root))
+        tracker = Tracker(name, tracking_uri=opts.tracking_uri, root=str(root)).connect()
 
     ray_where = init_ray(space, opts, concurrency)
     try:
@@ -284,7 +284,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
     if tracker is not None:
-        tracker.start_search(space=space, space_path=space_path, budget=trials, seed=seed,
+        tracker.start_search(space_path=space_path, backend=space.backend, profile=space.profile,
+                             budget=trials, seed=seed, sampler=space.search.sampler,
                              ray_address=ray_where, resume=restoring)
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
@@ -305,6 +306,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                                       max_concurrent_trials=concurrency,
                                       time_budget_s=space.budget.wall_time_s)
         tuner = tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
+        state["study"] = searcher.study
     grid = tuner.fit()
 
     all_results = []
@@ -377,8 +379,8 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
         parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
         overheads_s=list(state["overheads"]))
     if tracker is not None:
-        tracker.finish_search(winner=winner, baseline_wins=baseline_wins,
-                              summary=outcome.summary(), interrupted=interrupted)
+        tracker.finish_search(study=state.get("study"),
+                              status="KILLED" if interrupted else "FINISHED")
     return outcome
 
 

@@ -120,17 +120,22 @@ def to_report(result: TrialResult, space: Any, *, baseline: TrialResult | None,
 
 
 def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "trial",
-               settings: MeasureSettings | None = None) -> tuple[TrialResult, TrialResult | None, str]:
-    """Measure one config and judge it; returns (result, baseline measured here or None, key)."""
+               settings: MeasureSettings | None = None,
+               fresh_baseline: bool = False) -> tuple[TrialResult, TrialResult | None, str]:
+    """Measure one config and judge it; returns (result, baseline measured here or None, key).
+
+    With ``fresh_baseline`` (finalist confirmation) the baseline is measured again beside the
+    config, on the same GPUs, instead of reused, so the comparison is like for like in time too.
+    """
     space = _space(ctx.space_path)
     settings = settings or ctx.settings
     params = space.coerce_params(dict(params))
-    config = space.trial_config(params)
     reason = space.validate_config(params)
     if reason:
         failed = TrialResult(status=FAILED, reason=f"invalid config: {reason}", params=dict(params),
-                             is_baseline=config.is_baseline, feasible=False)
-        return failed, None, group_key(config)
+                             is_baseline=not space.is_speculative(params), feasible=False)
+        return failed, None, "invalid"
+    config = space.trial_config(params)
     workload = _workload(space)
     store = FileBaselineStore(ctx.baseline_dir)
     slos = slos_of(space)
@@ -143,7 +148,11 @@ def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "tri
     base_cfg = space.trial_config(space.baseline_params(params))
     key = group_key(base_cfg)
     measured_here = None
-    baseline = store.get(key)
+    if fresh_baseline:
+        measured_here = baseline = judge(
+            measure(base_cfg, workload, settings, name=f"{name}-baseline"), None, slos=slos)
+    else:
+        baseline = store.get(key)
     if baseline is None:
         with store.lock(key):
             baseline = store.get(key)

@@ -31,6 +31,9 @@ class WorkloadShape:
     concurrency: int = 1
     input_len: int = 128
     output_len: int = 256
+    # The prompts' texts as the emulator sees them: acceptance varies per prompt, so the
+    # expectation of a small workload is over its own prompts, not the whole distribution.
+    prompts: tuple[str, ...] = ()
 
 
 def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadShape:
@@ -42,14 +45,15 @@ def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadSha
     workload = Workload.from_spec(space.workload, file=getattr(space, "file", None))
     prompts = workload.measured()
     api = getattr(workload, "api", "generate")
-    ins, outs = [], []
+    ins, outs, texts = [], [], []
     for p in prompts:
         text = apply_chat_template(p.as_messages()) if api == "chat" else p.as_text()
+        texts.append(text)
         ins.append(count_tokens(text))
         outs.append(p.max_tokens if p.ignore_eos else natural_length(text, p.max_tokens)[0])
     conc = concurrency or getattr(workload, "concurrency", None) or 1
     return WorkloadShape(concurrency=int(conc), input_len=round(sum(ins) / len(ins)),
-                         output_len=round(sum(outs) / len(outs)))
+                         output_len=round(sum(outs) / len(outs)), prompts=tuple(texts))
 
 
 class ModelEvaluator:
@@ -74,10 +78,16 @@ class ModelEvaluator:
         self.noise_cv = noise_cv
         self._rng = random.Random(seed)
         self._cache: dict[tuple, dict[str, Any]] = {}
+        self._prompt_factors: tuple[float, ...] | None = None
 
     def _model(self, params: Mapping[str, Any]) -> PerformanceModel:
         cfg = self.space.trial_config(dict(params))
         return PerformanceModel(self.profile, ModelConfig.from_server_args(cfg.server_args, cfg.env))
+
+    def _factors(self, model: PerformanceModel) -> tuple[float, ...] | None:
+        if self._prompt_factors is None and self.shape.prompts:
+            self._prompt_factors = tuple(model.prompt_factor(t) for t in self.shape.prompts)
+        return self._prompt_factors or None
 
     def expected(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Noise-free result of one config, with its baseline and the break-even verdict."""
@@ -94,7 +104,9 @@ class ModelEvaluator:
             self._cache[key] = out
             return out
         s = self.shape
-        exp = model.expected(batch=s.concurrency, input_len=s.input_len, output_len=s.output_len)
+        factors = self._factors(model)
+        exp = model.expected(batch=s.concurrency, input_len=s.input_len, output_len=s.output_len,
+                             prompt_factors=factors)
         out.update(exp.to_dict())
         base_params = self.space.baseline_params(dict(params))
         if model.config.spec is None:

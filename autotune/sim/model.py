@@ -399,11 +399,14 @@ class PerformanceModel:
         spread = self.profile.acceptance.prompt_spread
         return sum(w * self.acceptance(_factor(spread, z)).mean for z, w in zip(_GH_NODES, _GH_WEIGHTS))
 
-    def expected(self, *, batch: int = 1, input_len: int = 128, output_len: int = 256) -> Expectation:
+    def expected(self, *, batch: int = 1, input_len: int = 128, output_len: int = 256,
+                 prompt_factors: tuple[float, ...] | None = None) -> Expectation:
         """Noise-free expectation of a closed-loop benchmark at concurrency ``batch``.
 
         Each request prefills ``input_len`` tokens (stalling the batch, as SGLang's scheduler does
         without chunked mixing), makes its first token there, then decodes ``output_len - 1`` more.
+        ``prompt_factors`` are the acceptance factors of the prompts actually sent
+        (:meth:`prompt_factor`); without them, the expectation is over the prompt distribution.
         """
         cycle = self.step(batch)
         if self.config.spec is None:
@@ -411,13 +414,16 @@ class PerformanceModel:
             accept = None
             mean_tokens = 1.0
         else:
-            spread = self.profile.acceptance.prompt_spread
-            cycles = accept = 0.0
-            for z, w in zip(_GH_NODES, _GH_WEIGHTS):
-                a = self.acceptance(_factor(spread, z)).mean
-                accept += w * a
-                # The last cycle is cut at max_tokens: on average half a cycle's worth is wasted.
-                cycles += w * ((output_len - 1) / a + 0.5 * (1 - 1 / a))
+            if prompt_factors:
+                points = tuple((f, 1.0 / len(prompt_factors)) for f in prompt_factors)
+            else:
+                spread = self.profile.acceptance.prompt_spread
+                points = tuple((_factor(spread, z), w) for z, w in zip(_GH_NODES, _GH_WEIGHTS))
+            s = self.config.spec
+            accept, inv = _accept_moments(self.profile.acceptance, s.num_steps, s.topk,
+                                          s.num_draft_tokens, points)
+            # The last cycle is cut at max_tokens: on average half a cycle's worth is wasted.
+            cycles = (output_len - 1.5) * inv + 0.5
             mean_tokens = accept
         busy_ms = cycles * cycle.total_ms + batch * (self.prefill_ms(input_len) + self.profile.other_ms)
         output_tok_s = batch * output_len / busy_ms * 1e3
@@ -489,3 +495,24 @@ def _cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: fl
     probs = tuple(reach[j] - (reach[j + 1] if j < depth else 0.0) for j in range(depth + 1))
     return AcceptanceDist(probs=probs, widths=widths, num_proposed=draft_tokens - 1,
                           _cum=tuple(_accumulate(probs)))
+
+
+@functools.lru_cache(maxsize=65536)
+def _accept_moments(acc, steps: int, topk: int, draft_tokens: int,
+                    points: tuple[tuple[float, float], ...]) -> tuple[float, float]:
+    """E[accept length] and E[1 / accept length] over weighted prompt factors."""
+    widths = _tree_widths(acc, steps, topk, draft_tokens)
+    gains = [acc.topk_recall * (1 - acc.rank_decay ** (w - 1)) for w in widths]
+    base = [acc.first * acc.decay ** i * (acc.after_first if i else 1.0) for i in range(len(widths))]
+    cap = acc.cap
+    mean = inv = 0.0
+    for f, w in points:
+        f = round(f, 4)  # as _cached_acceptance rounds, so sampling and expectation agree
+        a = reach = 1.0
+        for b, g in zip(base, gains):
+            p = min(cap, b * f)
+            reach *= p + (1 - p) * g
+            a += reach
+        mean += w * a
+        inv += w / a
+    return mean, inv
