@@ -392,7 +392,7 @@ class Tracker:
         location = f"{self.artifact_root.rstrip('/')}/{_safe_dir(self.name)}" if self.artifact_root else None
         try:
             _retry(lambda: self.client.create_experiment(self.name, artifact_location=location,
-                                                         tags={TAG_SEARCH_NAME: self.name}))
+                                                         tags=_experiment_tags(self.name)))
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":  # another process made it first
                 raise
@@ -624,9 +624,10 @@ class Tracker:
             TAG_IS_BASELINE: str(bool(result.is_baseline)).lower(), TAG_ATTEMPT: str(attempt),
             TAG_SEARCHED: json.dumps(sorted(result.params or {})),
             TAG_STALE_METRICS: json.dumps(stale),
-            "autotune.feasible": str(bool(result.feasible)).lower(),
             "mlflow.note.content": _note(result)[:_MAX_TAG],
         }
+        if result.feasible is not None:
+            run_tags["autotune.feasible"] = str(bool(result.feasible)).lower()
         if result.slo_violations:
             run_tags["autotune.slo_violations"] = "; ".join(result.slo_violations)[:_MAX_TAG]
         if spec is not None:
@@ -889,6 +890,13 @@ def study_from_runs(runs: Iterable[TrialRun]) -> Any:
             own[name] = dist
         study.add_trial(optuna.trial.create_trial(params=params, distributions=own, value=run.output_tok_s))
     return study
+
+
+def _experiment_tags(name: str) -> dict[str, str]:
+    # MLflow 3's UI opens an experiment in its GenAI (traces) view unless told it holds runs.
+    return {TAG_SEARCH_NAME: name, "mlflow.experimentKind": "custom_model_development",
+            "mlflow.note.content": f"autotune search **{name}**: one parent run per search, one nested "
+                                   "run per trial, baseline and finalist."}
 
 
 def _new_params(run: Any, params: Mapping[str, Any]) -> dict[str, str]:
