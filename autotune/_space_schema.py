@@ -227,6 +227,22 @@ def installed_sglang_fields() -> frozenset[str]:
     return _installed_fields
 
 
+def _other_installed_version_has(name: str) -> bool:
+    """An SGLang other than the bundled snapshot's version is installed and has this field.
+
+    Flags come and go between releases (0.5.17 still takes ``--sampling-backend``); the launch
+    command is checked by the installed SGLang's own parser anyway.
+    """
+    if name not in installed_sglang_fields():
+        return False
+    try:
+        from importlib.metadata import version
+
+        return version("sglang") != _sglang_fields.SGLANG_VERSION
+    except Exception:
+        return False
+
+
 def arg_kind(name: str) -> tuple[str, tuple[Any, ...] | None] | None:
     """(kind, choices) of a known server arg, or None when unknown to the snapshot."""
     return _sglang_fields.FIELDS.get(name)
@@ -243,7 +259,7 @@ def check_name(reader: Reader, name: Any, field: str, line: int | None) -> None:
         reader.fail(f"{name!r} is neither a server argument (lower_case, SGLang's ServerArgs "
                     "field name) nor an environment variable (UPPER_CASE)", field=field,
                     line=line)
-    if name in _sglang_fields.NO_CLI:
+    if name in _sglang_fields.NO_CLI and not _other_installed_version_has(name):
         reader.fail(f"{name!r} cannot be set on SGLang's command line", field=field, line=line)
     if name in _sglang_fields.FIELDS or name in installed_sglang_fields():
         return
