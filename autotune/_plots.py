@@ -186,7 +186,7 @@ def optuna_figures(study: Any) -> tuple[dict[str, Figure], dict[str, str]]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = plot(study)
-        except Exception as exc:  # Optuna raises many types for degenerate studies
+        except Exception as exc:  # noqa: BLE001 - Optuna raises many types for degenerate studies
             skipped[stem] = f"{type(exc).__name__}: {exc}"
             continue
         axes = result if not hasattr(result, "ravel") else result.ravel()[0]

@@ -91,7 +91,7 @@ def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
     if run_id is not None:
         try:
             run = tracker.client.get_run(run_id)
-        except Exception as exc:  # MlflowException RESOURCE_DOES_NOT_EXIST and friends
+        except Exception as exc:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST and friends
             raise ConfigError(f"no run {run_id} in {tracker.tracking_uri} ({type(exc).__name__})",
                               field="run_id") from None
         if run.info.experiment_id != tracker.experiment_id:
@@ -121,14 +121,14 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec) -
     if winner is None:
         return []
     run = winner.run
+    confirmed = ", confirmed by re-measurement" if run.confirmed else ""
+    accept = "n/a (no speculation)" if winner.is_baseline else _fmt(winner.accept_length, ".2f")
+    measured = (f"measured: {_fmt(winner.output_tok_s, '.1f')} output tok/s, speedup "
+                f"{_fmt(winner.speedup, '.3f', 'x')} over the no-speculation baseline "
+                f"({_fmt(winner.baseline_tok_s, '.1f')} tok/s), accept length {accept}")
     lines = [f"autotune export of search {search!r}" if search else "autotune export",
-             f"from {run.kind} {run.trial_id} (MLflow run {run.run_id}"
-             + (", confirmed by re-measurement)" if run.confirmed else ")"),
-             f"why: {winner.note}",
-             f"measured: {_fmt(winner.output_tok_s, '.1f')} output tok/s, speedup "
-             f"{_fmt(winner.speedup, '.3f', 'x')} over the no-speculation baseline "
-             f"({_fmt(winner.baseline_tok_s, '.1f')} tok/s), accept length "
-             f"{'n/a (no speculation)' if winner.is_baseline else _fmt(winner.accept_length, '.2f')}"]
+             f"from {run.kind} {run.trial_id} (MLflow run {run.run_id}{confirmed})",
+             f"why: {winner.note}", measured]
     if run.tags.get("autotune.backend") == "sim":
         lines.append("measured on the sim backend (the SGLang emulator): re-measure on real GPUs")
     kept = "enable_metrics" in spec.server_args or any(k in spec.env for k in METRICS_ENV)

@@ -18,25 +18,25 @@ their own trial runs. MLflow is imported on first use, not with this module.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import math
 import os
 import re
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from autotune._runs import (KIND_BASELINE, KIND_FINALIST, KIND_SEARCH, KIND_TRIAL, TAG_BACKEND,
-                            TAG_CONFIRMED, TAG_IS_BASELINE, TAG_KIND, TAG_PARENT, TAG_REASON,
-                            TAG_SEARCHED, TAG_STALE_METRICS, TAG_STATUS, TAG_TRIAL_ID, TRIAL_KINDS,
-                            TrialRun, Winner, select_winner)
+from autotune._run_content import (MAX_PARAM, finite_number, param_text, spec_from_argv, spec_of,
+                                   study_from_runs, trial_metrics, trial_params, trial_point, versions)
+from autotune._runs import (KIND_BASELINE, KIND_FINALIST, KIND_SEARCH, KIND_TRIAL, TAG_BACKEND, TAG_CONFIRMED,
+                            TAG_IS_BASELINE, TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCHED,
+                            TAG_STALE_METRICS, TAG_STATUS, TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner,
+                            select_winner)
 from autotune.errors import ConfigError
-from autotune.launch import BACKEND_MODULES, LaunchSpec
+from autotune.launch import LaunchSpec
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -56,154 +56,9 @@ STALE_REASON = "the search driver stopped before this run finished"
 
 # MLflow's limits (mlflow.utils.validation) and log_batch's per-call maxima.
 _MAX_TAG = 8000
-_MAX_PARAM = 6000
 _BATCH_METRICS, _BATCH_PARAMS, _BATCH_TAGS = 1000, 100, 100
 _TRIAL_ID = re.compile(r"[A-Za-z0-9_.:@+-]{1,200}")
 
-_RESULT_METRICS = (
-    "output_tok_s", "output_tok_s_spread", "decode_tok_s_p50", "decode_tok_s_p90",
-    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99",
-    "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99", "completed", "failed_requests",
-    "accept_length", "accept_length_meta_info", "accept_length_server_info",
-    "break_even_accept_length", "speedup", "baseline_tok_s", "baseline_decode_step_ms",
-    "duration_s", "startup_s",
-)
-# PhaseProfile.to_dict keys logged as phase_<key>.
-_PHASE_METRICS = (
-    "cycle_ms", "draft_ms", "verify_ms", "extend_ms", "decode_ms", "prefill_ms", "gpu_other_ms",
-    "other_ms", "draft_pct", "verify_pct", "extend_pct", "decode_pct", "prefill_pct", "other_pct",
-    "cycles",
-)
-_VERSIONED = ("autotune", "ray", "optuna", "mlflow", "sglang")
-
-
-# ------------------------------------------------------------------------------------------
-# What a trial run holds (pure functions; no MLflow).
-# ------------------------------------------------------------------------------------------
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def trial_metrics(result: TrialResult) -> dict[str, float]:
-    """The metrics of a trial run: every known figure, and nothing for an unknown one.
-
-    Names are the :class:`~autotune.trial.TrialResult` field names, plus ``phase_<key>`` for the
-    phase profile (``phase_draft_ms``, ``phase_draft_pct``, ``phase_cycle_ms``, ...).
-    """
-    out: dict[str, float] = {}
-    for name in _RESULT_METRICS:
-        value = _number(getattr(result, name, None))
-        if value is not None:
-            out[name] = value
-    for key in _PHASE_METRICS:
-        value = _number((result.phases or {}).get(key))
-        if value is not None:
-            out[f"phase_{key}"] = value
-    return out
-
-
-def _param_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
-
-
-def trial_params(result: TrialResult, spec: LaunchSpec | None) -> dict[str, str]:
-    """The params of a trial run: every server arg and env var of its launch, by its own name.
-
-    Server args use ServerArgs underscore names (``speculative_num_steps``, ``model_path``,
-    ``speculative_draft_model_path``), env vars their own (``NCCL_ALGO``); the same names the search
-    space uses. The port is left out: it is picked per run. Searched values with no launch
-    (a trial that failed before it had one) come from ``result.params``.
-    """
-    out: dict[str, str] = {}
-    if spec is not None:
-        out["model_path"] = spec.model_path
-        if spec.draft_model_path:
-            out["speculative_draft_model_path"] = spec.draft_model_path
-        for name, value in spec.server_args.items():
-            if value is not None:
-                out[name] = _param_text(value)
-        for name, value in spec.env.items():
-            out[name] = value
-    for name, value in (result.params or {}).items():
-        if value is not None:
-            out.setdefault(name, _param_text(value))
-    return {k: v[:_MAX_PARAM] for k, v in out.items()}
-
-
-def spec_from_argv(argv: list[str], env: Mapping[str, str] | None = None) -> LaunchSpec:
-    """Rebuild a :class:`LaunchSpec` from the argv it rendered (``[python, "-m", module, ...]``).
-
-    Values are typed by SGLang's flag table (int, float, switch); unknown flags keep their text.
-
-    Raises:
-        ValueError: For an argv that is not ``python -m <backend module> ...``.
-    """
-    from autotune import _builtin_parser as builtin
-
-    backends = {module: name for name, module in BACKEND_MODULES.items()}
-    if len(argv) < 3 or argv[1] != "-m" or argv[2] not in backends:
-        raise ValueError(f"not a server command (python -m {' | '.join(backends)} ...): {argv[:3]}")
-    options = builtin.flags_by_option()
-    words = argv[3:]
-    args: dict[str, Any] = {}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if not word.startswith("--"):
-            raise ValueError(f"unexpected word {word!r} in the server command")
-        info = options.get(word)
-        values: list[str] = []
-        i += 1
-        while i < len(words) and not words[i].startswith("--"):
-            values.append(words[i])
-            i += 1
-        if info is None:
-            name = word[2:].replace("-", "_")
-            args[name] = values[0] if len(values) == 1 else (values or True)
-            continue
-        if info.arity in ("0", "D"):
-            args[info.dest] = True
-        elif info.arity == "B":
-            args[info.dest] = not word.startswith("--no-")
-        else:
-            cast: Callable[[str], Any] = {"i": int, "f": float}.get(info.type_code, str)
-            typed = [cast(v) for v in values]
-            args[info.dest] = typed if info.arity in ("+", "*") else (typed[0] if typed else True)
-    model = args.pop("model_path", None)
-    if not model:
-        raise ValueError("the server command has no --model-path")
-    return LaunchSpec(model_path=str(model), draft_model_path=args.pop("speculative_draft_model_path", None),
-                      host=str(args.pop("host", "127.0.0.1")), port=args.pop("port", None),
-                      server_args=args, env=dict(env or {}), backend=backends[argv[2]])
-
-
-def spec_of(result: TrialResult) -> LaunchSpec | None:
-    """The launch of a result, rebuilt from its argv and env; None when it never had one."""
-    if not result.argv:
-        return None
-    try:
-        return spec_from_argv(list(result.argv), result.env)
-    except ValueError:
-        return None
-
-
-def versions() -> dict[str, str]:
-    """Installed versions of the packages a search depends on (``not installed`` if absent)."""
-    out = {}
-    for name in _VERSIONED:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def default_store(root: str | os.PathLike[str] | None = None) -> tuple[str, str]:
@@ -229,7 +84,7 @@ def _retry(fn: Callable[[], T], *, attempts: int = 8) -> T:
     for i in range(attempts):
         try:
             return fn()
-        except Exception as exc:  # MlflowException wraps sqlalchemy's OperationalError
+        except Exception as exc:  # MlflowException wraps sqlalchemy's OperationalError; re-raised
             if not _is_locked(exc) or i == attempts - 1:
                 raise
             time.sleep(0.05 * 2 ** i)
@@ -373,7 +228,7 @@ class Tracker:
                 experiment = self._create_experiment()
         except ConfigError:
             raise
-        except Exception as exc:  # MlflowException, sqlalchemy errors, requests errors
+        except Exception as exc:  # noqa: BLE001 - MlflowException, sqlalchemy and requests errors
             raise ConfigError(f"cannot open the MLflow store {self.tracking_uri}: "
                               f"{type(exc).__name__}: {exc}", field="tracking_uri") from None
         if experiment is None:
@@ -417,7 +272,7 @@ class Tracker:
         runs: list[Any] = []
         token = None
         while True:
-            page = _retry(lambda: self.client.search_runs(
+            page = _retry(lambda token=token: self.client.search_runs(
                 [experiment], filter_string=filter_string, max_results=min(limit or 1000, 1000),
                 order_by=order_by, page_token=token))
             runs.extend(page)
@@ -542,10 +397,11 @@ class Tracker:
         marked = []
         for run in self._child_runs(parent):
             if run.info.status == "RUNNING":
-                self._log_batch(run.info.run_id, tags={TAG_STATUS: "failed", TAG_REASON: STALE_REASON,
-                                                       "autotune.stale": "true"})
-                _retry(lambda: self.client.set_terminated(run.info.run_id, status="FAILED"))
-                marked.append(run.info.run_id)
+                run_id = run.info.run_id
+                self._log_batch(run_id, tags={TAG_STATUS: "failed", TAG_REASON: STALE_REASON,
+                                              "autotune.stale": "true"})
+                _retry(lambda run_id=run_id: self.client.set_terminated(run_id, status="FAILED"))
+                marked.append(run_id)
         if include_parent and self._run(parent).info.status == "RUNNING":
             self._log_batch(parent, tags={"autotune.stale": "true", TAG_REASON: STALE_REASON})
             _retry(lambda: self.client.set_terminated(parent, status="FAILED"))
@@ -578,9 +434,9 @@ class Tracker:
         logged = {}
         if spec is not None:
             logged["model_path"] = spec.model_path
-            logged.update({k: _param_text(v) for k, v in spec.server_args.items() if v is not None})
+            logged.update({k: param_text(v) for k, v in spec.server_args.items() if v is not None})
             logged.update(spec.env)
-        logged.update({k: _param_text(v) for k, v in (params or {}).items() if v is not None})
+        logged.update({k: param_text(v) for k, v in (params or {}).items() if v is not None})
         self._log_batch(run_id, params=_new_params(self._run(run_id), logged))
         return run_id
 
@@ -642,7 +498,7 @@ class Tracker:
 
         metric_list = [Metric(k, v, now, attempt - 1) for k, v in metrics.items()]
         metric_list += [Metric("output_tok_s_repeat", float(v), now, i)
-                        for i, v in enumerate(result.output_tok_s_repeats or []) if _number(v) is not None]
+                        for i, v in enumerate(result.output_tok_s_repeats or []) if finite_number(v) is not None]
         self._log_batch(run_id, metrics=metric_list, tags=run_tags,
                         params=_new_params(existing, trial_params(result, spec)))
         self._log_trial_artifacts(run_id, trial_id, result, spec)
@@ -697,8 +553,7 @@ class Tracker:
                 (out / "server_log_tail.txt").write_text(result.log_tail)
             if result.records:
                 with open(out / "requests.jsonl", "w") as fh:
-                    for record in result.records:
-                        fh.write(json.dumps(record, default=str) + "\n")
+                    fh.writelines(json.dumps(record, default=str) + "\n" for record in result.records)
             _retry(lambda: self.client.log_artifacts(run_id, tmp))
 
     def _log_batch(self, run_id: str, *, metrics: list[Any] = (), params: Mapping[str, str] | None = None,
@@ -712,7 +567,8 @@ class Tracker:
             chunk_m, metrics = metrics[:_BATCH_METRICS], metrics[_BATCH_METRICS:]
             chunk_p, param_list = param_list[:_BATCH_PARAMS], param_list[_BATCH_PARAMS:]
             chunk_t, tag_list = tag_list[:_BATCH_TAGS], tag_list[_BATCH_TAGS:]
-            _retry(lambda: self.client.log_batch(run_id, metrics=chunk_m, params=chunk_p, tags=chunk_t))
+            _retry(lambda m=chunk_m, p=chunk_p, t=chunk_t: self.client.log_batch(run_id, metrics=m, params=p,
+                                                                                 tags=t))
 
     # -- the end of a search -----------------------------------------------------------------
 
@@ -749,7 +605,7 @@ class Tracker:
                                 ("winner_speedup", winner.speedup),
                                 ("winner_accept_length", winner.accept_length),
                                 ("baseline_tok_s", winner.baseline_tok_s)):
-                if _number(value) is not None:
+                if finite_number(value) is not None:
                     metrics[name] = float(value)
             tags = {TAG_WINNER_RUN: winner.run.run_id, TAG_WINNER_TRIAL: winner.run.trial_id or "",
                     TAG_WINNER_NOTE: winner.note,
@@ -771,7 +627,7 @@ class Tracker:
                    summary: SearchSummary) -> None:
         from autotune import _plots
 
-        points = [_point(r) for r in runs if not r.is_baseline]
+        points = [trial_point(r) for r in runs if not r.is_baseline]
         base = winner.baseline_tok_s if winner is not None else None
         figures = {"tok_s_by_steps": _plots.tok_s_by_steps_figure(points, baseline_tok_s=base),
                    "accept_vs_break_even": _plots.accept_vs_break_even_figure(points)}
@@ -803,7 +659,7 @@ class Tracker:
             files = {"launch.sh": export.render(spec, "sh", winner=winner, search=self.name),
                      "config.yaml": export.render(spec, "yaml", winner=winner, search=self.name),
                      "launch.json": export.render(spec, "json", winner=winner, search=self.name)}
-        except Exception as exc:  # a bad stored launch must not lose the rest of the summary
+        except Exception as exc:  # noqa: BLE001 - a bad stored launch must not lose the summary
             error = f"{type(exc).__name__}: {exc}"
             self._log_batch(parent, tags={"autotune.export_error": error})
             return error
@@ -823,73 +679,10 @@ class Tracker:
             try:
                 path = _retry(lambda: self.client.download_artifacts(run_id, "launch.json", tmp))
                 data = json.loads(Path(path).read_text())
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - missing artifact (MlflowException, OSError) or bad JSON
                 raise ConfigError(f"run {run_id} has no readable launch.json artifact ({type(exc).__name__}: "
                                   f"{exc})", field="run_id") from None
         return LaunchSpec.from_json(data)
-
-
-def _point(run: TrialRun) -> Any:
-    from autotune._plots import TrialPoint
-
-    def as_int(name: str) -> int | None:
-        try:
-            return int(run.params[name])
-        except (KeyError, ValueError):
-            return None
-
-    return TrialPoint(trial_id=run.trial_id or run.run_id, kind=run.kind, status=run.status,
-                      steps=as_int("speculative_num_steps"), topk=as_int("speculative_eagle_topk"),
-                      output_tok_s=run.output_tok_s, accept_length=run.metric("accept_length"),
-                      break_even_accept_length=run.metric("break_even_accept_length"))
-
-
-def study_from_runs(runs: Iterable[TrialRun]) -> Any:
-    """An Optuna study rebuilt from trial runs, for the importance and slice plots.
-
-    Searched parameters (``autotune.searched_params``) that took more than one value become
-    distributions inferred from the logged values (int, float, or categorical text); the value
-    is ``output_tok_s``. Trials without it are left out.
-
-    Returns:
-        The study, or None with fewer than two usable trials or no varying parameter.
-    """
-    import optuna
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
-    usable = [r for r in runs if r.kind == KIND_TRIAL and r.output_tok_s is not None]
-    names = sorted({n for r in usable for n in r.searched})
-    values = {n: [r.params[n] for r in usable if n in r.params] for n in names}
-    dists: dict[str, Any] = {}
-    for name, texts in values.items():
-        if len(set(texts)) < 2:
-            continue
-        try:
-            ints = [int(t) for t in texts]
-            dists[name] = IntDistribution(min(ints), max(ints))
-            continue
-        except ValueError:
-            pass
-        try:
-            floats = [float(t) for t in texts]
-            dists[name] = FloatDistribution(min(floats), max(floats))
-        except ValueError:
-            dists[name] = CategoricalDistribution(sorted(set(texts)))
-    if len(usable) < 2 or not dists:
-        return None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", study_name="from-mlflow")
-    for run in usable:
-        params, own = {}, {}
-        for name, dist in dists.items():
-            if name not in run.params:
-                continue
-            text = run.params[name]
-            params[name] = (int(text) if isinstance(dist, IntDistribution) else
-                            float(text) if isinstance(dist, FloatDistribution) else text)
-            own[name] = dist
-        study.add_trial(optuna.trial.create_trial(params=params, distributions=own, value=run.output_tok_s))
-    return study
 
 
 def _experiment_tags(name: str) -> dict[str, str]:
@@ -902,7 +695,7 @@ def _experiment_tags(name: str) -> dict[str, str]:
 def _new_params(run: Any, params: Mapping[str, Any]) -> dict[str, str]:
     """Params the run does not have yet (MLflow params cannot change once logged)."""
     have = run.data.params
-    return {k: str(v)[:_MAX_PARAM] for k, v in params.items() if v is not None and k not in have}
+    return {k: str(v)[:MAX_PARAM] for k, v in params.items() if v is not None and k not in have}
 
 
 def _note(result: TrialResult) -> str:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tracking_helpers import eagle, failed, result
 
 from autotune.tracking import Tracker
-from tracking_helpers import eagle, failed, result
 
 pytestmark = pytest.mark.browser
 
@@ -60,7 +60,7 @@ def search(tmp_path_factory) -> Tracker:
 def ui(search) -> str:
     """``mlflow ui`` on the populated store; yields its base URL."""
     port = _free_port()
-    log = open(Path(search.root) / "mlflow-ui.log", "wb")
+    log = open(Path(search.root) / "mlflow-ui.log", "wb")  # noqa: SIM115 - closed after the server
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", search.tracking_uri,
          "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
@@ -102,13 +102,13 @@ def _chromium(tmp_path: Path, url: str, *, screenshot: Path | None = None, heigh
             "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=20000",
             f"--window-size=1600,{height}", "--hide-scrollbars"]
     args += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
-    proc = subprocess.run([*args, url], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([*args, url], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
 
 def _text(dom: str) -> str:
-    body = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.DOTALL)
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body)))
 
 

@@ -15,13 +15,12 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import pytest
+from tracking_helpers import SIM_ENV, eagle, failed, launch, result
 
 from autotune._runs import TrialRun, select_winner
 from autotune.errors import ConfigError
 from autotune.launch import LaunchSpec
-from autotune.tracking import (STALE_REASON, Tracker, default_store, spec_from_argv, trial_metrics,
-                               trial_params)
-from tracking_helpers import SIM_ENV, eagle, failed, launch, result
+from autotune.tracking import STALE_REASON, Tracker, default_store, spec_from_argv, trial_metrics, trial_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,7 +247,8 @@ def test_a_new_search_marks_the_search_of_a_killed_driver_failed(store):
         print(tr.start_search(backend="sim"), tr.start_trial("t1", params=eagle(3, 1)), flush=True)
         os._exit(9)  # killed: nothing gets to end the runs
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          check=False)
     assert proc.returncode == 9, proc.stderr
     old_parent, old_trial = proc.stdout.split()
     tr = Tracker(name, root=store).connect()

@@ -42,20 +42,20 @@ def result(params: dict[str, Any], tok_s: float | None, *, status: str = "feasib
                "device_timer": True, "notes": []})
     if reason is None and status == "infeasible":
         reason = "does not beat the baseline (speedup 0.900x, needs > 1x)"
-    values: dict[str, Any] = dict(
-        status=status, reason=reason, params=dict(params), is_baseline=not speculative,
-        launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=dict(spec.env),
-        output_tok_s=tok_s, output_tok_s_spread=4.0 if tok_s else None,
-        output_tok_s_repeats=[tok_s - 4, tok_s, tok_s + 4] if tok_s else [],
-        decode_tok_s_p50=tok_s / 8 if tok_s else None, ttft_ms_p50=41.0, ttft_ms_p90=55.0,
-        ttft_ms_p99=80.0, itl_ms_p50=6.0, itl_ms_p90=7.5, itl_ms_p99=9.0, e2e_ms_p50=900.0,
-        e2e_ms_p90=1100.0, e2e_ms_p99=1300.0, completed=24, failed_requests=0,
-        accept_length=accept if speculative else None,
-        baseline_tok_s=baseline_tok_s if speculative else tok_s,
-        speedup=(tok_s / baseline_tok_s if tok_s and baseline_tok_s and speculative else (1.0 if tok_s else None)),
-        break_even_accept_length=break_even if speculative else None, feasible=status == "feasible",
-        phases=phases, log_tail="[sim] server ready\n[sim] decode batch 8\n",
-        records=[{"prompt_tokens": 100 + i, "output_tokens": 128, "ttft_ms": 40.0 + i} for i in range(3)])
+    values: dict[str, Any] = {
+        "status": status, "reason": reason, "params": dict(params), "is_baseline": not speculative,
+        "launch_command": spec.shell_command(), "argv": spec.argv(python="python"), "env": dict(spec.env),
+        "output_tok_s": tok_s, "output_tok_s_spread": 4.0 if tok_s else None,
+        "output_tok_s_repeats": [tok_s - 4, tok_s, tok_s + 4] if tok_s else [],
+        "decode_tok_s_p50": tok_s / 8 if tok_s else None, "ttft_ms_p50": 41.0, "ttft_ms_p90": 55.0,
+        "ttft_ms_p99": 80.0, "itl_ms_p50": 6.0, "itl_ms_p90": 7.5, "itl_ms_p99": 9.0, "e2e_ms_p50": 900.0,
+        "e2e_ms_p90": 1100.0, "e2e_ms_p99": 1300.0, "completed": 24, "failed_requests": 0,
+        "accept_length": accept if speculative else None,
+        "baseline_tok_s": baseline_tok_s if speculative else tok_s,
+        "speedup": (tok_s / baseline_tok_s if tok_s and baseline_tok_s and speculative else (1.0 if tok_s else None)),
+        "break_even_accept_length": break_even if speculative else None, "feasible": status == "feasible",
+        "phases": phases, "log_tail": "[sim] server ready\n[sim] decode batch 8\n",
+        "records": [{"prompt_tokens": 100 + i, "output_tokens": 128, "ttft_ms": 40.0 + i} for i in range(3)]}
     values.update(fields)
     return TrialResult(**values)
 
