@@ -1,0 +1,49 @@
+"""Optuna samplers for autotune searches, by the name a space file gives (``search.sampler``).
+
+- ``tpe``: Optuna's TPE with its defaults (constraints come from ``trial.set_constraint``);
+- ``random``: Optuna's random sampler;
+- ``grid``: every config in the order of SGLang's ``bench_speculative.py``
+  (:class:`GridOrderSampler`);
+- ``phase-model``: :class:`PhaseModelSampler`, which fits the speculative cycle from the phase
+  profiles and accept data trials report, and needs far fewer trials.
+
+See ``docs/samplers.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+
+from autotune.samplers._planned import GridOrderSampler, PlannedSampler
+from autotune.samplers._observations import USER_ATTR_KEYS
+from autotune.samplers.phase_model import PhaseModelSampler
+
+__all__ = ["SAMPLER_NAMES", "GridOrderSampler", "PhaseModelSampler", "PlannedSampler",
+           "USER_ATTR_KEYS", "make_sampler"]
+
+SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model")
+
+
+def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
+    """The sampler a space's ``search.sampler`` names.
+
+    Args:
+        name: One of :data:`SAMPLER_NAMES`.
+        seed: Seed (None: nondeterministic).
+        space: The loaded ``SearchSpace`` (``grid`` and ``phase-model`` enumerate it).
+
+    Raises:
+        ValueError: For an unknown name.
+    """
+    key = name.strip().lower().replace("_", "-")
+    if key == "tpe":
+        return TPESampler(seed=seed)
+    if key == "random":
+        return RandomSampler(seed=seed)
+    if key == "grid":
+        return GridOrderSampler(space, seed=seed)
+    if key in ("phase-model", "phasemodel"):
+        return PhaseModelSampler(space, seed=seed)
+    raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(SAMPLER_NAMES)}")
