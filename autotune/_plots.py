@@ -16,10 +16,10 @@ from typing import Any
 from matplotlib.figure import Figure
 
 # Phase keys of PhaseProfile.to_dict, in drawing order; decode replaces draft/verify/extend
-# without speculation.
-PHASES = ("draft", "verify", "extend", "decode", "other")
+# without speculation. Together they make up cycle_ms.
+PHASES = ("draft", "verify", "extend", "decode", "prefill", "gpu_other", "other")
 _COLOURS = {"draft": "#4C72B0", "verify": "#DD8452", "extend": "#55A868", "decode": "#8172B3",
-            "other": "#937860"}
+            "prefill": "#DA8BC3", "gpu_other": "#8C8C8C", "other": "#937860"}
 
 
 def _known(value: Any) -> bool:
@@ -27,7 +27,7 @@ def _known(value: Any) -> bool:
 
 
 def phase_figure(phases: Mapping[str, Any], *, title: str = "") -> Figure | None:
-    """A horizontal bar per phase: ms per cycle, labelled with its share of the cycle.
+    """A horizontal bar per phase that took time: ms per cycle, labelled with its share.
 
     Args:
         phases: ``PhaseProfile.to_dict()`` output (``draft_ms``, ``draft_pct``, ..., ``cycle_ms``).
@@ -37,7 +37,9 @@ def phase_figure(phases: Mapping[str, Any], *, title: str = "") -> Figure | None
         The figure, or None when no phase time is known.
     """
     rows = [(name, phases.get(f"{name}_ms"), phases.get(f"{name}_pct")) for name in PHASES]
-    rows = [(n, ms, pct) for n, ms, pct in rows if _known(ms)]
+    # A phase that took no time at all (decode in a speculative run) is left out of the picture;
+    # phases.json still has it.
+    rows = [(n, ms, pct) for n, ms, pct in rows if _known(ms) and ms > 0]
     if not rows:
         return None
     fig = Figure(figsize=(7, 0.6 * len(rows) + 1.6))

@@ -32,9 +32,9 @@ _RESULT_METRICS = (
 )
 # PhaseProfile.to_dict keys logged as phase_<key>.
 _PHASE_METRICS = (
-    "cycle_ms", "draft_ms", "verify_ms", "extend_ms", "decode_ms", "prefill_ms", "gpu_other_ms",
-    "other_ms", "draft_pct", "verify_pct", "extend_pct", "decode_pct", "prefill_pct", "other_pct",
-    "cycles",
+    "cycle_ms", "decode_cycle_ms", "draft_ms", "verify_ms", "extend_ms", "decode_ms", "prefill_ms",
+    "gpu_other_ms", "other_ms", "draft_pct", "verify_pct", "extend_pct", "decode_pct", "prefill_pct",
+    "gpu_other_pct", "other_pct", "cycles",
 )
 _VERSIONED = ("autotune", "ray", "optuna", "mlflow", "sglang")
 

@@ -376,3 +376,15 @@ def test_launch_spec_survives_mlflow(tracker):
     run_id = tracker.log_trial("odd", result({}, 900.0), spec=spec)
     assert tracker.load_spec(run_id) == spec
     assert tracker.client.get_run(run_id).data.params["model_path"] == "/models/with space/x"
+
+
+def test_phase_figure_draws_only_known_phases_that_took_time():
+    from autotune import _plots
+
+    assert _plots.phase_figure({"draft_ms": None, "cycle_ms": None}) is None
+    fig = _plots.phase_figure({"draft_ms": 1.0, "verify_ms": 4.0, "decode_ms": 0.0, "extend_ms": None,
+                               "other_ms": 0.5, "cycle_ms": 5.5, "verify_pct": 72.7}, title="t")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["draft", "verify", "other"]
+    notes = [t.get_text() for t in fig.axes[0].texts]
+    assert "4.00 ms (72.7%)" in notes and "1.00 ms" in notes  # no share known for draft: none shown
