@@ -245,9 +245,10 @@ class Oracle:
     def _report(self, m: Mapping[str, Any], base: Mapping[str, Any] | None, *,
                 is_baseline: bool) -> Measured:
         """The objective, constraints and user attrs a trial reports (as the trainable does)."""
+        base_status = None if base is None else ("failed" if not base["ok"] else "feasible")
         if not m["ok"]:
             attrs = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
-                     "objective_unmeasured": True}
+                     "objective_unmeasured": True, "baseline_status": base_status}
             return Measured(value=0.0, attrs=attrs,
                             constraints={"failed": 1.0, "break_even": 1.0})
         tok_s = m["tok_s"]
@@ -262,7 +263,8 @@ class Oracle:
         speedup = tok_s / base["tok_s"] if base_ok else None
         feasible = speedup is not None and speedup > _min_speedup(self.p.space)
         attrs.update(status="feasible" if feasible else "infeasible",
-                     baseline_tok_s=base["tok_s"] if base_ok else None, speedup=speedup)
+                     baseline_tok_s=base["tok_s"] if base_ok else None, speedup=speedup,
+                     baseline_status=base_status)
         if self.phase_data:
             attrs["baseline_decode_step_ms"] = base["phases"].get("cycle_ms") if base_ok else None
             attrs["phases"] = m["phases"]

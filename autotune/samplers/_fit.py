@@ -248,19 +248,28 @@ def _failure_probability(table: CandidateTable, obs: Sequence[Observation]) -> n
         if o.index is not None and o.ok:
             seen_ok.update((j, int(c)) for j, c in enumerate(table.coords[o.index]) if c >= 0)
     blame: dict[tuple[int, int], float] = {}
+    dead_groups: set[int] = set()
+    group_dims = set(table.group_dims)
     for o in obs:
         if o.index is None or o.ok:
             continue
+        if o.baseline_failed:
+            # Without a baseline no config of the group can be proven to pay: the group is
+            # done, and only its non-speculative settings are suspects.
+            dead_groups.add(int(table.group[o.index]))
         suspects = [(j, int(c)) for j, c in enumerate(table.coords[o.index])
-                    if c >= 0 and (j, int(c)) not in seen_ok]
+                    if c >= 0 and (j, int(c)) not in seen_ok
+                    and (not o.baseline_failed or j in group_dims)]
         for sus in suspects:
             blame[sus] = blame.get(sus, 0.0) + 1.0 / len(suspects)
     survive = np.ones(len(table))
     for (j, c), w in blame.items():
-        # A value alone to blame is almost surely the cause (start-up failures repeat); one of
-        # three suspects, a third as likely.
-        p = 0.95 * min(w, 1.0)
+        # A value alone to blame is almost surely the cause (start-up failures repeat), and
+        # surer with every failure it alone explains; shared blame counts for less.
+        p = 1.0 - 0.05 ** w
         survive *= np.where(table.coords[:, j] == c, 1 - p, 1.0)
+    if dead_groups:
+        survive[np.isin(table.group, list(dead_groups))] = 0.0
     return 1 - survive
 
 

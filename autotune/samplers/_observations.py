@@ -17,7 +17,8 @@ PLAN_KEY = "autotune:plan"
 FEASIBLE, INFEASIBLE, FAILED = "feasible", "infeasible", "failed"
 #: The user attrs the phase model reads (all optional; see docs/samplers.md).
 USER_ATTR_KEYS = ("status", "is_baseline", "output_tok_s", "accept_length", "baseline_tok_s",
-                  "baseline_decode_step_ms", "speedup", "phases", "spec_correct_drafts_histogram")
+                  "baseline_decode_step_ms", "baseline_status", "speedup", "phases",
+                  "spec_correct_drafts_histogram")
 
 
 def _num(value: Any) -> float | None:
@@ -42,6 +43,8 @@ class Observation:
         phases: ``draft_ms``, ``verify_ms``, ``extend_ms``, ``decode_ms``, ``other_ms``,
             ``cycle_ms`` (each None when unknown).
         baseline_tok_s, baseline_decode_step_ms: The group's no-speculation baseline.
+        baseline_failed: The group's baseline failed to run (``baseline_status`` = failed),
+            so no config of the group can be judged feasible.
     """
 
     number: int
@@ -54,6 +57,7 @@ class Observation:
     phases: Mapping[str, float | None] = field(default_factory=dict)
     baseline_tok_s: float | None = None
     baseline_decode_step_ms: float | None = None
+    baseline_failed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -95,9 +99,11 @@ def read_observation(trial: FrozenTrial, index: int | None) -> Observation:
         histogram = tuple(float(h) for h in hist)
         if sum(histogram) <= 0:
             histogram = None
+    is_baseline = bool(attrs.get("is_baseline", False))
+    baseline_failed = attrs.get("baseline_status") == FAILED or (is_baseline and status == FAILED)
     return Observation(
         number=trial.number, index=index, status=status, value=value,
-        is_baseline=bool(attrs.get("is_baseline", False)),
+        is_baseline=is_baseline, baseline_failed=baseline_failed,
         accept_length=_num(attrs.get("accept_length")), histogram=histogram, phases=phases,
         baseline_tok_s=_num(attrs.get("baseline_tok_s")),
         baseline_decode_step_ms=_num(attrs.get("baseline_decode_step_ms")))
