@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import optuna
 from ray.tune.search.optuna import OptunaSearch
@@ -30,6 +30,28 @@ ATTRS = "sampler_attrs"              # dict copied into Optuna user attrs
 # The value Optuna is told when nothing was measured: below every real tok/s, and always paired
 # with a violated "failed" constraint, so it is never a best trial. It stays inside Optuna.
 _UNMEASURED_VALUE = 0.0
+
+
+def _section(result: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """``result[key]`` as a nested dict, or None when the result has no such section.
+
+    Tune hands searchers the result flattened (``flatten_dict``: ``{"constraints/failed": 0.0,
+    "sampler_attrs/phases/draft_ms": ...}``); a caller outside Tune may pass it nested.
+    """
+    value = result.get(key)
+    if isinstance(value, Mapping):
+        return dict(value)
+    prefix = key + "/"
+    out: dict[str, Any] = {}
+    for name, leaf in result.items():
+        if not name.startswith(prefix):
+            continue
+        node = out
+        *parents, last = name[len(prefix):].split("/")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = leaf
+    return out or None
 
 
 class DefineByRun:
@@ -57,12 +79,12 @@ class ConstrainedOptunaSearch(OptunaSearch):
         ot_trial = self._ot_trials.get(trial_id)
         if ot_trial is None:
             return
-        if error or not result or CONSTRAINTS not in result:
+        constraints = _section(result, CONSTRAINTS) if result and not error else None
+        if constraints is None:
             super().on_trial_complete(trial_id, result=None, error=True)
             return
-        for key, value in (result.get(ATTRS) or {}).items():
+        for key, value in (_section(result, ATTRS) or {}).items():
             ot_trial.set_user_attr(key, value)
-        constraints = result[CONSTRAINTS]
         for key, value in constraints.items():
             ot_trial.set_constraint(key, float(value))
         value = result.get(OBJECTIVE)
