@@ -116,8 +116,10 @@ def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
                               "--address and RAY_ADDRESS unset for an embedded Ray.") from None
         return address
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                              "configure_logging": False}
+    # address="local": with no address, ray.init() joins the cluster last started on this machine
+    # (/tmp/ray/ray_current_cluster) instead of starting the embedded one it was asked for.
+    kwargs: dict[str, Any] = {"address": "local", "include_dashboard": False,
+                              "log_to_driver": False, "configure_logging": False}
     if space.backend == "sim":
         kwargs["num_gpus"] = _sim_logical_gpus(space, concurrency)
         kwargs["num_cpus"] = max(os.cpu_count() or 1, int(kwargs["num_gpus"]))
@@ -233,9 +235,12 @@ def run_search(opts: SearchOptions, *, out: TextIO = sys.stdout) -> SearchOutcom
         space.check_paths()
     name = opts.name or space.name
     root = Path(opts.root).resolve()
-    trials = opts.trials or space.budget.trials
+    # "is None", not "or": --trials 0 is an error, not "use the space's budget".
+    trials = space.budget.trials if opts.trials is None else opts.trials
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {trials}")
+    if opts.concurrency is not None and opts.concurrency < 1:
+        raise ConfigError(f"--concurrency must be >= 1, got {opts.concurrency}")
     concurrency = opts.concurrency or space.search.max_concurrent
     seed = space.search.seed if opts.seed is None else opts.seed
     storage, run_name, restoring = _experiment_dir(root, name, opts.resume)
