@@ -45,7 +45,7 @@ from autotune.errors import AutotuneError
 from autotune.samplers import SAMPLER_NAMES, make_sampler
 from autotune.samplers._candidates import config_key
 from autotune.sim.evaluate import ModelEvaluator
-from autotune.sim.model import _GH_NODES, _GH_WEIGHTS, _factor
+from autotune.sim.model import ModelConfig, PerformanceModel
 
 OURS = "phase-model"
 STRATEGIES = ("grid", "random", "tpe", OURS)
@@ -83,19 +83,23 @@ class Problem:
         return self.evaluator.expected(self.space.baseline_params(dict(params)))
 
     def accept_probs(self, params: Mapping[str, Any]) -> np.ndarray | None:
-        """P(j drafts accepted per cycle), averaged over the prompt distribution."""
+        """P(j drafts accepted per cycle), averaged over the workload's prompts."""
         key = config_key(params)
         if key not in self._hist:
-            model = self.evaluator._model(params)
+            cfg = self.space.trial_config(dict(params))
+            model = PerformanceModel(self.evaluator.profile,
+                                     ModelConfig.from_server_args(cfg.server_args, cfg.env))
             if model.config.spec is None:
                 self._hist[key] = None
             else:
-                spread = model.profile.acceptance.prompt_spread
-                dists = [model.acceptance(_factor(spread, z)).probs for z in _GH_NODES]
+                # Each prompt scales acceptance by its own factor, as the emulator does.
+                texts = getattr(self.evaluator.shape, "prompts", ()) or ()
+                factors = [model.prompt_factor(t) for t in texts] or [1.0]
+                dists = [model.acceptance(f).probs for f in factors]
                 width = max(len(d) for d in dists)
                 mix = np.zeros(width)
-                for w, d in zip(_GH_WEIGHTS, dists):
-                    mix[:len(d)] += w * np.asarray(d)
+                for d in dists:
+                    mix[:len(d)] += np.asarray(d)
                 self._hist[key] = mix / mix.sum()
         return self._hist[key]
 
@@ -319,11 +323,10 @@ def grid_full(problem: Problem, *, seed: int, noise_cv: float) -> int | None:
     """Trials the grid needs with no budget (it runs through the whole space at most)."""
     from autotune.samplers import GridOrderSampler
 
-    order = GridOrderSampler(problem.space, seed=seed).order
-    table_configs = GridOrderSampler(problem.space, seed=seed).table.configs
+    grid = GridOrderSampler(problem.space, seed=seed)
     oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=False)
-    for i in order:
-        oracle.run(table_configs[i])
+    for i in grid.order:
+        oracle.run(grid.table.configs[i])
         if oracle.success_at is not None:
             return oracle.success_at
     return None

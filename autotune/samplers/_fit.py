@@ -159,68 +159,56 @@ def _total_features(s: np.ndarray, k: np.ndarray, N: np.ndarray, c: float) -> np
                           axis=1)
 
 
+_Averaged = list  # [(weight, saturation rate c, posterior)]: a fit averaged over c
+
+
 class CycleModel:
     """Normalised cycle time (cycle_ms / decode_step_ms) as a function of (s, k, N)."""
 
     def __init__(self) -> None:
-        self.parts: list[tuple[str, _blr.Posterior, float]] = []
+        self.parts: list[tuple[str, _blr.Posterior | _Averaged]] = []
 
     def fit(self, s: np.ndarray, k: np.ndarray, N: np.ndarray, phases: np.ndarray,
             split: bool) -> None:
-        """``phases``: (n, 4) draft, verify, extend, other (split) or (n, 1) cycle, normalised."""
-        self.parts = []
-        sd = lambda y: 0.02 * np.abs(y) + 0.002  # noqa: E731 - local shorthand
-        if split:
-            ones = np.ones_like(s, dtype=float)
-            X = np.stack([ones, s, s * (k - 1.0)], axis=1)
-            self.parts.append(("draft", _blr.fit(X, phases[:, 0], sd(phases[:, 0]),
-                                                 prior_mean=_DRAFT_PRIOR[0],
-                                                 prior_sd=_DRAFT_PRIOR[1],
-                                                 nonneg=np.array([1, 1, 1], bool)), 0.0))
-            self.parts.append(("verify",) + self._best_c(
-                lambda c: _verify_features(N, k, c), phases[:, 1], sd(phases[:, 1]),
-                _VERIFY_PRIOR, np.array([0, 1, 1, 1], bool)))
-            X = np.stack([ones, s + 1.0], axis=1)
-            self.parts.append(("extend", _blr.fit(X, phases[:, 2], sd(phases[:, 2]),
-                                                  prior_mean=_EXTEND_PRIOR[0],
-                                                  prior_sd=_EXTEND_PRIOR[1],
-                                                  nonneg=np.array([1, 1], bool)), 0.0))
-            self.parts.append(("other", _blr.fit(ones[:, None], phases[:, 3], sd(phases[:, 3]),
-                                                 prior_mean=_OTHER_PRIOR[0],
-                                                 prior_sd=_OTHER_PRIOR[1]), 0.0))
-        else:
-            self.parts.append(("cycle",) + self._best_c(
-                lambda c: _total_features(s, k, N, c), phases[:, 0], sd(phases[:, 0]),
-                _TOTAL_PRIOR, np.array([0, 1, 1, 1, 1, 1], bool)))
+        """Fit from normalised phases.
 
-    @staticmethod
-    def _best_c(features, y, sd, prior, nonneg) -> tuple[list[tuple[float, _blr.Posterior]], None]:
-        """Fits for every saturation rate, weighted by how well each explains the data."""
-        fits = []
-        for c in _C_GRID:
-            post = _blr.fit(features(c), y, sd, prior_mean=prior[0], prior_sd=prior[1],
-                            nonneg=nonneg)
-            score = post.sse + float(np.sum(((post.mean - prior[0]) / prior[1]) ** 2))
-            fits.append((c, post, score))
-        best = min(f[2] for f in fits)
-        weights = np.array([np.exp(-0.5 * (f[2] - best)) for f in fits])
-        weights /= weights.sum()
-        return [(w, c, post) for w, (c, post, _) in zip(weights, fits) if w > 1e-4], None
+        Args:
+            s, k, N: Steps, top-k and draft tokens of each trial.
+            phases: (n, 4) draft, verify, extend, other when ``split``, else (n, 1) cycle.
+            split: Whether the device timer split the cycle into phases.
+        """
+        s, k, N = s.astype(float), k.astype(float), N.astype(float)
+        self.parts = []
+        if not split:
+            self.parts.append(("cycle", _average_over_c(
+                lambda c: _total_features(s, k, N, c), phases[:, 0], _TOTAL_PRIOR,
+                np.array([0, 1, 1, 1, 1, 1], bool))))
+            return
+        for col, name in enumerate(("draft", "verify", "extend", "other")):
+            y = phases[:, col]
+            if name == "verify":
+                self.parts.append((name, _average_over_c(
+                    lambda c: _verify_features(N, k, c), y, _VERIFY_PRIOR,
+                    np.array([0, 1, 1, 1], bool))))
+                continue
+            prior = {"draft": _DRAFT_PRIOR, "extend": _EXTEND_PRIOR, "other": _OTHER_PRIOR}[name]
+            self.parts.append((name, _blr.fit(_simple_features(name, s, k), y, _phase_sd(y),
+                                              prior_mean=prior[0], prior_sd=prior[1],
+                                              nonneg=np.ones(len(prior[0]), bool)
+                                              if name != "other" else None)))
 
     def predict(self, s: np.ndarray, k: np.ndarray, N: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Normalised cycle mean and variance."""
-        s = s.astype(float)
-        k = k.astype(float)
-        N = N.astype(float)
+        """Normalised cycle mean and variance at each (s, k, N)."""
+        s, k, N = s.astype(float), k.astype(float), N.astype(float)
         mu = np.zeros(len(s))
         var = np.zeros(len(s))
-        for name, post, _ in self.parts:
+        for name, post in self.parts:
             if isinstance(post, list):
                 # Model average over the saturation rate: its spread is part of the variance.
-                feats = _verify_features if name == "verify" else None
                 ms, vs, ws = [], [], []
                 for w, c, p in post:
-                    X = feats(N, k, c) if feats else _total_features(s, k, N, c)
+                    X = _verify_features(N, k, c) if name == "verify" else \
+                        _total_features(s, k, N, c)
                     m, v = p.predict(X)
                     ms.append(m)
                     vs.append(v)
@@ -229,16 +217,38 @@ class CycleModel:
                 m = (ws_a * ms_a).sum(axis=0)
                 v = (ws_a * (vs_a + ms_a ** 2)).sum(axis=0) - m ** 2
             else:
-                if name == "draft":
-                    X = np.stack([np.ones_like(s), s, s * (k - 1)], axis=1)
-                elif name == "extend":
-                    X = np.stack([np.ones_like(s), s + 1], axis=1)
-                else:
-                    X = np.ones((len(s), 1))
-                m, v = post.predict(X)
+                m, v = post.predict(_simple_features(name, s, k))
             mu += m
             var += np.maximum(v, 0.0)
         return np.maximum(mu, 1e-3), var
+
+
+def _phase_sd(y: np.ndarray) -> np.ndarray:
+    return 0.02 * np.abs(y) + 0.002
+
+
+def _simple_features(name: str, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+    ones = np.ones_like(s, dtype=float)
+    if name == "draft":
+        return np.stack([ones, s, s * (k - 1)], axis=1)
+    if name == "extend":
+        return np.stack([ones, s + 1], axis=1)
+    return ones[:, None]
+
+
+def _average_over_c(features, y: np.ndarray, prior: tuple[np.ndarray, np.ndarray],
+                    nonneg: np.ndarray) -> _Averaged:
+    """Fits for every saturation rate, weighted by how well each explains the data."""
+    fits = []
+    for c in _C_GRID:
+        post = _blr.fit(features(c), y, _phase_sd(y), prior_mean=prior[0], prior_sd=prior[1],
+                        nonneg=nonneg)
+        score = post.sse + float(np.sum(((post.mean - prior[0]) / prior[1]) ** 2))
+        fits.append((c, post, score))
+    best = min(f[2] for f in fits)
+    weights = np.array([np.exp(-0.5 * (f[2] - best)) for f in fits])
+    weights /= weights.sum()
+    return [(float(w), c, post) for w, (c, post, _) in zip(weights, fits) if w > 1e-4]
 
 
 def _failure_probability(table: CandidateTable, obs: Sequence[Observation]) -> np.ndarray:

@@ -18,7 +18,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.samplers._candidates import STEPS, TOPK, DRAFT, CandidateTable
+from autotune.samplers._candidates import CandidateTable
 from autotune.samplers._observations import PLAN_KEY, occupied
 
 
@@ -143,11 +143,8 @@ class GridOrderSampler(PlannedSampler):
         """Candidate indices in grid order."""
         if self._order is None:
             t = self.table
-            named = {d.name: j for j, d in enumerate(t.dims)}
             group_cols = [t.coords[:, j] for j in t.group_dims]
-            extra_cols = [t.coords[:, j] for j in t.extra_spec_dims
-                          if t.dims[j].name not in (STEPS, TOPK, DRAFT)]
-            del named
+            extra_cols = [t.coords[:, j] for j in t.extra_spec_dims]
 
             def key(i: int) -> tuple:
                 return (tuple(int(c[i]) for c in group_cols), bool(t.spec[i]), int(t.steps[i]),

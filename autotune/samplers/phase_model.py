@@ -119,7 +119,7 @@ class PhaseModelSampler(PlannedSampler):
             pool = pool[score == score.min()]
         out: list[int] = []
         if len(pool):
-            s, k, n = t.steps[pool], t.topk[pool], t.draft[pool]
+            k = t.topk[pool]
             kmin, kmax = k.min(), k.max()
             chain = pool[k == kmin]
             cs = t.steps[chain]
@@ -132,7 +132,6 @@ class PhaseModelSampler(PlannedSampler):
                 ts = t.steps[tree]
                 mid = np.median(np.unique(ts))
                 out.append(int(tree[np.lexsort((-t.draft[tree], np.abs(ts - mid)))][0]))
-            del s, n
         seen: list[int] = []
         for i in out:
             if i not in seen:
