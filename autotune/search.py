@@ -206,8 +206,11 @@ def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space
 
     settings = MeasureSettings(**{**ctx.settings.__dict__, "repeats": repeats,
                                   "workdir": os.path.join(ctx.workdir, "finalists")})
+    # The same request as a trial's, the node-exclusive resource included: finalists run at
+    # once, and with exclusive_node two of them must not share a node either.
     resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
-                               cpus=space.resources.cpus_per_trial)
+                               cpus=space.resources.cpus_per_trial,
+                               exclusive_resource="autotune_node" if space.exclusive_node else None)
 
     def confirm(params: dict) -> tuple[dict, Any, Any]:
         result, baseline, _ = run_config(params, ctx, name="finalist", settings=settings,
@@ -217,7 +220,9 @@ def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space
     refs = []
     for _, params, _ in candidates:
         res = resources(params)
-        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], max_retries=1)(confirm)
+        custom = {k: v for k, v in res.items() if k not in ("CPU", "GPU")}
+        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,
+                          max_retries=1)(confirm)
         refs.append(task.remote(params))
     print(f"\nConfirming {len(refs)} finalist(s), {repeats} repeats each, beside fresh baselines...",
           file=out, flush=True)
