@@ -521,7 +521,9 @@ async def chat_completions(request: Request) -> Response:
     model = body.get("model") or "default"
     created = int(time.time())
     if req.streaming:
-        return StreamingResponse(_chat_stream(state, req, model, created, include_usage, continuous),
+        spec_details = bool(body.get("return_spec_tokens_details"))
+        return StreamingResponse(_chat_stream(state, req, model, created, include_usage, continuous,
+                                              spec_details=spec_details),
                                  media_type="text/event-stream")
     ids: list[int] = []
     last = None
@@ -539,7 +541,8 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def _chat_stream(state: SimState, req: GenRequest, model: str, created: int,
-                       include_usage: bool, continuous: bool) -> AsyncIterator[bytes]:
+                       include_usage: bool, continuous: bool, *,
+                       spec_details: bool = False) -> AsyncIterator[bytes]:
     head = {"id": req.rid, "object": "chat.completion.chunk", "created": created, "model": model}
 
     def event(delta: dict[str, Any], finish: str | None = None, matched: int | None = None,
@@ -553,6 +556,7 @@ async def _chat_stream(state: SimState, req: GenRequest, model: str, created: in
     first = True
     completion_tokens = 0
     finish = matched = None
+    final_meta: dict[str, Any] = {}
     async for chunk in drive(state, req):
         if first:
             first = False
@@ -564,8 +568,14 @@ async def _chat_stream(state: SimState, req: GenRequest, model: str, created: in
                         usage=_usage(req.prompt_tokens, completion_tokens) if continuous else None)
         if chunk.finished:
             finish, matched = _finish_type(chunk)
+            final_meta = chunk.meta
     if finish is not None:
         yield event({"reasoning_content": None}, finish, matched)
+    if spec_details and final_meta.get("spec_verify_ct"):
+        # SGLang's extension chunk: the same spec_* fields /generate puts in its final meta_info.
+        details = {k: v for k, v in final_meta.items() if k.startswith("spec_")}
+        yield b"data: " + _dumps({**head, "choices": [], "sglext": {
+            "spec_tokens_details": [details]}}) + b"\n\n"
     if include_usage:
         yield b"data: " + _dumps({**head, "choices": [],
                                   "usage": _usage(req.prompt_tokens, completion_tokens)}) + b"\n\n"
