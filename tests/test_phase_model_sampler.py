@@ -346,3 +346,20 @@ def test_grid_order_follows_bench_speculative(tmp_path):
     assert keys == sorted(keys)
     proposed, _, _ = drive(load_problem(str(space.file)), sampler, seed=0, trials=6)
     assert proposed == configs[:len(proposed)]
+
+
+def test_sampler_pickles_mid_study(tmp_path):
+    """Ray checkpoints the searcher, sampler included: a restored sampler keeps planning."""
+    import pickle
+
+    problem = load_problem(str(tiny_space(tmp_path)))
+    sampler = PhaseModelSampler(problem.space, seed=0)
+    _, _, study = drive(problem, sampler, seed=0, trials=5)
+    restored = pickle.loads(pickle.dumps(sampler))
+    again = optuna.create_study(direction="maximize", sampler=restored)
+    again.add_trials(study.trials)  # the same history, as a restored Ray searcher has it
+    trial = again.ask()
+    plan = again._storage.get_trial(trial._trial_id).system_attrs["autotune:plan"]
+    assert plan["reason"] in ("model", "neighbour")
+    done = {restored.trial_index(t) for t in study.trials}
+    assert len(done) == 5 and plan["index"] not in done

@@ -94,8 +94,11 @@ class PlannedSampler(BaseSampler):
         if index is None:
             return
         params = {k: _jsonable(v) for k, v in self.table.configs[index].items()}
-        study._storage.set_trial_system_attr(trial._trial_id, PLAN_KEY,
-                                             {"index": int(index), "params": params})
+        plan = {"index": int(index), "params": params}
+        reason = getattr(self, "last_reason", None)
+        if reason:
+            plan["reason"] = reason  # why this config: design, model, neighbour (for the record)
+        study._storage.set_trial_system_attr(trial._trial_id, PLAN_KEY, plan)
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
