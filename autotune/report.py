@@ -50,5 +50,8 @@ def summary_json(result: Any) -> dict[str, Any]:
     d["phases"] = {k: ph.get(k) for k in (
         "draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms", "draft_pct",
         "verify_pct", "extend_pct", "decode_pct", "other_pct", "cycles", "cycles_source")}
+    # Percent of the window's cycle time per phase; an unknown share stays None.
+    d["phases"]["shares"] = {name: ph.get(f"{name}_pct") for name in (
+        "draft", "verify", "extend", "decode", "prefill", "gpu_other", "other")}
     d["phases_full"] = ph or None
     return d
