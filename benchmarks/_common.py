@@ -1,0 +1,222 @@
+"""What the benchmarks share: a search space over a profile, the emulator's environment, statistics,
+tables and the JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.sim.profile import load_profile
+from autotune.space import SearchSpace
+
+KIMI = "kimi-k2.5-eagle3-tp8"
+LLAMA = "llama-3.1-8b-eagle3-h100"
+ZERO_COMPUTE = str(Path(__file__).resolve().parent / "profiles" / "zero-compute.yaml")
+
+# Variables of the emulator that a user's shell may carry and that would bend a benchmark.
+_SIM_VARS = ("AUTOTUNE_SIM_FAULT", "AUTOTUNE_SIM_NOISE_CV", "AUTOTUNE_SIM_SEED",
+             "AUTOTUNE_SIM_STARTUP_S", "AUTOTUNE_SIM_PROFILE", "AUTOTUNE_SIM_GPU_LOCK_DIR")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How a profile's servers are launched: model names (the emulator loads nothing) and TP."""
+
+    profile: str
+    model_path: str
+    draft_model_path: str
+    tp_size: int
+
+
+_BUILTIN = {
+    KIMI: Setup(KIMI, "sim/Kimi-K2.5", "sim/Kimi-K2.5-EAGLE3", 8),
+    LLAMA: Setup(LLAMA, "sim/Llama-3.1-8B-Instruct", "sim/EAGLE3-LLaMA3.1-Instruct-8B", 1),
+}
+
+
+def setup_for(profile: str) -> Setup:
+    """The launch setup of a built-in profile name or a profile YAML path (at its reference TP).
+
+    Raises:
+        ConfigError: An unknown name or a bad profile file.
+    """
+    if profile in _BUILTIN:
+        return _BUILTIN[profile]
+    loaded = load_profile(profile)
+    path = str(Path(profile).resolve()) if Path(profile).exists() else profile
+    return Setup(path, f"sim/{loaded.name}", f"sim/{loaded.name}-draft", int(loaded.reference_tp))
+
+
+def bench_space(setup: Setup, workload: Mapping[str, Any], *, repeats: int = 1) -> SearchSpace:
+    """A sim search space over ``setup``'s profile wide enough for every benchmark config.
+
+    Args:
+        setup: Profile and launch setup.
+        workload: The ``workload:`` section.
+        repeats: ``measure.repeats``.
+    """
+    return SearchSpace.from_dict({
+        "name": "benchmark",
+        "backend": "sim",
+        "profile": setup.profile,
+        "model_path": setup.model_path,
+        "draft_model_path": setup.draft_model_path,
+        "fixed_args": {"speculative_algorithm": "EAGLE3", "mem_fraction_static": 0.85},
+        "fixed_env": {"NCCL_NVLS_ENABLE": "0"},
+        "parameters": {
+            "tp_size": {"type": "categorical", "choices": [1, 2, 4, 8]},
+            "speculative_num_steps": {"type": "int", "low": 1, "high": 10},
+            "speculative_eagle_topk": {"type": "categorical", "choices": [1, 2, 4, 8]},
+            "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 64},
+            "NCCL_ALGO": {"type": "categorical", "choices": [None, "Ring", "Tree"]},
+            "NCCL_PROTO": {"type": "categorical", "choices": [None, "LL", "LL128", "Simple"]},
+        },
+        "workload": dict(workload),
+        "measure": {"repeats": repeats, "startup_timeout_s": 120},
+    })
+
+
+def baseline_params(setup: Setup, *, tp_size: int | None = None, **env: str) -> dict[str, Any]:
+    """Parameters of a no-speculation config."""
+    return {"tp_size": tp_size or setup.tp_size, "speculative_algorithm": None, **env}
+
+
+def spec_params(setup: Setup, steps: int, topk: int = 1, draft_tokens: int | None = None, *,
+                tp_size: int | None = None, **env: str) -> dict[str, Any]:
+    """Parameters of an EAGLE-3 config; a chain (topk 1) verifies ``steps + 1`` tokens."""
+    if draft_tokens is None:
+        if topk != 1:
+            raise ValueError("a tree (topk > 1) needs draft_tokens")
+        draft_tokens = steps + 1
+    return {"tp_size": tp_size or setup.tp_size, "speculative_num_steps": steps,
+            "speculative_eagle_topk": topk, "speculative_num_draft_tokens": draft_tokens, **env}
+
+
+def describe(params: Mapping[str, Any]) -> str:
+    """Short text of a config: ``baseline``, ``s5/k1/n6``, plus TP and env settings."""
+    parts = []
+    if params.get("speculative_num_steps") is None:
+        parts.append("baseline")
+    else:
+        parts.append(f"s{params['speculative_num_steps']}/k{params['speculative_eagle_topk']}"
+                     f"/n{params['speculative_num_draft_tokens']}")
+    parts.extend(f"{k}={v}" for k, v in params.items() if k.isupper() and v is not None)
+    return " ".join(parts)
+
+
+@contextmanager
+def sim_environment(*, startup_s: float | None = 0.2, **values: str) -> Iterator[None]:
+    """Set the emulator's variables for servers started inside the block, then restore them.
+
+    Every ``AUTOTUNE_SIM_*`` variable the shell carries is cleared first, so a fault or a noise
+    override left in the environment cannot bend a benchmark.
+
+    Args:
+        startup_s: ``AUTOTUNE_SIM_STARTUP_S`` (the emulator's start-up time); None keeps the
+            profile's.
+        values: More variables, by name.
+    """
+    names = set(_SIM_VARS) | set(values)
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        for name in _SIM_VARS:
+            os.environ.pop(name, None)
+        if startup_s is not None:
+            os.environ["AUTOTUNE_SIM_STARTUP_S"] = f"{startup_s:g}"
+        os.environ.update({k: str(v) for k, v in values.items()})
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+# ----- statistics ---------------------------------------------------------------------------------
+def median(values: Sequence[float]) -> float | None:
+    """Median, None for no values."""
+    return statistics.median(values) if values else None
+
+
+def half_range(values: Sequence[float]) -> float | None:
+    """(max - min) / 2, the spread :mod:`autotune.trial` reports; None below two values."""
+    return (max(values) - min(values)) / 2 if len(values) > 1 else None
+
+
+def se_median(values: Sequence[float]) -> float | None:
+    """Standard error of the median of ``values`` (normal approximation); None below three."""
+    if len(values) < 3:
+        return None
+    return math.sqrt(math.pi / 2) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def rel_diff(value: float | None, reference: float | None) -> float | None:
+    """``value / reference - 1``; None when either is unknown."""
+    if value is None or not reference:
+        return None
+    return value / reference - 1.0
+
+
+# ----- output -------------------------------------------------------------------------------------
+def fmt(value: Any, spec: str = ".2f", *, none: str = "n/a") -> str:
+    """A number formatted, or ``none`` for None."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return format(value, spec)
+    return str(value)
+
+
+def pct(value: float | None, *, signed: bool = True) -> str:
+    """A ratio as a percentage (``+1.2%``)."""
+    if value is None:
+        return "n/a"
+    return f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
+
+
+def verdict(ok: bool | None) -> str:
+    """``PASS``, ``FAIL``, or ``-`` for a figure without a target."""
+    return "-" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table: left-aligned text, right-aligned numbers-as-text, two-space gaps."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+
+    def line(row: Sequence[str]) -> str:
+        out = []
+        for i, c in enumerate(row):
+            numeric = c[:1].isdigit() or c[:1] in "+-" and c[1:2].isdigit()
+            out.append(c.rjust(widths[i]) if numeric else c.ljust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(list(headers)), rule, *(line(r) for r in cells)])
+
+
+def machine_line() -> str:
+    """When and where the figures were taken: date, CPUs and load (this box is shared)."""
+    try:
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        load = "unknown"
+    return (f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {os.cpu_count()} CPUs; "
+            f"load average {load}")
+
+
+def write_json(path: str | None, data: Mapping[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` (nothing when path is None)."""
+    if path:
+        Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")

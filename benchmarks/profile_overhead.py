@@ -1,0 +1,153 @@
+"""``python -m benchmarks.profile_overhead [--quick] [--pairs N] [--profile P] [--json PATH]``.
+
+What does the phase profile cost? Two emulators run side by side with the same config and the same
+seed: ``on`` has ``--enable-metrics`` and ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1`` and is scraped
+(``/metrics`` and ``/server_info``) before and after every run, as a trial does; ``off`` has neither
+and is never scraped. Runs alternate between them (on-off, then off-on, ...), so drift in the
+machine's load hits both alike, and with the same seed each pair draws the same acceptance
+lengths. Printed: every run's output tok/s, the medians, the ratio of the medians and the median of
+the per-pair ratios. PASS when both ratios are within 1% of 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from autotune.bench import run_benchmark
+from autotune.errors import AutotuneError
+from autotune.launch import LaunchSpec
+from autotune.phases import PhaseProfile, scrape
+from autotune.server import ServerProcess
+from autotune.trial import DEVICE_TIMER_ENV, launch_spec
+from autotune.workload import Workload
+from benchmarks._common import (LLAMA, bench_space, describe, fmt, machine_line, median, pct,
+                                setup_for, spec_params, table, verdict, write_json)
+
+TOLERANCE = 0.01
+
+
+def off_spec(on: LaunchSpec) -> LaunchSpec:
+    """The same launch without metrics and without the device timer."""
+    args = {k: v for k, v in on.server_args.items() if k != "enable_metrics"}
+    env = {k: v for k, v in on.env.items() if k not in DEVICE_TIMER_ENV}
+    return LaunchSpec(model_path=on.model_path, draft_model_path=on.draft_model_path,
+                      server_args=args, env=env, backend=on.backend)
+
+
+async def one_run(url: str, workload: Workload, *, profiled: bool) -> dict[str, Any]:
+    """One measured run; with ``profiled``, scraped before and after like a trial."""
+    kwargs = workload.bench_kwargs()
+    async with httpx.AsyncClient(timeout=30.0) as client:
+        before = await scrape(client, url) if profiled else None
+        bench = await run_benchmark(url, workload.measured(), **kwargs)
+        after = await scrape(client, url) if profiled else None
+    if bench.failed or not bench.output_tok_s or not bench.duration_s:
+        raise AutotuneError(f"a run failed: {bench.errors}")
+    out: dict[str, Any] = {"tok_s": bench.output_tok_s, "tokens": bench.total_completion_tokens}
+    if profiled:
+        prof = PhaseProfile.from_snapshots(before, after, wall_s=bench.duration_s,  # type: ignore[arg-type]
+                                           max_batch=kwargs.get("concurrency"),
+                                           speculative=True, tok_s=bench.output_tok_s)
+        if not prof.device_timer or prof.verify_ms is None:
+            raise AutotuneError(f"the profiled server gave no phase profile: {prof.notes}")
+        out.update(cycle_ms=prof.cycle_ms, verify_ms=prof.verify_ms,
+                   accept_length=prof.accept_length)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_overhead",
+                                     description=__doc__.split("\n\n")[1].strip())
+    parser.add_argument("--profile", default=LLAMA, help=f"sim profile (default {LLAMA})")
+    parser.add_argument("--pairs", type=int, default=6, help="on/off pairs")
+    parser.add_argument("--seed", type=int, help="emulator seed of both servers (default random)")
+    parser.add_argument("--quick", action="store_true", help="two short pairs (for tests)")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    pairs = 2 if args.quick else args.pairs
+    if pairs < 1:
+        parser.error("--pairs must be >= 1")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
+
+    try:
+        setup = setup_for(args.profile)
+        n, out = (2, 32) if args.quick else (8, 128)
+        space = bench_space(setup, {"source": "builtin", "num_prompts": n, "warmup_prompts": 1,
+                                    "output_len": out, "concurrency": 1, "seed": 0})
+        params = spec_params(setup, 5)
+        on = launch_spec(space.trial_config(params))
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    workload = Workload.from_spec(space.workload, file=space.file)
+    specs = {"on": on, "off": off_spec(on)}
+    base_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("AUTOTUNE_SIM_") and k not in DEVICE_TIMER_ENV}
+    print(f"Phase-profile overhead: {setup.profile} {describe(params)}, {n} prompts x {out} "
+          f"tokens, concurrency 1, seed {seed} on both servers ({machine_line()})")
+    logs = Path(tempfile.mkdtemp(prefix="profile-overhead-"))
+    runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+    t0 = time.monotonic()
+    try:
+        with ExitStack() as stack:
+            servers = {}
+            for name, spec in specs.items():
+                env = {**base_env, **spec.env, "AUTOTUNE_SIM_STARTUP_S": "0.2",
+                       "AUTOTUNE_SIM_SEED": str(seed)}
+                servers[name] = stack.enter_context(ServerProcess(
+                    lambda port, s=spec: s.argv(port=port), env=env, inherit_env=False,
+                    startup_timeout_s=120, log_path=logs / f"{name}.log"))
+            metrics_off = httpx.get(servers["off"].url + "/metrics", timeout=10).status_code
+            if metrics_off == 200:
+                raise AutotuneError("the 'off' server serves /metrics; it is not off")
+            warm = workload.warmup()
+            for name in ("on", "off"):
+                asyncio.run(run_benchmark(servers[name].url, warm, concurrency=1))
+            for i in range(pairs):
+                order = ("on", "off") if i % 2 == 0 else ("off", "on")
+                for name in order:
+                    servers[name].ensure_alive()
+                    runs[name].append(asyncio.run(one_run(servers[name].url, workload,
+                                                          profiled=name == "on")))
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    on_tok = [r["tok_s"] for r in runs["on"]]
+    off_tok = [r["tok_s"] for r in runs["off"]]
+    ratio = median(on_tok) / median(off_tok)  # type: ignore[operator]
+    pair_ratio = median([a / b for a, b in zip(on_tok, off_tok)])
+    ok = abs(ratio - 1) < TOLERANCE and abs(pair_ratio - 1) < TOLERANCE  # type: ignore[operator]
+    print(table(["pair", "order", "on tok/s", "off tok/s", "on/off", "on cycle ms", "on accept"],
+                [[str(i + 1), "on-off" if i % 2 == 0 else "off-on", fmt(a["tok_s"]),
+                  fmt(b["tok_s"]), fmt(a["tok_s"] / b["tok_s"], ".4f"), fmt(a.get("cycle_ms")),
+                  fmt(a.get("accept_length"), ".3f")]
+                 for i, (a, b) in enumerate(zip(runs["on"], runs["off"]))]))
+    elapsed = time.monotonic() - t0
+    print(f"\nmedian tok/s: on {fmt(median(on_tok))}, off {fmt(median(off_tok))}; "
+          f"ratio of medians {ratio:.4f} ({pct(ratio - 1)}); median pair ratio "
+          f"{pair_ratio:.4f} ({pct(pair_ratio - 1)})")  # type: ignore[operator]
+    print(f"{verdict(ok)}: the phase profile changes tok/s by less than {100 * TOLERANCE:g}%"
+          if ok else f"{verdict(ok)}: the phase profile changes tok/s by "
+          f"{pct(ratio - 1)} (tolerance {100 * TOLERANCE:g}%)")
+    print(f"{elapsed:.0f} s")
+    write_json(args.json, {"machine": machine_line(), "quick": args.quick,
+                           "profile": setup.profile, "config": describe(params), "seed": seed,
+                           "runs": runs, "median_on": median(on_tok), "median_off": median(off_tok),
+                           "ratio": ratio, "pair_ratio": pair_ratio, "ok": ok,
+                           "elapsed_s": elapsed})
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
