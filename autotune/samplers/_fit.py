@@ -275,8 +275,8 @@ def _failure_probability(table: CandidateTable, obs: Sequence[Observation]) -> n
     survive = np.ones(len(table))
     for (j, c), w in blame.items():
         # A value alone to blame is almost surely the cause (start-up failures repeat), and
-        # surer with every failure it alone explains; shared blame counts for less.
-        p = 1.0 - 0.05 ** w
+        # surer with every failure it alone explains; one of two suspects is about even odds.
+        p = 0.95 * w if w < 1 else 1.0 - 0.05 ** w
         survive *= np.where(table.coords[:, j] == c, 1 - p, 1.0)
     if dead_groups:
         survive[np.isin(table.group, list(dead_groups))] = 0.0

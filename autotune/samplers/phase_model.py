@@ -30,7 +30,8 @@ from optuna.trial import FrozenTrial
 
 from autotune.samplers import _fit
 from autotune.samplers._acceptance import AcceptanceModel
-from autotune.samplers._observations import FAILED, FEASIBLE, finished, read_observation
+from autotune.samplers._observations import (FAILED, FEASIBLE, PLAN_KEY, finished,
+                                              read_observation)
 from autotune.samplers._planned import PlannedSampler
 
 _SQRT2 = math.sqrt(2.0)
@@ -57,6 +58,8 @@ class PhaseModelSampler(PlannedSampler):
         seed: Seed for tie-breaking and the fallback TPE sampler.
         n_startup: Designed configs to run first (short chain, long chain, wide tree).
         short_chain: Steps of the designed short chain (the nearest the space allows).
+        skip_z: A designed config is skipped once the model fitted on the first ones puts it
+            ``skip_z`` spreads below the incumbent (None: always run the whole design).
         patience: Trials without improvement after which a neighbour of the incumbent is tried
             (then every ``patience + 1`` trials while stuck).
         settings: Fit settings (noise and prior spreads).
@@ -65,7 +68,7 @@ class PhaseModelSampler(PlannedSampler):
     """
 
     def __init__(self, space: Any, *, seed: int | None = None, n_startup: int = 3,
-                 patience: int = 2, short_chain: int = 2, settings: _fit.Settings | None = None,
+                 patience: int = 2, short_chain: int = 2, skip_z: float | None = 2.0, settings: _fit.Settings | None = None,
                  fallback: BaseSampler | None = None) -> None:
         super().__init__(space, seed=seed,
                          fallback=fallback if fallback is not None else TPESampler(seed=seed))
@@ -75,6 +78,7 @@ class PhaseModelSampler(PlannedSampler):
             raise ValueError(f"patience must be >= 1, got {patience}")
         self.n_startup = n_startup
         self.short_chain = short_chain
+        self.skip_z = skip_z
         self.patience = patience
         self.settings = settings or _fit.Settings()
         self._rng = np.random.RandomState(seed)
@@ -155,13 +159,24 @@ class PhaseModelSampler(PlannedSampler):
         if spec_runs and not any(o.has_phase_data for o in spec_runs):
             self.last_reason = "no phase data: fallback"
             return None
-        for i in self.design()[:self.n_startup]:
-            if not tried[i]:
-                self.last_reason = "design"
-                return i
         if self._accept is None:
             self._accept = AcceptanceModel(max(int(t.steps.max()), 1), max(int(t.topk.max()), 1))
-        pred = _fit.predict(t, obs, self._accept, self.settings)
+        # The design phase lasts until the first model-based proposal.
+        designing = all((ft.system_attrs.get(PLAN_KEY) or {}).get("reason", "design") == "design"
+                        for ft in study.get_trials(deepcopy=False) if ft.number != trial.number)
+        pending = [i for i in self.design()[:self.n_startup] if not tried[i]] if designing else []
+        pred = None
+        started = len(pending) < len(self.design()[:self.n_startup])
+        if pending and started and self.skip_z is not None:
+            pred = _fit.predict(t, obs, self._accept, self.settings)
+            if pred.physics_ready and pred.incumbent is not None:
+                pending = [i for i in pending
+                           if pred.mu[i] + self.skip_z * pred.sd[i] >= pred.incumbent]
+        if pending:
+            self.last_reason = "design"
+            return pending[0]
+        if pred is None:
+            pred = _fit.predict(t, obs, self._accept, self.settings)
         acq = self._acquisition(pred)
         acq[tried] = -np.inf
         if not np.isfinite(acq).any():
