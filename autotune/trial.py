@@ -46,6 +46,8 @@ class MeasureSettings:
     Attributes:
         repeats: Measured runs of the workload on one server; the median is reported.
         startup_timeout_s: Longest wait for the server to become healthy.
+        trial_timeout_s: Longest one server run may take, start-up and measurement together
+            (a request that stalls mid-stream ends the run here); None for no limit.
         grace_s: SIGTERM-to-SIGKILL grace when stopping the server group.
         workdir: Where server logs and records go (a temp dir if None).
         python: Interpreter that runs the server module.
@@ -55,6 +57,7 @@ class MeasureSettings:
 
     repeats: int = 3
     startup_timeout_s: float = 900.0
+    trial_timeout_s: float | None = None
     grace_s: float = 10.0
     workdir: str | None = None
     python: str = sys.executable
@@ -64,6 +67,8 @@ class MeasureSettings:
     def __post_init__(self) -> None:
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.trial_timeout_s is not None and not self.trial_timeout_s > 0:
+            raise ValueError(f"trial_timeout_s must be > 0 or None, got {self.trial_timeout_s}")
 
 
 @dataclass
@@ -279,6 +284,24 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
     return benches, profiles, info
 
 
+class _TrialTimeout(Exception):
+    """The measurement ran past ``MeasureSettings.trial_timeout_s``."""
+
+
+async def _within(coro: Any, timeout_s: float | None) -> Any:
+    """Await ``coro``, cancelling it after ``timeout_s`` (None: no limit) with `_TrialTimeout`."""
+    if timeout_s is None:
+        return await coro
+    limit = asyncio.timeout(max(timeout_s, 0.0))
+    try:
+        async with limit:
+            return await coro
+    except TimeoutError:
+        if limit.expired():  # ours, not a timeout raised inside the measurement
+            raise _TrialTimeout from None
+        raise
+
+
 def measure(config: Any, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
             name: str | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
@@ -310,19 +333,27 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     label = name or ("baseline" if config.is_baseline else "trial")
     log_path = workdir / f"{label}-{os.getpid()}-{int(time.time() * 1000)}.log"
     server = ServerProcess(lambda port: spec.argv(python=settings.python, port=port), env=env,
-                           startup_timeout_s=settings.startup_timeout_s, grace_s=settings.grace_s,
-                           log_path=log_path, inherit_env=False)
+                           startup_timeout_s=min(settings.startup_timeout_s,
+                                                 settings.trial_timeout_s or float("inf")),
+                           grace_s=settings.grace_s, log_path=log_path, inherit_env=False)
     speculative = bool(spec.server_args.get("speculative_algorithm"))
     try:
         with server:
             started = time.monotonic() - t0
-            benches, profiles, info = asyncio.run(
-                _measure_async(server, workload, settings.repeats, speculative))
+            left = (None if settings.trial_timeout_s is None
+                    else settings.trial_timeout_s - (time.monotonic() - t0))
+            benches, profiles, info = asyncio.run(_within(
+                _measure_async(server, workload, settings.repeats, speculative), left))
             server.ensure_alive()
             tail = server.log_tail()
     except (ServerStartupCrash, ServerStartupTimeout) as exc:
         return _failed(config, spec, _startup_reason(exc), log_tail=exc.log_tail,
                        log_path=str(log_path), t0=t0)
+    except _TrialTimeout:
+        return _failed(config, spec, f"trial timeout: no result within measure.trial_timeout_s="
+                       f"{settings.trial_timeout_s:g} s (a request stalled mid-stream, or the "
+                       "workload is too long for the limit)",
+                       log_tail=server.log_tail(), log_path=str(log_path), t0=t0)
     except ServerCrashed as exc:
         return _failed(config, spec, f"server crashed during measurement (exit code {exc.returncode})",
                        log_tail=exc.log_tail, log_path=str(log_path), t0=t0)
@@ -486,7 +517,7 @@ def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None 
     """Measurement settings from a space's ``measure:`` section."""
     m = space.measure
     return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
-                           workdir=workdir, **overrides)
+                           trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
 
 
 def slos_of(space: Any) -> list[tuple[str, str, float]]:
