@@ -54,7 +54,9 @@ async def one_run(url: str, workload: Workload, *, profiled: bool) -> dict[str, 
         after = await scrape(client, url) if profiled else None
     if bench.failed or not bench.output_tok_s or not bench.duration_s:
         raise AutotuneError(f"a run failed: {bench.errors}")
-    out: dict[str, Any] = {"tok_s": bench.output_tok_s, "tokens": bench.total_completion_tokens}
+    # Per-request accept length (meta_info): equal on both servers when the seeds pair the draws.
+    out: dict[str, Any] = {"tok_s": bench.output_tok_s, "tokens": bench.total_completion_tokens,
+                           "accept_meta": bench.accept_length}
     if profiled:
         prof = PhaseProfile.from_snapshots(before, after, wall_s=bench.duration_s,  # type: ignore[arg-type]
                                            max_batch=kwargs.get("concurrency"),

@@ -291,6 +291,21 @@ def test_crash_during_measurement_fails_the_trial_and_leaks_nothing(
     assert set(live_children()) <= before, "a server or watchdog outlived the trial"
 
 
+def test_stream_hung_mid_request_ends_the_trial_at_its_timeout(
+        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOTUNE_SIM_FAULT", "hang_mid_stream:10")
+    python, launches = make_wrapper(tmp_path, monkeypatch)
+    space = sim_space()
+    t0 = time.monotonic()
+    result = measure(space.trial_config(chain(2)), Workload.from_spec(space.workload),
+                     settings(tmp_path, python, trial_timeout_s=8.0))
+    assert time.monotonic() - t0 < 8.0 + 10  # the timeout, plus stopping the server
+    assert result.status == FAILED and "trial timeout" in (result.reason or "")
+    assert result.output_tok_s is None and result.log_tail
+    [(pid, argv)] = launches.all()
+    assert not pid_alive(pid) and port_free(Launches.port(argv))
+
+
 def test_file_baseline_store_measures_each_group_once(
         sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     python, launches = make_wrapper(tmp_path, monkeypatch)
