@@ -363,3 +363,16 @@ def test_sampler_pickles_mid_study(tmp_path):
     assert plan["reason"] in ("model", "neighbour")
     done = {restored.trial_index(t) for t in study.trials}
     assert len(done) == 5 and plan["index"] not in done
+
+
+def test_a_continuous_float_parameter_is_a_clear_config_error(tmp_path):
+    from autotune.errors import ConfigError
+
+    path = tiny_space(tmp_path, extra="  mem_fraction_static: {type: float, low: 0.7, high: 0.9}")
+    space = load_space(path)
+    for name in ("phase-model", "grid"):
+        with pytest.raises(ConfigError) as err:
+            make_sampler(name, seed=0, space=space)
+        assert "mem_fraction_static" in str(err.value) and "step" in str(err.value)
+        assert str(path) in str(err.value)
+    assert isinstance(make_sampler("tpe", seed=0, space=space), TPESampler)

@@ -70,22 +70,25 @@ class CandidateTable:
         group_index: dict[tuple, int] = {}
         from autotune.space import EAGLE_FAMILY
 
+        fixed = dict(getattr(space, "fixed_args", {}) or {})
         for i, cfg in enumerate(self.configs):
-            tc = space.trial_config(cfg)
-            self.index.setdefault(config_key(tc.params), i)
+            # Enumerated configs are resolved already (derived values included): read the
+            # speculative settings from them and the fixed args, without building launch args.
             self.index.setdefault(config_key(cfg), i)
-            args = tc.server_args
-            self.spec[i] = not tc.is_baseline
-            triple = [args.get(n_) for n_ in _TRIPLE]
+            ctx = {**fixed, **cfg}
+            algo = ctx.get(ALGO)
+            self.spec[i] = algo is not None
+            triple = [ctx.get(n_) for n_ in _TRIPLE]
             if self.spec[i] and all(isinstance(v, int) and not isinstance(v, bool) for v in triple):
                 self.steps[i], self.topk[i], self.draft[i] = triple
-                self.physics[i] = str(args.get(ALGO, "")).upper() in EAGLE_FAMILY
+                self.physics[i] = str(algo).upper() in EAGLE_FAMILY
             base = space.baseline_params(cfg)
             gk = config_key(base)
-            if gk not in group_index:
-                group_index[gk] = len(self.groups)
+            g = group_index.get(gk)
+            if g is None:
+                g = group_index[gk] = len(self.groups)
                 self.groups.append(base)
-            self.group[i] = group_index[gk]
+            self.group[i] = g
         self.dims: list[Dim] = []
         for name, p in space.parameters.items():
             present = [c for c in self.configs if name in c]
@@ -108,9 +111,9 @@ class CandidateTable:
         self.coords = np.full((n, len(self.dims)), -1, dtype=int)
         for j, d in enumerate(self.dims):
             lookup = {_freeze(v): k for k, v in enumerate(d.values)}
-            for i, cfg in enumerate(self.configs):
-                if d.name in cfg:
-                    self.coords[i, j] = lookup.get(_freeze(cfg[d.name]), -1)
+            name = d.name
+            self.coords[:, j] = [lookup.get(_freeze(cfg[name]), -1) if name in cfg else -1
+                                 for cfg in self.configs]
         self.group_dims = [j for j, d in enumerate(self.dims) if d.group]
         self.extra_spec_dims = [j for j, d in enumerate(self.dims)
                                 if not d.group and d.name not in _TRIPLE]

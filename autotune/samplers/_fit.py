@@ -360,8 +360,14 @@ def predict(table: CandidateTable, obs: Sequence[Observation], accept: Acceptanc
                         nonneg=np.array([True, True]))
         a, b = line.mean
 
-        rho, rho_var = cycle.predict(table.steps[phys], table.topk[phys], table.draft[phys])
-        acc, acc_var = accept.predict(table.steps[phys], table.topk[phys], table.draft[phys])
+        # Cycle and acceptance depend on (s, k, N) only: predict each distinct triple once.
+        triples = np.stack([table.steps[phys], table.topk[phys], table.draft[phys]], axis=1)
+        uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        rho_u, rho_var_u = cycle.predict(uniq[:, 0], uniq[:, 1], uniq[:, 2])
+        acc_u, acc_var_u = accept.predict(uniq[:, 0], uniq[:, 1], uniq[:, 2])
+        rho, rho_var = rho_u[inverse], rho_var_u[inverse]
+        acc, acc_var = acc_u[inverse], acc_var_u[inverse]
         gp = table.group[phys]
         x = np.exp(d_mu[gp]) * rho / acc
         u = a * x + b

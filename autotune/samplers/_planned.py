@@ -18,6 +18,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.errors import ConfigError
 from autotune.samplers._candidates import CandidateTable
 from autotune.samplers._observations import PLAN_KEY, occupied
 
@@ -35,6 +36,13 @@ class PlannedSampler(BaseSampler):
                  fallback: BaseSampler | None = None) -> None:
         if space is None:
             raise ValueError(f"{type(self).__name__} needs the search space (space=...)")
+        for name, p in getattr(space, "parameters", {}).items():
+            if p.type == "float" and p.step is None:
+                raise ConfigError(
+                    f"sampler {type(self).__name__} enumerates the space, but float parameter "
+                    f"{name} has no step; give it a step, or use sampler: tpe",
+                    file=getattr(space, "file", None), line=getattr(p, "line", None),
+                    field=f"parameters.{name}.step")
         self.space = space
         self.seed = seed
         self._fallback = fallback if fallback is not None else RandomSampler(seed=seed)
