@@ -1,0 +1,416 @@
+"""The search end to end: a real local Ray, real emulator servers, real MLflow (sqlite in tmp_path).
+
+Each search runs on a tiny space of ``tests/spaces/`` (2-6 configs, 2-3 prompts of 16-24 tokens,
+one repeat, one finalist). The spaces' TPE seeds are chosen so the first trials cover the configs
+each test is about; every test checks that precondition first, so a change in the sampler shows up
+as "the seed no longer covers X", not as a silent pass.
+
+Emulator processes are accounted for through ``AUTOTUNE_SIM_GPU_LOCK_DIR`` (a directory unique to
+the test): every emulator started by the search has it in its environment, so a scan of /proc finds
+any that outlived the search. Nothing here kills a process it did not start.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.search import (EXIT_CONFIG, EXIT_INTERRUPTED, SearchOptions, main, print_summary,
+                             run_search)
+from autotune.tracking import Tracker
+
+SPACES = Path(__file__).parent / "spaces"
+REPO = Path(__file__).resolve().parent.parent
+LOCK_ENV = "AUTOTUNE_SIM_GPU_LOCK_DIR"
+
+slow = pytest.mark.slow
+
+
+@pytest.fixture
+def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Fast emulator start-up and a per-test GPU lock directory (inherited by Ray's workers)."""
+    locks = tmp_path / "gpu-locks"
+    locks.mkdir()
+    monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.2")
+    monkeypatch.setenv(LOCK_ENV, str(locks))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("AUTOTUNE_SIM_FAULT", raising=False)
+    return locks
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+def _search(space: str, root: Path, **kwargs: Any) -> tuple[Any, str]:
+    out = io.StringIO()
+    outcome = run_search(SearchOptions(space=str(SPACES / space), root=str(root), **kwargs), out=out)
+    print_summary(outcome, out=out)  # what the CLI prints at the end
+    return outcome, out.getvalue()
+
+
+def _study(experiment_path: str) -> Any:
+    """The Optuna study as the searcher saved it last (what ``--resume`` restores).
+
+    One state file per session, named by the session's start time; Ray copies them all again at
+    the end of a session, so their mtimes say nothing.
+    """
+    states = sorted(Path(experiment_path).glob("searcher-state-*.pkl"))
+    assert states, f"no searcher state under {experiment_path}"
+    with open(states[-1], "rb") as fh:
+        return pickle.load(fh)["_ot_study"]
+
+
+def _mlflow(name: str, root: Path) -> tuple[Any, list[Any]]:
+    """(the search's parent run, its trial runs) read back from the sqlite store."""
+    tracker = Tracker(name, root=str(root)).connect(create=False)
+    parents = tracker.parent_runs()
+    assert len(parents) == 1, f"expected one search run, found {len(parents)}"
+    return parents[0], tracker.trial_runs(parents[0].info.run_id)
+
+
+def _param(run: Any, name: str) -> str | None:
+    """A trial run's launch value of ``name`` as MLflow stores it (text), or None."""
+    return run.params.get(name)
+
+
+def _live_emulators(lock_dir: Path) -> list[tuple[int, str]]:
+    """Emulator processes still alive that this test's search started (read-only /proc scan)."""
+    marker = f"{LOCK_ENV}={lock_dir}".encode()
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone, or not ours
+            continue
+        if marker in environ.split(b"\0") and "autotune.sim.server" in cmdline:
+            alive.append((int(entry.name), cmdline))
+    return alive
+
+
+def _assert_no_emulator_left(lock_dir: Path, *, grace_s: float = 10.0) -> None:
+    deadline = time.monotonic() + grace_s
+    alive = _live_emulators(lock_dir)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = _live_emulators(lock_dir)
+    assert not alive, f"emulator processes outlived the search: {alive}"
+    # The pids the emulators recorded themselves (lock files hold the last holder of each GPU).
+    pids = [json.loads(line)["pid"] for line in (lock_dir / "usage.jsonl").read_text().splitlines()
+            if line.strip()] if (lock_dir / "usage.jsonl").exists() else []
+    pids += [int(p.read_text().split()[0]) for p in lock_dir.glob("gpu*.lock") if p.read_text().strip()]
+    assert pids, "no emulator recorded its pid: the lock directory was not used"
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), f"emulator pid {pid} is alive"
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _gpu_intervals_disjoint(lock_dir: Path) -> int:
+    """No two emulators held one (logical) GPU at the same time; returns how many were recorded."""
+    usage = [json.loads(line) for line in (lock_dir / "usage.jsonl").read_text().splitlines() if line]
+    by_gpu: dict[str, list[tuple[float, float]]] = {}
+    for u in usage:
+        for gpu in (u["cuda_visible_devices"] or "").split(","):
+            by_gpu.setdefault(gpu, []).append((u["start"], u["end"]))
+    for gpu, spans in by_gpu.items():
+        spans.sort()
+        for (s1, e1), (s2, _) in zip(spans, spans[1:]):
+            assert s2 >= e1, f"GPU {gpu} was held by two emulators at once"
+    return len(usage)
+
+
+# ---- the searcher, fed as Ray Tune feeds it (no cluster) -----------------------------------------
+
+def test_searcher_reads_flattened_results_as_constraints() -> None:
+    """Tune flattens results before the searcher sees them (``constraints/failed``...): the
+    constraints and sampler attrs must still reach Optuna, and a failed trial is COMPLETE with
+    its ``failed`` constraint violated, not an Optuna FAIL."""
+    import optuna
+    from ray.tune.utils import flatten_dict
+
+    from autotune.searcher import ConstrainedOptunaSearch, DefineByRun
+    from autotune.space import load_space
+    from autotune.trainable import to_report
+    from autotune.trial import TrialResult, judge
+
+    space = load_space(SPACES / "slo.yaml")
+    searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective", mode="max",
+                                       sampler=optuna.samplers.RandomSampler(seed=0))
+    base = judge(TrialResult(status="ok", reason=None, params={}, is_baseline=True,
+                             output_tok_s=40.0, phases={"cycle_ms": 25.0}), None)
+    fast = TrialResult(status="ok", reason=None, params={"speculative_num_steps": 7},
+                       is_baseline=False, output_tok_s=80.0, accept_length=3.6,
+                       phases={"cycle_ms": 45.0, "draft_ms": 10.0, "verify_ms": 30.0})
+    slow_ok = TrialResult(status="ok", reason=None, params={"speculative_num_steps": 1},
+                          is_baseline=False, output_tok_s=55.0, accept_length=1.8,
+                          phases={"cycle_ms": 33.0, "draft_ms": 2.0, "verify_ms": 27.0})
+    crashed = TrialResult(status="failed", reason="crashed at start-up (exit code 1)",
+                          params={"speculative_num_steps": 1}, is_baseline=False, feasible=False)
+    slos = [("accept_length", "<=", 2.2)]
+    results = [judge(fast, base, slos=slos), judge(slow_ok, base, slos=slos), judge(crashed, base)]
+    for i, result in enumerate(results):
+        assert searcher.suggest(f"t{i}") is not None
+        flat = flatten_dict(to_report(result, space, baseline=None, baseline_key="k"))
+        assert "constraints" not in flat and "constraints/break_even" in flat
+        searcher.on_trial_complete(f"t{i}", result=flat)
+
+    study = searcher.study
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert set(trials[0].constraints) == {"failed", "break_even", "slo_0"}
+    assert trials[0].constraints["slo_0"] > 0 and trials[1].constraints["slo_0"] <= 0
+    assert trials[2].constraints["failed"] == 1.0 and trials[2].user_attrs["objective_unmeasured"]
+    assert trials[0].user_attrs["phases"]["verify_ms"] == 30.0   # nested attrs rebuilt
+    assert study.best_trial.number == 1                         # the fast one broke its SLO
+
+
+# ---- constraint handling ------------------------------------------------------------------------
+
+@slow
+def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path) -> None:
+    outcome, text = _search("slo.yaml", tmp_path)
+    parent, runs = _mlflow("test-slo", tmp_path)
+    trials = [r for r in runs if r.kind == "trial"]
+    steps = {_param(r, "speculative_num_steps") for r in trials}
+    assert steps == {"1", "7"}, f"the seed no longer covers both chains: {steps}"
+
+    # The precondition: the fastest measured trial breaks the SLO.
+    fastest = max(trials, key=lambda r: r.metrics.get("output_tok_s", 0.0))
+    assert _param(fastest, "speculative_num_steps") == "7"
+    assert fastest.status == "infeasible"
+    assert "accept_length" in (fastest.reason or "") and "<= 2.2" in fastest.reason
+    assert "accept_length" in fastest.tags.get("autotune.slo_violations", "")
+    assert fastest.tags.get("autotune.feasible") == "false"
+    assert "violates accept_length <= 2.2" in text
+
+    # The winner is the feasible short chain, confirmed beside a fresh baseline.
+    s = outcome.summary()
+    assert not outcome.interrupted and not outcome.baseline_wins
+    assert s["winner_params"]["speculative_num_steps"] == 1
+    assert s["winner_is_baseline"] is False
+    assert s["accept_length"] is not None and s["accept_length"] <= 2.2
+    assert s["speedup"] > 1.0 and outcome.winner["feasible"] is True
+    assert s["output_tok_s"] < fastest.metrics["output_tok_s"]
+    assert s["trials"]["total"] == 2 and s["trials"]["infeasible"] >= 1
+    assert [f["params"]["speculative_num_steps"] for f in s["finalists"]] == [1]
+    assert "Winner (confirmed beside a fresh baseline)" in text
+
+    # Optuna learned the constraint: every trial COMPLETE with its constraint values, and its best
+    # trial is the feasible one although the infeasible one has the higher value.
+    study = _study(outcome.experiment_path)
+    done = study.get_trials(deepcopy=False)
+    assert len(done) == 2 and all(t.state.name == "COMPLETE" for t in done)
+    top = max(done, key=lambda t: t.value)
+    assert top.params["speculative_num_steps"] == 7 and top.constraints["slo_0"] > 0
+    assert study.best_trial.params["speculative_num_steps"] == 1
+    assert all(v <= 0 for v in study.best_trial.constraints.values())
+
+    # MLflow names the same winner.
+    tags = parent.data.tags
+    assert tags.get("autotune.winner_is_baseline") == "false"
+    winner_run = next(r for r in runs if r.run_id == tags["autotune.winner_run_id"])
+    assert winner_run.status == "feasible" and _param(winner_run, "speculative_num_steps") == "1"
+    assert parent.info.status == "FINISHED"
+    _assert_no_emulator_left(sim_env)
+
+
+@slow
+def test_baseline_wins_and_the_summary_says_so(tmp_path: Path, sim_env: Path) -> None:
+    outcome, text = _search("baseline-wins.yaml", tmp_path)
+    parent, runs = _mlflow("test-baseline-wins", tmp_path)
+    trials = [r for r in runs if r.kind == "trial"]
+    assert {_param(r, "speculative_num_steps") for r in trials} == {"1", "3"}, \
+        "the seed no longer covers both chains"
+    for r in trials:
+        assert r.status == "infeasible", (r.trial_id, r.status, r.reason)
+        assert "does not beat the baseline" in (r.reason or "")
+        assert r.metrics["speedup"] < 1.0
+
+    s = outcome.summary()
+    assert outcome.baseline_wins is True and s["baseline_wins"] is True
+    assert s["winner_is_baseline"] is True
+    assert not (s["winner_params"] or {}).get("speculative_algorithm")
+    assert s["speedup"] == 1.0 and s["accept_length"] is None   # unknown stays None
+    assert "--speculative" not in s["launch_command"]
+    assert s["finalists"] == []
+    assert "The winner is the BASELINE: serve without speculative decoding." in text
+
+    study = _study(outcome.experiment_path)
+    assert len(study.trials) == 2 and all(t.state.name == "COMPLETE" for t in study.trials)
+    with pytest.raises(ValueError, match="[Nn]o feasible"):
+        study.best_trial  # noqa: B018 - Optuna raises: no speculative trial is feasible
+
+    assert parent.data.tags.get("autotune.winner_is_baseline") == "true"
+    _assert_no_emulator_left(sim_env)
+
+
+# ---- config failures ----------------------------------------------------------------------------
+
+@slow
+def test_failing_configs_are_results_and_the_search_spends_its_budget(
+        tmp_path: Path, sim_env: Path) -> None:
+    outcome, text = _search("failures.yaml", tmp_path)
+    parent, runs = _mlflow("test-failures", tmp_path)
+    trials = [r for r in runs if r.kind == "trial"]
+    assert len(trials) == 4 and outcome.trials == 4 and not outcome.interrupted
+
+    def kind(r: Any) -> str:
+        if _param(r, "tp_size") == "4":
+            return "oom"
+        return _param(r, "AUTOTUNE_SIM_FAULT") or "ok"
+
+    by_kind = {kind(r): r for r in trials}
+    assert set(by_kind) == {"oom", "crash_at_start", "crash_after_requests:2", "ok"}, \
+        f"the seed no longer covers every failure: {sorted(by_kind)}"
+    reasons = {k: (r.status, r.reason or "") for k, r in by_kind.items()}
+    assert reasons["oom"][0] == "failed" and "out of memory" in reasons["oom"][1]
+    assert reasons["crash_at_start"][0] == "failed" and "crashed at start-up" in reasons["crash_at_start"][1]
+    assert reasons["crash_after_requests:2"][0] == "failed"
+    assert "crashed during measurement" in reasons["crash_after_requests:2"][1]
+    assert reasons["ok"][0] in ("feasible", "infeasible")
+    for k in ("oom", "crash_at_start", "crash_after_requests:2"):
+        assert "output_tok_s" not in by_kind[k].metrics, f"{k}: a failure must not report tok/s"
+    assert outcome.failed == 3
+    assert "out of memory" in text and "crashed at start-up" in text
+
+    # A failure is a result Optuna learns from (COMPLETE, "failed" constraint violated).
+    study = _study(outcome.experiment_path)
+    assert len(study.trials) == 4 and all(t.state.name == "COMPLETE" for t in study.trials)
+    assert sorted(t.constraints["failed"] for t in study.trials) == [0.0, 1.0, 1.0, 1.0]
+
+    # The winner ran: TP 8 without a fault (the speculative config, or its baseline).
+    assert outcome.winner is not None
+    assert outcome.winner["params"].get("tp_size") == 8
+    assert not outcome.winner["params"].get("AUTOTUNE_SIM_FAULT")
+    _assert_no_emulator_left(sim_env)
+    assert _gpu_intervals_disjoint(sim_env) >= 2
+
+
+# ---- interrupt and resume ----------------------------------------------------------------------
+
+def _cli(args: list[str], *, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "autotune.search", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@slow
+def test_sigint_then_resume_completes_the_budget_once(tmp_path: Path, sim_env: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    space = str(SPACES / "resume.yaml")
+    first = _cli(["--space", space], cwd=tmp_path, env=env)
+    lines: list[str] = []
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:  # bounded: the process ends, or we interrupt it
+            lines.append(line)
+            if line.lstrip().startswith("1 "):  # the first trial row
+                first.send_signal(signal.SIGINT)
+                break
+        rest, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    out = "".join(lines) + rest
+    assert first.returncode == EXIT_INTERRUPTED, (first.returncode, out, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    assert "Resume with:" in out
+    resume_cmd = out.split("Resume with:", 1)[1].strip().splitlines()[0]
+    assert "--resume" in resume_cmd and "--name test-resume" in resume_cmd
+    _assert_no_emulator_left(sim_env)
+    run_dirs = list((tmp_path / "mlruns" / "ray" / "test-resume").glob("run-*"))
+    assert len(run_dirs) == 1
+    done_before = [t for t in _study(str(run_dirs[0])).trials if t.state.name == "COMPLETE"]
+    assert 1 <= len(done_before) < 3
+
+    summary = tmp_path / "summary.json"
+    second = _cli(["--space", space, "--name", "test-resume", "--resume", "--summary-json",
+                   str(summary)], cwd=tmp_path, env=env)
+    out2, err2 = second.communicate(timeout=240)
+    assert second.returncode == 0, (out2, err2[-3000:])
+    s = json.loads(summary.read_text())
+    assert s["interrupted"] is False and s["trials"]["total"] == 3
+    assert s["winner_params"] is not None
+
+    # MLflow: one search run, each trial once (no duplicate trial runs after the restart).
+    parent, runs = _mlflow("test-resume", tmp_path)
+    trial_ids = [r.trial_id for r in runs if r.kind == "trial"]
+    assert len(trial_ids) == 3 and len(set(trial_ids)) == 3, trial_ids
+    assert parent.info.status == "FINISHED"
+    # Optuna: the restored study kept the trials told before the interrupt and holds each trial
+    # once, every one COMPLETE.
+    study = _study(str(run_dirs[0]))
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    numbers_before = {t.number: t.params for t in done_before}
+    assert all(study.trials[n].params == p for n, p in numbers_before.items())
+    _assert_no_emulator_left(sim_env)
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+BAD_SPACES = {
+    "typo.yaml": ("name: bad\nbackend: sim\nprofile: kimi-k2.5-eagle3-tp8\nmodel_path: sim/K\n"
+                  "draft_model_path: sim/D\nfixed_args: {speculative_algorithm: EAGLE3}\n"
+                  "parameters:\n  speculative_num_steps: {type: int, low: 1, high: 3, stepz: 1}\n",
+                  8, "stepz"),
+    # YAML reports where it gave up (the end of the file) and where the construct started.
+    "yaml.yaml": ("name: bad\nbackend: sim\nparameters: {a: [1, 2\n", 4, "starts at line 3"),
+    "slo.yaml": ("name: bad\nbackend: sim\nprofile: kimi-k2.5-eagle3-tp8\nmodel_path: sim/K\n"
+                 "draft_model_path: sim/D\nfixed_args: {speculative_algorithm: EAGLE3}\n"
+                 "constraints:\n  slos: [\"p99_ttft <= 500\"]\n", 8, "p99_ttft_ms"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SPACES))
+def test_bad_space_exits_2_with_file_and_line_before_ray(tmp_path: Path, name: str) -> None:
+    text, line, hint = BAD_SPACES[name]
+    path = tmp_path / name
+    path.write_text(text)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_ADDRESS": "127.0.0.1:9"}
+    proc = subprocess.run([sys.executable, "-m", "autotune.search", "--space", str(path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"error: {path}:{line}:"), proc.stderr
+    assert hint in proc.stderr
+    assert "Ray" not in proc.stderr and proc.stdout == ""
+    # Nothing was started or created: no Ray storage, no MLflow store.
+    assert not (tmp_path / "mlruns").exists()
+
+
+def test_bad_options_exit_2_without_starting_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    def no_ray(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("ray.init was called for bad input")
+
+    monkeypatch.setattr(ray, "init", no_ray)
+    monkeypatch.chdir(tmp_path)
+    space = str(SPACES / "slo.yaml")
+    assert main(["--space", space, "--trials", "0", "--no-tracking"]) == EXIT_CONFIG
+    assert "--trials must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["--space", space, "--concurrency", "0", "--no-tracking"]) == EXIT_CONFIG
+    assert "--concurrency must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["--space", space, "--resume", "--name", "never-ran", "--no-tracking"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "--resume: no earlier search named 'never-ran'" in err
+    assert main(["--space", str(tmp_path / "missing.yaml")]) == EXIT_CONFIG
+    assert "missing.yaml" in capsys.readouterr().err
