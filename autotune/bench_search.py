@@ -36,8 +36,9 @@ import math
 import sys
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -116,19 +117,24 @@ def load_problem(space_path: str, *, profile: str | None = None,
     configs = [dict(c) for c in space.enumerate()]
     best, best_params = None, None
     groups: set[tuple] = set()
+
+    def consider(rec: Mapping[str, Any], params: dict[str, Any]) -> None:
+        nonlocal best, best_params
+        tok_s = rec.get("output_tok_s")
+        if tok_s is not None and (best is None or tok_s > best):
+            best, best_params = tok_s, params
+
     for cfg in configs:
         rec = ev.expected(cfg)
-        if rec.get("feasible") and rec.get("output_tok_s") is not None:
-            if best is None or rec["output_tok_s"] > best:
-                best, best_params = rec["output_tok_s"], cfg
+        if rec.get("feasible"):
+            consider(rec, cfg)
         base = space.baseline_params(cfg)
         gk = config_key(base)
         if gk not in groups:
             groups.add(gk)
             b = ev.expected(base)
-            if b.get("status") == "ok" and b.get("output_tok_s") is not None:
-                if best is None or b["output_tok_s"] > best:
-                    best, best_params = b["output_tok_s"], base
+            if b.get("status") == "ok":
+                consider(b, base)
     if best is None:
         raise AutotuneError(f"no config of {space_path} runs on this profile")
     workload = space.workload or {}
@@ -411,15 +417,15 @@ def _fmt(v: Any, digits: int = 1) -> str:
 def render(result: Mapping[str, Any]) -> str:
     """Plain-text table of a :func:`benchmark` result."""
     any_summary = next(iter(result.values()))
-    lines = [f"space {any_summary['space']}  profile {any_summary['profile']}  "
-             f"{any_summary['configs']} configs in {any_summary['groups']} groups  "
-             f"noise cv {any_summary['noise_cv']}  seeds {any_summary['seeds']}",
-             f"optimum {any_summary['optimum_tok_s']:.2f} tok/s  target (>= "
-             f"{any_summary['target_tok_s'] / any_summary['optimum_tok_s']:.0%}) "
-             f"{any_summary['target_tok_s']:.2f}  at {any_summary['optimum_params']}",
+    a = any_summary
+    lines = [(f"space {a['space']}  profile {a['profile']}  {a['configs']} configs in "
+              f"{a['groups']} groups  noise cv {a['noise_cv']}  seeds {a['seeds']}"),
+             (f"optimum {a['optimum_tok_s']:.2f} tok/s  target (>= "
+              f"{a['target_tok_s'] / a['optimum_tok_s']:.0%}) {a['target_tok_s']:.2f}  at "
+              f"{a['optimum_params']}"),
              "",
-             f"{'strategy':<12} {'median':>7} {'p90':>7} {'success':>8} {'ours/this':>10} "
-             f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} {'secs':>6}"]
+             (f"{'strategy':<12} {'median':>7} {'p90':>7} {'success':>8} {'ours/this':>10} "
+              f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} {'secs':>6}")]
     for name, s in result.items():
         lines.append(f"{name:<12} {_fmt(s['median']):>7} {_fmt(s['p90']):>7} "
                      f"{s['success_rate']:>8.0%} {_fmt(s['ratio_ours_to_this'], 2):>10} "

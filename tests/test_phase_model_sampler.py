@@ -3,7 +3,6 @@ driven through real Optuna studies on small spaces of the emulator's performance
 
 from __future__ import annotations
 
-import textwrap
 import warnings
 from pathlib import Path
 
@@ -13,9 +12,13 @@ import pytest
 from optuna.samplers import RandomSampler, TPESampler
 
 from autotune.bench_search import Oracle, load_problem
-from autotune.samplers import (SAMPLER_NAMES, GridOrderSampler, PhaseModelSampler,
-                               make_sampler)
-from autotune.samplers import _blr
+from autotune.samplers import (
+    SAMPLER_NAMES,
+    GridOrderSampler,
+    PhaseModelSampler,
+    _blr,
+    make_sampler,
+)
 from autotune.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.samplers._candidates import CandidateTable, config_key
 from autotune.samplers._fit import Settings, predict

@@ -16,12 +16,18 @@ from typing import Any
 
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
-from autotune.samplers._planned import GridOrderSampler, PlannedSampler
 from autotune.samplers._observations import USER_ATTR_KEYS
+from autotune.samplers._planned import GridOrderSampler, PlannedSampler
 from autotune.samplers.phase_model import PhaseModelSampler
 
-__all__ = ["SAMPLER_NAMES", "GridOrderSampler", "PhaseModelSampler", "PlannedSampler",
-           "USER_ATTR_KEYS", "make_sampler"]
+__all__ = [
+    "SAMPLER_NAMES",
+    "USER_ATTR_KEYS",
+    "GridOrderSampler",
+    "PhaseModelSampler",
+    "PlannedSampler",
+    "make_sampler",
+]
 
 SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model")
 

@@ -21,8 +21,8 @@ covariance, so predictions come with a spread.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
+
+from autotune.errors import AutotuneError
 
 ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"
@@ -134,7 +137,7 @@ class CandidateTable:
             return i
         try:
             resolved = self.space.trial_config(dict(params)).params
-        except Exception:
+        except (AutotuneError, TypeError, ValueError):  # not a config of this space
             return None
         return self.index.get(config_key(resolved))
 

@@ -21,8 +21,8 @@ blame the setting values never seen in a working config.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -296,131 +296,118 @@ def _local_residual(table: CandidateTable, rows: np.ndarray, obs_rows: np.ndarra
     return mean, np.maximum(var, 0.0)
 
 
-def predict(table: CandidateTable, obs: Sequence[Observation], accept: AcceptanceModel,
-            settings: Settings) -> Prediction:
-    """Fit every part from ``obs`` and predict all candidates (log tok/s)."""
-    s = settings
-    n = len(table)
-    obs = [o for o in obs if o.index is not None]
-    logb, logd = _group_data(table, obs)
-    base_mu, base_sd = _group_regression(table, logb, s, sign=1.0)
-    d_mu, d_sd = _group_regression(table, logd, s, sign=-1.0)
-    measured = np.zeros(len(table.groups), dtype=bool)
-    measured[list(logb)] = True
+def _cycle_targets(phys_obs: Sequence[Observation], dstep: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Per-phase (or whole-cycle) times of each trial, in units of its group's decode step."""
+    split = all(all(o.phases.get(p) is not None for p in ("draft_ms", "verify_ms", "extend_ms"))
+                for o in phys_obs)
+    if not split:
+        return np.array([[o.phases["cycle_ms"]] for o in phys_obs]) / dstep[:, None], False
+    cols = []
+    for o in phys_obs:
+        ph = o.phases
+        other = ph.get("other_ms")
+        if other is None:
+            other = ph["cycle_ms"] - ph["draft_ms"] - ph["verify_ms"] - ph["extend_ms"]
+        cols.append([ph["draft_ms"], ph["verify_ms"], ph["extend_ms"], other])
+    return np.array(cols) / dstep[:, None], True
 
-    mu = np.full(n, np.nan)
-    sd = np.full(n, np.inf)
-    # Baseline candidates (speculation off in the config itself) are their group's baseline.
-    base_idx = np.flatnonzero(~table.spec)
-    mu[base_idx] = base_mu[table.group[base_idx]]
-    sd[base_idx] = base_sd[table.group[base_idx]]
 
-    phys_obs = [o for o in obs if table.physics[o.index] and o.ok and o.has_phase_data]
-    physics_ready = bool(phys_obs) and np.isfinite(d_mu).all()
-    phys = np.flatnonzero(table.physics)
-    residual_dims = table.group_dims + table.extra_spec_dims
-    if physics_ready:
-        accept.fit([AcceptObs(int(table.steps[o.index]), int(table.topk[o.index]),
-                              int(table.draft[o.index]), o.accept_length, o.histogram)
-                    for o in obs if table.physics[o.index] and o.status != "failed"])
-        idx = np.array([o.index for o in phys_obs])
-        g = table.group[idx]
-        dstep = np.array([o.baseline_decode_step_ms or np.exp(d_mu[gg]) for o, gg in zip(phys_obs, g)])
-        split = all(all(o.phases.get(p) is not None for p in ("draft_ms", "verify_ms", "extend_ms"))
-                    for o in phys_obs)
-        if split:
-            cols = []
-            for o in phys_obs:
-                ph = o.phases
-                other = ph.get("other_ms")
-                if other is None:
-                    other = ph["cycle_ms"] - ph["draft_ms"] - ph["verify_ms"] - ph["extend_ms"]
-                cols.append([ph["draft_ms"], ph["verify_ms"], ph["extend_ms"], other])
-            y = np.array(cols) / dstep[:, None]
-        else:
-            y = np.array([[o.phases["cycle_ms"]] for o in phys_obs]) / dstep[:, None]
-        cycle = CycleModel()
-        cycle.fit(table.steps[idx], table.topk[idx], table.draft[idx], y, split)
-
-        # Throughput line over every measured point: 1 / tok_s = a * (ms per token) + b.
-        xs, us = [], []
-        for o in phys_obs:
-            xs.append(o.phases["cycle_ms"] / o.accept_length)
-            us.append(1.0 / o.value)
-        for gg, vals in logb.items():
+def _throughput_line(phys_obs: Sequence[Observation], logb: dict, logd: dict) -> tuple[float, float]:
+    """``1 / tok_s = a * (cycle ms per token) + b`` over every trial and measured baseline."""
+    xs, us = [], []
+    for o in phys_obs:
+        xs.append(o.phases["cycle_ms"] / o.accept_length)
+        us.append(1.0 / o.value)
+    for g, vals in logb.items():
+        if g in logd:
             for v in vals:
-                if gg in logd:
-                    xs.append(float(np.exp(np.mean(logd[gg]))))
-                    us.append(float(np.exp(-v)))
-        xs_a, us_a = np.array(xs), np.array(us)
-        a0 = float(np.median(us_a / xs_a))
-        line = _blr.fit(np.stack([xs_a, np.ones_like(xs_a)], axis=1), us_a, 0.02 * us_a,
-                        prior_mean=np.array([a0, 0.0]),
-                        prior_sd=np.array([a0, 0.2 * float(np.median(us_a))]),
-                        nonneg=np.array([True, True]))
-        a, b = line.mean
+                xs.append(float(np.exp(np.mean(logd[g]))))
+                us.append(float(np.exp(-v)))
+    x, u = np.array(xs), np.array(us)
+    a0 = float(np.median(u / x))
+    line = _blr.fit(np.stack([x, np.ones_like(x)], axis=1), u, 0.02 * u,
+                    prior_mean=np.array([a0, 0.0]),
+                    prior_sd=np.array([a0, 0.2 * float(np.median(u))]),
+                    nonneg=np.array([True, True]))
+    return float(line.mean[0]), float(line.mean[1])
 
-        # Cycle and acceptance depend on (s, k, N) only: predict each distinct triple once.
-        triples = np.stack([table.steps[phys], table.topk[phys], table.draft[phys]], axis=1)
-        uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        rho_u, rho_var_u = cycle.predict(uniq[:, 0], uniq[:, 1], uniq[:, 2])
-        acc_u, acc_var_u = accept.predict(uniq[:, 0], uniq[:, 1], uniq[:, 2])
-        rho, rho_var = rho_u[inverse], rho_var_u[inverse]
-        acc, acc_var = acc_u[inverse], acc_var_u[inverse]
-        gp = table.group[phys]
-        x = np.exp(d_mu[gp]) * rho / acc
-        u = a * x + b
-        frac = a * x / u
-        phys_mu = -np.log(u)
-        phys_var = frac ** 2 * (d_sd[gp] ** 2 + rho_var / rho ** 2 + acc_var / acc ** 2)
 
-        # What the physics leaves unexplained, per setting value (e.g. an NCCL algorithm that
-        # speeds multi-token verify more than the one-token decode step).
-        pos = {int(c): i for i, c in enumerate(phys)}
-        resid = np.array([np.log(o.value) - phys_mu[pos[o.index]] for o in phys_obs])
-        X_all = table.one_hot(table.coords[phys][:, residual_dims], residual_dims)
-        if X_all.shape[1]:
-            X_obs = X_all[[pos[o.index] for o in phys_obs]]
-            post = _blr.fit(X_obs, resid, s.noise_sd, prior_mean=np.zeros(X_all.shape[1]),
-                            prior_sd=np.full(X_all.shape[1], s.residual_sd))
-            r_mu, r_var = post.predict(X_all)
-            resid_after = resid - X_obs @ post.mean
-        else:
-            r_mu, r_var = np.zeros(len(phys)), np.zeros(len(phys))
-            resid_after = resid
-        # Whatever is left is local: a Gaussian process over config distance carries each
-        # measured point's misfit to its neighbours, and nowhere else.
-        obs_rows = [pos[o.index] for o in phys_obs]
-        g_mu, g_var = _local_residual(table, phys, np.array(obs_rows), resid_after, s)
-        mu[phys] = phys_mu + r_mu + g_mu
-        sd[phys] = np.sqrt(phys_var + r_var + g_var + 0.01 ** 2)
+def _physics(table: CandidateTable, obs: Sequence[Observation], phys_obs: list[Observation],
+             accept: AcceptanceModel, logb: dict, logd: dict, d_mu: np.ndarray,
+             d_sd: np.ndarray, s: Settings) -> tuple[np.ndarray, np.ndarray]:
+    """Log tok/s mean and spread of every physics candidate (``table.physics``)."""
+    phys = np.flatnonzero(table.physics)
+    accept.fit([AcceptObs(int(table.steps[o.index]), int(table.topk[o.index]),
+                          int(table.draft[o.index]), o.accept_length, o.histogram)
+                for o in obs if table.physics[o.index] and o.status != "failed"])
+    idx = np.array([o.index for o in phys_obs])
+    dstep = np.array([o.baseline_decode_step_ms or float(np.exp(d_mu[table.group[o.index]]))
+                      for o in phys_obs])
+    y, split = _cycle_targets(phys_obs, dstep)
+    cycle = CycleModel()
+    cycle.fit(table.steps[idx], table.topk[idx], table.draft[idx], y, split)
+    a, b = _throughput_line(phys_obs, logb, logd)
 
-    # Speculative candidates the physics cannot cover (or all, before any phase data): a
-    # per-value factor model on the measured tok/s.
-    rest = np.flatnonzero(table.spec & ~np.isfinite(mu))
-    if len(rest):
-        spec_obs = [o for o in obs if table.spec[o.index] and o.ok]
-        dims = list(range(len(table.dims)))
-        X_all = np.concatenate([np.ones((n, 1)), table.one_hot(table.coords, dims)], axis=1)
-        if spec_obs:
-            y = np.log([o.value for o in spec_obs])
-            m0 = np.zeros(X_all.shape[1])
-            m0[0] = float(np.mean(y))
-            s0 = np.full(X_all.shape[1], 0.15)
-            s0[0] = 0.5
-            post = _blr.fit(X_all[[o.index for o in spec_obs]], y, s.noise_sd,
-                            prior_mean=m0, prior_sd=s0)
-            m, v = post.predict(X_all[rest])
-            mu[rest], sd[rest] = m, np.sqrt(v + 0.05 ** 2)
-        else:
-            ref = base_mu[table.group[rest]]
-            mu[rest] = np.where(np.isfinite(ref), ref, 0.0)
-            sd[rest] = 0.5
+    # Cycle and acceptance depend on (s, k, N) only: predict each distinct triple once.
+    triples = np.stack([table.steps[phys], table.topk[phys], table.draft[phys]], axis=1)
+    uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    rho_u, rho_var_u = cycle.predict(uniq[:, 0], uniq[:, 1], uniq[:, 2])
+    acc_u, acc_var_u = accept.predict(uniq[:, 0], uniq[:, 1], uniq[:, 2])
+    rho, rho_var = rho_u[inverse], rho_var_u[inverse]
+    acc, acc_var = acc_u[inverse], acc_var_u[inverse]
+    gp = table.group[phys]
+    x = np.exp(d_mu[gp]) * rho / acc
+    u = a * x + b
+    frac = a * x / u
+    mu = -np.log(u)
+    var = frac ** 2 * (d_sd[gp] ** 2 + rho_var / rho ** 2 + acc_var / acc ** 2)
 
-    # The incumbent: best feasible measured config, each measurement shrunk towards the model
-    # (a lucky noisy reading should not stop the search from trying what could truly beat it).
-    incumbent = None
+    # What the physics leaves unexplained, per setting value (e.g. an NCCL algorithm that
+    # speeds multi-token verify more than the one-token decode step).
+    pos = {int(c): i for i, c in enumerate(phys)}
+    rows = np.array([pos[o.index] for o in phys_obs])
+    resid = np.log([o.value for o in phys_obs]) - mu[rows]
+    dims = table.group_dims + table.extra_spec_dims
+    X_all = table.one_hot(table.coords[phys][:, dims], dims)
+    if X_all.shape[1]:
+        post = _blr.fit(X_all[rows], resid, s.noise_sd, prior_mean=np.zeros(X_all.shape[1]),
+                        prior_sd=np.full(X_all.shape[1], s.residual_sd))
+        r_mu, r_var = post.predict(X_all)
+        resid = resid - X_all[rows] @ post.mean
+        mu, var = mu + r_mu, var + r_var
+    # Whatever is left is local: a Gaussian process over config distance carries each
+    # measured point's misfit to its neighbours, and nowhere else.
+    g_mu, g_var = _local_residual(table, phys, rows, resid, s)
+    return mu + g_mu, np.sqrt(var + g_var + 0.01 ** 2)
+
+
+def _factor_model(table: CandidateTable, obs: Sequence[Observation], rows: np.ndarray,
+                  base_mu: np.ndarray, s: Settings) -> tuple[np.ndarray, np.ndarray]:
+    """Speculative candidates the physics cannot cover (or all, before any phase data): one
+    multiplicative factor per setting value, fitted on measured tok/s."""
+    spec_obs = [o for o in obs if table.spec[o.index] and o.ok]
+    if not spec_obs:
+        ref = base_mu[table.group[rows]]
+        return np.where(np.isfinite(ref), ref, 0.0), np.full(len(rows), 0.5)
+    dims = list(range(len(table.dims)))
+    X_all = np.concatenate([np.ones((len(table), 1)), table.one_hot(table.coords, dims)], axis=1)
+    y = np.log([o.value for o in spec_obs])
+    m0 = np.zeros(X_all.shape[1])
+    m0[0] = float(np.mean(y))
+    s0 = np.full(X_all.shape[1], 0.15)
+    s0[0] = 0.5
+    post = _blr.fit(X_all[[o.index for o in spec_obs]], y, s.noise_sd, prior_mean=m0,
+                    prior_sd=s0)
+    m, v = post.predict(X_all[rows])
+    return m, np.sqrt(v + 0.05 ** 2)
+
+
+def _incumbent(table: CandidateTable, obs: Sequence[Observation], mu: np.ndarray,
+               sd: np.ndarray, base_mu: np.ndarray, logb: dict, s: Settings) -> float | None:
+    """Best feasible measured config, each measurement shrunk towards the model (a lucky noisy
+    reading should not stop the search from trying what could truly beat it)."""
+    best = None
     for o in obs:
         if not o.ok or not (o.status == FEASIBLE or o.is_baseline) or not table.spec[o.index]:
             continue
@@ -429,10 +416,47 @@ def predict(table: CandidateTable, obs: Sequence[Observation], accept: Acceptanc
         if np.isfinite(m) and np.isfinite(v) and v > 0:
             n2 = s.noise_sd ** 2
             y = (m / v + y / n2) / (1 / v + 1 / n2)
-        incumbent = y if incumbent is None else max(incumbent, y)
+        best = y if best is None else max(best, y)
     for g in logb:
-        incumbent = base_mu[g] if incumbent is None else max(incumbent, float(base_mu[g]))
+        best = float(base_mu[g]) if best is None else max(best, float(base_mu[g]))
+    return best
+
+
+def predict(table: CandidateTable, obs: Sequence[Observation], accept: AcceptanceModel,
+            settings: Settings) -> Prediction:
+    """Fit every part from ``obs`` and predict all candidates (log tok/s).
+
+    Args:
+        table: The candidates.
+        obs: Finished trials (those without a candidate index are ignored).
+        accept: The acceptance model (refitted in place, warm-started from its last fit).
+        settings: Noise and prior spreads.
+    """
+    s = settings
+    obs = [o for o in obs if o.index is not None]
+    logb, logd = _group_data(table, obs)
+    base_mu, base_sd = _group_regression(table, logb, s, sign=1.0)
+    d_mu, d_sd = _group_regression(table, logd, s, sign=-1.0)
+    measured = np.zeros(len(table.groups), dtype=bool)
+    measured[list(logb)] = True
+
+    mu = np.full(len(table), np.nan)
+    sd = np.full(len(table), np.inf)
+    # Baseline candidates (speculation off in the config itself) are their group's baseline.
+    base_idx = np.flatnonzero(~table.spec)
+    mu[base_idx] = base_mu[table.group[base_idx]]
+    sd[base_idx] = base_sd[table.group[base_idx]]
+
+    phys_obs = [o for o in obs if table.physics[o.index] and o.ok and o.has_phase_data]
+    physics_ready = bool(phys_obs) and bool(np.isfinite(d_mu).all())
+    if physics_ready:
+        phys = np.flatnonzero(table.physics)
+        mu[phys], sd[phys] = _physics(table, obs, phys_obs, accept, logb, logd, d_mu, d_sd, s)
+    rest = np.flatnonzero(table.spec & ~np.isfinite(mu))
+    if len(rest):
+        mu[rest], sd[rest] = _factor_model(table, obs, rest, base_mu, s)
 
     return Prediction(mu=mu, sd=sd, base_mu=base_mu, base_sd=base_sd, group_measured=measured,
-                      p_fail=_failure_probability(table, obs), incumbent=incumbent,
+                      p_fail=_failure_probability(table, obs),
+                      incumbent=_incumbent(table, obs, mu, sd, base_mu, logb, s),
                       physics_ready=physics_ready)

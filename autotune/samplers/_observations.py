@@ -7,8 +7,9 @@ turns a study's trials into plain records the phase model fits. Nothing here tal
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 

@@ -9,7 +9,8 @@ cover, or one the distribution does not contain, comes from a fallback sampler.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import optuna

@@ -30,8 +30,13 @@ from optuna.trial import FrozenTrial
 
 from autotune.samplers import _fit
 from autotune.samplers._acceptance import AcceptanceModel
-from autotune.samplers._observations import (FAILED, FEASIBLE, PLAN_KEY, finished,
-                                              read_observation)
+from autotune.samplers._observations import (
+    FAILED,
+    FEASIBLE,
+    PLAN_KEY,
+    finished,
+    read_observation,
+)
 from autotune.samplers._planned import PlannedSampler
 
 _SQRT2 = math.sqrt(2.0)
@@ -75,7 +80,8 @@ class PhaseModelSampler(PlannedSampler):
     """
 
     def __init__(self, space: Any, *, seed: int | None = None, n_startup: int = 3,
-                 patience: int = 2, short_chain: int = 2, skip_z: float | None = 2.0, settings: _fit.Settings | None = None,
+                 patience: int = 2, short_chain: int = 2, skip_z: float | None = 2.0,
+                 settings: _fit.Settings | None = None,
                  fallback: BaseSampler | None = None) -> None:
         super().__init__(space, seed=seed,
                          fallback=fallback if fallback is not None else TPESampler(seed=seed))
