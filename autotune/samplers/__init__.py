@@ -16,6 +16,7 @@ from typing import Any
 
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
+from autotune.samplers._fit import Settings as PhaseModelSettings
 from autotune.samplers._observations import USER_ATTR_KEYS
 from autotune.samplers._planned import GridOrderSampler, PlannedSampler
 from autotune.samplers.phase_model import PhaseModelSampler
@@ -25,6 +26,7 @@ __all__ = [
     "USER_ATTR_KEYS",
     "GridOrderSampler",
     "PhaseModelSampler",
+    "PhaseModelSettings",
     "PlannedSampler",
     "make_sampler",
 ]
@@ -42,6 +44,8 @@ def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
 
     Raises:
         ValueError: For an unknown name.
+        ConfigError: ``grid`` or ``phase-model`` on a space it cannot enumerate (a float
+            parameter without a step).
     """
     key = name.strip().lower().replace("_", "-")
     if key == "tpe":
