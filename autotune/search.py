@@ -24,6 +24,8 @@ from autotune.errors import AutotuneError, ConfigError
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
+# Custom resource a node declares once; a trial of an exclusive_node space asks for all of it.
+EXCLUSIVE_RESOURCE = "autotune_node"
 
 
 @dataclass
@@ -123,8 +125,38 @@ def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
     if space.backend == "sim":
         kwargs["num_gpus"] = _sim_logical_gpus(space, concurrency)
         kwargs["num_cpus"] = max(os.cpu_count() or 1, int(kwargs["num_gpus"]))
+    if space.exclusive_node:
+        kwargs["resources"] = {EXCLUSIVE_RESOURCE: 1}  # this machine is one node
     ray.init(**kwargs)
     return "embedded"
+
+
+def check_cluster_fits(space: Any, where: str) -> None:
+    """Fail before any trial starts if no node can ever run the largest trial.
+
+    Ray Tune waits forever for a resource request that no node can meet, so a tp_size larger
+    than every node, or ``exclusive_node`` on a cluster whose nodes do not declare the resource,
+    would hang the search instead of saying why.
+    """
+    import ray
+
+    tp = max(space.tp_sizes())
+    cpus = space.resources.cpus_per_trial
+    nodes = [n.get("Resources") or {} for n in ray.nodes() if n.get("Alive")]
+    if space.exclusive_node:
+        nodes = [r for r in nodes if r.get(EXCLUSIVE_RESOURCE, 0) >= 1]
+        if not nodes:
+            raise ConfigError(
+                f"exclusive_node: true needs GPU nodes that declare the custom resource "
+                f"{EXCLUSIVE_RESOURCE}: 1, and no node of the Ray cluster ({where}) does; start "
+                f"them with ray start ... --resources '{{\"{EXCLUSIVE_RESOURCE}\": 1}}' or set "
+                "exclusive_node: false", field="exclusive_node")
+    if not any(r.get("GPU", 0) >= tp and r.get("CPU", 0) >= cpus for r in nodes):
+        most = max((int(r.get("GPU", 0)) for r in nodes), default=0)
+        raise ConfigError(
+            f"a trial with tp_size {tp} needs {tp} GPUs and {cpus:g} CPU(s) on one node, but the "
+            f"largest node of the Ray cluster ({where}) has {most} GPU(s); narrow the tp_size "
+            "choices or add a larger node", field="tp_size")
 
 
 def _make_sampler(space: Any, seed: int) -> Any:
@@ -210,7 +242,7 @@ def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space
     # once, and with exclusive_node two of them must not share a node either.
     resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
                                cpus=space.resources.cpus_per_trial,
-                               exclusive_resource="autotune_node" if space.exclusive_node else None)
+                               exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
 
     def confirm(params: dict) -> tuple[dict, Any, Any]:
         result, baseline, _ = run_config(params, ctx, name="finalist", settings=settings,
@@ -258,6 +290,7 @@ def run_search(opts: SearchOptions, *, out: TextIO = sys.stdout) -> SearchOutcom
 
     ray_where = init_ray(space, opts, concurrency)
     try:
+        check_cluster_fits(space, ray_where)
         return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
                     restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
                     tracker=tracker, ray_where=ray_where, out=out)
@@ -283,7 +316,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                        workdir=str(exp_dir), settings=settings_for(space))
     resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
                                cpus=space.resources.cpus_per_trial,
-                               exclusive_resource="autotune_node" if space.exclusive_node else None)
+                               exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
     fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)
     maximize = space.objective.direction == "maximize"
     table = ProgressTable(out, maximize=maximize)
