@@ -46,7 +46,7 @@ METRICS: dict[str, str] = {
     **{f"p{q}_{lat}_ms": "minimize" for lat in _LATENCIES for q in _PERCENTILES},
 }
 
-SAMPLERS = ("tpe", "random", "phase-model")
+SAMPLERS = ("tpe", "random", "grid", "phase-model")
 
 
 def type_name(value: Any) -> str:

@@ -103,6 +103,7 @@ class TrialResult:
     accept_length_server_info: float | None = None
     phases: dict[str, Any] | None = None
     baseline_tok_s: float | None = None
+    baseline_status: str | None = None
     baseline_decode_step_ms: float | None = None
     speedup: float | None = None
     break_even_accept_length: float | None = None
@@ -414,7 +415,8 @@ def judge(result: TrialResult, baseline: TrialResult | None, *,
     A speculative config is feasible only if it beats its baseline by ``min_speedup`` and meets
     every SLO. A baseline is feasible if it meets the SLOs. Failed stays failed.
     """
-    result = replace(result, slo_violations=[])
+    result = replace(result, slo_violations=[],
+                     baseline_status=baseline.status if baseline is not None else None)
     if not result.ok:
         result.feasible = False
         return result
@@ -428,6 +430,7 @@ def judge(result: TrialResult, baseline: TrialResult | None, *,
     result.slo_violations = violations
     if result.is_baseline:
         result.baseline_tok_s = result.output_tok_s
+        result.baseline_status = None
         result.speedup = 1.0 if result.output_tok_s else None
         result.baseline_decode_step_ms = (result.phases or {}).get("cycle_ms")
         result.feasible = not violations
