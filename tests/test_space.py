@@ -373,7 +373,7 @@ objective:
     ("gpus per trial", HEAD + TREE + "resources:\n  gpus_per_trial: 2\n", "gpus_per_trial",
      "resources.gpus_per_trial", ["tp_size"]),
     ("sampler", HEAD + TREE + "search: {sampler: cmaes}\n", "search:", "search.sampler",
-     ["tpe, random, phase-model"]),
+     ["tpe, random, grid, phase-model"]),
     ("workload", HEAD + TREE + "workload:\n  num_prompts: 0\n", "num_prompts",
      "workload.num_prompts", [">= 1"]),
     ("workload unknown key", HEAD + TREE + "workload:\n  prompts: 5\n", "prompts",
