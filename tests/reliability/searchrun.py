@@ -39,11 +39,12 @@ def run_cli(space: Path, *args: str, root: Path, token: str, timeout_s: float = 
                           capture_output=True, text=True, timeout=timeout_s)
 
 
-def start_cli(space: Path, *args: str, root: Path, token: str, log: Path) -> subprocess.Popen[bytes]:
+def start_cli(space: Path, *args: str, root: Path, token: str, log: Path,
+              **extra_env: str) -> subprocess.Popen[bytes]:
     """Start the CLI in the background (its output goes to ``log``); for interrupt tests."""
     with open(log, "ab") as out:
-        return subprocess.Popen(cli_argv(space, *args), cwd=root, env=cli_env(token), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(cli_argv(space, *args), cwd=root, env=cli_env(token, **extra_env),
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 @dataclass

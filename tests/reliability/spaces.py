@@ -50,11 +50,15 @@ def base_space(name: str, *, token: str, profile: str = TINY) -> dict[str, Any]:
     }
 
 
+_REPLACED = ("parameters", "fixed_args")
+
+
 def merged(space: dict[str, Any], **sections: Any) -> dict[str, Any]:
-    """A copy of ``space`` with sections replaced (dicts are merged one level deep)."""
+    """A copy of ``space`` with sections replaced: ``parameters`` and ``fixed_args`` as given,
+    other dict sections merged one level deep (``fixed_env`` keeps the token)."""
     out = copy.deepcopy(space)
     for key, value in sections.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "parameters":
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in _REPLACED:
             out[key] = {**out[key], **value}
         else:
             out[key] = value
