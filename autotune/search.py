@@ -11,6 +11,7 @@ beats its baseline, the baseline wins, and the summary says so.
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import math
 import os
@@ -190,34 +191,53 @@ class _Callbacks:
 
         from autotune.trial import TrialResult
 
+        # Tuner overhead of a trial: from the moment its slot was free (the previous trial's
+        # bookkeeping done, or the start of the run) to the end of its own bookkeeping, minus what
+        # it measured (duration_s of the trial and of a baseline it measured). A clock started
+        # at on_trial_start would miss the suggestion and the trial process start-up, and one
+        # stopped before the MLflow logging would miss the bookkeeping.
         class SearchCallback(Callback):
+            def setup(self, **info):
+                state["free"] = []
+                state["t0"] = time.monotonic()
+
             def on_trial_start(self, iteration, trials, trial, **info):
-                state["started"][trial.trial_id] = time.monotonic()
+                free = state.setdefault("free", [])
+                state["started"][trial.trial_id] = (heapq.heappop(free) if free
+                                                    else state.get("t0", time.monotonic()))
 
             def on_trial_complete(self, iteration, trials, trial, **info):
                 result = trial.last_result or {}
                 started = state["started"].pop(trial.trial_id, None)
-                if started is not None and result.get("trial_result"):
-                    inner = json.loads(result["trial_result"]).get("duration_s") or 0.0
-                    base = json.loads(result["baseline_result"]).get("duration_s") \
-                        if result.get("baseline_result") else 0.0
-                    state["overheads"].append(max(time.monotonic() - started - inner - (base or 0), 0.0))
-                if "status" not in result:
-                    return
-                state["results"].append((trial.trial_id, dict(trial.config), result))
-                table.row(trial=trial.trial_id, params=trial.config, result=result)
-                if tracker is not None:
+                measured = None
+                if result.get("trial_result"):
+                    measured = json.loads(result["trial_result"]).get("duration_s") or 0.0
                     if result.get("baseline_result"):
-                        base = TrialResult.from_dict(json.loads(result["baseline_result"]))
-                        tracker.log_trial(f"baseline-{_short(result.get('baseline_key'))}", base,
-                                          kind="baseline")
-                    tracker.log_trial(trial.trial_id, TrialResult.from_dict(
-                        json.loads(result["trial_result"])),
-                        kind="baseline" if result.get("is_baseline") else "trial")
+                        measured += json.loads(result["baseline_result"]).get("duration_s") or 0.0
+                if "status" in result:
+                    state["results"].append((trial.trial_id, dict(trial.config), result))
+                    table.row(trial=trial.trial_id, params=trial.config, result=result)
+                    if tracker is not None:
+                        if result.get("baseline_result"):
+                            base = TrialResult.from_dict(json.loads(result["baseline_result"]))
+                            tracker.log_trial(f"baseline-{_short(result.get('baseline_key'))}",
+                                              base, kind="baseline")
+                        tracker.log_trial(trial.trial_id, TrialResult.from_dict(
+                            json.loads(result["trial_result"])),
+                            kind="baseline" if result.get("is_baseline") else "trial")
+                self._free(started, measured)
 
             def on_trial_error(self, iteration, trials, trial, **info):
-                state["started"].pop(trial.trial_id, None)
+                self._free(state["started"].pop(trial.trial_id, None), None)
                 state["errors"] += 1
+
+            def _free(self, started: float | None, measured: float | None) -> None:
+                if started is None:
+                    return
+                now = time.monotonic()
+                heapq.heappush(state.setdefault("free", []), now)
+                if measured is not None:
+                    state["overheads"].append(max(now - started - measured, 0.0))
 
         return SearchCallback()
 
@@ -345,9 +365,11 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
         searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
                                            mode="max" if maximize else "min",
                                            sampler=_make_sampler(space, seed))
+        # reuse_actors: a trial process serves the next trial with the same resources, instead of
+        # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=trials,
                                       max_concurrent_trials=concurrency,
-                                      time_budget_s=space.budget.wall_time_s)
+                                      time_budget_s=space.budget.wall_time_s, reuse_actors=True)
         tuner = tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
         state["study"] = searcher.study
     grid = tuner.fit()
