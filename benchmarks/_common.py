@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.sim.evaluate import ModelEvaluator
+from autotune.sim.model import ModelConfig, PerformanceModel
 from autotune.sim.profile import load_profile
 from autotune.space import SearchSpace
 
@@ -110,6 +112,41 @@ def describe(params: Mapping[str, Any]) -> str:
                      f"/n{params['speculative_num_draft_tokens']}")
     parts.extend(f"{k}={v}" for k, v in params.items() if k.isupper() and v is not None)
     return " ".join(parts)
+
+
+def as_measured(evaluator: ModelEvaluator, params: Mapping[str, Any]) -> dict[str, float | None]:
+    """What a trial of the evaluator's workload should read, counted the way a trial counts.
+
+    The evaluator's ``accept_length`` and ``decode_tok_s`` are steady-state figures of cycles that
+    are never cut short. A trial divides ``generated - requests`` by the verify calls, and a
+    request's decode rate is its tokens after the first over first-to-last-token time; both
+    include each request's last cycle, cut at ``max_tokens``, so they read lower by 1-2% at
+    outputs of 64-256 tokens. The expected cycles per request come out of the evaluator's own
+    output tok/s: ``busy = cycles * cycle_ms + batch * (prefill_ms(input_len) + other_ms)``.
+
+    Returns:
+        ``cycles_per_request``, ``accept_length`` (None without speculation) and
+        ``decode_tok_s_per_request``; all None when the config cannot run.
+    """
+    exp = evaluator.expected(dict(params))
+    tok_s, cycle = exp.get("output_tok_s"), (exp.get("phases") or {}).get("cycle_ms")
+    none: dict[str, float | None] = {"cycles_per_request": None, "accept_length": None,
+                                     "decode_tok_s_per_request": None}
+    if not tok_s or not cycle:
+        return none
+    shape = evaluator.shape
+    cfg = evaluator.space.trial_config(dict(params))
+    model = PerformanceModel(evaluator.profile,
+                             ModelConfig.from_server_args(cfg.server_args, cfg.env))
+    b = shape.concurrency
+    busy_ms = b * shape.output_len * 1e3 / tok_s
+    cycles = (busy_ms - b * (model.prefill_ms(shape.input_len) + evaluator.profile.other_ms)) / cycle
+    if cycles <= 0 or shape.output_len < 2:
+        return none
+    per_cycle = (shape.output_len - 1) / cycles
+    return {"cycles_per_request": cycles,
+            "accept_length": per_cycle if exp.get("accept_length") is not None else None,
+            "decode_tok_s_per_request": 1e3 * per_cycle / cycle}
 
 
 @contextmanager

@@ -8,11 +8,13 @@ The seed figures are batch-1 decode rates, so the targets are checked against de
 model's ``decode_tok_s`` and the per-request decode tok/s p50 of the live run (end-to-end output
 tok/s, prefill included, is printed beside it). Each line says PASS or FAIL against its target.
 
-Two model columns: ``model`` is the expectation over the whole prompt distribution (what the seed
-figures describe and ``tests/test_sim_model.py`` checks); ``model@prompts`` is the expectation for
-the prompts this run actually sent (:class:`autotune.sim.evaluate.ModelEvaluator`), which is what
-the live figure should reproduce; ``live-model`` is their gap and ``+-2se`` the live figure's
-sampling error (two standard errors of the median over requests).
+Two model columns: ``model`` is the steady-state expectation over the whole prompt distribution
+(what the seed figures describe and ``tests/test_sim_model.py`` checks); ``model@prompts`` is what a
+trial of this run should read: the expectation of :class:`autotune.sim.evaluate.ModelEvaluator` for
+the prompts and lengths actually sent, with decode rate and accept length counted as a trial counts
+them (each request's last cycle cut short, :func:`benchmarks._common.as_measured`). ``live-model``
+is the live figure's gap to it and ``+-2se`` the live figure's sampling error (two standard errors
+of the median over requests).
 
 With ``--profile`` naming a profile that is not built in, there are no seed targets: the live
 emulator is checked against the model (within 5%) at the baseline, two chains and the model's best
@@ -34,7 +36,8 @@ from autotune.sim.model import ModelConfig, PerformanceModel
 from autotune.space import SearchSpace
 from autotune.trial import MeasureSettings, TrialResult, measure
 from autotune.workload import Workload
-from benchmarks._common import (KIMI, LLAMA, Setup, baseline_params, bench_space, describe, fmt,
+from benchmarks._common import (KIMI, LLAMA, Setup, as_measured, baseline_params, bench_space,
+                                describe, fmt,
                                 machine_line, median, pct, rel_diff, se_median, setup_for,
                                 sim_environment, spec_params, table, verdict, write_json)
 
@@ -213,9 +216,10 @@ class Calibration:
         """A point whose target is a decode rate, with optional accept-length and share targets."""
         m = self.model(params, size)
         mp = self.model_at_prompts(params, size)
+        seen = as_measured(self._evaluator(size), params)
         live = self.measure(params, size)
         self.add(point, "decode tok/s", target, m["decode_tok_s"],
-                 live.decode_p50 if live else None, model_prompts=mp.get("decode_tok_s"),
+                 live.decode_p50 if live else None, model_prompts=seen["decode_tok_s_per_request"],
                  live_2se=live.decode_2se if live else None)
         self.add("", "e2e output tok/s", None, m["output_tok_s"],
                  live.result.output_tok_s if live else None, model_prompts=mp.get("output_tok_s"),
@@ -223,7 +227,7 @@ class Calibration:
         if accept is not None:
             self.add("", "accept length", accept, m["accept_length"],
                      live.result.accept_length if live else None,
-                     model_prompts=mp.get("accept_length"))
+                     model_prompts=seen["accept_length"])
         if shares:
             model_shares = gpu_shares(m["phases"])
             live_shares = gpu_shares(live.result.phases) if live else {}

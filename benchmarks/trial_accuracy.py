@@ -8,7 +8,8 @@ of :class:`autotune.sim.evaluate.ModelEvaluator` for the same workload (same pro
 concurrency):
 
 - output tok/s within 3%;
-- accept length within 3%;
+- accept length within 3%, against the expectation counted as a trial counts it (each request's
+  last cycle cut short at ``max_tokens``; see :func:`benchmarks._common.as_measured`);
 - phase shares within 2 points. The evaluator's shares are of one decode cycle (draft + verify +
   re-extend + other), the trial's of the whole window (prefill included), so the trial's phase
   times are divided by its ``decode_cycle_ms`` (window cycle minus amortised prefill) to compare
@@ -30,11 +31,11 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.sim.evaluate import ModelEvaluator
-from autotune.sim.model import ModelConfig, PerformanceModel
 from autotune.space import SearchSpace
 from autotune.trial import MeasureSettings, TrialResult, measure
 from autotune.workload import Workload
-from benchmarks._common import (KIMI, LLAMA, Setup, baseline_params, bench_space, describe, fmt,
+from benchmarks._common import (KIMI, LLAMA, Setup, as_measured, baseline_params, bench_space,
+                                describe, fmt,
                                 half_range, machine_line, median, pct, rel_diff, setup_for,
                                 sim_environment, spec_params, table, verdict, write_json)
 
@@ -146,28 +147,6 @@ class Accuracy:
                 "completion_tokens": _mean([r.get("completion_tokens") for r in recs])}
         return results
 
-    def trial_accept(self, params: dict[str, Any], exp: dict[str, Any]) -> float | None:
-        """The accept length a trial should read: ``(output_len - 1) / cycles per request``.
-
-        The evaluator's ``accept_length`` is the mean tokens of a cycle that is never cut short. A
-        trial counts ``(generated - requests) / verify calls``, and each request's last cycle is
-        cut at ``max_tokens``, so it reads 1-2% lower at outputs of 100-250 tokens. The expected
-        cycles per request come out of the evaluator's own output tok/s:
-        ``busy = cycles * cycle_ms + batch * (prefill_ms(input_len) + other_ms)``.
-        """
-        tok_s, cycle = exp.get("output_tok_s"), (exp.get("phases") or {}).get("cycle_ms")
-        if not tok_s or not cycle or exp.get("accept_length") is None:
-            return None
-        shape = self.evaluator.shape
-        cfg = self.space.trial_config(params)
-        model = PerformanceModel(self.evaluator.profile,
-                                 ModelConfig.from_server_args(cfg.server_args, cfg.env))
-        b = shape.concurrency
-        busy_ms = b * shape.output_len * 1e3 / tok_s
-        cycles = (busy_ms - b * (model.prefill_ms(shape.input_len)
-                                 + self.evaluator.profile.other_ms)) / cycle
-        return (shape.output_len - 1) / cycles if cycles > 0 else None
-
     def compare(self, params: dict[str, Any]) -> None:
         exp = self.evaluator.expected(params)
         results = self.run(params)
@@ -191,7 +170,7 @@ class Accuracy:
         add("output tok/s", exp.get("output_tok_s"), [r.output_tok_s for r in results],
             tol=TOK_S_TOL)
         if spec:
-            add("accept length", self.trial_accept(params, exp),
+            add("accept length", as_measured(self.evaluator, params)["accept_length"],
                 [r.accept_length for r in results], tol=ACCEPT_TOL)
         m_sh = model_shares(ph)
         t_sh = [decode_shares(r.phases) for r in results]
