@@ -103,6 +103,28 @@ def _sim_logical_gpus(space: Any, concurrency: int | None) -> int:
     return per_node * nodes
 
 
+def _probe_ray_address(address: str, *, timeout_s: float = 5.0) -> None:
+    """Fail fast when nothing listens at a ``host:port`` Ray address.
+
+    ``ray.init`` retries an unreachable GCS 20 times for about 40 s each, printing warnings, so a
+    mistyped address would take some 14 minutes to fail. Forms without a port (``auto``,
+    ``local``) are left to Ray.
+    """
+    import socket
+
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot join the Ray cluster at {address!r}: nothing answers on "
+                          f"{host}:{port} ({exc.strerror or type(exc).__name__}). Check the "
+                          "address (ray status on the head node prints it), or leave --address "
+                          "and RAY_ADDRESS unset for an embedded Ray.") from None
+
+
 def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
     """Join ``--address``/``RAY_ADDRESS`` or start an embedded Ray; returns a description."""
     import ray
@@ -111,6 +133,7 @@ def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
     if ray.is_initialized():
         return "already initialised"
     if address:
+        _probe_ray_address(address)
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
