@@ -36,7 +36,14 @@ from typing import Any
 import yaml
 
 from autotune.errors import AutotuneError
-from benchmarks._common import fmt, machine_line, sim_environment, table, verdict, write_json
+from benchmarks._common import (
+    fmt,
+    machine_line,
+    sim_environment,
+    table,
+    verdict,
+    write_json,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SPACES = REPO / "search_spaces"
@@ -147,7 +154,8 @@ def run_demo(workdir: Path) -> dict[str, Any]:
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("RAY_ADDRESS", None)
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=1800, check=False)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise AutotuneError(f"the demo exited {proc.returncode}:\n{proc.stderr[-2000:]}")
@@ -170,8 +178,8 @@ def print_result(r: Mapping[str, Any], checks: Mapping[str, bool], *, out: Any =
         ["winner", describe(r["winner_params"]) + (" (BASELINE)" if r["baseline_wins"] else "")],
         ["measured tok/s", fmt(r["output_tok_s"], ".1f")],
         ["speedup over its baseline", fmt(r["speedup"], ".3f") + "x"],
-        ["accept length / break-even", f"{fmt(r['accept_length'])} / "
-                                       f"{fmt(r['break_even_accept_length'])}"],
+        ["accept length / break-even",
+         f"{fmt(r['accept_length'])} / {fmt(r['break_even_accept_length'])}"],
         ["verify share of the cycle", fmt(r["verify_pct"], ".1f") + "%"],
         ["true tok/s of the winner", fmt(r["winner_true_tok_s"], ".1f")],
         ["true optimum", f"{fmt(r['optimum_tok_s'], '.1f')} ({describe(r['optimum_params'])})"],

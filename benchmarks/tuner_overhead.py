@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import os
 import re
@@ -45,8 +46,19 @@ from typing import Any
 import yaml
 
 from autotune.errors import AutotuneError
-from benchmarks._common import (LLAMA, ZERO_COMPUTE, fmt, half_range, machine_line, median, setup_for,
-                                sim_environment, table, verdict, write_json)
+from benchmarks._common import (
+    LLAMA,
+    ZERO_COMPUTE,
+    fmt,
+    half_range,
+    machine_line,
+    median,
+    setup_for,
+    sim_environment,
+    table,
+    verdict,
+    write_json,
+)
 
 TARGET_S = 1.0
 _LOG_NAME = re.compile(r"^(?P<trial>.+?)(?P<baseline>-baseline)?-(?P<pid>\d+)-(?P<ms>\d{13})\.log$")
@@ -115,7 +127,7 @@ def gap_overheads(windows: Mapping[str, list[tuple[float, float]]],
     """Per trial after the first: total, inside-the-trial and between-trials overhead (s)."""
     order = sorted(windows, key=lambda t: windows[t][0][0])
     out = []
-    for prev, cur in zip(order, order[1:]):
+    for prev, cur in itertools.pairwise(order):
         prev_end = windows[prev][-1][1]
         cur_end = windows[cur][-1][1]
         served = sum(end - start for start, end in windows[cur])
@@ -220,7 +232,7 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
     finally:
         if where == "embedded":
             ray.shutdown()
-    intervals = [b - a for a, b in zip(done, done[1:])]
+    intervals = [b - a for a, b in itertools.pairwise(done)]
     return {"fit_s": fit_s, "trials": completed, "intervals_s": intervals,
             "reported": list(state["overheads"])}
 

@@ -13,6 +13,7 @@ any that outlived the search. Nothing here kills a process it did not start.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import pickle
@@ -25,8 +26,14 @@ from typing import Any
 
 import pytest
 
-from autotune.search import (EXIT_CONFIG, EXIT_INTERRUPTED, SearchOptions, main, print_summary,
-                             run_search)
+from autotune.search import (
+    EXIT_CONFIG,
+    EXIT_INTERRUPTED,
+    SearchOptions,
+    main,
+    print_summary,
+    run_search,
+)
 from autotune.tracking import Tracker
 
 SPACES = Path(__file__).parent / "spaces"
@@ -131,7 +138,7 @@ def _gpu_intervals_disjoint(lock_dir: Path) -> int:
             by_gpu.setdefault(gpu, []).append((u["start"], u["end"]))
     for gpu, spans in by_gpu.items():
         spans.sort()
-        for (s1, e1), (s2, _) in zip(spans, spans[1:]):
+        for (s1, e1), (s2, _) in itertools.pairwise(spans):
             assert s2 >= e1, f"GPU {gpu} was held by two emulators at once"
     return len(usage)
 
@@ -267,7 +274,7 @@ def test_baseline_wins_and_the_summary_says_so(tmp_path: Path, sim_env: Path) ->
 def test_failing_configs_are_results_and_the_search_spends_its_budget(
         tmp_path: Path, sim_env: Path) -> None:
     outcome, text = _search("failures.yaml", tmp_path)
-    parent, runs = _mlflow("test-failures", tmp_path)
+    _, runs = _mlflow("test-failures", tmp_path)
     trials = [r for r in runs if r.kind == "trial"]
     assert len(trials) == 4 and outcome.trials == 4 and not outcome.interrupted
 
@@ -366,15 +373,15 @@ def test_sigint_then_resume_completes_the_budget_once(tmp_path: Path, sim_env: P
 # ---- bad input ----------------------------------------------------------------------------------
 
 BAD_SPACES = {
-    "typo.yaml": ("name: bad\nbackend: sim\nprofile: kimi-k2.5-eagle3-tp8\nmodel_path: sim/K\n"
-                  "draft_model_path: sim/D\nfixed_args: {speculative_algorithm: EAGLE3}\n"
-                  "parameters:\n  speculative_num_steps: {type: int, low: 1, high: 3, stepz: 1}\n",
+    "typo.yaml": (("name: bad\nbackend: sim\nprofile: kimi-k2.5-eagle3-tp8\nmodel_path: sim/K\n"
+                   "draft_model_path: sim/D\nfixed_args: {speculative_algorithm: EAGLE3}\n"
+                   "parameters:\n  speculative_num_steps: {type: int, low: 1, high: 3, stepz: 1}\n"),
                   8, "stepz"),
     # YAML reports where it gave up (the end of the file) and where the construct started.
     "yaml.yaml": ("name: bad\nbackend: sim\nparameters: {a: [1, 2\n", 4, "starts at line 3"),
-    "slo.yaml": ("name: bad\nbackend: sim\nprofile: kimi-k2.5-eagle3-tp8\nmodel_path: sim/K\n"
-                 "draft_model_path: sim/D\nfixed_args: {speculative_algorithm: EAGLE3}\n"
-                 "constraints:\n  slos: [\"p99_ttft <= 500\"]\n", 8, "p99_ttft_ms"),
+    "slo.yaml": (("name: bad\nbackend: sim\nprofile: kimi-k2.5-eagle3-tp8\nmodel_path: sim/K\n"
+                  "draft_model_path: sim/D\nfixed_args: {speculative_algorithm: EAGLE3}\n"
+                  "constraints:\n  slos: [\"p99_ttft <= 500\"]\n"), 8, "p99_ttft_ms"),
 }
 
 
@@ -385,7 +392,8 @@ def test_bad_space_exits_2_with_file_and_line_before_ray(tmp_path: Path, name: s
     path.write_text(text)
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_ADDRESS": "127.0.0.1:9"}
     proc = subprocess.run([sys.executable, "-m", "autotune.search", "--space", str(path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
     assert proc.returncode == EXIT_CONFIG, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"error: {path}:{line}:"), proc.stderr
@@ -414,3 +422,44 @@ def test_bad_options_exit_2_without_starting_ray(tmp_path: Path, monkeypatch: py
     assert "--resume: no earlier search named 'never-ran'" in err
     assert main(["--space", str(tmp_path / "missing.yaml")]) == EXIT_CONFIG
     assert "missing.yaml" in capsys.readouterr().err
+
+
+# ---- the tuner-overhead benchmark's arithmetic ------------------------------------------------
+
+def test_overhead_gaps_from_server_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks.tuner_overhead reads server windows from log names (launch ms) and mtimes
+    (stop), and charges each trial the time between servers that its own servers do not cover."""
+    monkeypatch.syspath_prepend(str(REPO))  # benchmarks/ is a top-level package of the repo
+    from benchmarks.tuner_overhead import gap_overheads, server_windows, trial_durations
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    t = 1_800_000_000.0
+    # trial a: baseline 0-2 s, then its config 2.1-4 s; trial b: 4.5-6 s; trial c: 7.2-9 s.
+    spans = [("trainable_aaaa-baseline-11-{}.log", t, t + 2.0),
+             ("trainable_aaaa-11-{}.log", t + 2.1, t + 4.0),
+             ("trainable_bbbb-11-{}.log", t + 4.5, t + 6.0),
+             ("trainable_cccc-12-{}.log", t + 7.2, t + 9.0)]
+    for pattern, start, end in spans:
+        path = logs / pattern.format(int(start * 1000))
+        path.write_text("[sim] shutting down\n")
+        os.utime(path, (end, end))
+    (logs / "notes.txt").write_text("not a server log")
+    for trial, duration in (("aaaa", 4.0), ("bbbb", 1.6), ("cccc", 2.0)):
+        d = tmp_path / f"trainable_{trial}_1_speculative_num_steps=2_2026-11-30_00-00-00"
+        d.mkdir()
+        result = {"trial_result": json.dumps({"duration_s": duration})}
+        d.joinpath("result.json").write_text(json.dumps(result) + "\n")
+
+    windows = server_windows(logs)
+    assert sorted(windows) == ["trainable_aaaa", "trainable_bbbb", "trainable_cccc"]
+    assert len(windows["trainable_aaaa"]) == 2
+    gaps = gap_overheads(windows, trial_durations(tmp_path))
+    assert [g["trial"] for g in gaps] == ["trainable_bbbb", "trainable_cccc"]
+    # b: 6.0 - 4.0 = 2.0 s of wall, 1.5 s of server: 0.5 s overhead, 0.1 s of it inside the trial.
+    assert gaps[0]["total_s"] == pytest.approx(0.5, abs=1e-3)
+    assert gaps[0]["inside_s"] == pytest.approx(0.1, abs=1e-3)
+    assert gaps[0]["between_s"] == pytest.approx(0.4, abs=1e-3)
+    # c: 9.0 - 6.0 = 3.0 s of wall, 1.8 s of server: 1.2 s, 0.2 s of it inside the trial.
+    assert gaps[1]["total_s"] == pytest.approx(1.2, abs=1e-3)
+    assert gaps[1]["inside_s"] == pytest.approx(0.2, abs=1e-3)
