@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from reliability import record
 from reliability.procs import new_token, processes_with_token
@@ -131,3 +133,43 @@ def test_bad_inputs_fail_fast_with_one_clear_error(tmp_path: Path) -> None:
     bad = [o for o in outcomes if not all(o["checks"].values())]
     assert not bad, "\n\n".join(f"{o['case']}: {[k for k, v in o['checks'].items() if not v]}\n"
                                 f"{o['stderr_tail']}" for o in bad)
+
+
+# tests/test_space_fuzz.py fuzzes SearchSpace.from_dict and YAML text already in memory. What it
+# does not reach is the file itself: bytes that are not UTF-8, truncated or bit-flipped files,
+# relative profile and prompt paths, and check_paths() of the sglang backend. Same property here:
+# only ConfigError comes out.
+_SIM = merged(base_space("fuzz", token="t"), parameters=TP)
+_SGLANG = {k: v for k, v in merged(_SIM, backend="sglang").items() if k != "profile"}
+_BASES = [yaml.safe_dump(space, sort_keys=False).encode() for space in (_SIM, _SGLANG)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_space_files_on_disk_only_raise_config_error(tmp_path: Path, data: st.DataObject) -> None:
+    from autotune.errors import ConfigError
+    from autotune.space import load_space
+
+    raw = bytearray(data.draw(st.sampled_from(_BASES)))
+    for _ in range(data.draw(st.integers(0, 3))):
+        action = data.draw(st.sampled_from(["flip", "cut", "insert", "paths"]))
+        at = data.draw(st.integers(0, max(len(raw) - 1, 0)))
+        if action == "flip" and raw:
+            raw[at] = data.draw(st.sampled_from(b" :-[]{},#&*!|>'\"\nabc019.") | st.integers(0, 255))
+        elif action == "cut":
+            del raw[at:at + data.draw(st.integers(1, 40))]
+        elif action == "insert":
+            raw[at:at] = data.draw(st.binary(max_size=12))
+        else:
+            raw = bytearray(raw.replace(b"sim/Llama-3.1-8B\n", data.draw(st.sampled_from(
+                [b"./missing\n", b"~/x\n", b"../..\n", b"/\n", b"\"\"\n", b"./\xff\n"]))))
+    path = tmp_path / "space.yaml"
+    path.write_bytes(bytes(raw))
+    try:
+        space = load_space(str(path))
+        if space.backend == "sglang":
+            space.check_paths()
+        event(f"loaded ({space.backend})")
+    except ConfigError as exc:
+        assert exc.message
+        event(f"ConfigError at {(exc.field or '-').split('.')[0]}")
