@@ -15,9 +15,11 @@ concurrency):
   times are divided by its ``decode_cycle_ms`` (window cycle minus amortised prefill) to compare
   like with like.
 
-Also printed, without a target: per-cycle ``other`` time (wall time the device timer does not
-cover; here it shows the emulator running late when the CPU is busy) and the workload shape the
-evaluator assumed against what the emulator counted (mean prompt and completion tokens).
+Also printed: device-timer ``GPU ms/cycle`` (within 3%; it moves with the mean batch), and without
+a target the per-cycle ``other`` time (wall time the device timer does not cover; it grows when the
+emulator runs late on a busy CPU), the ``mean batch`` (requests decoding per cycle: below the
+concurrency when a closed-loop run drains at its end) and the workload shape the evaluator assumed
+against what the emulator counted (mean prompt and completion tokens).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class Row:
     measured: float | None
     spread: float | None
     error: float | None
-    error_kind: str  # "rel" (relative), "pt" (percentage points) or "ms"
+    error_kind: str  # "rel" (relative), "pt" (percentage points), "ms" or "req" (requests)
     ok: bool | None
     repeats: list[float | None]
 
@@ -181,6 +183,19 @@ class Accuracy:
         add("GPU ms/cycle", gpu_expected, [gpu_ms(r.phases) for r in results], tol=TOK_S_TOL)
         add("other ms/cycle", ph.get("other_ms"),
             [(r.phases or {}).get("other_ms") for r in results], kind="ms")
+        add("mean batch", float(self.concurrency), [mean_batch(r) for r in results], kind="req")
+
+
+def mean_batch(result: TrialResult) -> float | None:
+    """Requests decoding per cycle, on average over the window: decode tokens / (cycles x tokens
+    per request-cycle). Below the concurrency when a closed-loop run drains at its end or a
+    finished request's replacement misses cycles."""
+    ph = result.phases or {}
+    gen, reqs, cycles = ph.get("delta_generation_tokens"), ph.get("delta_requests"), ph.get("cycles")
+    per = result.accept_length if result.accept_length is not None else 1.0
+    if gen is None or reqs is None or not cycles:
+        return None
+    return (gen - reqs) / (cycles * per)
 
 
 def gpu_ms(phases: dict[str, Any] | None) -> float | None:
