@@ -205,11 +205,26 @@ def _experiment_dir(root: Path, name: str, resume: bool) -> tuple[Path, str, boo
     return storage, time.strftime("run-%Y%m%d-%H%M%S"), False
 
 
+# The live table, tracker and counters of each search running in this process, by experiment
+# directory. Ray Tune pickles the run's callbacks into tuner.pkl, and a restored Tuner uses those
+# copies; a callback pickles as its key only, so a resumed search reports through this run's
+# objects (not stale copies), and any ``out`` stream works (an open file does not pickle).
+_LIVE_CALLBACKS: dict[str, tuple[Any, Any, dict[str, Any]]] = {}
+
+
+def _callback_from_key(key: str) -> Any:
+    """Unpickle a search callback: the live one of this process, or a no-op if there is none."""
+    from ray.tune import Callback
+
+    live = _LIVE_CALLBACKS.get(key)
+    return _Callbacks.make(*live, key=key) if live is not None else Callback()
+
+
 class _Callbacks:
     """Builds the Ray Tune callback that prints progress and tracks trials in MLflow."""
 
     @staticmethod
-    def make(table: Any, tracker: Any, state: dict[str, Any]) -> Any:
+    def make(table: Any, tracker: Any, state: dict[str, Any], *, key: str) -> Any:
         from ray.tune import Callback
 
         from autotune.trial import TrialResult
@@ -220,6 +235,9 @@ class _Callbacks:
         # at on_trial_start would miss the suggestion and the trial process start-up, and one
         # stopped before the MLflow logging would miss the bookkeeping.
         class SearchCallback(Callback):
+            def __reduce__(self):
+                return _callback_from_key, (key,)
+
             def setup(self, **info):
                 state["free"] = []
                 state["t0"] = time.monotonic()
@@ -292,16 +310,22 @@ def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space
                                          fresh_baseline=True)
         return params, result, baseline
 
-    refs = []
+    # Emulators share this machine's cores, so concurrent finalists would slow each other down;
+    # with exclusive_node the user asked for one benchmark per node. Then confirm one at a time.
+    one_at_a_time = space.backend == "sim" or space.exclusive_node
+    print(f"\nConfirming {len(candidates)} finalist(s), {repeats} repeats each, beside fresh "
+          f"baselines{', one at a time' if one_at_a_time else ''}...", file=out, flush=True)
+    refs, done = [], []
     for _, params, _ in candidates:
         res = resources(params)
         custom = {k: v for k, v in res.items() if k not in ("CPU", "GPU")}
         task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,
                           max_retries=1)(confirm)
         refs.append(task.remote(params))
-    print(f"\nConfirming {len(refs)} finalist(s), {repeats} repeats each, beside fresh baselines...",
-          file=out, flush=True)
-    return ray.get(refs)
+        if one_at_a_time:
+            done.extend(ray.get(refs))
+            refs = []
+    return done + ray.get(refs)
 
 
 def run_search(opts: SearchOptions, *, out: TextIO = sys.stdout) -> SearchOutcome:
@@ -364,7 +388,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     maximize = space.objective.direction == "maximize"
     table = ProgressTable(out, maximize=maximize)
     state: dict[str, Any] = {"started": {}, "results": [], "errors": 0, "overheads": []}
-    callback = _Callbacks.make(table, tracker, state)
+    _LIVE_CALLBACKS[str(exp_dir)] = (table, tracker, state)
+    callback = _Callbacks.make(table, tracker, state, key=str(exp_dir))
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -395,7 +420,10 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                                       time_budget_s=space.budget.wall_time_s, reuse_actors=True)
         tuner = tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
         state["study"] = searcher.study
-    grid = tuner.fit()
+    try:
+        grid = tuner.fit()
+    finally:
+        _LIVE_CALLBACKS.pop(str(exp_dir), None)
 
     all_results = []
     unfinished = 0

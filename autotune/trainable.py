@@ -120,6 +120,27 @@ def to_report(result: TrialResult, space: Any, *, baseline: TrialResult | None,
     }
 
 
+# Failures a second start cannot fix: re-measuring them would only cost another server start.
+_DETERMINISTIC = ("out of memory", "not enough memory", "invalid launch command", "crashed at start-up")
+
+
+def _reusable(store: Any, key: str) -> TrialResult | None:
+    """The stored baseline of a group, unless it failed for a reason that may not recur.
+
+    A baseline that failed transiently (a start-up timeout, a crash mid-measurement) is measured
+    once more instead of marking its whole group infeasible for the rest of the search.
+    """
+    found = store.get(key)
+    if found is None or found.ok:
+        return found
+    reason = (found.reason or "").lower()
+    retried = key + "#retried"
+    if any(r in reason for r in _DETERMINISTIC) or store.get(retried) is not None:
+        return found
+    store.put(retried, found)  # the first failure stays on record; a second one is final
+    return None
+
+
 def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "trial",
                settings: MeasureSettings | None = None,
                fresh_baseline: bool = False) -> tuple[TrialResult, TrialResult | None, str]:
@@ -153,10 +174,10 @@ def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "tri
         measured_here = baseline = judge(
             measure(base_cfg, workload, settings, name=f"{name}-baseline"), None, slos=slos)
     else:
-        baseline = store.get(key)
+        baseline = _reusable(store, key)
     if baseline is None:
         with store.lock(key):
-            baseline = store.get(key)
+            baseline = _reusable(store, key)
             if baseline is None:
                 baseline = judge(measure(base_cfg, workload, settings, name=f"{name}-baseline"),
                                  None, slos=slos)

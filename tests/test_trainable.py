@@ -1,0 +1,68 @@
+"""What a trial reports to Ray and Optuna, and when a stored baseline is reused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autotune.space import load_space
+from autotune.trainable import _reusable, constraint_values, sampler_attrs, to_report
+from autotune.trial import FileBaselineStore, TrialResult, judge
+
+DEMO = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
+
+
+def result(**kw) -> TrialResult:
+    base = dict(status="ok", reason=None, params={"speculative_num_steps": 2}, is_baseline=False,
+                output_tok_s=100.0, phases={"cycle_ms": 20.0, "draft_ms": 1.0, "verify_ms": 18.0,
+                                            "extend_ms": 0.5, "other_ms": 0.5})
+    base.update(kw)
+    return TrialResult(**base)
+
+
+def test_transient_baseline_failure_is_retried_once(tmp_path):
+    store = FileBaselineStore(tmp_path)
+    timeout = result(status="failed", reason="start-up timeout: the server never became healthy",
+                     is_baseline=True, output_tok_s=None)
+    store.put("g", timeout)
+    assert _reusable(store, "g") is None
+    store.put("g", timeout)
+    assert _reusable(store, "g").status == "failed"
+
+
+def test_deterministic_baseline_failure_is_final(tmp_path):
+    store = FileBaselineStore(tmp_path)
+    store.put("g", result(status="failed", reason="out of memory at start-up (CUDA out of memory)",
+                          is_baseline=True, output_tok_s=None))
+    assert _reusable(store, "g").status == "failed"
+    ok = judge(result(is_baseline=True), None)
+    store.put("h", ok)
+    assert _reusable(store, "h").output_tok_s == 100.0
+
+
+def test_constraints_feasible_infeasible_failed():
+    space = load_space(DEMO)
+    base = judge(result(is_baseline=True, output_tok_s=90.0), None)
+    win = judge(result(output_tok_s=99.0), base)
+    lose = judge(result(output_tok_s=80.0), base)
+    tie = judge(result(output_tok_s=90.0), base)
+    crash = judge(result(status="failed", reason="crashed", output_tok_s=None), base)
+    c = {name: constraint_values(r, space) for name, r in
+         (("win", win), ("lose", lose), ("tie", tie), ("crash", crash), ("base", base))}
+    assert all(v <= 0 for v in c["win"].values())
+    assert all(v <= 0 for v in c["base"].values())
+    assert c["lose"]["break_even"] > 0 and c["lose"]["failed"] == 0
+    assert c["tie"]["break_even"] > 0  # a tie is not a win
+    assert c["crash"]["failed"] > 0 and c["crash"]["break_even"] > 0
+
+
+def test_report_never_turns_unknown_into_zero():
+    space = load_space(DEMO)
+    base = judge(result(is_baseline=True, output_tok_s=90.0), None)
+    crash = judge(result(status="failed", reason="crashed", output_tok_s=None, phases=None), base)
+    rep = to_report(crash, space, baseline=None, baseline_key="g")
+    assert rep["objective"] is None
+    assert rep["output_tok_s"] is None and rep["speedup"] is None
+    attrs = sampler_attrs(crash)
+    assert attrs["baseline_status"] == "feasible"
+    assert attrs["phases"]["cycle_ms"] is None
+    assert rep["feasible"] is False
