@@ -586,4 +586,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the importable module, not as __main__: Ray pickles the search's callback by
+    # reference to autotune.search, whose registry of live callbacks must be the one used here.
+    from autotune import search as _search
+
+    sys.exit(_search.main())
