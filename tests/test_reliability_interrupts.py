@@ -167,6 +167,8 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
                           completed=summary["trials"]["total"], failed=summary["trials"]["failed"],
                           orphans=left1.count + left2.count + left3.count)
     assert summary["trials"]["total"] == TRIALS and not summary["interrupted"], summary["trials"]
+    # The resumed run reported through its own callback state, not a stale pickled copy.
+    assert summary["tuner_overhead_s_median"] is not None, summary
     assert len(results) == TRIALS
     assert not view["duplicate_trial_ids"], view["duplicate_trial_ids"]
     assert len(trial_runs) == TRIALS and len(final) == TRIALS, [(r.trial_id, r.status) for r in trial_runs]
