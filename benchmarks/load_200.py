@@ -189,6 +189,12 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
     samples = sampler.samples
     peak = max(mb for _, _, mb in samples)
     last = samples[-1][2]
+    # Growth while trials complete: from the first sample with a finished trial (Ray, MLflow and
+    # the searcher are loaded by then) to the last sample (after the search's end: finalists, plots).
+    during = [s for s in samples if s[1] >= 1]
+    growth = None
+    if len(during) >= 2 and during[-1][1] > during[0][1]:
+        growth = (during[-1][2] - during[0][2]) / (during[-1][1] - during[0][1]) * 100
     return {
         "machine": machine_line(),
         "profile": ZERO_COMPUTE,
@@ -206,8 +212,8 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
         "rss_mb_before": round(rss_before, 1),
         "rss_mb_peak": round(peak, 1),
         "rss_mb_end": round(last, 1),
-        "rss_mb_growth_per_100_trials": (round((last - rss_before) / outcome.trials * 100, 1)
-                                         if outcome.trials else None),
+        "rss_mb_at_first_trial": round(during[0][2], 1) if during else None,
+        "rss_mb_growth_per_100_trials": round(growth, 1) if growth is not None else None,
         "rss_samples": [[round(t, 1), done, round(mb, 1)] for t, done, mb in samples],
         "overhead_s": {
             "n": len(overheads),
@@ -220,6 +226,7 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
         },
         "gpu_overlaps": gpu_overlaps(lock_root),
         "search_log": str(log),
+        "workdir": str(workdir),
     }
 
 
@@ -233,9 +240,10 @@ def report(fig: dict[str, Any]) -> str:
         f"cluster start {fig['cluster_start_s']:.0f} s",
         f"GPUs held by two servers at once: {fig['gpu_overlaps']}",
         "",
-        "Driver RSS (MiB): " + f"before {fig['rss_mb_before']:.0f}, peak {fig['rss_mb_peak']:.0f}, "
-        f"end {fig['rss_mb_end']:.0f}; growth {fmt(fig['rss_mb_growth_per_100_trials'], '.1f')} "
-        "MiB per 100 trials",
+        "Driver RSS (MiB): " + f"at start {fig['rss_mb_before']:.0f} (before Ray and MLflow load), "
+        f"at the first finished trial {fmt(fig['rss_mb_at_first_trial'], '.0f')}, peak "
+        f"{fig['rss_mb_peak']:.0f}, end {fig['rss_mb_end']:.0f}; growth while trials finish "
+        f"{fmt(fig['rss_mb_growth_per_100_trials'], '.1f')} MiB per 100 trials",
         "",
         table(["tuner overhead per trial (s)", "value"], [
             ["median", fmt(o["median"], ".2f")], ["p90", fmt(o["p90"], ".2f")],
