@@ -22,6 +22,7 @@ the emulator's per-node GPU usage records, GPUs held by two servers at once (mus
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -146,7 +147,7 @@ def gpu_overlaps(lock_root: Path) -> int:
     bad = 0
     for spans in by_gpu.values():
         spans.sort()
-        bad += sum(1 for (_, end), (start, _) in zip(spans, spans[1:]) if start < end)
+        bad += sum(1 for (_, end), (start, _) in itertools.pairwise(spans) if start < end)
     return bad
 
 
@@ -234,10 +235,10 @@ def report(fig: dict[str, Any]) -> str:
     """The human-readable summary."""
     o = fig["overhead_s"]
     lines = [
-        f"Trials: {fig['trials_finished']} of {fig['trials_planned']} finished "
+        (f"Trials: {fig['trials_finished']} of {fig['trials_planned']} finished "
         f"({fig['trials_failed']} failed), lost {fig['trials_lost']}, concurrency "
         f"{fig['concurrency']}; {fig['wall_s']:.0f} s wall ({fig['trials_per_min']} trials/min); "
-        f"cluster start {fig['cluster_start_s']:.0f} s",
+        f"cluster start {fig['cluster_start_s']:.0f} s"),
         f"GPUs held by two servers at once: {fig['gpu_overlaps']}",
         "",
         "Driver RSS (MiB): " + f"at start {fig['rss_mb_before']:.0f} (before Ray and MLflow load), "
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"Load test: {trials} trials, concurrency {args.concurrency}, sim backend, "
           f"profile {ZERO_COMPUTE}", flush=True)
-    print(f"  cluster: " + ", ".join(f"{n} ({g} GPUs, {c} CPUs)" for n, g, c in NODES), flush=True)
+    print("  cluster: " + ", ".join(f"{n} ({g} GPUs, {c} CPUs)" for n, g, c in NODES), flush=True)
     print(f"  workload: {json.dumps(WORKLOAD)}; 1 repeat; space "
           "tp 1/2 x EAGLE-3 steps 1-4, topk 1/2, draft tokens x NCCL_ALGO null/Ring", flush=True)
     print(f"  {machine_line()}; work dir {workdir}", flush=True)

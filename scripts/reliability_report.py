@@ -93,10 +93,10 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
            else "; no 200-trial load figures were found.")
         + f" Test sessions: {', '.join(sessions) or 'none'}; last update {doc.get('updated_at', 'n/a')}.",
         "",
-        "Every search in these tests is real: `python -m autotune.search` as a subprocess, real Ray "
+        ("Every search in these tests is real: `python -m autotune.search` as a subprocess, real Ray "
         "(embedded, or a local multi-node `ray.cluster_utils.Cluster`), real emulator servers on "
         "127.0.0.1, a real MLflow store. Leftovers are looked for by pid: every process a test "
-        "starts carries an environment token, and ports and per-GPU `flock`s are probed directly.",
+        "starts carries an environment token, and ports and per-GPU `flock`s are probed directly."),
         "",
         "## Summary",
         "",
@@ -117,12 +117,12 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
     placement = sections.get("placement", {})
     if placement:
         lines += ["## Multi-node placement", "",
-                  "A local Ray cluster of three raylets (head 0 GPUs, `gpu8` 8 GPUs, `gpu4` 4 GPUs; "
+                  ("A local Ray cluster of three raylets (head 0 GPUs, `gpu8` 8 GPUs, `gpu4` 4 GPUs; "
                   "GPU nodes declare `autotune_node: 1`). Each node's raylet gets its own "
                   "`AUTOTUNE_SIM_GPU_LOCK_DIR` (logical GPU ids are per node, so the emulator's "
                   "per-GPU locks must be too); workers and their servers inherit it, so each usage "
                   "record names the node its server ran on. Each server's node is checked against "
-                  "the node Ray ran the trial's actor on (GCS actor table).", ""]
+                  "the node Ray ran the trial's actor on (GCS actor table)."), ""]
         for name, e in placement.items():
             facts = {k: v for k, v in e.items() if k not in ("ok", "session", "recorded_at", "test")}
             lines += [f"**{name}**: {_ok(e)} (recorded {e.get('recorded_at')})", ""]
@@ -131,9 +131,9 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
     faults = sections.get("faults", {})
     if faults:
         lines += ["## Faults injected", "",
-                  "One search; `AUTOTUNE_SIM_FAULT` is a categorical parameter (`null` = no fault) "
+                  ("One search; `AUTOTUNE_SIM_FAULT` is a categorical parameter (`null` = no fault) "
                   "on tp 2, and tp 1 has no fault but a profile whose weights do not fit one GPU. "
-                  "`measure.startup_timeout_s` 15 s, `measure.trial_timeout_s` 20 s.", ""]
+                  "`measure.startup_timeout_s` 15 s, `measure.trial_timeout_s` 20 s."), ""]
         rows = []
         for name, e in faults.items():
             if "checks" not in e:
@@ -146,8 +146,8 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
                          "seconds", "result"], rows)
         for name, e in faults.items():
             if "checks" not in e:
-                lines += [f"**{name}**: {_ok(e)}: servers left {e.get('servers')}, ports held "
-                          f"{_cell(e.get('ports'))}, GPU locks held {_cell(e.get('gpu_locks'))}.", ""]
+                lines += [(f"**{name}**: {_ok(e)}: servers left {e.get('servers')}, ports held "
+                          f"{_cell(e.get('ports'))}, GPU locks held {_cell(e.get('gpu_locks'))}."), ""]
 
     interrupts = sections.get("interrupts", {})
     if interrupts:
@@ -160,9 +160,9 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
     bad = sections.get("bad_inputs", {})
     if bad:
         lines += ["## Bad input", "",
-                  "Each through the CLI as a subprocess. Required: exit code 2, exactly one "
+                  ("Each through the CLI as a subprocess. Required: exit code 2, exactly one "
                   "`error:` line, no traceback, nothing started (no search header, no server log, "
-                  "no process with the test's token).", ""]
+                  "no process with the test's token)."), ""]
         lines += _table(["input", "exit", "error (shortened)", "result"],
                         [[name, e.get("exit_code"), _short(e.get("message"), 160), _ok(e)]
                          for name, e in sorted(bad.items())])
@@ -181,8 +181,8 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
             f"{k.replace('_', ' ')} {_cell(v)}" for k, v in e.items()
             if k not in ("ok", "session", "recorded_at", "test")), ""]
     if load is None:
-        lines += ["No 200-trial figures: run `python -m benchmarks.load_200 --json "
-                  "test-artifacts/load_200.json`, then this script again.", ""]
+        lines += [("No 200-trial figures: run `python -m benchmarks.load_200 --json "
+                  "test-artifacts/load_200.json`, then this script again."), ""]
     else:
         o = load.get("overhead_s", {})
         lines += [f"**{load.get('trials_planned')}-trial search** at concurrency "
@@ -215,9 +215,9 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
         picked = samples[::step] + ([samples[-1]] if samples and (len(samples) - 1) % step else [])
         lines += ["Driver RSS over time:", ""]
         lines += _table(["seconds", "trials done", "RSS (MiB)"], [list(s) for s in picked])
-        lines += ["Tuner overhead is the search's own figure (`SearchOutcome.overheads_s`): for each "
+        lines += [("Tuner overhead is the search's own figure (`SearchOutcome.overheads_s`): for each "
                   "trial, the time from its slot being free to the end of its bookkeeping (MLflow "
-                  "included), minus the seconds the trial itself measured.", ""]
+                  "included), minus the seconds the trial itself measured."), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from reliability import record
 from reliability.procs import leftovers, new_token
 from reliability.searchrun import SearchDir, cli_env, run_cli

@@ -18,7 +18,6 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
 from reliability import record
 from reliability.procs import new_token, processes_with_token
 from reliability.searchrun import run_cli

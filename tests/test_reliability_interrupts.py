@@ -27,13 +27,20 @@ from pathlib import Path
 
 import optuna
 import pytest
+from reliability import record
+from reliability.procs import (
+    kill_pid,
+    leftovers,
+    new_token,
+    processes_with_token,
+    servers_with_token,
+    wait_gone,
+    wait_until,
+)
+from reliability.searchrun import SearchDir, start_cli
+from reliability.spaces import base_space, merged, write_space
 
 from autotune.server import group_alive, pid_alive
-from reliability import record
-from reliability.procs import (kill_pid, leftovers, new_token, processes_with_token,
-                               servers_with_token, wait_gone, wait_until)
-from reliability.searchrun import SearchDir, run_cli, start_cli
-from reliability.spaces import base_space, merged, write_space
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(560)]
 

@@ -23,14 +23,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from reliability import record
 from reliability.cluster import LocalCluster, start_cluster
 from reliability.procs import leftovers, new_token
 from reliability.searchrun import SearchDir, run_cli
 from reliability.spaces import base_space, merged, write_space
-from reliability.usage import (Use, log_of, max_concurrent, overlaps_per_gpu, overlaps_per_node,
-                               read_logs, read_usage)
+from reliability.usage import (
+    Use,
+    log_of,
+    max_concurrent,
+    overlaps_per_gpu,
+    overlaps_per_node,
+    read_logs,
+    read_usage,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

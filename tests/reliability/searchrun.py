@@ -35,7 +35,7 @@ def cli_argv(space: Path, *args: str) -> list[str]:
 def run_cli(space: Path, *args: str, root: Path, token: str, timeout_s: float = 300,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the CLI to completion; stdout and stderr captured as text."""
-    return subprocess.run(cli_argv(space, *args), cwd=root, env=env or cli_env(token),
+    return subprocess.run(cli_argv(space, *args), cwd=root, env=env or cli_env(token), check=False,
                           capture_output=True, text=True, timeout=timeout_s)
 
 

@@ -9,6 +9,7 @@ port (and time) gives, for every server, the trial and the Ray worker pid that s
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import defaultdict
@@ -95,7 +96,7 @@ def overlaps_per_gpu(uses: list[Use]) -> list[tuple[Use, Use, str]]:
     bad = []
     for (node, gpu), items in by_gpu.items():
         items.sort(key=lambda u: u.start)
-        for a, b in zip(items, items[1:]):
+        for a, b in itertools.pairwise(items):
             if b.start < a.end:
                 bad.append((a, b, f"{node}/gpu{gpu}"))
     return bad
