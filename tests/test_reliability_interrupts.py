@@ -157,11 +157,12 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     view = search.mlflow_view()
     trial_runs = view["trial_runs"]
     final = [r for r in trial_runs if r.status in ("feasible", "infeasible", "failed")]
-    study = search.study()
+    study = search.searcher()._ot_study
     states = [t.state for t in study.trials]
     complete = states.count(optuna.trial.TrialState.COMPLETE)
     results = search.trial_results()
-    optuna_ok = complete == TRIALS and len(states) == TRIALS
+    mismatches = search.optuna_mismatches()
+    optuna_ok = complete == TRIALS and len(states) == TRIALS and not mismatches
     mlflow_ok = (len(trial_runs) == TRIALS and len(final) == TRIALS and not view["duplicate_trial_ids"]
                  and not view["running"] and [s for _, s in view["parents"]] == ["FINISHED"])
     record.record("interrupts", "resume after SIGINT and SIGKILL: MLflow and Optuna state",
@@ -169,7 +170,8 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
                   trial_runs=len(trial_runs), duplicate_trial_ids=view["duplicate_trial_ids"],
                   running_runs=view["running"], parent_runs=[s for _, s in view["parents"]],
                   optuna_trials=len(states), optuna_complete=complete,
-                  optuna_states=sorted({s.name for s in states}))
+                  optuna_states=sorted({s.name for s in states}),
+                  optuna_disagrees_with_tune=mismatches[:5])
     record.search_outcome("interrupts (SIGINT, SIGKILL, killed worker, 2 resumes)", planned=TRIALS,
                           completed=summary["trials"]["total"], failed=summary["trials"]["failed"],
                           orphans=left1.count + left2.count + left3.count)
@@ -181,5 +183,5 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     assert len(trial_runs) == TRIALS and len(final) == TRIALS, [(r.trial_id, r.status) for r in trial_runs]
     assert not view["running"], view["running"]
     assert [s for _, s in view["parents"]] == ["FINISHED"], view["parents"]
-    assert optuna_ok, [(t.number, t.state.name, t.params) for t in study.trials]
+    assert optuna_ok, (mismatches, [(t.number, t.state.name, t.params) for t in study.trials])
     assert left3.count == 0, left3.describe()

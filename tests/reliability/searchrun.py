@@ -72,14 +72,37 @@ class SearchDir:
                     out[data["trial_id"]] = data
         return out
 
-    def study(self) -> Any:
-        """The Optuna study from the newest searcher checkpoint of the newest run."""
+    def searcher(self) -> Any:
+        """Ray's Optuna searcher as saved in the newest checkpoint of the newest run."""
         from ray.tune.search.optuna import OptunaSearch
 
-        run = self.run_dirs()[-1]
         searcher = OptunaSearch()
-        searcher.restore_from_dir(str(run))
-        return searcher._ot_study
+        searcher.restore_from_dir(str(self.run_dirs()[-1]))
+        return searcher
+
+    def optuna_mismatches(self) -> list[str]:
+        """Where the Optuna study disagrees with Ray Tune's trials: every Tune trial must map to
+        one COMPLETE Optuna trial with the same suggested values and the same verdict."""
+        import optuna
+
+        searcher = self.searcher()
+        study = searcher._ot_study
+        problems = []
+        for trial_id, result in self.trial_results().items():
+            ot = searcher._ot_trials.get(trial_id)
+            if ot is None:
+                problems.append(f"Tune trial {trial_id} has no Optuna trial")
+                continue
+            frozen = study.trials[ot.number]
+            if frozen.state != optuna.trial.TrialState.COMPLETE:
+                problems.append(f"{trial_id}: Optuna trial {frozen.number} is {frozen.state.name}")
+            config = result.get("config") or {}
+            if any(config.get(k) != v for k, v in frozen.params.items()):
+                problems.append(f"{trial_id}: Optuna params {frozen.params} vs Tune config {config}")
+            if frozen.user_attrs.get("status") != result.get("status"):
+                problems.append(f"{trial_id}: Optuna status {frozen.user_attrs.get('status')} vs "
+                                f"Tune {result.get('status')}")
+        return problems
 
     def tracker(self) -> Any:
         """A read-only MLflow tracker on the search's local store."""
