@@ -36,10 +36,27 @@ from autotune.sim.model import ModelConfig, PerformanceModel
 from autotune.space import SearchSpace
 from autotune.trial import MeasureSettings, TrialResult, measure
 from autotune.workload import Workload
-from benchmarks._common import (KIMI, LLAMA, Setup, as_measured, baseline_params, bench_space,
-                                describe, fmt,
-                                machine_line, median, pct, rel_diff, se_median, setup_for,
-                                sim_environment, spec_params, table, verdict, write_json)
+from benchmarks._common import (
+    KIMI,
+    LLAMA,
+    Setup,
+    as_measured,
+    baseline_params,
+    bench_space,
+    describe,
+    fmt,
+    machine_line,
+    median,
+    pct,
+    rel_diff,
+    se_median,
+    setup_for,
+    sim_environment,
+    spec_params,
+    table,
+    verdict,
+    write_json,
+)
 
 NCCL_TUNED = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
 

@@ -26,15 +26,22 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from autotune.bench import run_benchmark
 from autotune.errors import AutotuneError
 from autotune.launch import LaunchSpec
 from autotune.server import ServerProcess
 from autotune.workload import Workload
-from benchmarks._common import (ZERO_COMPUTE, fmt, half_range, machine_line, median, table,
-                                verdict, write_json)
+from benchmarks._common import (
+    ZERO_COMPUTE,
+    fmt,
+    half_range,
+    machine_line,
+    median,
+    table,
+    verdict,
+    write_json,
+)
 
 TARGET_TOK_S = 20_000
 

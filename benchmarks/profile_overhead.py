@@ -31,8 +31,20 @@ from autotune.phases import PhaseProfile, scrape
 from autotune.server import ServerProcess
 from autotune.trial import DEVICE_TIMER_ENV, launch_spec
 from autotune.workload import Workload
-from benchmarks._common import (LLAMA, bench_space, describe, fmt, machine_line, median, pct,
-                                setup_for, spec_params, table, verdict, write_json)
+from benchmarks._common import (
+    LLAMA,
+    bench_space,
+    describe,
+    fmt,
+    machine_line,
+    median,
+    pct,
+    setup_for,
+    spec_params,
+    table,
+    verdict,
+    write_json,
+)
 
 TOLERANCE = 0.01
 

@@ -36,10 +36,27 @@ from autotune.sim.evaluate import ModelEvaluator
 from autotune.space import SearchSpace
 from autotune.trial import MeasureSettings, TrialResult, measure
 from autotune.workload import Workload
-from benchmarks._common import (KIMI, LLAMA, Setup, as_measured, baseline_params, bench_space,
-                                describe, fmt,
-                                half_range, machine_line, median, pct, rel_diff, setup_for,
-                                sim_environment, spec_params, table, verdict, write_json)
+from benchmarks._common import (
+    KIMI,
+    LLAMA,
+    Setup,
+    as_measured,
+    baseline_params,
+    bench_space,
+    describe,
+    fmt,
+    half_range,
+    machine_line,
+    median,
+    pct,
+    rel_diff,
+    setup_for,
+    sim_environment,
+    spec_params,
+    table,
+    verdict,
+    write_json,
+)
 
 TOK_S_TOL = 0.03
 ACCEPT_TOL = 0.03
@@ -275,8 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["profile", "conc", "evaluator in/out", "emulator in/out", "verdict"],
                 [[s["profile"].split("-")[0], str(s["concurrency"]),
                   f"{s['evaluator_input_len']}/{s['evaluator_output_len']}",
-                  f"{fmt(s['emulator_prompt_tokens'], '.1f')}/"
-                  f"{fmt(s['emulator_completion_tokens'], '.1f')}",
+                  (f"{fmt(s['emulator_prompt_tokens'], '.1f')}/"
+                   f"{fmt(s['emulator_completion_tokens'], '.1f')}"),
                   "MATCH" if s["match"] else "DIFFER"] for s in shapes]))
     checked = [r for r in rows if r.ok is not None]
     failures = sum(not r.ok for r in checked) + sum(not s["match"] for s in shapes)

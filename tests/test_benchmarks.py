@@ -29,7 +29,8 @@ def run(module: str, *args: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
     out = tmp_path / f"{module}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_SIM_")}
     proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args, "--json", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=170)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=170,
+                          check=False)
     # 0: every check passed; 1: some figure missed its target (timing on a busy box); 2: error.
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return proc.stdout, json.loads(out.read_text())

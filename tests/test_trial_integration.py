@@ -13,9 +13,9 @@ server's own.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
-import signal
 import socket
 import stat
 import subprocess
@@ -34,8 +34,15 @@ from autotune.launch import LaunchSpec
 from autotune.phases import PhaseProfile, scrape
 from autotune.server import ServerProcess
 from autotune.space import SearchSpace
-from autotune.trial import (FAILED, FileBaselineStore, MeasureSettings, TrialResult, evaluate,
-                            judge, launch_spec, measure)
+from autotune.trial import (
+    FAILED,
+    FileBaselineStore,
+    MeasureSettings,
+    TrialResult,
+    evaluate,
+    judge,
+    measure,
+)
 from autotune.workload import Prompt, Workload
 
 pytestmark = pytest.mark.timeout(120)
@@ -207,8 +214,8 @@ def test_multi_token_chunks_add_up_to_server_counts(server: ServerProcess, api: 
     for rec, n in zip(bench.records, wanted):
         assert rec.ok and rec.completion_tokens == n
         counts = rec.chunk_tokens
-        assert counts and counts[-1] == n and all(b > a for a, b in zip(counts, counts[1:]))
-        steps = [b - a for a, b in zip(counts, counts[1:])]
+        assert counts and counts[-1] == n and all(b > a for a, b in itertools.pairwise(counts))
+        steps = [b - a for a, b in itertools.pairwise(counts)]
         multi += sum(k > 1 for k in steps)
         # ITL samples weigh every token after the first chunk exactly once.
         assert sum(k for _, k in rec.itl_samples()) == n - counts[0]
@@ -397,7 +404,7 @@ def test_trial_cli_json_has_the_promised_keys(sim_env: None, tmp_path: Path) -> 
         [sys.executable, "-m", "autotune.trial", "--space", str(space_file), "--params",
          json.dumps({"speculative_num_steps": 3, "speculative_eagle_topk": 1}), "--json",
          "--workdir", str(tmp_path / "work")],
-        cwd=REPO, capture_output=True, text=True, timeout=100, env=dict(os.environ))
+        cwd=REPO, capture_output=True, text=True, timeout=100, env=dict(os.environ), check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     for key in ("output_tok_s", "output_tok_s_spread", "baseline_tok_s", "speedup",
