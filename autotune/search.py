@@ -244,8 +244,15 @@ class _Callbacks:
 
             def on_trial_start(self, iteration, trials, trial, **info):
                 free = state.setdefault("free", [])
-                state["started"][trial.trial_id] = (heapq.heappop(free) if free
-                                                    else state.get("t0", time.monotonic()))
+                if free:
+                    began = heapq.heappop(free)
+                elif not state.get("freed"):
+                    began = state.get("t0", time.monotonic())  # one of the first slots
+                else:
+                    # A slot no earlier trial freed (resources allowed one more trial at once):
+                    # it was free from now, not from the start of the run.
+                    began = time.monotonic()
+                state["started"][trial.trial_id] = began
 
             def on_trial_complete(self, iteration, trials, trial, **info):
                 result = trial.last_result or {}
@@ -276,6 +283,7 @@ class _Callbacks:
                 if started is None:
                     return
                 now = time.monotonic()
+                state["freed"] = True
                 heapq.heappush(state.setdefault("free", []), now)
                 if measured is not None:
                     state["overheads"].append(max(now - started - measured, 0.0))
