@@ -107,10 +107,11 @@ class Sampler(threading.Thread):
             t, done, mb = self.sample()
             print(f"  t={t:6.0f} s  trials done {done:4d}  driver RSS {mb:7.1f} MiB", flush=True)
 
-    def stop(self) -> None:
+    def stop(self) -> tuple[float, int, float]:
+        """Stop sampling; returns one last sample (not added to ``samples``)."""
         self._halt.set()
         self.join()
-        self.sample()
+        return (time.monotonic() - self._t0, trials_done(self.ray_root), rss_mb())
 
 
 def start_cluster(lock_root: Path) -> Any:
@@ -181,17 +182,20 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
             outcome = run_search(SearchOptions(space=str(space_path), address=cluster.address,
                                                concurrency=concurrency, root=str(workdir)), out=out)
         wall = time.monotonic() - t0
+        # The search's end (finalists, the parent run's plots) is over: sample the driver now.
+        final = sampler.stop()
     finally:
-        sampler.stop()
+        if sampler.is_alive():
+            sampler.stop()
         ray.shutdown()
         cluster.shutdown()
     overheads = list(outcome.overheads_s)
     quarter = max(1, len(overheads) // 4)
     samples = sampler.samples
-    peak = max(mb for _, _, mb in samples)
-    last = samples[-1][2]
-    # Growth while trials complete: from the first sample with a finished trial (Ray, MLflow and
-    # the searcher are loaded by then) to the last sample (after the search's end: finalists, plots).
+    peak = max([mb for _, _, mb in samples] + [final[2]])
+    last = final[2]
+    # Growth while trials finish: from the first sample with a finished trial (Ray, MLflow and the
+    # searcher are loaded by then) to the last sample taken while the search ran.
     during = [s for s in samples if s[1] >= 1]
     growth = None
     if len(during) >= 2 and during[-1][1] > during[0][1]:
@@ -215,7 +219,7 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
         "rss_mb_end": round(last, 1),
         "rss_mb_at_first_trial": round(during[0][2], 1) if during else None,
         "rss_mb_growth_per_100_trials": round(growth, 1) if growth is not None else None,
-        "rss_samples": [[round(t, 1), done, round(mb, 1)] for t, done, mb in samples],
+        "rss_samples": [[round(t, 1), done, round(mb, 1)] for t, done, mb in [*samples, final]],
         "overhead_s": {
             "n": len(overheads),
             "median": quantile(overheads, 0.5),
@@ -243,7 +247,8 @@ def report(fig: dict[str, Any]) -> str:
         "",
         "Driver RSS (MiB): " + f"at start {fig['rss_mb_before']:.0f} (before Ray and MLflow load), "
         f"at the first finished trial {fmt(fig['rss_mb_at_first_trial'], '.0f')}, peak "
-        f"{fig['rss_mb_peak']:.0f}, end {fig['rss_mb_end']:.0f}; growth while trials finish "
+        f"{fig['rss_mb_peak']:.0f}, after the search's end {fig['rss_mb_end']:.0f}; growth while "
+        "trials finish "
         f"{fmt(fig['rss_mb_growth_per_100_trials'], '.1f')} MiB per 100 trials",
         "",
         table(["tuner overhead per trial (s)", "value"], [
