@@ -303,6 +303,17 @@ async def _within(coro: Any, timeout_s: float | None) -> Any:
         raise
 
 
+def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
+    """Give a server whose requests just failed a moment to finish dying.
+
+    A crashing server drops its connections a little before its process is gone; without this
+    wait, a crash mid-measurement would be reported as failed requests instead of as a crash.
+    """
+    deadline = time.monotonic() + timeout_s
+    while server.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def measure(config: Any, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
             name: str | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
@@ -345,6 +356,8 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             benches, profiles, info = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative), left))
+            if any(b.failed for b in benches):
+                _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
             tail = server.log_tail()
     except (ServerStartupCrash, ServerStartupTimeout) as exc:
