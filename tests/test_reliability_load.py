@@ -23,7 +23,7 @@ from reliability.usage import overlaps_per_gpu, read_usage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
-TRIALS = 12
+TRIALS = 10
 
 
 def test_load_quick_mode(tmp_path: Path) -> None:

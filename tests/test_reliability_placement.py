@@ -140,7 +140,7 @@ def _already_in_use(search: SearchDir) -> list[str]:
 
 def test_mixed_tp_search_packs_trials_on_single_nodes(cluster: LocalCluster, tmp_path: Path) -> None:
     """tp 1, 2, 4 and 8 trials on an 8-GPU and a 4-GPU node, six at a time."""
-    trials = 10
+    trials = 8
     space = merged(base_space("placement-mixed", token=cluster.token),
                    parameters={"tp_size": {"type": "categorical", "choices": [1, 2, 4, 8]}},
                    budget={"trials": trials}, search={"seed": 3})
@@ -185,7 +185,7 @@ def test_mixed_tp_search_packs_trials_on_single_nodes(cluster: LocalCluster, tmp
 
 def test_exclusive_node_runs_one_benchmark_per_node(cluster: LocalCluster, tmp_path: Path) -> None:
     """``exclusive_node: true``: trials and finalists alike, one server per node at a time."""
-    trials = 6
+    trials = 5
     space = merged(base_space("placement-exclusive", token=cluster.token),
                    parameters={"tp_size": {"type": "categorical", "choices": [1, 2, 4]}},
                    budget={"trials": trials}, exclusive_node=True,
