@@ -70,7 +70,7 @@ class Target:
     absolute: bool = False
     label: str | None = None
 
-    def ok(self, x: float | None) -> bool | None:
+    def ok(self, x: float | None) -> bool:
         if x is None:
             return False
         limit = self.tol if self.absolute else self.tol * abs(self.value)
