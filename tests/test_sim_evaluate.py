@@ -80,3 +80,24 @@ def test_bad_space_exits_2(tmp_path):
     proc = run_cli("--space", str(bad))
     assert proc.returncode == 2
     assert "error:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_closed_loop_replay_matches_analytic_at_concurrency_1_and_sees_the_drain():
+    import dataclasses
+
+    from autotune.sim.closed_loop import Request, replay
+
+    space = load_space(DEMO)
+    shape = workload_shape(space)
+    ev = ModelEvaluator(space, shape=shape)
+    params = {"speculative_num_steps": 2, "speculative_eagle_topk": 1,
+              "speculative_num_draft_tokens": 3, "NCCL_ALGO": "Ring"}
+    model = ev._model(params)
+    reqs = [Request(i, o, model.acceptance(f).mean)
+            for i, o, f in zip(shape.input_lens, shape.output_lens, ev._factors(model))]
+    analytic = ev.expected(params)["output_tok_s"]
+    assert abs(replay(model, reqs, 1)[0] / analytic - 1) < 0.02
+    # At concurrency 4 with 4 prompts there is no refill: throughput is below 4x batch-1 steps
+    # because the batch step is slower and the last requests run alone.
+    c4 = ModelEvaluator(space, shape=dataclasses.replace(shape, concurrency=4)).expected(params)
+    assert analytic < c4["output_tok_s"] < 4 * analytic

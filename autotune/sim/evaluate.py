@@ -34,6 +34,8 @@ class WorkloadShape:
     # The prompts' texts as the emulator sees them: acceptance varies per prompt, so the
     # expectation of a small workload is over its own prompts, not the whole distribution.
     prompts: tuple[str, ...] = ()
+    input_lens: tuple[int, ...] = ()
+    output_lens: tuple[int, ...] = ()
 
 
 def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadShape:
@@ -53,7 +55,8 @@ def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadSha
         outs.append(p.max_tokens if p.ignore_eos else natural_length(text, p.max_tokens)[0])
     conc = concurrency or getattr(workload, "concurrency", None) or 1
     return WorkloadShape(concurrency=int(conc), input_len=round(sum(ins) / len(ins)),
-                         output_len=round(sum(outs) / len(outs)), prompts=tuple(texts))
+                         output_len=round(sum(outs) / len(outs)), prompts=tuple(texts),
+                         input_lens=tuple(ins), output_lens=tuple(outs))
 
 
 class ModelEvaluator:
@@ -89,6 +92,19 @@ class ModelEvaluator:
             self._prompt_factors = tuple(model.prompt_factor(t) for t in self.shape.prompts)
         return self._prompt_factors or None
 
+    def _replay(self, model: PerformanceModel) -> float:
+        """Closed-loop expectation at concurrency > 1 (batched prefills, draining batch)."""
+        from autotune.sim.closed_loop import Request, replay
+
+        s = self.shape
+        factors = self._factors(model) or (1.0,) * len(s.output_lens)
+        reqs = []
+        for n_in, n_out, f in zip(s.input_lens, s.output_lens, factors):
+            a = model.acceptance(f).mean if model.config.spec is not None else 1.0
+            reqs.append(Request(input_len=n_in, output_len=n_out, tokens_per_cycle=a))
+        return replay(model, reqs, s.concurrency,
+                      max_running=model.config.max_running_requests)[0]
+
     def expected(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Noise-free result of one config, with its baseline and the break-even verdict."""
         key = tuple(sorted((k, _hashable(v)) for k, v in params.items()))
@@ -108,6 +124,8 @@ class ModelEvaluator:
         exp = model.expected(batch=s.concurrency, input_len=s.input_len, output_len=s.output_len,
                              prompt_factors=factors)
         out.update(exp.to_dict())
+        if s.concurrency > 1 and s.output_lens:
+            out["output_tok_s"] = self._replay(model)
         base_params = self.space.baseline_params(dict(params))
         if model.config.spec is None:
             out.update(baseline_tok_s=exp.output_tok_s, speedup=1.0, break_even_accept_length=None,
