@@ -44,7 +44,6 @@ def test_load_quick_mode(tmp_path: Path) -> None:
                   ok=proc.returncode == 0 and fig["trials_lost"] == 0 and fig["gpu_overlaps"] == 0
                   and left.count == 0, trials=fig["trials_finished"], lost=fig["trials_lost"],
                   wall_s=fig["wall_s"], rss_mb_peak=fig["rss_mb_peak"],
-                  rss_mb_growth_per_100_trials=fig["rss_mb_growth_per_100_trials"],
                   overhead_median_s=o["median"], overhead_p90_s=o["p90"],
                   gpu_overlaps=fig["gpu_overlaps"], servers=len(uses), orphans=left.count)
     record.search_outcome("load quick mode", planned=TRIALS, completed=fig["trials_finished"],
