@@ -531,6 +531,17 @@ def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:
     return found
 
 
+def _bin_dir() -> str:
+    """Prefix that runs this environment's tools: ``.venv/bin/`` after ``make demo``, else ''."""
+    bindir = Path(sys.executable).parent
+    if (bindir / "mlflow").exists():
+        try:
+            return str(bindir.relative_to(Path.cwd())) + "/"
+        except ValueError:
+            return str(bindir) + "/"
+    return ""
+
+
 def print_summary(outcome: SearchOutcome, *, out: TextIO = sys.stdout, space_file: str = "") -> None:
     """The end-of-search report: winner, baseline, speedup, accept vs break-even, phases."""
     from autotune.report import phase_table
@@ -559,9 +570,11 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO = sys.stdout, space_fil
         print(f"Tuner overhead per trial (median): {s['tuner_overhead_s_median']:.2f} s", file=out)
     if outcome.tracking_uri:
         print("\nNext steps:", file=out)
-        print(f"  Browse trials:  mlflow ui --backend-store-uri {outcome.tracking_uri} "
+        bindir = _bin_dir()
+        print(f"  Browse trials:  {bindir}mlflow ui --backend-store-uri {outcome.tracking_uri} "
               "--host 127.0.0.1 --port 5000", file=out)
-        print(f"  Export winner:  python -m autotune.export --name {outcome.name} --format sh", file=out)
+        print(f"  Export winner:  {bindir}python -m autotune.export --name {outcome.name} "
+              "--format sh", file=out)
     print(f"\nLaunch command:\n{w.launch_command}", file=out, flush=True)
 
 
