@@ -70,11 +70,12 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+\Z")
 _SKIP, _SET, _CHOOSE, _INVALID = "skip", "set", "choose", "invalid"
 
 
-def _freeze(value: Any) -> Any:
+def freeze(value: Any) -> Any:
+    """A hashable copy of a parameter value (lists and mappings become sorted tuples)."""
     if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze(v) for v in value)
     if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
     return value
 
 
@@ -118,7 +119,7 @@ class TrialConfig:
 
         Two configs with the same key share one no-speculation baseline.
         """
-        args = tuple(sorted((k, _freeze(v)) for k, v in self.server_args.items()
+        args = tuple(sorted((k, freeze(v)) for k, v in self.server_args.items()
                             if not k.startswith("speculative_")))
         return (self.backend, self.profile, args, tuple(sorted(self.env.items())),
                 tuple(sorted(self.unset_env)))

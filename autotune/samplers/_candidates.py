@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import AutotuneError
+from autotune.space import freeze
 
 ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"
@@ -17,17 +18,9 @@ DRAFT = "speculative_num_draft_tokens"
 _TRIPLE = (STEPS, TOPK, DRAFT)
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    return value
-
-
 def config_key(params: Mapping[str, Any]) -> tuple:
     """Hashable identity of a config; a parameter set to None counts as unset."""
-    return tuple(sorted((k, _freeze(v)) for k, v in params.items() if v is not None))
+    return tuple(sorted((k, freeze(v)) for k, v in params.items() if v is not None))
 
 
 @dataclass(frozen=True)
@@ -113,9 +106,9 @@ class CandidateTable:
                                  group=not name.startswith("speculative_")))
         self.coords = np.full((n, len(self.dims)), -1, dtype=int)
         for j, d in enumerate(self.dims):
-            lookup = {_freeze(v): k for k, v in enumerate(d.values)}
+            lookup = {freeze(v): k for k, v in enumerate(d.values)}
             name = d.name
-            self.coords[:, j] = [lookup.get(_freeze(cfg[name]), -1) if name in cfg else -1
+            self.coords[:, j] = [lookup.get(freeze(cfg[name]), -1) if name in cfg else -1
                                  for cfg in self.configs]
         self.group_dims = [j for j, d in enumerate(self.dims) if d.group]
         self.extra_spec_dims = [j for j, d in enumerate(self.dims)
