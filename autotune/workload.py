@@ -141,16 +141,21 @@ def _parse_messages(value: Any, *, file: str, line: int) -> tuple[tuple[str, str
     return tuple(out)
 
 
-def read_jsonl(path: str | Path, *, display_name: str | None = None) -> list[_Entry]:
-    """Read a JSONL prompt file (see the module docstring for the format)."""
+def _read_text(path: str | Path, *, what: str, display_name: str | None) -> tuple[str, str]:
+    """``(name for messages, UTF-8 text)`` of a workload file, or a ConfigError saying why not."""
     p = Path(path)
     name = display_name or str(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        return name, p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read prompt file: {exc.strerror or exc}", file=name) from exc
+        raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=name) from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"prompt file is not UTF-8 text: {exc.reason}", file=name) from exc
+        raise ConfigError(f"{what} is not UTF-8 text: {exc.reason}", file=name) from exc
+
+
+def read_jsonl(path: str | Path, *, display_name: str | None = None) -> list[_Entry]:
+    """Read a JSONL prompt file (see the module docstring for the format)."""
+    name, text = _read_text(path, what="prompt file", display_name=display_name)
     entries = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -229,14 +234,7 @@ def _iter_json_array(text: str, *, file: str) -> Iterator[tuple[int, Any]]:
 
 def read_sharegpt(path: str | Path, *, display_name: str | None = None) -> list[_Entry]:
     """Read a ShareGPT JSON file (see the module docstring for the format)."""
-    p = Path(path)
-    name = display_name or str(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read ShareGPT file: {exc.strerror or exc}", file=name) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"ShareGPT file is not UTF-8 text: {exc.reason}", file=name) from exc
+    name, text = _read_text(path, what="ShareGPT file", display_name=display_name)
     entries = []
     for idx, (line, obj) in enumerate(_iter_json_array(text, file=name)):
         if not isinstance(obj, dict):
