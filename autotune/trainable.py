@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from autotune.searcher import ATTRS, CONSTRAINTS, OBJECTIVE
-from autotune.trial import (FAILED, FileBaselineStore, MeasureSettings, TrialResult, group_key,
-                            judge, measure, slos_of)
+from autotune.trial import (FAILED, FileBaselineStore, MeasureSettings, TrialResult, baseline_for,
+                            group_key, judge, measure, slos_of)
 
 
 @dataclass(frozen=True)
@@ -120,27 +120,6 @@ def to_report(result: TrialResult, space: Any, *, baseline: TrialResult | None,
     }
 
 
-# Failures a second start cannot fix: re-measuring them would only cost another server start.
-_DETERMINISTIC = ("out of memory", "not enough memory", "invalid launch command", "crashed at start-up")
-
-
-def _reusable(store: Any, key: str) -> TrialResult | None:
-    """The stored baseline of a group, unless it failed for a reason that may not recur.
-
-    A baseline that failed transiently (a start-up timeout, a crash mid-measurement) is measured
-    once more instead of marking its whole group infeasible for the rest of the search.
-    """
-    found = store.get(key)
-    if found is None or found.ok:
-        return found
-    reason = (found.reason or "").lower()
-    retried = key + "#retried"
-    if any(r in reason for r in _DETERMINISTIC) or store.get(retried) is not None:
-        return found
-    store.put(retried, found)  # the first failure stays on record; a second one is final
-    return None
-
-
 def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "trial",
                settings: MeasureSettings | None = None,
                fresh_baseline: bool = False) -> tuple[TrialResult, TrialResult | None, str]:
@@ -169,20 +148,13 @@ def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "tri
         return result, None, key
     base_cfg = space.trial_config(space.baseline_params(params))
     key = group_key(base_cfg)
-    measured_here = None
     if fresh_baseline:
         measured_here = baseline = judge(
             measure(base_cfg, workload, settings, name=f"{name}-baseline"), None, slos=slos)
     else:
-        baseline = _reusable(store, key)
-    if baseline is None:
-        with store.lock(key):
-            baseline = _reusable(store, key)
-            if baseline is None:
-                baseline = judge(measure(base_cfg, workload, settings, name=f"{name}-baseline"),
-                                 None, slos=slos)
-                store.put(key, baseline)
-                measured_here = baseline
+        baseline, fresh = baseline_for(base_cfg, workload, settings, store, slos=slos,
+                                       name=f"{name}-baseline")
+        measured_here = baseline if fresh else None
     result = measure(config, workload, settings, name=name)
     result = judge(result, baseline, slos=slos, min_speedup=space.constraints.min_speedup)
     return result, measured_here, key

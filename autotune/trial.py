@@ -29,7 +29,7 @@ from autotune.bench import BenchResult, run_benchmark
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
                              ServerStartupCrash, ServerStartupTimeout)
 from autotune.launch import LaunchSpec
-from autotune.phases import MetricsSnapshot, PhaseProfile, break_even, scrape, speedup
+from autotune.phases import PhaseProfile, break_even, scrape, speedup
 from autotune.server import ServerProcess
 from autotune.workload import Workload
 
@@ -480,21 +480,46 @@ def _compare(value: float, op: str, limit: float) -> bool:
             ">": value > limit}[op]
 
 
-def baseline_for(config: Any, baseline_config: Any, workload: Workload, settings: MeasureSettings,
-                 store: BaselineStore) -> TrialResult:
-    """The group's baseline: from the store, else measured once (others wait on the lock)."""
-    key = group_key(baseline_config)
+# Failures a second start cannot fix: re-measuring them would only cost another server start.
+_DETERMINISTIC = ("out of memory", "not enough memory", "invalid launch command", "crashed at start-up")
+
+
+def reusable_baseline(store: BaselineStore, key: str) -> TrialResult | None:
+    """The stored baseline of a group, unless it failed for a reason that may not recur.
+
+    A baseline that failed transiently (a start-up timeout, a crash mid-measurement) is measured
+    once more instead of marking its whole group infeasible for the rest of the search.
+    """
     found = store.get(key)
-    if found is not None:
+    if found is None or found.ok:
         return found
+    reason = (found.reason or "").lower()
+    retried = key + "#retried"
+    if any(r in reason for r in _DETERMINISTIC) or store.get(retried) is not None:
+        return found
+    store.put(retried, found)  # the first failure stays on record; a second one is final
+    return None
+
+
+def baseline_for(baseline_config: Any, workload: Workload, settings: MeasureSettings,
+                 store: BaselineStore, *, slos: Sequence[tuple[str, str, float]] = (),
+                 name: str = "baseline") -> tuple[TrialResult, bool]:
+    """The group's baseline and whether it was measured by this call.
+
+    Taken from the store when there; else measured once, while trials of the same group wait on
+    the group's lock instead of each measuring it.
+    """
+    key = group_key(baseline_config)
+    found = reusable_baseline(store, key)
+    if found is not None:
+        return found, False
     with store.lock(key):
-        found = store.get(key)
+        found = reusable_baseline(store, key)
         if found is not None:
-            return found
-        result = measure(baseline_config, workload, settings, name="baseline")
-        result = judge(result, None)
+            return found, False
+        result = judge(measure(baseline_config, workload, settings, name=name), None, slos=slos)
         store.put(key, result)
-        return result
+        return result, True
 
 
 def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = None,
@@ -523,7 +548,7 @@ def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = N
         return result
     if baseline_config is None:
         raise ValueError("a speculative config needs its baseline_config")
-    baseline = baseline_for(config, baseline_config, workload, settings, store)
+    baseline, _ = baseline_for(baseline_config, workload, settings, store, slos=slos)
     result = measure(config, workload, settings)
     return judge(result, baseline, slos=slos, min_speedup=min_speedup)
 
