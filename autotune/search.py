@@ -441,8 +441,10 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
             all_results.append((metrics.get("trial_id", ""), dict(r.config or {}), metrics))
         elif r.error is None:
             unfinished += 1
-    interrupted = unfinished > 0 or len(all_results) + sum(1 for r in grid if r.error) < trials \
-        and space.budget.wall_time_s is None
+    ended = len(all_results) + sum(1 for r in grid if r.error)
+    # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
+    # planned means the run was stopped.
+    interrupted = unfinished > 0 or (ended < trials and space.budget.wall_time_s is None)
     return _conclude(space, ctx, all_results, state, name=name, trials=trials,
                      interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
                      out=out)
