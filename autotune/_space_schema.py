@@ -755,7 +755,7 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
         seed=reader.integer(value.get("seed", 0), "search.seed", line_of(value, "seed"),
                             minimum=0),
         finalists=reader.integer(value.get("finalists", 3), "search.finalists",
-                                 line_of(value, "finalists"), minimum=1),
+                                 line_of(value, "finalists"), minimum=0),
         finalist_repeats=reader.integer(value.get("finalist_repeats", 3),
                                         "search.finalist_repeats",
                                         line_of(value, "finalist_repeats"), minimum=1),
