@@ -201,6 +201,16 @@ def items(mapping: Mapping[str, Any], field: str) -> Iterator[tuple[str, Any, st
 # ---------------------------------------------------------------------------- names
 
 
+# Env that only SGLang's speculative worker reads: with speculation off it is left out, so configs
+# that differ only here share one baseline.
+SPECULATION_ONLY_ENV = frozenset({"SGLANG_SIMULATE_ACC_LEN"})
+
+
+def is_speculation_only(name: str) -> bool:
+    """Whether a server arg or env var only matters when speculation is on."""
+    return name.startswith("speculative_") or name in SPECULATION_ONLY_ENV
+
+
 def is_env_name(name: str) -> bool:
     """ALL-UPPER names are environment variables."""
     return bool(ENV_NAME.match(name)) and any(c.isalpha() for c in name)
@@ -342,7 +352,7 @@ class Parameter:
     @property
     def is_speculative(self) -> bool:
         """A speculative-decoding setting (absent when speculation is off)."""
-        return self.name.startswith("speculative_")
+        return is_speculation_only(self.name)
 
     def values(self) -> Sequence[Any]:
         """Every value, for grids, as a lazy sequence (ranges can be huge).

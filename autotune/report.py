@@ -54,4 +54,15 @@ def summary_json(result: Any) -> dict[str, Any]:
     d["phases"]["shares"] = {name: ph.get(f"{name}_pct") for name in (
         "draft", "verify", "extend", "decode", "prefill", "gpu_other", "other")}
     d["phases_full"] = ph or None
+    d["server_startup"] = _startup_breakdown(getattr(result, "server_info", None))
     return d
+
+
+def _startup_breakdown(server_info: Any) -> dict[str, Any] | None:
+    """SGLang's own start-up timings (weight load, CUDA-graph capture per kind), if it reports them."""
+    if not isinstance(server_info, dict):
+        return None
+    states = server_info.get("internal_states")
+    first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    startup = first.get("startup_time", server_info.get("startup_time"))
+    return startup if isinstance(startup, dict) and startup else None

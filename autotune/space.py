@@ -53,6 +53,7 @@ from autotune._space_schema import (
     closest,
     env_text,
     is_env_name,
+    is_speculation_only,
     is_int,
     is_number,
     join,
@@ -120,8 +121,9 @@ class TrialConfig:
         Two configs with the same key share one no-speculation baseline.
         """
         args = tuple(sorted((k, freeze(v)) for k, v in self.server_args.items()
-                            if not k.startswith("speculative_")))
-        return (self.backend, self.profile, args, tuple(sorted(self.env.items())),
+                            if not is_speculation_only(k)))
+        env = tuple(sorted((k, v) for k, v in self.env.items() if not is_speculation_only(k)))
+        return (self.backend, self.profile, args, env,
                 tuple(sorted(self.unset_env)))
 
     def describe(self) -> str:
@@ -347,9 +349,13 @@ class SearchSpace:
             if value is None or (not spec_on and name.startswith("speculative_")):
                 continue
             args[name] = value
-        env = {k: env_text(v) for k, v in self.fixed_env.items() if v is not None}
-        unset = [k for k, v in self.fixed_env.items() if v is None]
+        fixed_env = {k: v for k, v in self.fixed_env.items()
+                     if spec_on or not is_speculation_only(k)}
+        env = {k: env_text(v) for k, v in fixed_env.items() if v is not None}
+        unset = [k for k, v in fixed_env.items() if v is None]
         for name, value in params.items():
+            if not spec_on and is_speculation_only(name):
+                continue
             if is_env_name(name):
                 if value is None:
                     env.pop(name, None)
@@ -560,7 +566,7 @@ class SearchSpace:
 
     def baseline_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The same non-speculative settings with speculation off."""
-        out = {k: v for k, v in params.items() if not k.startswith("speculative_")}
+        out = {k: v for k, v in params.items() if not is_speculation_only(k)}
         out[ALGO] = None
         return out
 

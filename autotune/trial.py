@@ -582,6 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repeats", type=int, help="override measure.repeats")
     parser.add_argument("--workdir", help="where server logs go")
+    parser.add_argument("--baseline-store", metavar="DIR",
+                        help="reuse baselines kept in DIR (measured once, then shared by every "
+                             "later call that names the same DIR)")
     args = parser.parse_args(argv)
     try:
         params = json.loads(args.params)
@@ -602,8 +605,9 @@ def main(argv: list[str] | None = None) -> int:
         base_cfg = None if config.is_baseline else space.trial_config(space.baseline_params(params))
         settings = settings_for(space, workdir=args.workdir, repeats=args.repeats)
         workload = Workload.from_spec(space.workload, file=space.file)
+        store = FileBaselineStore(args.baseline_store) if args.baseline_store else None
         result = evaluate(config, workload=workload, baseline_config=base_cfg, settings=settings,
-                          slos=slos_of(space), min_speedup=space.constraints.min_speedup)
+                          store=store, slos=slos_of(space), min_speedup=space.constraints.min_speedup)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -448,3 +448,41 @@ def test_phase_profile_from_live_snapshots_matches_the_request_counts(server: Se
     assert 0 < prof.draft_ms < prof.verify_ms and prof.extend_ms > 0  # type: ignore[operator]
     shares = [v for v in prof.shares.values() if v is not None]
     assert sum(shares) == pytest.approx(100.0)
+
+
+def test_trial_cli_baseline_store_measures_the_baseline_once(sim_env: None, tmp_path: Path) -> None:
+    """Two CLI calls naming one --baseline-store share one baseline, also when they force
+    different accept lengths: SGLANG_SIMULATE_ACC_LEN only matters to the speculative worker."""
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(textwrap.dedent(f"""\
+        name: cli-store
+        backend: sim
+        profile: {LLAMA}
+        model_path: sim/Llama-3.1-8B-Instruct
+        draft_model_path: sim/EAGLE3-LLaMA3.1-Instruct-8B
+        fixed_args: {{speculative_algorithm: EAGLE3, tp_size: 1}}
+        parameters:
+          speculative_num_steps: {{type: int, low: 1, high: 6}}
+          speculative_eagle_topk: {{type: categorical, choices: [1]}}
+          SGLANG_SIMULATE_ACC_LEN: {{type: categorical, choices: ["2", "3"]}}
+        workload: {{num_prompts: 2, warmup_prompts: 1, output_len: 24, concurrency: 1}}
+        measure: {{repeats: 1, startup_timeout_s: 60}}
+        """))
+    store = tmp_path / "baselines"
+    outs = []
+    for steps, acc in ((2, "2"), (3, "3")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "autotune.trial", "--space", str(space_file), "--params",
+             json.dumps({"speculative_num_steps": steps, "speculative_eagle_topk": 1,
+                         "SGLANG_SIMULATE_ACC_LEN": acc}),
+             "--json", "--baseline-store", str(store), "--workdir", str(tmp_path / f"w{steps}")],
+            cwd=REPO, capture_output=True, text=True, timeout=100, env=dict(os.environ),
+            check=False)
+        assert proc.returncode in (0, 1), proc.stderr
+        outs.append(json.loads(proc.stdout))
+    assert len(list(store.glob("*.json"))) == 1
+    assert outs[0]["baseline_tok_s"] is not None
+    assert outs[0]["baseline_tok_s"] == outs[1]["baseline_tok_s"]  # reused, not re-measured
+    assert "SGLANG_SIMULATE_ACC_LEN=3" in outs[1]["launch_command"]
+    # The second call launched one server (its own); the first launched two.
+    assert len(list((tmp_path / "w2").glob("**/*.log"))) > len(list((tmp_path / "w3").glob("**/*.log")))
