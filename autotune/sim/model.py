@@ -62,6 +62,8 @@ class ModelConfig:
     max_running_requests: int | None = None
     disable_overlap_schedule: bool = False
     invalid_env: tuple[str, ...] = ()
+    # SGLANG_SIMULATE_ACC_LEN: a forced mean accept length (tokens per cycle, bonus included).
+    simulate_acc_len: float | None = None
 
     @classmethod
     def from_server_args(cls, args: Mapping[str, Any], env: Mapping[str, str]) -> "ModelConfig":
@@ -117,7 +119,23 @@ class ModelConfig:
             max_running_requests=args.get("max_running_requests"),
             disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
             invalid_env=tuple(invalid),
+            simulate_acc_len=_simulate_acc_len(env.get("SGLANG_SIMULATE_ACC_LEN")),
         )
+
+
+def _simulate_acc_len(raw: str | None) -> float | None:
+    """SGLang's reading of ``SGLANG_SIMULATE_ACC_LEN``: a float, off when <= 0 or unparsable.
+
+    SGLang (``srt/environ.py`` ``EnvFloat``) warns and falls back to its default of -1 (off) on a
+    value that is not a float, so the emulator does the same rather than failing start-up.
+    """
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if value > 0 and math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -197,6 +215,10 @@ class Expectation:
     accept_length: float | None  # None without speculation
     cycle: CyclePhases
     batch: int
+    # Decode cycles of one request and the busy time of one round of ``batch`` requests (prefill
+    # and per-request overhead included): what a measured window spreads its wall time over.
+    cycles: float | None = None
+    busy_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         c = self.cycle
@@ -353,8 +375,11 @@ class PerformanceModel:
         shard = p.reference_tp / c.tp_size
         draft_tokens = batch * s.topk
         per_step = (p.draft_step_ms + p.draft_topk_ms * (s.topk - 1)) * (1 + 0.02 * (draft_tokens - 1))
-        draft = p.draft_first_step_ms + s.num_steps * (per_step * shard ** 0.5
-                                                       + self._comm_ms(draft_tokens, 2))
+        # SGLang's EAGLE worker takes the first draft token from the re-extend's logits, so a
+        # profile may say that many steps run no draft forward of their own.
+        forwards = max(s.num_steps - p.draft_skip_steps, 0)
+        draft = (p.draft_first_step_ms if forwards else 0.0) \
+            + forwards * (per_step * shard ** 0.5 + self._comm_ms(draft_tokens, 2))
         verify_tokens = batch * s.num_draft_tokens
         verify = self.forward_ms(verify_tokens) + p.verify_fixed_ms
         if s.topk > 1:
@@ -364,8 +389,10 @@ class PerformanceModel:
         extend_tokens = batch * (s.num_steps + 1)
         extend = (p.extend_ms + p.extend_per_token_ms * (extend_tokens - 1)) * shard ** 0.5 \
             + self._comm_ms(extend_tokens, 2)
+        spec_other = p.spec_other_ms + p.spec_other_per_step_ms * s.num_steps \
+            + p.spec_other_per_token_ms * verify_tokens
         return CyclePhases(draft_ms=draft, verify_ms=max(verify, 0.1), extend_ms=extend,
-                           other_ms=self._other_ms(p.spec_other_ms, batch))
+                           other_ms=self._other_ms(spec_other, batch))
 
     def prefill_ms(self, num_tokens: int) -> float:
         """GPU time to prefill ``num_tokens`` prompt tokens (the draft's prefill included)."""
@@ -385,10 +412,16 @@ class PerformanceModel:
         return _factor(self.profile.acceptance.prompt_spread, NormalDist().inv_cdf(u))
 
     def acceptance(self, factor: float = 1.0) -> AcceptanceDist:
-        """Acceptance distribution of one cycle for a prompt with acceptance scale ``factor``."""
+        """Acceptance distribution of one cycle for a prompt with acceptance scale ``factor``.
+
+        With ``SGLANG_SIMULATE_ACC_LEN`` set, every prompt gets the forced distribution instead.
+        """
         if self.config.spec is None:
             return AcceptanceDist(probs=(1.0,), widths=(), num_proposed=0, _cum=(1.0,))
         s = self.config.spec
+        if self.config.simulate_acc_len is not None:
+            return _forced_acceptance(self.profile.acceptance, s.num_steps, s.topk,
+                                      s.num_draft_tokens, self.config.simulate_acc_len)
         return _cached_acceptance(self.profile.acceptance, s.num_steps, s.topk, s.num_draft_tokens,
                                   round(factor, 4))
 
@@ -396,6 +429,8 @@ class PerformanceModel:
         """Accept length averaged over the prompt distribution, or None without speculation."""
         if self.config.spec is None:
             return None
+        if self.config.simulate_acc_len is not None:
+            return self.acceptance().mean
         spread = self.profile.acceptance.prompt_spread
         return sum(w * self.acceptance(_factor(spread, z)).mean for z, w in zip(_GH_NODES, _GH_WEIGHTS))
 
@@ -413,6 +448,12 @@ class PerformanceModel:
             cycles = output_len - 1
             accept = None
             mean_tokens = 1.0
+        elif self.config.simulate_acc_len is not None:
+            # A forced length takes only two values, so the cut last cycle is counted exactly.
+            dist = self.acceptance()
+            accept = dist.mean
+            cycles = _expected_cycles(dist.probs, output_len - 1)
+            mean_tokens = accept
         else:
             if prompt_factors:
                 points = tuple((f, 1.0 / len(prompt_factors)) for f in prompt_factors)
@@ -429,7 +470,8 @@ class PerformanceModel:
         output_tok_s = batch * output_len / busy_ms * 1e3
         decode_tok_s = batch * mean_tokens / cycle.total_ms * 1e3
         return Expectation(output_tok_s=output_tok_s, decode_tok_s=decode_tok_s,
-                           accept_length=accept, cycle=cycle, batch=batch)
+                           accept_length=accept, cycle=cycle, batch=batch,
+                           cycles=cycles, busy_ms=busy_ms)
 
 
 def _factor(spread: float, z: float) -> float:
@@ -495,6 +537,38 @@ def _cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: fl
     probs = tuple(reach[j] - (reach[j + 1] if j < depth else 0.0) for j in range(depth + 1))
     return AcceptanceDist(probs=probs, widths=widths, num_proposed=draft_tokens - 1,
                           _cum=tuple(_accumulate(probs)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _forced_acceptance(acc, steps: int, topk: int, draft_tokens: int,
+                       forced: float) -> AcceptanceDist:
+    """SGLang's ``SGLANG_SIMULATE_ACC_LEN`` with its default method ``match-expected``.
+
+    As ``_sample_simulated_acc_len`` in SGLang 0.5.17 ``srt/speculative/spec_utils.py``: the
+    forced length is clamped to ``[1, steps + 1]`` and each verify produces ``floor(x)`` tokens or
+    one more, the latter with probability ``x - floor(x)``, so the mean is exactly ``x``.
+    SGLang draws once per verify for the whole batch; the emulator draws per request, which has
+    the same mean at any batch size and is identical at batch 1.
+    """
+    max_len = steps + 1
+    x = max(1.0, min(float(max_len), forced))
+    lower = int(x // 1)
+    upper = lower + 1 if lower < max_len else lower
+    probs = [0.0] * max_len
+    probs[lower - 1] += 1.0 - (x - lower)
+    probs[upper - 1] += x - lower
+    return AcceptanceDist(probs=tuple(probs), widths=_tree_widths(acc, steps, topk, draft_tokens),
+                          num_proposed=draft_tokens - 1, _cum=tuple(_accumulate(tuple(probs))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_cycles(probs: tuple[float, ...], tokens: int) -> float:
+    """Expected verify cycles until ``tokens`` tokens are made, each cycle making ``j + 1`` with
+    probability ``probs[j]`` (the last cycle's surplus is cut, as at ``max_tokens``)."""
+    need = [0.0] * (tokens + 1)
+    for n in range(1, tokens + 1):
+        need[n] = 1.0 + sum(p * need[max(n - j - 1, 0)] for j, p in enumerate(probs) if p)
+    return need[tokens]
 
 
 @functools.lru_cache(maxsize=65536)

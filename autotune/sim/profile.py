@@ -100,6 +100,7 @@ class Profile:
     draft_step_ms: float = 0.3        # one draft forward, batch 1, topk 1
     draft_topk_ms: float = 0.02       # extra per extra top-k branch per request
     draft_first_step_ms: float = 0.0  # the first step also runs the draft's input projection
+    draft_skip_steps: int = 0         # steps with no draft forward (SGLang EAGLE: 1, see docs)
     extend_ms: float = 0.6            # draft re-extend, fixed
     extend_per_token_ms: float = 0.05
     verify_fixed_ms: float = 0.0      # TARGET_VERIFY extras a plain decode does not run (mask, sampling)
@@ -108,6 +109,8 @@ class Profile:
     # CPU work not hidden by overlap scheduling.
     other_ms: float = 0.1
     spec_other_ms: float = 0.15
+    spec_other_per_step_ms: float = 0.0   # CPU per draft step (launches not in a CUDA graph)
+    spec_other_per_token_ms: float = 0.0  # CPU per verified token (tree build, accept bookkeeping)
     overlap_hidden_ms: float = 0.5    # CPU scheduling the overlap scheduler hides
     # Batching: weight-bound parts are shared by the batch; compute parts grow per token.
     # Prefill.
