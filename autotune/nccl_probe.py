@@ -1,0 +1,392 @@
+"""``python -m autotune.nccl_probe``: rank NCCL settings by all-reduce latency at a model's sizes.
+
+A server restart costs minutes; an NCCL setting changes small all-reduce latency by up to ~1.6x
+(REFERENCE.md section 4). This probe measures bf16 all-reduce of ``tokens x hidden`` messages
+for each candidate environment, in fresh processes on this node's GPUs (torch.distributed,
+one new process group per candidate, CUDA events around each call, median after warm-up), and
+ranks the candidates by decode-size latency. See ``docs/nccl-probe.md``.
+
+Phases by message size: ``tokens <= decode_max_tokens`` (8) is decode, ``<= verify_max_tokens``
+(64) is verify, larger is prefill. A candidate's phase latency is the mean of its medians over
+that phase's sizes. Ranking is by decode latency, ties broken by verify, then prefill.
+
+Backends: ``nccl`` (GPUs), ``gloo`` (CPU processes: the same logic, for tests), ``sim`` (the
+emulator's modelled NCCL latency; nothing runs), ``auto`` (nccl when there are ``tp`` GPUs, else
+gloo). This module and its workers import neither Ray nor MLflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from autotune._nccl_candidates import (
+    DEFAULT_NAME,
+    NVLS_VAR,
+    Candidate,
+    candidates_from_space,
+    check_forbidden,
+    forbids_nvls,
+    hidden_of_space,
+    load_candidates,
+)
+from autotune.errors import AutotuneError, ConfigError
+
+__all__ = ["BACKENDS", "Candidate", "ProbeSettings", "candidates_from_space", "format_table",
+           "load_candidates", "main", "phase_of", "rank_rows", "run_probe"]
+
+BACKENDS = ("auto", "nccl", "gloo", "sim")
+PHASES = ("decode", "verify", "prefill")
+EXIT_ERROR = 2
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What to measure and how.
+
+    Attributes:
+        tp: Ranks of the all-reduce (GPUs).
+        hidden: Model hidden size; a message is ``tokens x hidden`` bf16 values.
+        tokens: Token counts, one message size each.
+        iters: Timed all-reduces per size.
+        warmup: Untimed all-reduces per size before them.
+        backend: ``auto``, ``nccl``, ``gloo`` or ``sim``.
+        timeout_s: Per candidate, from its go to its result; past it the candidate fails.
+        decode_max_tokens: Sizes up to this many tokens are decode.
+        verify_max_tokens: Sizes up to this many tokens (above decode) are verify.
+        profile: Sim profile, for the ``sim`` backend.
+    """
+
+    tp: int
+    hidden: int
+    tokens: tuple[int, ...] = (1, 4, 8, 64)
+    iters: int = 200
+    warmup: int = 20
+    backend: str = "auto"
+    timeout_s: float = 60.0
+    decode_max_tokens: int = 8
+    verify_max_tokens: int = 64
+    profile: str | None = None
+
+    def check(self) -> None:
+        """Raises ValueError for settings that cannot be probed."""
+        if self.tp < 2:
+            raise ValueError(f"tp must be >= 2 (an all-reduce over one rank is free), got {self.tp}")
+        if self.hidden < 1:
+            raise ValueError(f"hidden must be >= 1, got {self.hidden}")
+        if not self.tokens or any(t < 1 for t in self.tokens):
+            raise ValueError(f"tokens must be a non-empty list of counts >= 1, got {self.tokens}")
+        if self.iters < 1 or self.warmup < 0:
+            raise ValueError(f"iters must be >= 1 and warmup >= 0, got {self.iters}, {self.warmup}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend == "sim" and not self.profile:
+            raise ValueError("the sim backend needs a sim profile")
+        if not 1 <= self.decode_max_tokens <= self.verify_max_tokens:
+            raise ValueError("need 1 <= decode_max_tokens <= verify_max_tokens")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+
+
+def phase_of(tokens: int, settings: ProbeSettings) -> str:
+    """``decode``, ``verify`` or ``prefill`` for a message of ``tokens`` tokens."""
+    if tokens <= settings.decode_max_tokens:
+        return "decode"
+    if tokens <= settings.verify_max_tokens:
+        return "verify"
+    return "prefill"
+
+
+def resolve_backend(requested: str, tp: int) -> tuple[str, str | None]:
+    """(backend, note): ``auto`` becomes nccl with ``tp`` visible GPUs, else gloo (noted)."""
+    if requested != "auto":
+        return requested, None
+    try:
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        gpus = 0
+    if gpus >= tp:
+        return "nccl", None
+    return "gloo", (f"backend auto: {gpus} CUDA device(s) visible, fewer than tp={tp}; using gloo "
+                    "on CPU processes. Its latencies are not NCCL's: they check the probe, not "
+                    "the candidates")
+
+
+# ----------------------------------------------------------------------------- ranking
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def rank_rows(rows: list[dict[str, Any]], settings: ProbeSettings) -> dict[str, Any]:
+    """Add phase figures and ranks to ``rows`` (in place); returns the ranking section.
+
+    A row's ``decode_us``/``verify_us``/``prefill_us`` is the mean of its medians over that
+    phase's sizes (None when it has none, or failed). Successful rows are ranked by the first
+    phase present (decode, else verify, else prefill), ties broken by the later phases; failed
+    rows get ``rank: None``.
+
+    Returns:
+        ``{"rank_by", "ranking", "best", "default", "spread"}``; ``spread`` compares the best
+        candidate with the ``default`` one at the ranking phase (None figures when unknown).
+    """
+    phases_present = [ph for ph in PHASES
+                      if any(phase_of(t, settings) == ph for t in settings.tokens)]
+    for row in rows:
+        for size in row.get("sizes", []):
+            size["phase"] = phase_of(size["tokens"], settings)
+        for ph in PHASES:
+            medians = [s["median_us"] for s in row.get("sizes", [])
+                       if s["phase"] == ph and _finite(s.get("median_us"))]
+            row[f"{ph}_us"] = _mean(medians) if row.get("status") == "ok" else None
+
+    def key(item: tuple[int, dict[str, Any]]) -> tuple:
+        index, row = item
+        return tuple(row[f"{ph}_us"] if row[f"{ph}_us"] is not None else math.inf
+                     for ph in phases_present) + (index,)
+
+    ok = [(i, r) for i, r in enumerate(rows) if r.get("status") == "ok"
+          and r.get(f"{phases_present[0]}_us") is not None]
+    ranked = [r for _, r in sorted(ok, key=key)]
+    for row in rows:
+        row["rank"] = None
+    for position, row in enumerate(ranked, start=1):
+        row["rank"] = position
+    primary = phases_present[0]
+    best = ranked[0] if ranked else None
+    default = next((r for r in rows if r["name"] == DEFAULT_NAME or not r.get("env")), None)
+    best_us = best[f"{primary}_us"] if best else None
+    default_us = default[f"{primary}_us"] if default else None
+    spread = {"phase": primary, "best": best["name"] if best else None, "best_us": best_us,
+              "default": default["name"] if default else None, "default_us": default_us,
+              "default_over_best": (default_us / best_us if best_us and default_us is not None
+                                    else None),
+              "saving_us": (default_us - best_us if best_us is not None and default_us is not None
+                            else None)}
+    return {"rank_by": phases_present, "ranking": [r["name"] for r in ranked],
+            "best": spread["best"],
+            "default": ({"name": default["name"], "status": default.get("status"),
+                         **{f"{ph}_us": default.get(f"{ph}_us") for ph in PHASES}}
+                        if default else None),
+            "spread": spread}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
+              forbidden_env: Mapping[str, Sequence[str] | None] | None = None,
+              allow_nvls: bool = False, workdir: str | None = None,
+              on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Measure and rank ``candidates``; returns the report (JSON-ready).
+
+    Args:
+        candidates: At least one; names must be unique.
+        settings: What to measure.
+        forbidden_env: A space's ``forbidden.env``. None means no space: NVLink multicast
+            (``NCCL_NVLS_ENABLE=1``) is forbidden unless ``allow_nvls``.
+        allow_nvls: With no space, let a candidate turn NVLink multicast on.
+        workdir: Keep worker logs and status files here (a temporary folder otherwise).
+        on_row: Called with each raw row as soon as its candidate is done.
+
+    Raises:
+        ValueError: Bad settings or no candidates.
+        ConfigError: A candidate sets a forbidden value.
+    """
+    settings.check()
+    if not candidates:
+        raise ValueError("no candidates to probe")
+    names = [c.name for c in candidates]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"candidate names must be unique; repeated: {', '.join(dupes)}")
+    if forbidden_env is None:
+        forbidden_env = {} if allow_nvls else {NVLS_VAR: ("1",)}
+    check_forbidden(candidates, forbidden_env)
+    t0 = time.monotonic()
+    backend, note = resolve_backend(settings.backend, settings.tp)
+    if backend == "sim":
+        from autotune._nccl_sim import sim_rows
+
+        rows = sim_rows(candidates, profile=settings.profile, tp=settings.tp,
+                        hidden=settings.hidden, tokens=settings.tokens)
+        for row in rows:
+            if on_row is not None:
+                on_row(row)
+    else:
+        from autotune._nccl_runner import RunSettings, run_candidates
+
+        run = RunSettings(tp=settings.tp, hidden=settings.hidden, tokens=tuple(settings.tokens),
+                          iters=settings.iters, warmup=settings.warmup, backend=backend,
+                          timeout_s=settings.timeout_s)
+        rows = run_candidates(candidates, run, workdir=workdir, on_row=on_row)
+    ranking = rank_rows(rows, settings)
+    facts = next((r for r in rows if r.get("status") == "ok"), {})
+    host = {"hostname": socket.gethostname(), "python": platform.python_version(),
+            "backend": backend, "dtype": facts.get("dtype"),
+            "torch_version": facts.get("torch_version"),
+            "nccl_version": facts.get("nccl_version"), "gpu_name": facts.get("gpu_name"),
+            "gpu_count": facts.get("gpu_count"),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return {"schema": 1, "kind": "nccl-probe",
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": host,
+            "args": {**asdict(settings), "tokens": list(settings.tokens),
+                     "backend_requested": settings.backend, "backend": backend,
+                     "forbidden_env": {k: list(v) if v is not None else None
+                                       for k, v in forbidden_env.items()}},
+            "notes": [note] if note else [], "rows": rows, **ranking,
+            "failed": [r["name"] for r in rows if r.get("status") != "ok"],
+            "wall_s": round(time.monotonic() - t0, 3)}
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def _us(value: Any) -> str:
+    return f"{value:.1f}" if _finite(value) else "-"
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """The report for people: one line per candidate in rank order, failures last."""
+    tokens = list(report["args"]["tokens"])
+    head = ["rank", "candidate"] + [f"{t} tok" for t in tokens] + ["decode", "verify", "prefill"]
+    lines = []
+    rows = sorted(report["rows"], key=lambda r: (r["rank"] is None, r["rank"] or 0))
+    for row in rows:
+        by_tokens = {s["tokens"]: s for s in row.get("sizes", [])}
+        cells = [str(row["rank"]) if row["rank"] is not None else "FAIL", row["name"]]
+        cells += [_us(by_tokens.get(t, {}).get("median_us")) for t in tokens]
+        cells += [_us(row.get(f"{ph}_us")) for ph in PHASES]
+        lines.append(cells)
+    widths = [max(len(c[i]) for c in [head] + lines) for i in range(len(head))]
+    fmt = "  ".join(f"{{:{'<' if i == 1 else '>'}{w}}}" for i, w in enumerate(widths))
+    args = report["args"]
+    out = [f"NCCL probe: backend {args['backend']}, tp {args['tp']}, hidden {args['hidden']}, "
+           f"{args['iters']} iters after {args['warmup']} warm-up; median us per all-reduce",
+           fmt.format(*head)]
+    out += [fmt.format(*cells) for cells in lines]
+    for row in rows:
+        if row.get("status") != "ok":
+            out.append(f"  {row['name']} failed: {row.get('reason')}")
+    s = report["spread"]
+    if s["best"] is not None and s["default_us"] is not None:
+        out.append(f"best {s['best']} {_us(s['best_us'])} us vs default {_us(s['default_us'])} us "
+                   f"at {s['phase']} size: default/best {s['default_over_best']:.2f}x, "
+                   f"{_us(s['saving_us'])} us saved per all-reduce")
+    elif s["best"] is not None:
+        out.append(f"best {s['best']} {_us(s['best_us'])} us at {s['phase']} size "
+                   "(no default candidate to compare with)")
+    else:
+        out.append("no candidate was measured")
+    for note in report.get("notes", []):
+        out.append(f"note: {note}")
+    out.append(f"wall time {report['wall_s']:.1f} s")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one token count")
+    return values
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m autotune.nccl_probe",
+                                description=__doc__.split("\n\n")[0])
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--candidates", help="candidates file (YAML or JSON; docs/nccl-probe.md)")
+    src.add_argument("--space", help="search space: probe its NCCL_* parameter combinations")
+    p.add_argument("--tp", type=int, required=True, help="ranks (GPUs) of the all-reduce")
+    p.add_argument("--hidden", type=int, help="hidden size (default with --space: "
+                   "nccl_prescreen.hidden, the sim profile's, or the model's config.json)")
+    p.add_argument("--tokens", type=_int_list, default=(1, 4, 8, 64),
+                   help="token counts, comma-separated (default 1,4,8,64)")
+    p.add_argument("--backend", choices=BACKENDS, default="auto")
+    p.add_argument("--iters", type=int, default=200, help="timed all-reduces per size")
+    p.add_argument("--warmup", type=int, default=20, help="untimed all-reduces per size first")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
+    p.add_argument("--decode-max-tokens", type=int, default=8)
+    p.add_argument("--verify-max-tokens", type=int, default=64)
+    p.add_argument("--profile", help="sim profile for --backend sim (default: the space's)")
+    p.add_argument("--allow-nvls", action="store_true",
+                   help="with --candidates: let a candidate set NCCL_NVLS_ENABLE=1")
+    p.add_argument("--workdir", help="keep worker logs here")
+    p.add_argument("--json", action="store_true", help="print the JSON report (table to stderr)")
+    p.add_argument("--out", help="write the JSON report to this file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        forbidden: Mapping[str, Any] | None = None
+        profile = args.profile
+        hidden = args.hidden
+        if args.space:
+            from autotune.space import load_space
+
+            space = load_space(args.space)
+            candidates = candidates_from_space(space)
+            forbidden = dict(space.forbidden.env)
+            if forbids_nvls(forbidden) and args.allow_nvls:
+                raise ConfigError("--allow-nvls: the space forbids NCCL_NVLS_ENABLE=1",
+                                  file=space.file, field="forbidden.env")
+            profile = profile or space.profile
+            hidden = hidden or hidden_of_space(space)
+        else:
+            candidates = load_candidates(args.candidates)
+            if hidden is None:
+                raise ConfigError("--hidden is required with --candidates")
+        settings = ProbeSettings(
+            tp=args.tp, hidden=hidden, tokens=args.tokens, iters=args.iters, warmup=args.warmup,
+            backend=args.backend, timeout_s=args.timeout,
+            decode_max_tokens=args.decode_max_tokens, verify_max_tokens=args.verify_max_tokens,
+            profile=profile)
+
+        def progress(row: dict[str, Any]) -> None:
+            what = "ok" if row.get("status") == "ok" else f"FAILED: {row.get('reason')}"
+            print(f"  {row['name']}: {what} ({row.get('wall_s', 0):.1f} s)", file=sys.stderr,
+                  flush=True)
+
+        report = run_probe(candidates, settings, forbidden_env=forbidden,
+                           allow_nvls=args.allow_nvls, workdir=args.workdir, on_row=progress)
+    except (AutotuneError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    text = json.dumps(report, indent=2)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+    if args.json:
+        print(format_table(report), file=sys.stderr)
+        print(text)
+    else:
+        print(format_table(report))
+    return 0 if report["ranking"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
