@@ -40,6 +40,7 @@ from autotune._space_schema import (
     read_constraints,
     read_forbidden,
     read_measure,
+    read_nccl_prescreen,
     read_objective,
     read_parameter,
     read_resources,
@@ -48,6 +49,7 @@ from autotune._space_schema import (
     show,
     type_name,
 )
+from autotune._space_nccl import NCCL_BUNDLE, apply_kept, check_prescreen
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
 from autotune.sim.profile import builtin_profiles, load_profile
@@ -55,7 +57,7 @@ from autotune.sim.profile import builtin_profiles, load_profile
 _TOP_KEYS = ("name", "description", "backend", "profile", "model_path", "draft_model_path",
              "fixed_args", "fixed_env", "parameters", "rules", "forbidden", "workload",
              "measure", "objective", "constraints", "budget", "resources", "search",
-             "exclusive_node")
+             "exclusive_node", "nccl_prescreen")
 #: Above this many combinations of the rule-relevant parameters, loading checks a sample.
 _VERIFY_EXHAUSTIVE_LIMIT = 20000
 _VERIFY_SAMPLES = 2000
@@ -169,7 +171,10 @@ class _Builder:
             search=read_search(r, data.get("search"), lines.get("search")),
             exclusive_node=r.boolean(data.get("exclusive_node", False), "exclusive_node",
                                      lines.get("exclusive_node")),
-            description=description, raw=plain(data), lines=lines)
+            description=description, raw=plain(data), lines=lines,
+            nccl_prescreen=read_nccl_prescreen(r, data.get("nccl_prescreen"),
+                                               lines.get("nccl_prescreen")))
+        self._nccl_prescreen(space, data, lines.get("nccl_prescreen"))
         self._check_forbidden_static(space, data)
         self._check_conditions(space)
         self._check_speculation(space, data, lines)
@@ -309,6 +314,15 @@ class _Builder:
         return rules
 
     # -- cross-section checks
+
+    def _nccl_prescreen(self, space: Any, data: Mapping[str, Any], line: int | None) -> None:
+        settings = space.nccl_prescreen
+        if settings is None:
+            return
+        check_prescreen(space, self.fail, line)
+        if settings.kept:
+            kept = (data.get("nccl_prescreen") or {}).get("kept")
+            apply_kept(space, settings.kept, self.fail, lambda i: line_of(kept, i))
 
     def _param_line(self, data: Mapping[str, Any], name: str,
                     index: int | None = None) -> int | None:
@@ -457,6 +471,8 @@ class _Builder:
                 deps[p.name] |= {STEPS, TOPK}
             if p.name == TOPK:
                 deps[p.name] |= set(ATTENTION_ARGS) | {"page_size"}
+            if space.nccl_bundle is not None and p.name.startswith("NCCL_"):
+                deps[p.name].add(NCCL_BUNDLE)  # derived from the kept candidate
             deps[p.name] &= set(params)
         placed: list[Parameter] = []
         done: set[str] = set()

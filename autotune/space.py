@@ -46,6 +46,7 @@ from autotune._space_schema import (
     Constraints,
     Forbidden,
     Measure,
+    NcclPrescreen,
     Objective,
     Parameter,
     Resources,
@@ -60,6 +61,7 @@ from autotune._space_schema import (
     show,
     type_name,
 )
+from autotune._space_nccl import NCCL_BUNDLE, infer_candidate
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
 
@@ -168,6 +170,9 @@ class SearchSpace:
         exclusive_node: Whether a trial takes a whole node.
         description: Free text.
         raw: The file's content as plain data.
+        nccl_prescreen: The ``nccl_prescreen:`` section, or None.
+        nccl_bundle: With ``nccl_prescreen.kept``: kept candidate name -> its NCCL_* values;
+            the NCCL_* parameters are then derived from the ``nccl_candidate`` parameter.
     """
 
     name: str
@@ -190,6 +195,8 @@ class SearchSpace:
     search: SearchSettings
     exclusive_node: bool = False
     description: str = ""
+    nccl_prescreen: NcclPrescreen | None = None
+    nccl_bundle: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     lines: dict[str, int | None] = field(default_factory=dict, repr=False)
     _order: tuple[Parameter, ...] = field(default=(), repr=False)
@@ -235,6 +242,8 @@ class SearchSpace:
         Returns ``(_SKIP, why)``, ``(_SET, value)`` for a derived value, ``(_CHOOSE, bounds)``
         with bounds None or a narrowed ``(low, high)``, or ``(_INVALID, why)``.
         """
+        if self.nccl_bundle is not None and p.name.startswith("NCCL_"):
+            return _SET, self.nccl_bundle[ctx[NCCL_BUNDLE]][p.name]
         algo = ctx.get(ALGO)
         if p.is_speculative and p.name != ALGO and algo is None:
             return _SKIP, "speculation is off"
@@ -354,6 +363,8 @@ class SearchSpace:
         env = {k: env_text(v) for k, v in fixed_env.items() if v is not None}
         unset = [k for k, v in fixed_env.items() if v is None]
         for name, value in params.items():
+            if name == NCCL_BUNDLE:
+                continue  # a label: its NCCL_* values are params of their own
             if not spec_on and is_speculation_only(name):
                 continue
             if is_env_name(name):
@@ -434,6 +445,11 @@ class SearchSpace:
             return {}, ("a config must be a mapping of parameter names to values, got "
                         f"{type_name(params)}")
         given = dict(params)
+        if self.nccl_bundle is not None and NCCL_BUNDLE not in given:
+            name, why = infer_candidate(self.nccl_bundle, given)
+            if why is not None:
+                return {}, why
+            given[NCCL_BUNDLE] = name
         resolved: dict[str, Any] = {}
         skipped: dict[str, str] = {}
         if ALGO in given and given[ALGO] is None and ALGO not in self.parameters:
