@@ -277,8 +277,9 @@ def format_table(report: Mapping[str, Any]) -> str:
     widths = [max(len(c[i]) for c in [head] + lines) for i in range(len(head))]
     fmt = "  ".join(f"{{:{'<' if i == 1 else '>'}{w}}}" for i, w in enumerate(widths))
     args = report["args"]
-    out = [f"NCCL probe: backend {args['backend']}, tp {args['tp']}, hidden {args['hidden']}, "
-           f"{args['iters']} iters after {args['warmup']} warm-up; median us per all-reduce",
+    how = ("the emulator's modelled us per all-reduce (nothing timed)" if args["backend"] == "sim"
+           else f"{args['iters']} iters after {args['warmup']} warm-up; median us per all-reduce")
+    out = [f"NCCL probe: backend {args['backend']}, tp {args['tp']}, hidden {args['hidden']}, {how}",
            fmt.format(*head)]
     out += [fmt.format(*cells) for cells in lines]
     for row in rows:

@@ -387,6 +387,22 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     from autotune.trial import settings_for
 
     exp_dir = storage / run_name
+    if tracker is not None:
+        tracker.start_search(space_path=space_path, backend=space.backend, profile=space.profile,
+                             budget=trials, seed=seed, sampler=space.search.sampler,
+                             ray_address=ray_where, resume=restoring)
+    print(f"Search {name!r}: {space.backend} backend"
+          + (f", profile {space.profile}" if space.profile else "")
+          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
+          file=out, flush=True)
+    # nccl_prescreen: the trials load a copy of the space narrowed to the best NCCL candidates.
+    from autotune.prescreen import run_prescreen
+    from autotune.space import load_space
+
+    screened = run_prescreen(space, exp_dir=exp_dir, tracker=tracker, restoring=restoring, out=out)
+    if screened is not None and screened.narrowed_path != space_path:
+        space_path = screened.narrowed_path
+        space = load_space(space_path)
     ctx = TrialContext(space_path=space_path, baseline_dir=str(exp_dir / "baselines"),
                        workdir=str(exp_dir), settings=settings_for(space))
     resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
@@ -401,15 +417,6 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-
-    if tracker is not None:
-        tracker.start_search(space_path=space_path, backend=space.backend, profile=space.profile,
-                             budget=trials, seed=seed, sampler=space.search.sampler,
-                             ray_address=ray_where, resume=restoring)
-    print(f"Search {name!r}: {space.backend} backend"
-          + (f", profile {space.profile}" if space.profile else "")
-          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
-          file=out, flush=True)
 
     run_config = tune.RunConfig(
         name=run_name, storage_path=str(storage), verbose=0, callbacks=[callback],

@@ -570,6 +570,44 @@ class Tracker:
             _retry(lambda m=chunk_m, p=chunk_p, t=chunk_t: self.client.log_batch(run_id, metrics=m, params=p,
                                                                                  tags=t))
 
+    def log_to_search(self, *, params: Mapping[str, Any] | None = None,
+                      metrics: Mapping[str, float | None] | None = None,
+                      tags: Mapping[str, str] | None = None,
+                      files: Mapping[str, str | os.PathLike[str]] | None = None,
+                      texts: Mapping[str, str] | None = None, artifact_dir: str | None = None) -> None:
+        """Log extra facts on the search's parent run (the NCCL pre-screen, say).
+
+        Args:
+            params: Params (None values left out; a param already logged keeps its value).
+            metrics: Metrics; None and non-finite values are left out (unknown is not 0).
+            tags: Tags.
+            files: Artifact name -> local file to copy.
+            texts: Artifact name -> text content.
+            artifact_dir: Folder of the artifacts in the run.
+        """
+        parent = self._need_parent()
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metric_list = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()
+                       if finite_number(v) is not None]
+        new = _new_params(self._run(parent), {k: v for k, v in (params or {}).items()
+                                              if v is not None})
+        self._log_batch(parent, metrics=metric_list, params=new, tags=dict(tags or {}))
+        if files or texts:
+            with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
+                for name, path in (files or {}).items():
+                    Path(tmp, name).write_bytes(Path(path).read_bytes())
+                for name, text in (texts or {}).items():
+                    Path(tmp, name).write_text(text)
+                _retry(lambda: self.client.log_artifacts(parent, tmp, artifact_dir))
+
+    def fail_search(self, reason: str) -> None:
+        """End the search's parent run FAILED, with ``reason`` as its ``autotune.reason`` tag."""
+        parent = self._need_parent()
+        self._log_batch(parent, tags={TAG_REASON: reason[:_MAX_TAG]})
+        _retry(lambda: self.client.set_terminated(parent, status="FAILED"))
+
     # -- the end of a search -----------------------------------------------------------------
 
     def finish_search(self, *, study: Any = None, status: str = "FINISHED") -> SearchSummary:
