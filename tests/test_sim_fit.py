@@ -77,7 +77,12 @@ def synthetic_summary(profile, cfg, *, noise: float, rng: random.Random, request
             "output_tok_s": tok, "output_tok_s_spread": tok * noise / 2,
             "output_tok_s_repeats": [tok, tok], "startup_s": 60.0,
             "accept_length_meta_info": None, "accept_length_server_info": None,
-            "phases": dict(full), "phases_full": full}
+            "phases": {k: full.get(k) for k in _SUMMARY_PHASE_KEYS}, "phases_full": full}
+
+
+# What summary_json keeps in "phases" (the rest is in "phases_full").
+_SUMMARY_PHASE_KEYS = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms",
+                       "cycles")
 
 
 def write_set(tmp_path: Path, *, noise: float = 0.02, seed: int = 1, configs=CONFIGS,
@@ -215,8 +220,12 @@ def test_bad_summaries_are_excluded_with_a_reason(tmp_path):
     one_step = json.loads((d / "trial-1-1-2-1.8.json").read_text())
     one_step["phases_full"].update(draft_ms=None, other_ms=None)
     (d / "trial-1-1-2-1.8.json").write_text(json.dumps(one_step))
+    store_form = {k: v for k, v in good.items() if k != "phases_full"}
+    store_form["phases"] = good["phases_full"]  # a FileBaselineStore file: full profile in phases
+    (d / "store-form.json").write_text(json.dumps(store_form))
     ds = load_measurements([d])
     reasons = {Path(e.source).name: e.reason for e in ds.excluded}
+    assert "store-form.json" not in reasons and "3-1-4@3#2" in ds.by_id()
     assert "status 'failed'" in reasons["failed.json"] and "OOM" in reasons["failed.json"]
     assert "output_tok_s is None" in reasons["no-tok.json"]
     assert "phases_full missing" in reasons["no-full.json"]
@@ -282,3 +291,49 @@ def test_cli_list_and_errors(tmp_path, capsys):
     rc = fit_cli.main(["--measurements", str(d), "--fit-half", "even", "--out-profile",
                        str(tmp_path / "p.yaml"), "--set", "not_a_key=1"])
     assert rc == 2 and "not_a_key" in capsys.readouterr().err
+
+
+# ----- the live emulator, through the real trial path ------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_round_trip_through_live_emulator_trials(tmp_path):
+    """Trials measured on the live emulator (real server, /metrics, summary_json) are fitted and
+    the held-out configs predicted within the goals: the window layout matches what trials see."""
+    from autotune.sim.fit_solve import profile_dict
+
+    truth = tmp_path / "truth.yaml"
+    truth.write_text(yaml.safe_dump(profile_dict(TRUE, {}, name="truth", description="t",
+                                                 overrides={"noise_cv": 0.01, "startup_s": 0.1})))
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump({
+        "name": "live", "backend": "sim", "profile": str(truth), "model_path": "sim/t",
+        "draft_model_path": "sim/d",
+        "fixed_args": {"speculative_algorithm": "EAGLE3", "tp_size": 1, "attention_backend": "triton"},
+        "parameters": {"speculative_num_steps": {"type": "int", "low": 1, "high": 5},
+                       "speculative_eagle_topk": {"type": "categorical", "choices": [1]},
+                       "SGLANG_SIMULATE_ACC_LEN": {"type": "categorical",
+                                                   "choices": ["1.8", "2.5", "3", "3.5"]}},
+        "workload": {"source": "builtin", "num_prompts": 4, "warmup_prompts": 1,
+                     "output_len": 120, "concurrency": 1},
+        "measure": {"repeats": 1, "startup_timeout_s": 60}, "budget": {"trials": 3}}))
+    out = tmp_path / "runs"
+    out.mkdir()
+    store = tmp_path / "store"
+    for steps, acc in ((1, "1.8"), (2, "2.5"), (3, "3"), (4, "3"), (5, "3.5")):
+        params = json.dumps({"speculative_num_steps": steps, "speculative_eagle_topk": 1,
+                             "SGLANG_SIMULATE_ACC_LEN": acc})
+        proc = subprocess.run([sys.executable, "-m", "autotune.trial", "--space", str(space),
+                               "--params", params, "--json", "--baseline-store", str(store),
+                               "--workdir", str(tmp_path / "logs")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (out / f"steps{steps}.json").write_text(proc.stdout)
+    ds = load_measurements([out, store])
+    assert not ds.excluded, ds.excluded
+    assert ds.by_id()["3-1-4@3"].accept_server_info == pytest.approx(3.0)
+    res = fit_profile(ds, base=BASE, name="live", half="even", input_len=INPUT_LEN)
+    g = res.report["goals"]
+    assert res.report["split"]["predict"] == ["2-1-3@2.5", "4-1-5@3"]
+    assert g["tok_s"]["pass"] and g["shares"]["pass"], g
+    assert res.profile.draft_skip_steps == 1

@@ -69,6 +69,11 @@ class Observation:
     def is_tree(self) -> bool:
         return bool(self.topk and self.topk > 1)
 
+    @property
+    def unmodelled_ms(self) -> float:
+        """Timed GPU work per cycle the model has no phase for; it is compared as "other"."""
+        return self.phases["gpu_other"] + (0.0 if self.is_baseline else self.phases["decode"])
+
 
 @dataclass(frozen=True)
 class Excluded:
@@ -147,6 +152,9 @@ def _observation(data: Any, source: str) -> Observation:
     if tok_s is None or tok_s <= 0:
         raise _Skip(f"output_tok_s is {data.get('output_tok_s')!r}, needs a positive number")
     full = data.get("phases_full")
+    if not isinstance(full, Mapping) and isinstance(data.get("phases"), Mapping) \
+            and "delta_requests" in data["phases"]:
+        full = data["phases"]  # a TrialResult dict (a FileBaselineStore file) holds the full profile
     if not isinstance(full, Mapping):
         raise _Skip("phases_full missing (needs summary_json of a run with the device timer)")
     params = data.get("params") if isinstance(data.get("params"), Mapping) else {}

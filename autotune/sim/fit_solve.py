@@ -154,7 +154,7 @@ def fit_extend(fit: Sequence[Observation]) -> PhaseFit:
 
 def plain_other_ms(base: Sequence[Observation]) -> float:
     """Plain decode's ``other_ms``: the model also charges it once per request, so unfold that."""
-    vals = [(o.phases["other"] + o.phases["gpu_other"]) / (1 + 1 / o.cycles_per_request)
+    vals = [(o.phases["other"] + o.unmodelled_ms) / (1 + 1 / o.cycles_per_request)
             for o in base]
     return max(sum(vals) / len(vals), 0.0)
 
@@ -168,7 +168,7 @@ def fit_other(fit: Sequence[Observation], *, other_ms: float, overlap_hidden_ms:
     rows = [o for o in fit if not o.is_baseline]
 
     def target(o: Observation) -> float:
-        y = o.phases["other"] + o.phases["gpu_other"] - other_ms / o.cycles_per_request
+        y = o.phases["other"] + o.unmodelled_ms - other_ms / o.cycles_per_request
         if o.server_args.get("disable_overlap_schedule") in (True, "true", "True"):
             y -= overlap_hidden_ms
         return y
