@@ -256,7 +256,8 @@ def run_candidates(candidates: Sequence[Candidate], settings: RunSettings, *,
                        "sizes": list((result or {}).get("sizes", [])),
                        "wall_s": round(time.monotonic() - t0, 3),
                        "start_to_result_s": round(time.monotonic() - group.started, 3)}
-                for key in ("dtype", "init_s", "torch_version", "nccl_version", "gpu_name"):
+                for key in ("dtype", "init_s", "torch_version", "nccl_version", "gpu_name",
+                            "gpu_count", "env_seen"):
                     if result and key in result:
                         row[key] = result[key]
                 rows.append(row)

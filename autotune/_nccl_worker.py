@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 FAULT_ENV = "AUTOTUNE_NCCL_PROBE_FAULT"
+_MULTICAST_VARS = ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 EXIT_FAULT = 3
 
 
@@ -152,8 +153,11 @@ def run(spec: dict[str, Any]) -> None:
         size["rank_medians_us"] = [g[i] for g in gathered]
     dist.destroy_process_group()
     if rank == 0:
+        # What NCCL actually saw, so a report shows the environment each candidate ran with.
+        seen = {k: v for k, v in os.environ.items()
+                if k.startswith("NCCL_") or k in _MULTICAST_VARS}
         facts = {"dtype": str(dtype).replace("torch.", ""), "init_s": init_s,
-                 "torch_version": torch.__version__}
+                 "torch_version": torch.__version__, "env_seen": dict(sorted(seen.items()))}
         if backend == "nccl":
             version = torch.cuda.nccl.version()
             facts["nccl_version"] = (".".join(str(v) for v in version)

@@ -47,6 +47,7 @@ __all__ = ["BACKENDS", "Candidate", "ProbeSettings", "candidates_from_space", "f
 BACKENDS = ("auto", "nccl", "gloo", "sim")
 PHASES = ("decode", "verify", "prefill")
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -377,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:  # the workers are stopped by now
+        print("interrupted: every worker stopped; no report", file=sys.stderr)
+        return EXIT_INTERRUPTED
     text = json.dumps(report, indent=2)
     if args.out:
         with open(args.out, "w") as fh:
