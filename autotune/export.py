@@ -44,7 +44,8 @@ class NothingToExport(AutotuneError):
 
 def real_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None = None,
               port: int | None = None) -> LaunchSpec:
-    """The launch on real SGLang: backend ``sglang``, no emulator variables, no fixed port.
+    """The launch on real SGLang: backend ``sglang``, no emulator variables, no fixed port, and
+    none of the trial's trial-only args (``measure.fast_start``'s prefill-graph switch).
 
     Args:
         spec: The launch a trial ran (any backend).
@@ -52,6 +53,7 @@ def real_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None
         host: Bind address; the trial's if None.
         port: Port; SGLang's default if None.
     """
+    spec = spec.without_trial_only()
     env = {k: v for k, v in spec.env.items() if not k.startswith(SIM_ENV_PREFIX)}
     args = dict(spec.server_args)
     if strip_metrics:
@@ -152,6 +154,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
     """
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is unknown; use one of {', '.join(FORMATS)}")
+    spec = spec.without_trial_only()  # an export is what a user runs, never a trial's shortcut
     expected = spec.validate()
     notes = provenance(winner, search=search, spec=spec)
     if fmt == "sh":

@@ -17,12 +17,19 @@ from typing import Any
 import yaml
 
 from autotune import sglang_args
+from autotune import sglang_flags
+from autotune.errors import LaunchArgsError
 
 BACKEND_MODULES = {"sglang": "sglang.launch_server", "sim": "autotune.sim.server"}
 """Backend name -> the module run with ``python -m``."""
 
 # Set from the spec's own fields, so a server-args mapping must not carry them too.
 _FIELD_ARGS = ("model_path", "speculative_draft_model_path", "host", "port")
+
+TRIAL_ONLY_ENV = "AUTOTUNE_TRIAL_ONLY_ARGS"
+"""Carries :attr:`LaunchSpec.trial_only` through records that keep only argv and env (a trial's
+``TrialResult.env``): comma-separated arg names. A spec built with it in ``env`` moves it into
+``trial_only``; the server never sees it."""
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
@@ -54,6 +61,14 @@ class LaunchSpec:
         host: The address the server binds.
         port: The port, or None to leave it to the caller (:mod:`autotune.server` picks a free one)
             or, in an exported script, to SGLang's default.
+        trial_only: Server args that only trial servers get (``measure.fast_start``'s
+            ``disable_prefill_cuda_graph``): they run and are shown in the trial's command, but
+            :mod:`autotune.export` never writes them.
+
+    Server-arg names are resolved against the SGLang in use
+    (:func:`autotune.sglang_flags.active_flags`): a deprecated alias becomes its replacement's
+    field (0.5.17's ``cuda_graph_max_bs`` -> ``cuda_graph_max_bs_decode``), and an ambiguous or
+    unknown name raises :class:`~autotune.errors.LaunchArgsError` naming the candidates.
     """
 
     model_path: str
@@ -63,6 +78,7 @@ class LaunchSpec:
     backend: str = "sglang"
     host: str = "127.0.0.1"
     port: int | None = None
+    trial_only: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.model_path:
@@ -71,20 +87,28 @@ class LaunchSpec:
             raise ValueError(f"LaunchSpec.backend {self.backend!r} is unknown; use one of {sorted(BACKEND_MODULES)}")
         if self.port is not None and not (0 < int(self.port) < 65536):
             raise ValueError(f"LaunchSpec.port {self.port} is not a TCP port (1-65535)")
-        args = dict(self.server_args)
-        for name in args:
+        for name in dict(self.server_args):
             if not _ARG_NAME.fullmatch(name):
                 raise ValueError(f"server arg {name!r} is not a ServerArgs field name (lower case, underscores)")
             if name in _FIELD_ARGS:
                 raise ValueError(f"server arg {name!r} is a LaunchSpec field; set it there, not in server_args")
         env = {}
+        trial_only = set(self.trial_only)
         for name, value in dict(self.env).items():
             if not is_env_name(name):
                 raise ValueError(f"environment variable name {name!r} must be upper case (A-Z, 0-9, _)")
+            if name == TRIAL_ONLY_ENV:
+                trial_only |= {n for n in str(value).split(",") if n}
+                continue
             env[name] = env_value(value)
+        args, keys = canonical_args(self.server_args)
+        missing = sorted(n for n in trial_only if keys.get(n, n) not in args)
+        if missing:
+            raise ValueError(f"trial-only args {missing} are not among the server args")
         # Copies, so a caller mutating its dict cannot change a frozen spec.
         object.__setattr__(self, "server_args", args)
         object.__setattr__(self, "env", env)
+        object.__setattr__(self, "trial_only", frozenset(keys.get(n, n) for n in trial_only))
         if self.port is not None:
             object.__setattr__(self, "port", int(self.port))
 
@@ -138,6 +162,10 @@ class LaunchSpec:
             else:
                 groups[-1].append(word)
         rendered = [" ".join(shlex.quote(w) for w in group) for group in groups]
+        if self.trial_only:
+            only = sglang_args.args_to_argv({k: v for k, v in self.server_args.items() if k in self.trial_only})
+            lines.append("# trial-only (what this trial ran; never exported): "
+                         + " ".join(w for w in only if w.startswith("--")))
         lines.append(" \\\n  ".join(rendered))
         return "\n".join(lines) + "\n"
 
@@ -192,8 +220,25 @@ class LaunchSpec:
             "port": self.port,
             "server_args": dict(sorted(self.server_args.items())),
             "env": dict(sorted(self.env.items())),
+            "trial_only": sorted(self.trial_only),
             "argv": self.argv(python="python"),
         }
+
+    def record_env(self) -> dict[str, str]:
+        """The env to keep in a trial's record: ``env`` plus :data:`TRIAL_ONLY_ENV` when needed.
+
+        A spec rebuilt from a record's argv and this env (``LaunchSpec(..., env=record_env)``)
+        gets its ``trial_only`` back.
+        """
+        env = dict(self.env)
+        if self.trial_only:
+            env[TRIAL_ONLY_ENV] = ",".join(sorted(self.trial_only))
+        return env
+
+    def without_trial_only(self) -> LaunchSpec:
+        """The same launch without its trial-only args (what a user should run)."""
+        args = {k: v for k, v in self.server_args.items() if k not in self.trial_only}
+        return replace(self, server_args=args, trial_only=frozenset())
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LaunchSpec:
@@ -206,6 +251,7 @@ class LaunchSpec:
             backend=data.get("backend", "sglang"),
             host=data.get("host", "127.0.0.1"),
             port=data.get("port"),
+            trial_only=frozenset(data.get("trial_only") or ()),
         )
 
     def with_port(self, port: int | None) -> LaunchSpec:
@@ -274,4 +320,34 @@ class LaunchSpec:
                    backend=backend, host=host, port=port)
 
 
-__all__ = ["BACKEND_MODULES", "LaunchSpec", "env_value", "is_env_name"]
+def canonical_args(server_args: Mapping[str, Any], *,
+                   flag_set: sglang_flags.FlagSet | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Server args keyed by the names the SGLang in use knows them by.
+
+    Args:
+        server_args: Name -> value; names may be fields, flag spellings or deprecated aliases.
+        flag_set: The SGLang flags; the active ones if None.
+
+    Returns:
+        (canonical name -> value in the input's order, given name -> canonical name).
+
+    Raises:
+        LaunchArgsError: An ambiguous or unknown name (with the candidates and SGLang version),
+            or two names of one flag given different values.
+    """
+    flag_set = flag_set or sglang_flags.active_flags()
+    out: dict[str, Any] = {}
+    keys: dict[str, str] = {}
+    for name, value in server_args.items():
+        key = flag_set.resolve(name).key
+        if key in out and out[key] != value:
+            given = next(n for n, k in keys.items() if k == key)
+            raise LaunchArgsError(f"server args {given!r} and {name!r} are the same flag "
+                                  f"({sglang_args.to_cli_flag(key, flag_set=flag_set)} in {flag_set.describe()}) "
+                                  f"with different values {out[key]!r} and {value!r}")
+        out[key] = value
+        keys[name] = key
+    return out, keys
+
+
+__all__ = ["BACKEND_MODULES", "LaunchSpec", "TRIAL_ONLY_ENV", "canonical_args", "env_value", "is_env_name"]

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from autotune import _builtin_parser as builtin
+from autotune import sglang_flags as flags
 from autotune.errors import AutotuneError, LaunchArgsError
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
@@ -53,14 +54,9 @@ _PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")
 # ------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
 def sglang_available() -> bool:
     """Whether ``sglang.srt.server_args`` imports here (about 2 s the first time, then cached)."""
-    try:
-        from sglang.srt.server_args import ServerArgs  # noqa: F401
-    except Exception:  # any import failure means "use the built-in parser"
-        return False
-    return True
+    return flags.sglang_importable()
 
 
 def sglang_version() -> str | None:
@@ -72,15 +68,6 @@ def sglang_version() -> str | None:
     return getattr(sglang, "__version__", None)
 
 
-@functools.lru_cache(maxsize=1)
-def _real_parser() -> builtin.RaisingParser:
-    from sglang.srt.server_args import ServerArgs
-
-    parser = builtin.RaisingParser(prog="sglang serve")
-    ServerArgs.add_cli_args(parser)
-    return parser
-
-
 def real_parser() -> argparse.ArgumentParser:
     """SGLang's own parser, built once (it raises instead of exiting).
 
@@ -88,8 +75,17 @@ def real_parser() -> argparse.ArgumentParser:
         AutotuneError: When SGLang is not importable.
     """
     if not sglang_available():
-        raise AutotuneError("SGLang is not importable here; install sglang==0.5.23 to use its parser")
-    return _real_parser()
+        raise AutotuneError("SGLang is not importable here; install sglang to use its parser")
+    return flags.installed_parser()
+
+
+def _flag_set(use_sglang: bool | None) -> flags.FlagSet:
+    if use_sglang is None:
+        return flags.active_flags()
+    if use_sglang:
+        real_parser()  # the clear error without SGLang
+        return flags.installed_flags()
+    return flags.builtin_flags()
 
 
 # ------------------------------------------------------------------------------------------
@@ -103,8 +99,8 @@ def parse_server_args(argv: list[str], *, use_sglang: bool | None = None,
 
     Args:
         argv: The arguments after the module name.
-        use_sglang: True forces SGLang's parser, False the built-in one; None picks SGLang's when
-            it is importable.
+        use_sglang: True forces the installed SGLang's parser, False the built-in 0.5.23 twin;
+            None uses :func:`autotune.sglang_flags.active_flags` (SGLang's when importable).
         model_arch: The target's HF architecture (``LlamaForCausalLM``), which decides the
             auto-picked speculative values; None infers it from the model path.
 
@@ -118,9 +114,9 @@ def parse_server_args(argv: list[str], *, use_sglang: bool | None = None,
         AutotuneError: ``use_sglang=True`` without SGLang.
     """
     argv = [str(a) for a in argv]
-    real = sglang_available() if use_sglang is None else use_sglang
-    parser = real_parser() if real else builtin.build_parser()
-    merged = _merge_config(argv, parser, real=real)
+    flag_set = _flag_set(use_sglang)
+    parser = flag_set.parser
+    merged = _merge_config(argv, flag_set)
     try:
         namespace = parser.parse_args(merged)
     except builtin.ParserExit as exc:
@@ -136,7 +132,7 @@ def parse_server_args(argv: list[str], *, use_sglang: bool | None = None,
     return resolved
 
 
-def _merge_config(argv: list[str], parser: argparse.ArgumentParser, *, real: bool) -> list[str]:
+def _merge_config(argv: list[str], flag_set: flags.FlagSet) -> list[str]:
     """Splice a ``--config FILE`` YAML into argv the way ``prepare_server_args`` does.
 
     SGLang merges only for the exact token ``--config`` (``--config=f`` is parsed and ignored), puts
@@ -145,39 +141,22 @@ def _merge_config(argv: list[str], parser: argparse.ArgumentParser, *, real: boo
     if "--config" not in argv:
         return argv
     try:
-        if real:
-            from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
-
-            return ConfigArgumentMerger(parser).merge_config_with_args(argv)
-        return _builtin_merge_config(argv)
+        if _is_installed(flag_set):
+            return builtin.config_merger_class()(flag_set.parser).merge_config_with_args(argv)
+        return _builtin_merge_config(argv, flag_set)
     except Exception as exc:  # ValueError, OSError, yaml.YAMLError: all mean a bad --config
         raise LaunchArgsError(str(exc), argv=argv) from None
 
 
-def _config_keys(info: builtin.FlagInfo) -> set[str]:
-    return {info.dest} | {o[2:].replace("-", "_") for o in info.option_strings}
+def _is_installed(flag_set: flags.FlagSet) -> bool:
+    return flags.sglang_importable() and flag_set is flags.installed_flags()
 
 
-@functools.lru_cache(maxsize=1)
-def _config_key_kinds() -> tuple[frozenset[str], dict[str, str]]:
-    store_true: set[str] = set()
-    supported: set[str] = set()
-    unsupported: dict[str, str] = {}
-    for info in builtin.flag_table():
-        keys = _config_keys(info)
-        if info.config == "t":
-            store_true |= keys
-            supported |= keys
-        elif info.config == "v":
-            supported |= keys
-        else:
-            for key in keys:
-                unsupported.setdefault(key, info.config)
-    # A key that a supported flag also reads (a shared dest) stays usable, as in SGLang.
-    return frozenset(store_true), {k: v for k, v in unsupported.items() if k not in supported}
+def _config_key_kinds(flag_set: flags.FlagSet) -> tuple[frozenset[str], dict[str, str]]:
+    return flag_set.config_keys
 
 
-def _builtin_merge_config(argv: list[str]) -> list[str]:
+def _builtin_merge_config(argv: list[str], flag_set: flags.FlagSet) -> list[str]:
     indices = [i for i, a in enumerate(argv) if a == "--config"]
     if len(indices) > 1:
         raise ValueError("Multiple config files specified! Only one allowed.")
@@ -192,7 +171,7 @@ def _builtin_merge_config(argv: list[str]) -> list[str]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ValueError("Config file must contain a dictionary at root level")
-    store_true, unsupported = _config_key_kinds()
+    store_true, unsupported = _config_key_kinds(flag_set)
     config_args: list[str] = []
     for key, value in data.items():
         key = str(key)
@@ -491,14 +470,15 @@ def _resolve_ngram(out: dict[str, Any], notes: list[str], fail: Any) -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def to_cli_flag(name: str) -> str:
+def to_cli_flag(name: str, *, flag_set: flags.FlagSet | None = None) -> str:
     """The canonical flag of a ServerArgs field: ``speculative_num_steps`` -> ``--speculative-num-steps``.
 
-    Fields whose flag is not their name (``fp8_gemm_runner_backend`` -> ``--fp8-gemm-backend``)
-    come from SGLang's flag table; unknown names get dashes for underscores.
+    Names are resolved by :meth:`autotune.sglang_flags.FlagSet.lookup` under the SGLang in use
+    (``fp8_gemm_runner_backend`` -> ``--fp8-gemm-backend``; a deprecated alias -> its replacement);
+    unknown names get dashes for underscores.
     """
-    info = builtin.flags_by_dest().get(name)
-    return info.flag if info is not None else "--" + name.replace("_", "-")
+    ref = (flag_set or flags.active_flags()).lookup(name)
+    return ref.flag if ref is not None else "--" + name.replace("_", "-")
 
 
 def _format_value(value: Any) -> str:
@@ -509,29 +489,32 @@ def _format_value(value: Any) -> str:
     return str(value)
 
 
-def args_to_argv(mapping: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> list[str]:
+def args_to_argv(mapping: Mapping[str, Any] | Iterable[tuple[str, Any]], *,
+                 flag_set: flags.FlagSet | None = None) -> list[str]:
     """Render field values as SGLang flags, in the mapping's order.
 
-    None is left out. A boolean switch is the bare flag when True and left out when False
+    None is left out. A switch (store_true) is the bare flag when True and left out when False
     (``--no-x`` for SGLang's ``--x/--no-x`` pairs). A list gives the flag then its items; a dict is
-    passed as JSON.
+    passed as JSON. Flags are the ones of the SGLang in use (:func:`to_cli_flag`).
 
     Args:
         mapping: Field name (underscore form) -> value.
+        flag_set: The SGLang flags to render for; the active ones if None.
 
     Returns:
         The argv fragment.
     """
+    flag_set = flag_set or flags.active_flags()
     items = mapping.items() if isinstance(mapping, Mapping) else mapping
     argv: list[str] = []
     for name, value in items:
         if value is None:
             continue
-        info = builtin.flags_by_dest().get(name)
-        flag = to_cli_flag(name)
-        if info is not None and info.arity == "B":
+        ref = flag_set.lookup(name)
+        flag = ref.flag if ref is not None else "--" + name.replace("_", "-")
+        if ref is not None and ref.boolean_pair:
             argv.append(flag if value else "--no-" + flag[2:])
-        elif isinstance(value, bool) and (info is None or info.arity in ("0", "D")):
+        elif isinstance(value, bool) and (ref is None or ref.switch):
             if value:
                 argv.append(flag)
         elif isinstance(value, (list, tuple)):
@@ -542,7 +525,7 @@ def args_to_argv(mapping: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> list
     return argv
 
 
-def args_to_config(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def args_to_config(mapping: Mapping[str, Any], *, flag_set: flags.FlagSet | None = None) -> dict[str, Any]:
     """Field values as the mapping of an SGLang ``--config`` YAML file.
 
     SGLang's loader turns each key ``k`` into ``--k`` verbatim, so keys are the flags without their
@@ -550,26 +533,33 @@ def args_to_config(mapping: Mapping[str, Any]) -> dict[str, Any]:
 
     Args:
         mapping: Field name -> value.
+        flag_set: The SGLang flags to write for; the active ones if None.
 
     Returns:
         YAML-ready mapping, in the input's order.
 
     Raises:
-        LaunchArgsError: For a field SGLang's loader refuses (``--x/--no-x`` pairs, deprecated
-            switches, LoRA paths), which must go on the command line instead.
+        LaunchArgsError: For a field the loader of the SGLang in use refuses (``--x/--no-x``
+            pairs, deprecated switches, LoRA paths; in 0.5.17 also any field a deprecated alias
+            shares), which must go on the command line instead.
     """
-    store_true, unsupported = _config_key_kinds()
+    flag_set = flag_set or flags.active_flags()
+    store_true, unsupported = flag_set.config_keys
     out: dict[str, Any] = {}
     for name, value in mapping.items():
         if value is None:
             continue
-        if name in unsupported:
-            raise LaunchArgsError(f"{to_cli_flag(name)} cannot be written to an SGLang --config file "
-                                  f"(its loader rejects {unsupported[name]} flags); pass it on the command line")
-        if name in store_true and not value:
+        flag = to_cli_flag(name, flag_set=flag_set)
+        key = flag[2:].replace("-", "_")
+        refused = unsupported.get(key) or unsupported.get(name)
+        if refused is not None:
+            raise LaunchArgsError(f"{flag} cannot be written to an SGLang --config file for "
+                                  f"{flag_set.describe()} (its loader rejects {refused} flags); pass it on "
+                                  "the command line")
+        if (key in store_true or name in store_true) and not value:
             continue
         value = list(value) if isinstance(value, tuple) else value
-        out[to_cli_flag(name)[2:]] = value
+        out[flag[2:]] = value
     return out
 
 
@@ -589,5 +579,5 @@ def default_value(name: str) -> Any:
 
 
 def is_server_flag(name: str) -> bool:
-    """Whether SGLang 0.5.23 has a flag storing into field ``name``."""
-    return name in builtin.flags_by_dest()
+    """Whether the SGLang in use has a flag for ``name`` (exactly, or as a field)."""
+    return flags.active_flags().lookup(name) is not None
