@@ -149,8 +149,10 @@ def cannot_capture(ds: Dataset, fit: Sequence[Observation], pred: Sequence[Obser
             for o in obs]
     if max(abs(g) for g in gaps) > 2:
         worst = max(zip(gaps, obs), key=lambda t: abs(t[0]))
-        notes.append(f"tok/s (median of repeats) and the phase window (one window) disagree by up "
-                     f"to {worst[0]:+.1f}% ({worst[1].id}): tok/s errors include this.")
+        notes.append(f"tok/s (median of repeats) and the phase window (the median repeat's; with "
+                     f"an even number of repeats the upper middle one) disagree by up to "
+                     f"{worst[0]:+.1f}% ({worst[1].id}): tok/s errors include this. An odd number "
+                     f"of repeats makes them the same run.")
     base = [o for o in obs if o.is_baseline]
     spec = [o for o in obs if not o.is_baseline]
     if base and spec:
