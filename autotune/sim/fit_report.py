@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from autotune.sim.fit_data import Observation
 from autotune.sim.model import ModelConfig, PerformanceModel
@@ -47,7 +47,7 @@ def predict_window(profile: Profile, obs: Observation, *, input_len: int) -> dic
         with ``shares`` (percent of the cycle).
     """
     model = model_for(profile, obs)
-    out_len = max(int(round(obs.output_len)), 1)
+    out_len = max(round(obs.output_len), 1)
     exp = model.expected(batch=1, input_len=input_len, output_len=out_len)
     cycles = exp.cycles or 1.0
     c = exp.cycle
@@ -119,43 +119,40 @@ def _f(v: Any, fmt: str = ".2f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     """The report as a markdown page: goals, per-config table, fitted keys, notes."""
-    g = report["goals"]
-    lines = [f"# Sim-to-real accuracy: profile `{report['profile']['name']}`", "",
-             f"Fitted to {len(report['split']['fit'])} configs "
-             f"({', '.join(report['split']['fit'])}); predicted {len(report['split']['predict'])} "
-             f"({', '.join(report['split']['predict'])}). Split: {report['split']['how']}.", "",
-             "| goal | max error | median error | worst | verdict |", "|---|---|---|---|---|",
-             f"| tok/s within {g['tok_s']['goal_pct']:g}% | {g['tok_s']['max_abs_pct']:.1f}% | "
-             f"{g['tok_s']['median_abs_pct']:.1f}% | {g['tok_s']['worst']} | "
-             f"{'PASS' if g['tok_s']['pass'] else 'FAIL'} |",
-             f"| shares within {g['shares']['goal_points']:g} points | "
-             f"{g['shares']['max_abs_points']:.1f} | {g['shares']['median_abs_points']:.1f} | "
-             f"{g['shares']['worst']} | {'PASS' if g['shares']['pass'] else 'FAIL'} |", ""]
+    g, sp = report["goals"], report["split"]
+    tok, sh = g["tok_s"], g["shares"]
+    lines = [
+        f"# Sim-to-real accuracy: profile `{report['profile']['name']}`", "",
+        (f"Fitted to {len(sp['fit'])} configs ({', '.join(sp['fit'])}); predicted "
+         f"{len(sp['predict'])} ({', '.join(sp['predict'])}). Split: {sp['how']}."), "",
+        "| goal | max error | median error | worst | verdict |", "|---|---|---|---|---|",
+        (f"| tok/s within {tok['goal_pct']:g}% | {tok['max_abs_pct']:.1f}% | "
+         f"{tok['median_abs_pct']:.1f}% | {tok['worst']} | {_verdict(tok['pass'])} |"),
+        (f"| shares within {sh['goal_points']:g} points | {sh['max_abs_points']:.1f} | "
+         f"{sh['median_abs_points']:.1f} | {sh['worst']} | {_verdict(sh['pass'])} |"), ""]
+    header = ("| config | tok/s meas | tok/s pred | err % | spread % | window tok/s | "
+              "cycle ms meas / pred | draft % | verify % | extend % | other % | accept meas / pred |")
     for title, key in (("Predicted half", "predicted"), ("Fit half (in-sample)", "fitted")):
-        lines += [f"## {title}", "",
-                  "| config | tok/s meas | tok/s pred | err % | spread % | window tok/s | "
-                  "cycle ms meas / pred | draft % | verify % | extend % | other % | "
-                  "accept meas / pred |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"## {title}", "", header, "|---" * 12 + "|"]
         for r in report[key]:
-            cells = []
-            for k in SHARES:
-                if k in r["shares"]:
-                    cells.append(f"{r['shares'][k]:.1f} / {r['shares_pred'][k]:.1f}")
-                else:
-                    cells.append("-")
-            lines.append(
-                f"| {r['id']} | {r['tok_s']:.1f} | {r['tok_s_pred']:.1f} | {r['tok_s_err_pct']:+.1f} | "
-                f"{_f(r['tok_s_spread_pct'], '.1f')} | {r['tok_s_window']:.1f} | "
-                f"{r['cycle_ms']:.2f} / {r['cycle_ms_pred']:.2f} | "
-                + " | ".join(cells)
-                + f" | {_f(r['accept_window_decode'])} / {_f(r['accept_window_decode_pred'])} |")
+            cells = [f"{r['shares'][k]:.1f} / {r['shares_pred'][k]:.1f}" if k in r["shares"]
+                     else "-" for k in SHARES]
+            row = [r["id"], f"{r['tok_s']:.1f}", f"{r['tok_s_pred']:.1f}",
+                   f"{r['tok_s_err_pct']:+.1f}", _f(r["tok_s_spread_pct"], ".1f"),
+                   f"{r['tok_s_window']:.1f}", f"{r['cycle_ms']:.2f} / {r['cycle_ms_pred']:.2f}",
+                   *cells, f"{_f(r['accept_window_decode'])} / {_f(r['accept_window_decode_pred'])}"]
+            lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-    lines += ["Shares are measured / predicted percent of the cycle (wall time of the window over "
-              "its decode cycles); window tok/s is what the phase window implies (tok/s is the "
-              "median over repeats, the window is one of them).", "", "## Fitted keys", "", "| key | value | fit-half RMS ms |",
-              "|---|---|---|"]
+    lines += [("Shares are measured / predicted percent of the cycle (wall time of the window over "
+               "its decode cycles); window tok/s is what the phase window implies (tok/s is the "
+               "median over repeats, the window is one of them)."), "",
+              "## Fitted keys", "", "| key | value | fit-half RMS ms |", "|---|---|---|"]
     for pf in report["fits"]:
         for k, v in pf["values"].items():
             lines.append(f"| {k} | {v:.4g} | {pf['rms_ms']:.3f} ({pf['phase']}) |")
