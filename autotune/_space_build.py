@@ -178,6 +178,7 @@ class _Builder:
         self._check_forbidden_static(space, data)
         self._check_conditions(space)
         self._check_speculation(space, data, lines)
+        self._check_fast_start(space, data)
         space._order = self._order(space)
         self._verify(space, lines.get("parameters"))
         return space
@@ -413,6 +414,28 @@ class _Builder:
             self.fail(f"SGLang needs {', '.join(TRIPLE)} all set or all unset; add "
                       f"{', '.join(missing)} to parameters or fixed_args",
                       field="parameters", line=lines.get("parameters"))
+
+    def _check_fast_start(self, space: Any, data: Mapping[str, Any]) -> None:
+        """``measure.fast_start``: decode-throughput objectives only, and a flag that does it."""
+        if not space.measure.fast_start:
+            return
+        from autotune import fast_start  # resolves flags through the SGLang in use (may import it)
+        from autotune.errors import LaunchArgsError
+
+        line = line_of(data.get("measure"), "fast_start")
+        why = fast_start.refusal(space.objective.metric, [s.metric for s in space.constraints.slos])
+        if why is None:
+            try:
+                args = fast_start.fast_start_args()
+                clash = fast_start.conflicts(space.fixed_args)
+            except LaunchArgsError as exc:
+                self.fail(exc.message, field="measure.fast_start", line=line)
+            clash += [f"a searched {name}" for name in args if name in space.parameters]
+            if clash:
+                why = (f"fast_start sets {', '.join(f'{k}={show(v)}' for k, v in args.items())} on every "
+                       f"trial server, but the space has {', '.join(clash)}; keep one")
+        if why is not None:
+            self.fail(why, field="measure.fast_start", line=line)
 
     @staticmethod
     def _always_one(space: Any, name: str) -> bool:

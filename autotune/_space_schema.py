@@ -273,7 +273,14 @@ def check_name(reader: Reader, name: Any, field: str, line: int | None) -> None:
         reader.fail(f"{name!r} cannot be set on SGLang's command line", field=field, line=line)
     if name in _sglang_fields.FIELDS or name in installed_sglang_fields():
         return
+    from autotune.sglang_flags import active_flags  # here: the first call may import SGLang
+
+    flags = active_flags()
+    if flags.lookup(name) is not None:  # e.g. a deprecated alias the SGLang in use still has
+        return
     hint = closest(name, _sglang_fields.FIELDS)
+    if flags.abbreviates(name):
+        hint += f" ({flags.unknown_message(name)})"
     reader.fail(f"unknown server argument {name!r}{hint}; allowed: fields of SGLang's "
                 f"ServerArgs (checked against SGLang {_sglang_fields.SGLANG_VERSION} and the "
                 "installed SGLang, if any), or UPPER_CASE environment variables", field=field,
@@ -726,6 +733,7 @@ class Measure:
     startup_timeout_s: float = 900.0
     trial_timeout_s: float | None = None
     phase_profile: bool = True
+    fast_start: bool = False
 
 
 def read_budget(reader: Reader, value: Any, line: int | None) -> Budget:
@@ -775,11 +783,12 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
 
 
 def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
-    """Parse ``measure: {repeats, startup_timeout_s, trial_timeout_s, phase_profile}``."""
+    """Parse ``measure: {repeats, startup_timeout_s, trial_timeout_s, phase_profile, fast_start}``."""
     if value is None:
         return Measure()
     reader.mapping(value, "measure", line, allowed=("repeats", "startup_timeout_s",
-                                                    "trial_timeout_s", "phase_profile"))
+                                                    "trial_timeout_s", "phase_profile",
+                                                    "fast_start"))
     return Measure(
         repeats=reader.integer(value.get("repeats", 3), "measure.repeats",
                                line_of(value, "repeats"), minimum=1),
@@ -790,7 +799,9 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                       line_of(value, "trial_timeout_s"), positive=True,
                                       allow_none=True),
         phase_profile=reader.boolean(value.get("phase_profile", True), "measure.phase_profile",
-                                     line_of(value, "phase_profile")))
+                                     line_of(value, "phase_profile")),
+        fast_start=reader.boolean(value.get("fast_start", False), "measure.fast_start",
+                                  line_of(value, "fast_start")))
 
 
 @dataclass(frozen=True)

@@ -201,10 +201,15 @@ class FlagSet:
             return ref
         raise LaunchArgsError(self.unknown_message(name))
 
+    def abbreviates(self, name: str) -> list[str]:
+        """The options that ``--<name>`` abbreviates (argparse's prefix matching), sorted."""
+        option = "--" + name.replace("_", "-")
+        return sorted(o for o in self._by_option if o.startswith(option) and o != option)
+
     def unknown_message(self, name: str) -> str:
         """Why ``name`` has no flag here, with the candidates."""
         option = "--" + name.replace("_", "-")
-        prefixed = sorted(o for o in self._by_option if o.startswith(option))
+        prefixed = self.abbreviates(name)
         if len(prefixed) > 1:
             fields = sorted({self._by_option[o].dest for o in prefixed})
             return (f"server arg {name!r} ({option}) is not a flag of {self.describe()}: it is an ambiguous "

@@ -53,6 +53,9 @@ class MeasureSettings:
         python: Interpreter that runs the server module.
         validate: Check every launch command with SGLang's parser first.
         sim_seed: Seed for the emulator's noise (sim backend only; None = random).
+        fast_start: Start every trial server (baselines too) without prefill CUDA graphs
+            (``measure.fast_start``; see :mod:`autotune.fast_start`). The switch is trial-only:
+            logged with the trial, never exported.
     """
 
     repeats: int = 3
@@ -63,6 +66,7 @@ class MeasureSettings:
     python: str = sys.executable
     validate: bool = True
     sim_seed: int | None = None
+    fast_start: bool = False
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -211,8 +215,16 @@ def group_key(config: Any) -> str:
     return json.dumps(key, sort_keys=True, default=str) if not isinstance(key, str) else key
 
 
-def launch_spec(config: Any) -> LaunchSpec:
-    """The launch of a trial config: always with metrics and the CUDA-event device timer."""
+def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchSpec:
+    """The launch of a trial config: always with metrics and the CUDA-event device timer.
+
+    With ``settings.fast_start`` the server also starts without prefill CUDA graphs, through
+    the flag the SGLang in use offers, marked trial-only.
+
+    Raises:
+        LaunchArgsError: A server-arg name the SGLang in use does not know, or fast start
+            impossible with this SGLang or this config.
+    """
     args = dict(config.server_args)
     args["enable_metrics"] = True
     env = {**{k: str(v) for k, v in config.env.items()}, **DEVICE_TIMER_ENV}
@@ -220,9 +232,14 @@ def launch_spec(config: Any) -> LaunchSpec:
         env["AUTOTUNE_SIM_PROFILE"] = str(config.profile)
     args.pop("model_path", None)
     args.pop("speculative_draft_model_path", None)
+    trial_only: frozenset[str] = frozenset()
+    if settings is not None and settings.fast_start:
+        from autotune import fast_start
+
+        args, trial_only = fast_start.apply(args)
     return LaunchSpec(model_path=config.model_path, draft_model_path=config.draft_model_path
                       if args.get("speculative_algorithm") else None,
-                      server_args=args, env=env, backend=config.backend)
+                      server_args=args, env=env, backend=config.backend, trial_only=trial_only)
 
 
 def _failed(config: Any, spec: LaunchSpec | None, reason: str, *, log_tail: str | None = None,
@@ -230,7 +247,7 @@ def _failed(config: Any, spec: LaunchSpec | None, reason: str, *, log_tail: str 
     return TrialResult(
         status=FAILED, reason=reason, params=dict(config.params), is_baseline=config.is_baseline,
         launch_command=spec.shell_command() if spec else None,
-        argv=spec.argv(python="python") if spec else None, env=dict(spec.env) if spec else None,
+        argv=spec.argv(python="python") if spec else None, env=spec.record_env() if spec else None,
         log_tail=log_tail, log_path=log_path, feasible=False,
         duration_s=(time.monotonic() - t0) if t0 else None)
 
@@ -328,7 +345,10 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
         The result, with ``status`` ``ok`` or ``failed`` (never an exception for a config fault).
     """
     t0 = time.monotonic()
-    spec = launch_spec(config)
+    try:
+        spec = launch_spec(config, settings)
+    except (LaunchArgsError, ValueError) as exc:
+        return _failed(config, None, f"invalid launch command: {exc}", t0=t0)
     if settings.validate:
         try:
             spec.validate()
@@ -384,7 +404,7 @@ def _summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
                t0: float, startup_s: float) -> TrialResult:
     result = TrialResult(
         status=OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
-        launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=dict(spec.env),
+        launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=spec.record_env(),
         log_tail=tail, log_path=log_path, server_info=info, startup_s=startup_s)
     rates = [b.output_tok_s for b in benches if b.output_tok_s is not None and not b.failed]
     result.completed = sum(b.completed for b in benches)
@@ -557,6 +577,7 @@ def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None 
                  **overrides: Any) -> MeasureSettings:
     """Measurement settings from a space's ``measure:`` section."""
     m = space.measure
+    overrides.setdefault("fast_start", bool(getattr(m, "fast_start", False)))
     return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
                            trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
 

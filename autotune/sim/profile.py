@@ -125,6 +125,10 @@ class Profile:
     default_attention_backend: str = "triton"
     acceptance: Acceptance = Acceptance(first=0.6, decay=0.9)
     startup_s: float = 1.0
+    # Share of startup_s spent capturing prefill CUDA graphs, which a launch without them skips
+    # (--disable-prefill-cuda-graph, --cuda-graph-backend-prefill disabled). SGLang 0.5.17 on an
+    # H200: 90 s with them, 62 s without (shared/gpu/README.md).
+    prefill_graph_share: float = 0.3
     noise_cv: float = 0.01
     mem_fraction_static: float = 0.85
     activation_gib: float = 2.0
@@ -192,6 +196,9 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file=str(path),
                           line=mark.line + 1 if mark else None) from None
     profile = _build(Profile, data, file=str(path), where="")
+    if profile.prefill_graph_share > 1:
+        raise ConfigError(f"must be a share in [0, 1], got {profile.prefill_graph_share}", file=str(path),
+                          field="prefill_graph_share")
     if profile.architecture not in ("moe", "dense"):
         raise ConfigError(f"architecture must be 'moe' or 'dense', got {profile.architecture!r}",
                           file=str(path), field="architecture")

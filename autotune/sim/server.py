@@ -178,8 +178,16 @@ def _is_oom(message: str) -> bool:
     return "out of memory" in message.lower() or "not enough memory" in message.lower()
 
 
-async def _startup(state: Any, *, startup_s: float, fatal: str | None) -> None:
-    """SGLang's start-up, compressed to ``startup_s`` seconds; sets ``state.ready`` at the end."""
+def prefill_graphs_on(args: Any) -> bool:
+    """Whether this launch captures prefill CUDA graphs at start-up (SGLang's default)."""
+    return not (args.get("disable_prefill_cuda_graph") or args.get("disable_cuda_graph")
+                or args.get("cuda_graph_backend_prefill") == "disabled")
+
+
+async def _startup(state: Any, *, startup_s: float, fatal: str | None,
+                   prefill_capture_s: float = 0.0) -> None:
+    """SGLang's start-up, compressed to ``startup_s`` seconds plus ``prefill_capture_s`` for the
+    prefill CUDA graphs; sets ``state.ready`` at the end."""
     faults: FaultPlan = state.faults
     die = state.die
     args = state.args
@@ -219,6 +227,13 @@ async def _startup(state: Any, *, startup_s: float, fatal: str | None) -> None:
     t0 = time.perf_counter()
     await asyncio.sleep(0.3 * startup_s)
     logger.info("Capture cuda graph end. Time elapsed: %.2f s.", time.perf_counter() - t0, extra=tp0)
+    if prefill_capture_s > 0:
+        logger.info("Capture prefill cuda graph begin. This can take up to several minutes.", extra=tp0)
+        t0 = time.perf_counter()
+        await asyncio.sleep(prefill_capture_s)
+        logger.info("Capture prefill cuda graph end. Time elapsed: %.2f s.", time.perf_counter() - t0, extra=tp0)
+    else:
+        logger.info("Prefill CUDA graphs disabled: no prefill capture.", extra=tp0)
     logger.info("max_total_num_tokens=%s, chunked_prefill_size=%s, max_prefill_tokens=%s, "
                 "max_running_requests=%s, context_len=%s", state.sim_info.get("max_total_num_tokens"),
                 args.get("chunked_prefill_size"), args.get("max_prefill_tokens"),
@@ -309,9 +324,15 @@ def main(argv: list[str] | None = None) -> int:
         seed = random.SystemRandom().randrange(1 << 30)
     startup_s = faults.slow_start if faults.slow_start is not None else (
         startup_override if startup_override is not None else float(model.startup_s))
+    # startup_s is a full start; the prefill-graph capture share of it is skipped without those graphs.
+    # A slow_start fault keeps its whole length.
+    share = 0.0 if faults.slow_start is not None else float(getattr(profile, "prefill_graph_share", 0.0))
+    prefill_capture_s = startup_s * share if prefill_graphs_on(args) else 0.0
+    startup_s *= 1.0 - share
     sim_info = {"profile": getattr(profile, "name", profile_name), "profile_source": profile_name,
                 "gpu_ids": gpu_ids, "cuda_visible_devices": cvd, "seed": seed, "noise_cv": noise_cv,
-                "startup_s": startup_s, "faults": faults.active,
+                "startup_s": startup_s + prefill_capture_s, "prefill_capture_s": prefill_capture_s,
+                "faults": faults.active,
                 "max_total_num_tokens": None, "pid": os.getpid()}
 
     from autotune.sim.app import SimState, create_app
@@ -323,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     async def startup(st: SimState) -> None:
         while not server.started:  # log and time the start-up only once the port is bound
             await asyncio.sleep(0.01)
-        await _startup(st, startup_s=startup_s, fatal=fatal)
+        await _startup(st, startup_s=startup_s, fatal=fatal, prefill_capture_s=prefill_capture_s)
 
     state = SimState(args=args, argv=argv, model=model, engine=engine, faults=faults, die=die,
                      sim_info=sim_info, version=_version(),
