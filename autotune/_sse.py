@@ -98,6 +98,21 @@ _META_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latenc
 SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_num_correct_drafts",
              "spec_num_proposed_drafts", "spec_correct_drafts_histogram", "spec_cap_length",
              "spec_block_accept_length", "spec_cap_lens_histogram")
+#: Older names of SPEC_KEYS fields: SGLang 0.5.17 sends them beside the current ones ("backward-
+#: compat aliases"), older releases instead of them. Read by name; the current name wins.
+SPEC_ALIASES = {"spec_accepted_drafts": "spec_num_correct_drafts",
+                "spec_proposed_drafts": "spec_num_proposed_drafts",
+                "spec_accept_histogram": "spec_correct_drafts_histogram"}
+
+
+def spec_fields(meta: dict) -> dict[str, object]:
+    """The ``spec_*`` fields of a final meta_info (or ``spec_tokens_details``), aliases mapped to
+    their current names; fields the server did not send are absent, never zero."""
+    out = {k: meta[k] for k in SPEC_KEYS if k in meta}
+    for old, new in SPEC_ALIASES.items():
+        if new not in out and old in meta:
+            out[new] = meta[old]
+    return out
 
 
 def _error_text(err: object) -> str:
@@ -191,7 +206,7 @@ class GenerateAccumulator(StreamAccumulator):
         self.prompt_tokens = meta.get("prompt_tokens")
         self.completion_tokens = meta.get("completion_tokens")
         self.meta = {k: meta[k] for k in _META_KEYS if k in meta}
-        self.spec = {k: meta[k] for k in SPEC_KEYS if k in meta}
+        self.spec = spec_fields(meta)
 
 
 class ChatAccumulator(StreamAccumulator):
@@ -227,4 +242,4 @@ class ChatAccumulator(StreamAccumulator):
             if isinstance(details, list):  # one entry per choice; we send n=1
                 details = details[0] if details else None
             if isinstance(details, dict) and details.get("spec_verify_ct"):
-                self.spec = {k: details[k] for k in SPEC_KEYS if k in details}
+                self.spec = spec_fields(details)

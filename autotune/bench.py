@@ -30,6 +30,13 @@ cumulative ``completion_tokens``, which is what per-token ITL needs, so this cli
 with the same ``spec_*`` fields as ``/generate``'s final meta_info. Errors are
 ``data: {"error": {"object": "error", "message", "type", "code"}}``.
 
+SGLang 0.5.17 (checked in its wheel) sends the same ``/generate`` fields plus the older names
+``spec_accepted_drafts``, ``spec_proposed_drafts`` and ``spec_accept_histogram``; fields are read
+by name and an older name fills its current one only when that is missing
+(:data:`autotune._sse.SPEC_ALIASES`). Its chat API has no ``sglext.spec_tokens_details`` (the
+request's ``return_spec_tokens_details`` is ignored), so with ``api: chat`` on 0.5.17 the
+per-request accept length is unknown (None), not zero.
+
 Metrics derive from :class:`RequestRecord` only. ITL is per token from the server's cumulative
 counts: a chunk carrying ``k`` new tokens after a gap ``g`` contributes ``k`` samples of ``g/k``,
 so coarse or fine chunking does not bias the distribution. Unknown values are None, never 0.
