@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune._expr import ORDER_OPS
+from autotune._space_nccl import NCCL_BUNDLE, apply_kept, check_prescreen
 from autotune._space_rules import (
     ALGO,
     ARG_IMPLIED_ENV,
@@ -49,7 +50,6 @@ from autotune._space_schema import (
     show,
     type_name,
 )
-from autotune._space_nccl import NCCL_BUNDLE, apply_kept, check_prescreen
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
 from autotune.sim.profile import builtin_profiles, load_profile

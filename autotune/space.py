@@ -28,6 +28,7 @@ from typing import Any
 
 from autotune._expr import values_equal
 from autotune._space_build import build_space
+from autotune._space_nccl import NCCL_BUNDLE, infer_candidate
 from autotune._space_rules import (
     ALGO,
     ARG_IMPLIED_ENV,
@@ -61,7 +62,6 @@ from autotune._space_schema import (
     show,
     type_name,
 )
-from autotune._space_nccl import NCCL_BUNDLE, infer_candidate
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
 

@@ -9,7 +9,6 @@ of /proc then finds any that outlived the probe. Nothing here kills a process it
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from autotune.space import load_space
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = "AUTOTUNE_NCCL_PROBE_TEST_MARKER"
-FAST = dict(tp=2, hidden=32, tokens=(1, 8, 64, 128), iters=5, warmup=1, backend="gloo")
+FAST = {"tp": 2, "hidden": 32, "tokens": (1, 8, 64, 128), "iters": 5, "warmup": 1, "backend": "gloo"}
 
 
 @pytest.fixture
