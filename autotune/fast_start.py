@@ -59,7 +59,8 @@ def fast_start_args(flag_set: sglang_flags.FlagSet | None = None) -> dict[str, A
     if flag_set.has_option("--disable-prefill-cuda-graph"):
         return {"disable_prefill_cuda_graph": True}
     ref = flag_set.lookup("cuda_graph_backend_prefill")
-    if ref is not None and (ref.action.choices is None or "disabled" in ref.action.choices):
+    if (ref is not None and ref.flag == "--cuda-graph-backend-prefill" and ref.action.nargs != 0
+            and (ref.action.choices is None or "disabled" in ref.action.choices)):
         return {"cuda_graph_backend_prefill": "disabled"}
     raise LaunchArgsError(f"measure.fast_start needs --disable-prefill-cuda-graph or --cuda-graph-backend-prefill "
                           f"disabled, and {flag_set.describe()} has neither; remove fast_start")
