@@ -1,0 +1,74 @@
+"""The real-GPU batch's own scripts (scripts/gpu/lane.py, collect.py), rehearsed on the emulator.
+
+On the device they drive real SGLang; here the same scripts run against emulator servers through
+the same ``python -m autotune.trial`` calls, so a broken script is caught before device time is spent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(180)
+
+REPO = Path(__file__).resolve().parents[1]
+
+SPACE = """\
+name: gpu-rehearsal-{kind}
+backend: sim
+profile: llama-3.1-8b-eagle3-h100
+model_path: sim/Llama-3.1-8B-Instruct
+draft_model_path: sim/EAGLE3-LLaMA3.1-Instruct-8B
+fixed_args: {{tp_size: 1}}
+parameters:
+  speculative_algorithm: {{type: categorical, choices: [null, EAGLE3]}}
+  speculative_num_steps: {{type: int, low: 1, high: 6}}
+  speculative_eagle_topk: {{type: categorical, choices: [1, 2, 4]}}
+  speculative_num_draft_tokens: {{type: int, low: 2, high: 12}}
+  SGLANG_SIMULATE_ACC_LEN: {{type: categorical, choices: ["1.8", "2.5", "3", "3.5"]}}
+workload: {{num_prompts: 2, warmup_prompts: 1, output_len: 32, concurrency: 1, seed: 0}}
+measure: {{repeats: 1, startup_timeout_s: 60{extra}}}
+"""
+
+
+def test_lane_and_collect_on_the_emulator(tmp_path: Path) -> None:
+    fast, full = tmp_path / "fast.yaml", tmp_path / "full.yaml"
+    fast.write_text(SPACE.format(kind="fast", extra=", fast_start: true"))
+    full.write_text(SPACE.format(kind="full", extra=""))
+    lane_dir = tmp_path / "run" / "lanes" / "gpu0"
+    env = dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2")
+    proc = subprocess.run(
+        [sys.executable, "scripts/gpu/lane.py", "--fast", str(fast), "--full", str(full),
+         str(lane_dir), "plain", "2-1-3@2.5", "full:plain"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=150, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lane = json.loads((lane_dir / "lane.json").read_text())
+    assert [e["name"] for e in lane] == ["fast-plain", "fast-2-1-3-acc2.5", "full-plain"]
+    assert all(e["rc"] == 0 and e["wall_s"] > 0 for e in lane)
+    plain, spec, full_plain = (json.loads((lane_dir / f"{e['name']}.json").read_text()) for e in lane)
+    # The speculative config is judged against the lane's own plain baseline, measured once.
+    assert spec["baseline_tok_s"] == pytest.approx(plain["output_tok_s"])
+    assert "SGLANG_SIMULATE_ACC_LEN=2.5" in spec["launch_command"]
+    assert spec["accept_length"] == pytest.approx(2.5, abs=0.35)
+    assert "--disable-prefill-cuda-graph" in plain["launch_command"]
+    assert "--disable-prefill-cuda-graph" not in full_plain["launch_command"]
+
+    out = tmp_path / "bundle.json"
+    proc = subprocess.run([sys.executable, "scripts/gpu/collect.py", str(tmp_path / "run"),
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| gpu0 |")]
+    assert len(rows) == 3 and "fast-2-1-3-acc2.5" in rows[1]
+    bundle = json.loads(out.read_text())
+    assert [r["config"] for r in bundle["rows"]] == [e["name"] for e in lane]
+    spec_row = bundle["rows"][1]
+    assert spec_row["speedup"] == pytest.approx(spec["speedup"])
+    assert spec_row["verify_ms"] > 0 and spec_row["accept"] == spec["accept_length"]
+    assert bundle["rows"][0]["accept"] is None  # plain decode: no accept length, not 0
