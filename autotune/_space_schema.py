@@ -269,12 +269,14 @@ def check_name(reader: Reader, name: Any, field: str, line: int | None) -> None:
         reader.fail(f"{name!r} is neither a server argument (lower_case, SGLang's ServerArgs "
                     "field name) nor an environment variable (UPPER_CASE)", field=field,
                     line=line)
-    if name in _sglang_fields.NO_CLI and not _other_installed_version_has(name):
-        reader.fail(f"{name!r} cannot be set on SGLang's command line", field=field, line=line)
-    if name in _sglang_fields.FIELDS or name in installed_sglang_fields():
-        return
     from autotune.sglang_flags import active_flags  # here: the first call may import SGLang
 
+    if name in _sglang_fields.NO_CLI and not _other_installed_version_has(name):
+        if active_flags().lookup(name) is None:  # the SGLang in use may still have the flag
+            reader.fail(f"{name!r} cannot be set on SGLang's command line", field=field, line=line)
+        return
+    if name in _sglang_fields.FIELDS or name in installed_sglang_fields():
+        return
     flags = active_flags()
     if flags.lookup(name) is not None:  # e.g. a deprecated alias the SGLang in use still has
         return

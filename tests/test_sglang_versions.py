@@ -365,3 +365,27 @@ def test_bench_client_reads_meta_info_of_each_release(spec):
     assert res.accept_length == pytest.approx(3.0) and res.spec_verify_ct == 8
     assert rec.spec["spec_num_correct_drafts"] == 8 and rec.spec["spec_correct_drafts_histogram"] == [0, 0, 4]
     assert "spec_accepted_drafts" not in rec.spec
+
+
+def test_a_flag_0523_dropped_is_accepted_where_the_release_in_use_has_it(tmp_path):
+    # --torchao-config: in 0.5.17, gone from 0.5.23 (neither its parser nor its ServerArgs has it).
+    data = {**SPACE, "fixed_args": {**SPACE["fixed_args"], "torchao_config": "int8wo"}}
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    from autotune.space import load_space
+
+    with sglang_flags.using_flags(v0517()):
+        spec = launch_spec(load_space(path).trial_config({"speculative_algorithm": None}))
+        assert spec.validate()["torchao_config"] == "int8wo"
+    with sglang_flags.using_flags(sglang_flags.builtin_flags()):
+        with pytest.raises(ConfigError, match="unknown server argument 'torchao_config'"):
+            load_space(path)
+
+
+def test_sampling_backend_is_a_flag_of_both_releases(tmp_path):
+    # 0.5.23 registers --sampling-backend by hand (its field is no_cli only for the dataclass
+    # helper), so the space takes it whatever the field snapshot says.
+    for _, flags in VERSIONS:
+        with sglang_flags.using_flags(flags):
+            spec = LaunchSpec(model_path="m", server_args={"sampling_backend": "pytorch"})
+            assert spec.validate()["sampling_backend"] == "pytorch"
