@@ -1,6 +1,10 @@
 """Phase profile of the speculative cycle from ``/metrics`` deltas, and the break-even arithmetic.
 
-What is read (SGLang 0.5.23, ``srt/observability/metrics_collector.py``):
+What is read (SGLang 0.5.23, ``srt/observability/metrics_collector.py``; 0.5.17 has the same
+families, labels and category/mode values, checked in its wheel). Every series is picked by label
+*name*, never by position: scheduler labels are ``model_name``, ``engine_type``, ``tp_rank``,
+``pp_rank``, ``moe_ep_rank``, then ``priority`` (priority scheduling), ``dp_rank`` (DP) and any
+``--extra-metric-labels``, in whatever order an exporter writes them:
 
 * ``sglang:forward_execution_seconds_total{category=...}``: GPU seconds per forward category,
   timed with CUDA events (only with ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1``). Categories are

@@ -49,6 +49,14 @@ FLAG_TABLE_ENV = "AUTOTUNE_SGLANG_FLAG_TABLE"
 _ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
 
+class ServerArgNameError(LaunchArgsError, ValueError):
+    """A server-arg name the SGLang in use has no flag for (ambiguous, unknown, malformed).
+
+    Also a ValueError: code that rebuilds launches from records (and caught ValueError for a bad
+    name before names were resolved) keeps working.
+    """
+
+
 @dataclass(frozen=True)
 class ArgRef:
     """A server-arg name resolved against one SGLang's parser.
@@ -195,11 +203,11 @@ class FlagSet:
                 names no flag; the message names the candidates and the SGLang version.
         """
         if not isinstance(name, str) or not _ARG_NAME.match(name):
-            raise LaunchArgsError(f"server arg {name!r} is not a ServerArgs field name (lower case, underscores)")
+            raise ServerArgNameError(f"server arg {name!r} is not a ServerArgs field name (lower case, underscores)")
         ref = self.lookup(name)
         if ref is not None:
             return ref
-        raise LaunchArgsError(self.unknown_message(name))
+        raise ServerArgNameError(self.unknown_message(name))
 
     def abbreviates(self, name: str) -> list[str]:
         """The options that ``--<name>`` abbreviates (argparse's prefix matching), sorted."""
@@ -319,5 +327,5 @@ def active_flags() -> FlagSet:
     return installed_flags() if sglang_importable() else builtin_flags()
 
 
-__all__ = ["ArgRef", "FLAG_TABLE_ENV", "FlagSet", "active_flags", "builtin_flags", "flags_from_table",
+__all__ = ["ArgRef", "FLAG_TABLE_ENV", "FlagSet", "ServerArgNameError", "active_flags", "builtin_flags", "flags_from_table",
            "installed_flags", "installed_parser", "sglang_importable", "using_flags"]
