@@ -319,6 +319,7 @@ class PhaseProfile:
     def from_snapshots(cls, before: MetricsSnapshot, after: MetricsSnapshot, *, wall_s: float,
                        max_batch: int | None = None, speculative: bool | None = None,
                        meta_accept_length: float | None = None,
+                       draft_forwards: bool = True,
                        baseline_decode_step_ms: float | None = None,
                        tok_s: float | None = None, baseline_tok_s: float | None = None,
                        meta_tolerance: float = 0.02,
@@ -333,6 +334,9 @@ class PhaseProfile:
                 batch-1 cycle-count fallbacks.
             speculative: Whether the server speculates; None infers it from verify calls.
             meta_accept_length: The benchmark's per-request accept length.
+            draft_forwards: Whether the draft model runs forwards of its own in the draft phase.
+                With one speculative step it does not (the re-extend yields the only draft token),
+                so no draft series is a known zero there rather than a missing one.
             baseline_decode_step_ms: The no-speculation baseline's ``cycle_ms``.
             tok_s: This trial's output tok/s; baseline_tok_s: the baseline's.
             meta_tolerance: Largest relative gap window vs meta_info still called consistent.
@@ -368,7 +372,8 @@ class PhaseProfile:
             else:
                 # A phase the mode cannot run is a known zero; one it must run but the device
                 # timer did not report is unknown (e.g. an eager draft is not timed).
-                needed = ("draft", "verify", "extend") if speculative else ("decode",)
+                needed = ((("draft",) if draft_forwards else ()) + ("verify", "extend")
+                          if speculative else ("decode",))
                 missing = [p for p in needed if p not in gpu]
                 for p in PHASES:
                     if per[p] is None and p not in missing:

@@ -269,7 +269,7 @@ def _median(values: Sequence[float]) -> float | None:
 
 
 async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
-                         speculative: bool) -> tuple[list[BenchResult], list[PhaseProfile], dict | None]:
+                         speculative: bool, draft_forwards: bool = True) -> tuple[list[BenchResult], list[PhaseProfile], dict | None]:
     base = server.url
     kwargs = workload.bench_kwargs()
     conc = kwargs.get("concurrency")
@@ -291,7 +291,7 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
                 profiles.append(PhaseProfile.from_snapshots(
                     before, after, wall_s=bench.duration_s, max_batch=conc or None,
                     speculative=speculative, meta_accept_length=bench.accept_length,
-                    tok_s=bench.output_tok_s))
+                    draft_forwards=draft_forwards, tok_s=bench.output_tok_s))
         info = None
         try:
             resp = await client.get(base + "/server_info")
@@ -369,13 +369,16 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
                                                  settings.trial_timeout_s or float("inf")),
                            grace_s=settings.grace_s, log_path=log_path, inherit_env=False)
     speculative = bool(spec.server_args.get("speculative_algorithm"))
+    steps = spec.server_args.get("speculative_num_steps")
+    # EAGLE with one step takes its only draft token from the re-extend: no draft forward at all.
+    draft_forwards = not (speculative and steps is not None and int(steps) <= 1)
     try:
         with server:
             started = time.monotonic() - t0
             left = (None if settings.trial_timeout_s is None
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             benches, profiles, info = asyncio.run(_within(
-                _measure_async(server, workload, settings.repeats, speculative), left))
+                _measure_async(server, workload, settings.repeats, speculative, draft_forwards), left))
             if any(b.failed for b in benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()

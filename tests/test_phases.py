@@ -335,3 +335,21 @@ def test_declared_counter_without_series_is_a_known_zero():
     srv = FakeSGLang()  # spec_verify_calls declared, never incremented
     snap = srv.snapshot()
     assert snap.counter_total("sglang:spec_verify_calls_total") == 0.0
+
+
+def test_one_step_eagle_has_no_draft_series_and_that_is_a_known_zero():
+    """SGLang runs no draft forward at one step (the re-extend yields the draft token), so its
+    device timer has no eagle_draft series: draft is 0 and other is known. With more steps the
+    same missing series means the draft was not timed: both stay unknown."""
+    srv = FakeSGLang()
+    before = srv.snapshot()
+    srv.gpu("target_verify", 0.8)
+    srv.gpu("eagle_draft_extend", 0.16)
+    srv.run(requests=2, tokens=1002, cycles=1000, verify=1000)
+    after = srv.snapshot()
+    one = PhaseProfile.from_snapshots(before, after, wall_s=3.0, max_batch=1, speculative=True,
+                                      draft_forwards=False)
+    assert one.draft_ms == 0.0
+    assert one.other_ms == pytest.approx(3.0 - 0.8 * 1e3 / 1000 - 0.16 * 1e3 / 1000, rel=1e-6)
+    many = PhaseProfile.from_snapshots(before, after, wall_s=3.0, max_batch=1, speculative=True)
+    assert many.draft_ms is None and many.other_ms is None
