@@ -22,12 +22,12 @@ echo "== setup done at $(( $(date +%s) - T0 )) s"
 
 if [ "${SKIP_PROBE:-0}" != 1 ]; then
   P0=$(date +%s)
-  python3 -m autotune.nccl_probe --tp 2 --hidden 7168 --tokens 1,4,8,16,64,512 \
+  timeout 150 python3 -m autotune.nccl_probe --tp 2 --hidden 7168 --tokens 1,4,8,16,64,512 \
     --candidates search_spaces/nccl-candidates-2xh200.yaml --backend nccl --out "$OUT/nccl-probe-2xh200.json" --workdir /tmp/results/probe-logs
   echo "== probe rc=$? took $(( $(date +%s) - P0 )) s"
 fi
 
-LANE_S=${LANE_S:-480}
+LANE_S=${LANE_S:-450}
 LANES=/tmp/results/lanes
 CUDA_VISIBLE_DEVICES=0 timeout "$LANE_S" python3 scripts/gpu/lane.py "$LANES/gpu0" \
   ${LANE0:-plain 1-1-2@1.8 3-1-4@3 5-1-6@3.5 3-4-8@3} > "$OUT/lane0.log" 2>&1 &
