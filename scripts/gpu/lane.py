@@ -35,11 +35,16 @@ def params_of(spec: str) -> dict:
             "SGLANG_SIMULATE_ACC_LEN": acc}
 
 
+_stopped: list[int] = []
+
+
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
-    """Run one trial CLI; a SIGTERM to this lane (its time is up) stops the trial, which stops its server."""
+    """Run one trial CLI; a SIGTERM to this lane (its time is up) stops the trial, which stops its
+    server, and the lane starts no further config."""
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def stop(signum: int, _frame: object) -> None:
+        _stopped.append(signum)
         child.send_signal(signum)
 
     old = signal.signal(signal.SIGTERM, stop)
@@ -87,6 +92,10 @@ def main() -> int:
         lane.append(entry)
         (out / "lane.json").write_text(json.dumps(lane, indent=1))
         print(json.dumps({k: v for k, v in entry.items() if k != "command"}), flush=True)
+        if _stopped:
+            print(f"lane stopped by signal {_stopped[0]}; configs not run: "
+                  f"{args.configs[len(lane):]}", flush=True)
+            return 1
     return 0
 
 

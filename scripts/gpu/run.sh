@@ -27,13 +27,13 @@ if [ "${SKIP_PROBE:-0}" != 1 ]; then
   echo "== probe rc=$? took $(( $(date +%s) - P0 )) s"
 fi
 
-LANE_S=${LANE_S:-450}
+LANE_S=${LANE_S:-470}
 LANES=/tmp/results/lanes
-CUDA_VISIBLE_DEVICES=0 timeout "$LANE_S" python3 scripts/gpu/lane.py "$LANES/gpu0" \
-  ${LANE0:-plain 1-1-2@1.8 3-1-4@3 5-1-6@3.5 3-4-8@3} > "$OUT/lane0.log" 2>&1 &
+CUDA_VISIBLE_DEVICES=0 timeout -k 20 "$LANE_S" python3 scripts/gpu/lane.py "$LANES/gpu0" \
+  ${LANE0:-plain 1-1-2@1.8 3-1-4@3 5-1-6@3.5} > "$OUT/lane0.log" 2>&1 &
 A=$!
-CUDA_VISIBLE_DEVICES=1 timeout "$LANE_S" python3 scripts/gpu/lane.py "$LANES/gpu1" \
-  ${LANE1:-full:plain plain 2-1-3@2.5 4-1-5@3.5 2-2-4@2.5} > "$OUT/lane1.log" 2>&1 &
+CUDA_VISIBLE_DEVICES=1 timeout -k 20 "$LANE_S" python3 scripts/gpu/lane.py "$LANES/gpu1" \
+  ${LANE1:-plain full:plain 2-1-3@2.5 3-4-8@3} > "$OUT/lane1.log" 2>&1 &
 B=$!
 wait $A; echo "== lane gpu0 rc=$?"; wait $B; echo "== lane gpu1 rc=$?"
 cat "$OUT/lane0.log" "$OUT/lane1.log"
