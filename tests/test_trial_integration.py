@@ -385,10 +385,14 @@ def test_with_the_device_timer_a_baseline_profiles_decode(sim_env: None, tmp_pat
     assert ph["device_timer"] is True and ph["decode_ms"] > 0 and ph["cycle_ms"] >= ph["decode_ms"]
 
 
-def test_trial_cli_json_has_the_promised_keys(sim_env: None, tmp_path: Path) -> None:
+def cli_space(tmp_path: Path, *, repeats: int, forced_accept: bool = False) -> Path:
+    """A small sim space file for the trial CLI: steps searched, top-k 1, EAGLE-3 fixed; with
+    ``forced_accept`` also SGLANG_SIMULATE_ACC_LEN in {2, 3}."""
+    forced = ('\n          SGLANG_SIMULATE_ACC_LEN: {type: categorical, choices: ["2", "3"]}'
+              if forced_accept else "")
     space_file = tmp_path / "space.yaml"
     space_file.write_text(textwrap.dedent(f"""\
-        name: cli-json
+        name: cli
         backend: sim
         profile: {LLAMA}
         model_path: sim/Llama-3.1-8B-Instruct
@@ -396,10 +400,15 @@ def test_trial_cli_json_has_the_promised_keys(sim_env: None, tmp_path: Path) -> 
         fixed_args: {{speculative_algorithm: EAGLE3, tp_size: 1}}
         parameters:
           speculative_num_steps: {{type: int, low: 1, high: 6}}
-          speculative_eagle_topk: {{type: categorical, choices: [1]}}
+          speculative_eagle_topk: {{type: categorical, choices: [1]}}{forced}
         workload: {{num_prompts: 2, warmup_prompts: 1, output_len: 24, concurrency: 1}}
-        measure: {{repeats: 2, startup_timeout_s: 60}}
+        measure: {{repeats: {repeats}, startup_timeout_s: 60}}
         """))
+    return space_file
+
+
+def test_trial_cli_json_has_the_promised_keys(sim_env: None, tmp_path: Path) -> None:
+    space_file = cli_space(tmp_path, repeats=2)
     proc = subprocess.run(
         [sys.executable, "-m", "autotune.trial", "--space", str(space_file), "--params",
          json.dumps({"speculative_num_steps": 3, "speculative_eagle_topk": 1}), "--json",
@@ -453,21 +462,7 @@ def test_phase_profile_from_live_snapshots_matches_the_request_counts(server: Se
 def test_trial_cli_baseline_store_measures_the_baseline_once(sim_env: None, tmp_path: Path) -> None:
     """Two CLI calls naming one --baseline-store share one baseline, also when they force
     different accept lengths: SGLANG_SIMULATE_ACC_LEN only matters to the speculative worker."""
-    space_file = tmp_path / "space.yaml"
-    space_file.write_text(textwrap.dedent(f"""\
-        name: cli-store
-        backend: sim
-        profile: {LLAMA}
-        model_path: sim/Llama-3.1-8B-Instruct
-        draft_model_path: sim/EAGLE3-LLaMA3.1-Instruct-8B
-        fixed_args: {{speculative_algorithm: EAGLE3, tp_size: 1}}
-        parameters:
-          speculative_num_steps: {{type: int, low: 1, high: 6}}
-          speculative_eagle_topk: {{type: categorical, choices: [1]}}
-          SGLANG_SIMULATE_ACC_LEN: {{type: categorical, choices: ["2", "3"]}}
-        workload: {{num_prompts: 2, warmup_prompts: 1, output_len: 24, concurrency: 1}}
-        measure: {{repeats: 1, startup_timeout_s: 60}}
-        """))
+    space_file = cli_space(tmp_path, repeats=1, forced_accept=True)
     store = tmp_path / "baselines"
     outs = []
     for steps, acc in ((2, "2"), (3, "3")):
