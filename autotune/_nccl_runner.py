@@ -43,6 +43,7 @@ class RunSettings:
         tokens: Token counts, one message size each.
         iters: Timed all-reduces per size.
         warmup: Untimed all-reduces per size first.
+        batch: Back-to-back all-reduces per timed sample (1: each call alone).
         backend: ``nccl`` or ``gloo``.
         timeout_s: Per candidate, from its go to its result.
         ready_timeout_s: Per candidate, from its start to all ranks ready.
@@ -55,6 +56,7 @@ class RunSettings:
     warmup: int
     backend: str
     timeout_s: float = 60.0
+    batch: int = 1
     ready_timeout_s: float = 180.0
 
 
@@ -134,7 +136,7 @@ def _spawn(cand: Candidate, settings: RunSettings, root: Path, index: int) -> _G
         for rank in range(settings.tp):
             spec = {"rank": rank, "world": settings.tp, "backend": settings.backend,
                     "hidden": settings.hidden, "tokens": list(settings.tokens),
-                    "iters": settings.iters, "warmup": settings.warmup,
+                    "iters": settings.iters, "warmup": settings.warmup, "batch": settings.batch,
                     "init_timeout_s": settings.timeout_s,
                     "status_file": str(workdir / f"rank{rank}.json")}
             with open(workdir / f"rank{rank}.log", "wb") as log:

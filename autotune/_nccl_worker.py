@@ -72,34 +72,44 @@ def _stats(samples_us: list[float]) -> dict[str, Any]:
             "p90_us": _quantile(ordered, 0.9), "iters": len(ordered)}
 
 
-def _time_cuda(torch: Any, dist: Any, tensor: Any, iters: int, warmup: int) -> list[float]:
-    """Per-call latency from CUDA events around each eager all-reduce.
+def _time_cuda(torch: Any, dist: Any, tensor: Any, iters: int, warmup: int,
+               batch: int = 1) -> list[float]:
+    """Per-call latency from CUDA events: ``iters`` samples of ``batch`` back-to-back all-reduces.
 
-    Events are read after the loop: a synchronize inside the timed region would change what is
-    timed (REFERENCE.md section 4).
+    With ``batch`` 1 each eager call is timed alone, and the sample also holds the wait for the
+    slower rank's launch. With a larger batch the ranks first meet (a tiny all-reduce, then a
+    synchronize, outside the timed region), and the launches queue ahead of the GPU as in a
+    CUDA-graph replay, so the sample is the collective's own time. Events are read after the loop: a
+    synchronize inside the timed region would change what is timed (REFERENCE.md section 4).
     """
     for _ in range(warmup):
         dist.all_reduce(tensor)
     torch.cuda.synchronize()
+    meet = torch.ones(1, dtype=tensor.dtype, device=tensor.device)
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
              for _ in range(iters)]
     for start, stop in pairs:
+        if batch > 1:
+            dist.all_reduce(meet)
+            torch.cuda.synchronize()
         start.record()
-        dist.all_reduce(tensor)
+        for _ in range(batch):
+            dist.all_reduce(tensor)
         stop.record()
     torch.cuda.synchronize()
-    return [start.elapsed_time(stop) * 1e3 for start, stop in pairs]
+    return [start.elapsed_time(stop) * 1e3 / batch for start, stop in pairs]
 
 
-def _time_cpu(dist: Any, tensor: Any, iters: int, warmup: int) -> list[float]:
-    """Per-call latency of a blocking gloo all-reduce, by the wall clock."""
+def _time_cpu(dist: Any, tensor: Any, iters: int, warmup: int, batch: int = 1) -> list[float]:
+    """Per-call latency of blocking gloo all-reduces, by the wall clock, ``batch`` calls a sample."""
     for _ in range(warmup):
         dist.all_reduce(tensor)
     out = []
     for _ in range(iters):
         t0 = time.perf_counter()
-        dist.all_reduce(tensor)
-        out.append((time.perf_counter() - t0) * 1e6)
+        for _ in range(batch):
+            dist.all_reduce(tensor)
+        out.append((time.perf_counter() - t0) * 1e6 / batch)
     return out
 
 
@@ -135,20 +145,24 @@ def run(spec: dict[str, Any]) -> None:
             raise
         dtype = torch.float32  # a gloo build without bf16 reductions
     init_s = time.perf_counter() - t0
+    batch = int(spec.get("batch", 1))
     sizes = []
     for tokens in spec["tokens"]:
         tensor = torch.ones((int(tokens), int(spec["hidden"])), dtype=dtype, device=device)
         if backend == "nccl":
-            samples = _time_cuda(torch, dist, tensor, spec["iters"], spec["warmup"])
+            samples = _time_cuda(torch, dist, tensor, spec["iters"], spec["warmup"], batch)
         else:
-            samples = _time_cpu(dist, tensor, spec["iters"], spec["warmup"])
+            samples = _time_cpu(dist, tensor, spec["iters"], spec["warmup"], batch)
         sizes.append({"tokens": int(tokens), "bytes": tensor.numel() * tensor.element_size(),
                       **_stats(samples)})
         del tensor
     # Every rank's medians: an all-reduce is as slow as its slowest rank.
     medians = [s["median_us"] for s in sizes]
     gathered: list[Any] = [None] * world
-    dist.all_gather_object(gathered, medians)
+    # Over gloo: the candidate's NCCL env governs only what is measured. (NCCL_ALGO=Tree, say,
+    # has no AllGather algorithm; a server with it fails at its first all-gather, the probe not.)
+    side = dist.new_group(backend="gloo") if backend == "nccl" else None
+    dist.all_gather_object(gathered, medians, group=side)
     for i, size in enumerate(sizes):
         size["rank_medians_us"] = [g[i] for g in gathered]
     dist.destroy_process_group()

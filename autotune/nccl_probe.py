@@ -58,8 +58,10 @@ class ProbeSettings:
         tp: Ranks of the all-reduce (GPUs).
         hidden: Model hidden size; a message is ``tokens x hidden`` bf16 values.
         tokens: Token counts, one message size each.
-        iters: Timed all-reduces per size.
+        iters: Timed samples per size.
         warmup: Untimed all-reduces per size before them.
+        batch: Back-to-back all-reduces per sample, the ranks met first (1: each call timed
+            alone, which also times the wait for the slower rank's launch).
         backend: ``auto``, ``nccl``, ``gloo`` or ``sim``.
         timeout_s: Per candidate, from its go to its result; past it the candidate fails.
         decode_max_tokens: Sizes up to this many tokens are decode.
@@ -72,6 +74,7 @@ class ProbeSettings:
     tokens: tuple[int, ...] = (1, 4, 8, 64)
     iters: int = 200
     warmup: int = 20
+    batch: int = 10
     backend: str = "auto"
     timeout_s: float = 60.0
     decode_max_tokens: int = 8
@@ -88,6 +91,8 @@ class ProbeSettings:
             raise ValueError(f"tokens must be a non-empty list of counts >= 1, got {self.tokens}")
         if self.iters < 1 or self.warmup < 0:
             raise ValueError(f"iters must be >= 1 and warmup >= 0, got {self.iters}, {self.warmup}")
+        if self.batch < 1:
+            raise ValueError(f"batch must be >= 1, got {self.batch}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.backend == "sim" and not self.profile:
@@ -235,7 +240,7 @@ def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
 
         run = RunSettings(tp=settings.tp, hidden=settings.hidden, tokens=tuple(settings.tokens),
                           iters=settings.iters, warmup=settings.warmup, backend=backend,
-                          timeout_s=settings.timeout_s)
+                          timeout_s=settings.timeout_s, batch=settings.batch)
         rows = run_candidates(candidates, run, workdir=workdir, on_row=on_row)
     ranking = rank_rows(rows, settings)
     facts = next((r for r in rows if r.get("status") == "ok"), {})
@@ -279,7 +284,8 @@ def format_table(report: Mapping[str, Any]) -> str:
     fmt = "  ".join(f"{{:{'<' if i == 1 else '>'}{w}}}" for i, w in enumerate(widths))
     args = report["args"]
     how = ("the emulator's modelled us per all-reduce (nothing timed)" if args["backend"] == "sim"
-           else f"{args['iters']} iters after {args['warmup']} warm-up; median us per all-reduce")
+           else f"{args['iters']} samples of {args.get('batch', 1)} back-to-back calls after "
+                f"{args['warmup']} warm-up; median us per all-reduce")
     out = [f"NCCL probe: backend {args['backend']}, tp {args['tp']}, hidden {args['hidden']}, {how}",
            fmt.format(*head)]
     out += [fmt.format(*cells) for cells in lines]
@@ -329,6 +335,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKENDS, default="auto")
     p.add_argument("--iters", type=int, default=200, help="timed all-reduces per size")
     p.add_argument("--warmup", type=int, default=20, help="untimed all-reduces per size first")
+    p.add_argument("--batch", type=int, default=10,
+                   help="back-to-back all-reduces per timed sample, ranks met first; 1 times each "
+                        "call alone (default 10)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
     p.add_argument("--decode-max-tokens", type=int, default=8)
     p.add_argument("--verify-max-tokens", type=int, default=64)
@@ -364,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError("--hidden is required with --candidates")
         settings = ProbeSettings(
             tp=args.tp, hidden=hidden, tokens=args.tokens, iters=args.iters, warmup=args.warmup,
-            backend=args.backend, timeout_s=args.timeout,
+            batch=args.batch, backend=args.backend, timeout_s=args.timeout,
             decode_max_tokens=args.decode_max_tokens, verify_max_tokens=args.verify_max_tokens,
             profile=profile)
 

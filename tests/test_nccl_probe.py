@@ -307,3 +307,11 @@ def test_cli_bad_input_exits_2_with_the_reason(tmp_path: Path, capsys: pytest.Ca
     assert main(["--tp", "2", "--hidden", "8", "--candidates", str(cands)]) == 2
     assert "UPPER_CASE" in capsys.readouterr().err
     assert main(["--tp", "1", "--hidden", "8", "--candidates", str(cands).replace("c.yaml", "x")]) == 2
+
+
+def test_batch_must_be_positive_and_is_reported() -> None:
+    from autotune.nccl_probe import ProbeSettings
+
+    with pytest.raises(ValueError, match="batch must be >= 1"):
+        ProbeSettings(tp=2, hidden=8, batch=0).check()
+    ProbeSettings(tp=2, hidden=8, batch=1).check()
