@@ -815,6 +815,8 @@ class NcclPrescreen:
         tokens: Message sizes of the probe, in tokens (``tokens x hidden`` bf16).
         hidden: Hidden size; None takes the sim profile's or the model's config.json.
         iters, warmup: Timed and untimed all-reduces per size.
+        rounds: Passes over all candidates; with 2 or more, a best candidate that is not ahead
+            of the default in every round does not push the default out of the kept set.
         backend: Probe backend: ``auto`` (sim for the emulator, nccl otherwise), ``nccl``,
             ``gloo`` or ``sim``.
         timeout_s: Per candidate.
@@ -830,18 +832,19 @@ class NcclPrescreen:
     backend: str = "auto"
     timeout_s: float = 60.0
     kept: tuple[str, ...] | None = None
+    rounds: int = 1
 
 
 NCCL_PRESCREEN_BACKENDS = ("auto", "nccl", "gloo", "sim")
 
 
 def read_nccl_prescreen(reader: Reader, value: Any, line: int | None) -> NcclPrescreen | None:
-    """Parse ``nccl_prescreen: {keep, tokens, hidden, iters, warmup, backend, timeout_s, kept}``."""
+    """Parse ``nccl_prescreen: {keep, tokens, hidden, iters, warmup, rounds, backend, timeout_s, kept}``."""
     if value is None:
         return None
     fld = "nccl_prescreen"
     reader.mapping(value, fld, line, allowed=("keep", "tokens", "hidden", "iters", "warmup",
-                                              "backend", "timeout_s", "kept"),
+                                              "rounds", "backend", "timeout_s", "kept"),
                    required=("keep",))
     tokens = value.get("tokens", [1, 4, 8, 64])
     if not isinstance(tokens, list) or not tokens:
@@ -870,7 +873,9 @@ def read_nccl_prescreen(reader: Reader, value: Any, line: int | None) -> NcclPre
                               line_of(value, "backend"), choices=NCCL_PRESCREEN_BACKENDS),
         timeout_s=reader.number(value.get("timeout_s", 60), f"{fld}.timeout_s",
                                 line_of(value, "timeout_s"), positive=True),
-        kept=kept)
+        kept=kept,
+        rounds=reader.integer(value.get("rounds", 1), f"{fld}.rounds", line_of(value, "rounds"),
+                              minimum=1))
 
 
 def read_workload(reader: Reader, value: Any, line: int | None, *,

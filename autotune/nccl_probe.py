@@ -23,6 +23,7 @@ import math
 import os
 import platform
 import socket
+import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -62,6 +63,9 @@ class ProbeSettings:
         warmup: Untimed all-reduces per size before them.
         batch: Back-to-back all-reduces per sample, the ranks met first (1: each call timed
             alone, which also times the wait for the slower rank's launch).
+        rounds: Passes over all candidates, each in a rotated order and in fresh processes. A
+            candidate's figure is the median of its rounds; with 2 or more the report says
+            whether the best and the default candidate are separated beyond the rounds' spread.
         backend: ``auto``, ``nccl``, ``gloo`` or ``sim``.
         timeout_s: Per candidate, from its go to its result; past it the candidate fails.
         decode_max_tokens: Sizes up to this many tokens are decode.
@@ -75,6 +79,7 @@ class ProbeSettings:
     iters: int = 200
     warmup: int = 20
     batch: int = 10
+    rounds: int = 1
     backend: str = "auto"
     timeout_s: float = 60.0
     decode_max_tokens: int = 8
@@ -93,6 +98,8 @@ class ProbeSettings:
             raise ValueError(f"iters must be >= 1 and warmup >= 0, got {self.iters}, {self.warmup}")
         if self.batch < 1:
             raise ValueError(f"batch must be >= 1, got {self.batch}")
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {self.rounds}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.backend == "sim" and not self.profile:
@@ -132,6 +139,41 @@ def resolve_backend(requested: str, tp: int) -> tuple[str, str | None]:
 # ----------------------------------------------------------------------------- ranking
 
 
+def merge_rounds(names: Sequence[str], passes: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per candidate (in ``names`` order) from one or more passes over all of them.
+
+    A size's ``median_us`` is the median of its per-round medians, which stay in
+    ``round_medians_us``; p10/p90 span every round's. A candidate that failed in any round is
+    failed, with that round's reason: a setting that sometimes breaks is not a candidate.
+    """
+    if len(passes) == 1:
+        return list(passes[0])
+    out = []
+    for name in names:
+        runs = [next(r for r in rows if r["name"] == name) for rows in passes]
+        row = dict(runs[0])
+        row["rounds"] = len(runs)
+        row["wall_s"] = round(sum(r.get("wall_s") or 0.0 for r in runs), 3)
+        bad = next((r for r in runs if r.get("status") != "ok"), None)
+        if bad is not None:
+            row.update(status="failed", reason=f"round {runs.index(bad) + 1}: {bad.get('reason')}",
+                       sizes=[])
+            out.append(row)
+            continue
+        sizes = []
+        for i, first in enumerate(runs[0]["sizes"]):
+            per = [r["sizes"][i] for r in runs]
+            medians = sorted(p["median_us"] for p in per)
+            sizes.append({**first, "median_us": statistics.median(medians),
+                          "p10_us": min(p["p10_us"] for p in per),
+                          "p90_us": max(p["p90_us"] for p in per),
+                          "iters": sum(p["iters"] for p in per),
+                          "round_medians_us": [p["median_us"] for p in per]})
+        row["sizes"] = sizes
+        out.append(row)
+    return out
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -157,6 +199,11 @@ def rank_rows(rows: list[dict[str, Any]], settings: ProbeSettings) -> dict[str, 
             medians = [s["median_us"] for s in row.get("sizes", [])
                        if s["phase"] == ph and _finite(s.get("median_us"))]
             row[f"{ph}_us"] = _mean(medians) if row.get("status") == "ok" else None
+            per_round = [s["round_medians_us"] for s in row.get("sizes", [])
+                         if s["phase"] == ph and "round_medians_us" in s]
+            if per_round and row.get("status") == "ok":
+                row[f"{ph}_us_rounds"] = [_mean([m[r] for m in per_round])
+                                          for r in range(len(per_round[0]))]
 
     def key(item: tuple[int, dict[str, Any]]) -> tuple:
         index, row = item
@@ -180,13 +227,26 @@ def rank_rows(rows: list[dict[str, Any]], settings: ProbeSettings) -> dict[str, 
               "default_over_best": (default_us / best_us if best_us and default_us is not None
                                     else None),
               "saving_us": (default_us - best_us if best_us is not None and default_us is not None
-                            else None)}
+                            else None),
+              "rounds": settings.rounds, "separated": _separated(best, default, primary)}
     return {"rank_by": phases_present, "ranking": [r["name"] for r in ranked],
             "best": spread["best"],
             "default": ({"name": default["name"], "status": default.get("status"),
                          **{f"{ph}_us": default.get(f"{ph}_us") for ph in PHASES}}
                         if default else None),
             "spread": spread}
+
+
+def _separated(best: dict[str, Any] | None, default: dict[str, Any] | None,
+               phase: str) -> bool | None:
+    """Whether every round put the best candidate ahead of the default one (None: one round,
+    or either unknown). Overlapping rounds mean the gap is within the machine's noise."""
+    if best is None or default is None or best is default:
+        return None if best is None or default is None else False
+    b, d = best.get(f"{phase}_us_rounds"), default.get(f"{phase}_us_rounds")
+    if not b or not d or len(b) < 2:
+        return None
+    return max(b) < min(d)
 
 
 def _finite(value: Any) -> bool:
@@ -241,7 +301,15 @@ def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
         run = RunSettings(tp=settings.tp, hidden=settings.hidden, tokens=tuple(settings.tokens),
                           iters=settings.iters, warmup=settings.warmup, backend=backend,
                           timeout_s=settings.timeout_s, batch=settings.batch)
-        rows = run_candidates(candidates, run, workdir=workdir, on_row=on_row)
+        passes = []
+        for r in range(settings.rounds):
+            # A rotated order, so no candidate always runs first (cold) or right after another.
+            shift = r % len(candidates)
+            order = list(candidates[shift:]) + list(candidates[:shift])
+            where = (workdir if workdir is None or settings.rounds == 1
+                     else os.path.join(workdir, f"round{r + 1}"))
+            passes.append(run_candidates(order, run, workdir=where, on_row=on_row))
+        rows = merge_rounds([c.name for c in candidates], passes)
     ranking = rank_rows(rows, settings)
     facts = next((r for r in rows if r.get("status") == "ok"), {})
     host = {"hostname": socket.gethostname(), "python": platform.python_version(),
@@ -285,7 +353,8 @@ def format_table(report: Mapping[str, Any]) -> str:
     args = report["args"]
     how = ("the emulator's modelled us per all-reduce (nothing timed)" if args["backend"] == "sim"
            else f"{args['iters']} samples of {args.get('batch', 1)} back-to-back calls after "
-                f"{args['warmup']} warm-up; median us per all-reduce")
+                f"{args['warmup']} warm-up; median us per all-reduce"
+                + (f", median of {args['rounds']} rounds" if args.get("rounds", 1) > 1 else ""))
     out = [f"NCCL probe: backend {args['backend']}, tp {args['tp']}, hidden {args['hidden']}, {how}",
            fmt.format(*head)]
     out += [fmt.format(*cells) for cells in lines]
@@ -302,6 +371,16 @@ def format_table(report: Mapping[str, Any]) -> str:
                    "(no default candidate to compare with)")
     else:
         out.append("no candidate was measured")
+    sep = s.get("separated")
+    if s["best"] is not None and s["best"] == s.get("default"):
+        out.append("the default ranks first")
+    elif sep is not None:
+        rounds = s.get("rounds")
+        out.append(f"over {rounds} rounds the best is ahead of the default in every round"
+                   if sep else f"over {rounds} rounds the best and the default overlap: the gap is "
+                   "within this machine's noise")
+    elif s.get("rounds", 1) == 1 and s["best"] is not None:
+        out.append("one round: run --rounds 3 to tell a real gap from noise")
     for note in report.get("notes", []):
         out.append(f"note: {note}")
     out.append(f"wall time {report['wall_s']:.1f} s")
@@ -338,6 +417,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=10,
                    help="back-to-back all-reduces per timed sample, ranks met first; 1 times each "
                         "call alone (default 10)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="passes over all candidates (rotated order, fresh processes); with 2 or "
+                        "more the report says whether best and default are apart beyond noise")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
     p.add_argument("--decode-max-tokens", type=int, default=8)
     p.add_argument("--verify-max-tokens", type=int, default=64)
@@ -373,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError("--hidden is required with --candidates")
         settings = ProbeSettings(
             tp=args.tp, hidden=hidden, tokens=args.tokens, iters=args.iters, warmup=args.warmup,
-            batch=args.batch, backend=args.backend, timeout_s=args.timeout,
+            batch=args.batch, rounds=args.rounds, backend=args.backend, timeout_s=args.timeout,
             decode_max_tokens=args.decode_max_tokens, verify_max_tokens=args.verify_max_tokens,
             profile=profile)
 

@@ -77,7 +77,8 @@ def probe_space(space: Any) -> dict[str, Any]:
     backend = probe_backend(space)
     candidates = candidates_from_space(space)
     settings = ProbeSettings(tp=tp, hidden=hidden_of_space(space), tokens=tuple(pre.tokens),
-                             iters=pre.iters, warmup=pre.warmup, backend=backend,
+                             iters=pre.iters, warmup=pre.warmup, rounds=pre.rounds,
+                             backend=backend,
                              timeout_s=pre.timeout_s, profile=space.profile)
     try:
         settings.check()
@@ -86,7 +87,7 @@ def probe_space(space: Any) -> dict[str, Any]:
     task = ray.remote(num_cpus=1, num_gpus=tp if backend == "nccl" else 0,
                       max_retries=0)(_probe_task)
     ref = task.remote(candidates, settings, dict(space.forbidden.env))
-    limit = len(candidates) * (pre.timeout_s + _READY_ALLOWANCE_S) + 120.0
+    limit = pre.rounds * len(candidates) * (pre.timeout_s + _READY_ALLOWANCE_S) + 120.0
     try:
         return ray.get(ref, timeout=limit)
     except ray.exceptions.GetTimeoutError:
@@ -95,6 +96,18 @@ def probe_space(space: Any) -> dict[str, Any]:
     except ray.exceptions.RayTaskError as exc:
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc
         raise PrescreenError(f"the NCCL probe failed: {type(cause).__name__}: {cause}") from None
+
+
+def choose_kept(report: dict[str, Any], keep: int) -> list[str]:
+    """The best ``keep`` candidates; when the probe's rounds could not tell the best from the
+    default (``spread.separated`` False), the default stays in, in place of the last one, so noise
+    never narrows the search away from what runs without any NCCL setting."""
+    kept = list(report["ranking"][:keep])
+    default = (report.get("default") or {}).get("name")
+    if (report["spread"].get("separated") is False and default in report["ranking"]
+            and default not in kept):
+        kept[-1] = default
+    return kept
 
 
 def narrowed_data(space: Any, kept: list[str]) -> dict[str, Any]:
@@ -160,7 +173,7 @@ def run_prescreen(space: Any, *, exp_dir: Path, tracker: Any = None, restoring: 
         return PrescreenOutcome(tuple(kept), None, str(path), reused=True)
     try:
         report = probe_space(space)
-        kept = report["ranking"][: pre.keep]
+        kept = choose_kept(report, pre.keep)
         if not kept:
             reasons = "; ".join(f"{r['name']}: {r.get('reason')}" for r in report["rows"])
             raise PrescreenError(f"the NCCL probe measured no candidate ({reasons})")
@@ -191,8 +204,10 @@ def run_prescreen(space: Any, *, exp_dir: Path, tracker: Any = None, restoring: 
             metrics={f"nccl_best_{spread['phase']}_us": spread["best_us"],
                      f"nccl_default_{spread['phase']}_us": spread["default_us"],
                      "nccl_default_over_best": spread["default_over_best"],
+                     "nccl_probe_rounds": spread.get("rounds"),
                      "nccl_probe_wall_s": report["wall_s"]},
-            tags={"autotune.nccl_prescreen": "ok"},
+            tags={"autotune.nccl_prescreen": "ok",
+                  "autotune.nccl_prescreen_separated": str(spread.get("separated"))},
             files={REPORT_NAME: exp_dir / REPORT_NAME, NARROWED_NAME: path},
             texts={"nccl-probe.txt": table + "\n"}, artifact_dir="nccl_prescreen")
     return PrescreenOutcome(tuple(kept), report, str(path))

@@ -271,7 +271,8 @@ def test_ranking_by_decode_then_verify_failures_last() -> None:
     assert [r["rank"] for r in rows] == [3, 2, 1, None]
     assert rows[3]["decode_us"] is None and rows[0]["prefill_us"] == 90.0
     assert out["spread"] == {"phase": "decode", "best": "b", "best_us": 30.0, "default": "default",
-                             "default_us": 45.0, "default_over_best": 1.5, "saving_us": 15.0}
+                             "default_us": 45.0, "default_over_best": 1.5, "saving_us": 15.0,
+                             "rounds": 1, "separated": None}
 
 
 def test_ranking_without_decode_sizes_or_default() -> None:
@@ -315,3 +316,56 @@ def test_batch_must_be_positive_and_is_reported() -> None:
     with pytest.raises(ValueError, match="batch must be >= 1"):
         ProbeSettings(tp=2, hidden=8, batch=0).check()
     ProbeSettings(tp=2, hidden=8, batch=1).check()
+
+
+def _round_row(name: str, medians: list[float]) -> dict:
+    return {"name": name, "env": {} if name == "default" else {"NCCL_PROTO": name},
+            "status": "ok", "reason": None, "wall_s": 1.0,
+            "sizes": [{"tokens": 1, "bytes": 2, "median_us": m, "p10_us": m - 1, "p90_us": m + 1,
+                       "iters": 10} for m in medians]}
+
+
+def test_rounds_merge_to_median_and_tell_a_real_gap_from_noise() -> None:
+    from autotune.nccl_probe import ProbeSettings, merge_rounds, rank_rows
+
+    settings = ProbeSettings(tp=2, hidden=8, tokens=(1,), rounds=3)
+    # LL is ahead of the default in every round: a real gap.
+    passes = [[_round_row("default", [50.0]), _round_row("LL", [30.0])],
+              [_round_row("LL", [35.0]), _round_row("default", [45.0])],
+              [_round_row("default", [48.0]), _round_row("LL", [31.0])]]
+    rows = merge_rounds(["default", "LL"], passes)
+    assert [r["sizes"][0]["median_us"] for r in rows] == [48.0, 31.0]
+    assert rows[1]["sizes"][0]["round_medians_us"] == [30.0, 35.0, 31.0]
+    assert rows[0]["sizes"][0]["iters"] == 30 and rows[0]["sizes"][0]["p90_us"] == 51.0
+    ranking = rank_rows(rows, settings)
+    assert ranking["best"] == "LL" and ranking["spread"]["separated"] is True
+    # One round where LL is slower than the default's fastest: noise, not a gap.
+    passes[1] = [_round_row("LL", [46.0]), _round_row("default", [45.0])]
+    rows = merge_rounds(["default", "LL"], passes)
+    ranking = rank_rows(rows, settings)
+    assert ranking["best"] == "LL" and ranking["spread"]["separated"] is False
+
+
+def test_a_candidate_failing_in_any_round_is_failed() -> None:
+    from autotune.nccl_probe import merge_rounds
+
+    bad = dict(_round_row("LL", [30.0]), status="failed", reason="boom", sizes=[])
+    rows = merge_rounds(["default", "LL"], [[_round_row("default", [40.0]), _round_row("LL", [30.0])],
+                                            [_round_row("default", [41.0]), bad]])
+    assert rows[1]["status"] == "failed" and rows[1]["reason"] == "round 2: boom"
+    assert rows[0]["status"] == "ok" and rows[0]["rounds"] == 2
+
+
+def test_gloo_probe_over_two_rounds(tmp_path) -> None:
+    from autotune.nccl_probe import Candidate, ProbeSettings, run_probe
+
+    cands = [Candidate("default", {}), Candidate("NCCL_PROTO=LL", {"NCCL_PROTO": "LL"})]
+    report = run_probe(cands, ProbeSettings(tp=2, hidden=64, tokens=(1, 16), iters=3, warmup=1,
+                                            batch=2, rounds=2, backend="gloo"),
+                       workdir=str(tmp_path))
+    assert report["failed"] == [] and report["args"]["rounds"] == 2
+    for row in report["rows"]:
+        assert row["rounds"] == 2 and len(row["decode_us_rounds"]) == 2
+        assert all(len(s["round_medians_us"]) == 2 for s in row["sizes"])
+    assert report["spread"]["separated"] in (True, False)
+    assert (tmp_path / "round1").is_dir() and (tmp_path / "round2").is_dir()

@@ -250,3 +250,16 @@ def test_a_failed_probe_stops_the_search_and_fails_the_parent_run(
     assert parent.info.status == "FAILED"
     assert parent.data.tags["autotune.nccl_prescreen"] == "failed"
     assert "NCCL pre-screen" in parent.data.tags["autotune.reason"]
+
+
+def test_choose_kept_keeps_the_default_when_the_rounds_cannot_tell_them_apart() -> None:
+    from autotune.prescreen import choose_kept
+
+    report = {"ranking": ["LL", "Ring", "default", "Tree"], "default": {"name": "default"},
+              "spread": {"separated": False}}
+    assert choose_kept(report, 2) == ["LL", "default"]
+    assert choose_kept(report, 3) == ["LL", "Ring", "default"]
+    report["spread"]["separated"] = True
+    assert choose_kept(report, 2) == ["LL", "Ring"]
+    report["spread"]["separated"] = None  # one round: nothing known about noise
+    assert choose_kept(report, 2) == ["LL", "Ring"]
