@@ -14,15 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from autotune._nccl_candidates import DEFAULT_NAME, env_text, name_of, parse_name
+from autotune._nccl_candidates import DEFAULT_NAME, env_text, name_of, nccl_dims, parse_name
 from autotune._space_schema import Parameter, join, show
 
 NCCL_BUNDLE = "nccl_candidate"
-
-
-def nccl_params(space: Any) -> list[Parameter]:
-    """The searched NCCL_* parameters, in file order (the candidate parameter excluded)."""
-    return [p for p in space.parameters.values() if p.name.startswith("NCCL_")]
 
 
 def check_prescreen(space: Any, fail: Any, line: int | None) -> None:
@@ -33,7 +28,7 @@ def check_prescreen(space: Any, fail: Any, line: int | None) -> None:
         fail: ``fail(message, field=, line=)`` that raises a located ConfigError.
         line: Line of the ``nccl_prescreen`` key.
     """
-    dims = nccl_params(space)
+    dims = nccl_dims(space)
     if not dims:
         fail("nccl_prescreen narrows the space's NCCL_* parameters, and it has none; add e.g. "
              "NCCL_ALGO: {type: categorical, choices: [null, Ring, Tree]} or remove "
@@ -66,7 +61,7 @@ def apply_kept(space: Any, kept: tuple[str, ...], fail: Any, lines: Any) -> None
         fail: ``fail(message, field=, line=)``.
         lines: ``line(index)`` of each kept entry.
     """
-    dims = nccl_params(space)
+    dims = nccl_dims(space)
     names = {p.name: p for p in dims}
     bundle: dict[str, dict[str, Any]] = {}
     for index, text in enumerate(kept):
