@@ -96,6 +96,9 @@ def probe_space(space: Any) -> dict[str, Any]:
     except ray.exceptions.RayTaskError as exc:
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc
         raise PrescreenError(f"the NCCL probe failed: {type(cause).__name__}: {cause}") from None
+    except ray.exceptions.RayError as exc:  # its worker died (OOM kill, node lost), say
+        raise PrescreenError(f"the NCCL probe's Ray task was lost: {type(exc).__name__}: "
+                             f"{exc}") from None
 
 
 def choose_kept(report: dict[str, Any], keep: int) -> list[str]:
