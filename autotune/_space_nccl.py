@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from autotune._nccl_candidates import DEFAULT_NAME, env_text, name_of, nccl_dims, parse_name
+from autotune._nccl_candidates import (
+    DEFAULT_NAME,
+    env_text,
+    name_of,
+    nccl_dims,
+    parse_name,
+)
 from autotune._space_schema import Parameter, join, show
 
 NCCL_BUNDLE = "nccl_candidate"
