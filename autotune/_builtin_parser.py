@@ -298,15 +298,6 @@ def flag_table() -> tuple[FlagInfo, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def flags_by_dest() -> dict[str, FlagInfo]:
-    """Field name -> the first flag that stores into it."""
-    out: dict[str, FlagInfo] = {}
-    for info in flag_table():
-        out.setdefault(info.dest, info)
-    return out
-
-
-@functools.lru_cache(maxsize=1)
 def flags_by_option() -> dict[str, FlagInfo]:
     """Every spelling (``--tp-size``, ``--tensor-parallel-size``, ``--no-x``) -> its flag."""
     out: dict[str, FlagInfo] = {}

@@ -16,7 +16,6 @@ of SGLang 0.5.23 (``handle_speculative_decoding``, ``_handle_eagle_family``, ``_
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -152,10 +151,6 @@ def _is_installed(flag_set: flags.FlagSet) -> bool:
     return flags.sglang_importable() and flag_set is flags.installed_flags()
 
 
-def _config_key_kinds(flag_set: flags.FlagSet) -> tuple[frozenset[str], dict[str, str]]:
-    return flag_set.config_keys
-
-
 def _builtin_merge_config(argv: list[str], flag_set: flags.FlagSet) -> list[str]:
     indices = [i for i, a in enumerate(argv) if a == "--config"]
     if len(indices) > 1:
@@ -171,7 +166,7 @@ def _builtin_merge_config(argv: list[str], flag_set: flags.FlagSet) -> list[str]
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ValueError("Config file must contain a dictionary at root level")
-    store_true, unsupported = _config_key_kinds(flag_set)
+    store_true, unsupported = flag_set.config_keys
     config_args: list[str] = []
     for key, value in data.items():
         key = str(key)
