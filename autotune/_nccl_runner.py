@@ -122,7 +122,10 @@ def free_port() -> int:
 
 def _spawn(cand: Candidate, settings: RunSettings, root: Path, index: int) -> _Group:
     workdir = root / f"cand{index:03d}"
-    workdir.mkdir(parents=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for rank in range(settings.tp):
+        # A kept --workdir run again: an old "ready" or "done" would be read as this run's.
+        (workdir / f"rank{rank}.json").unlink(missing_ok=True)
     env = dict(os.environ)
     for key, value in worker_env(cand).items():
         if value is None:

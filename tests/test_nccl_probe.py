@@ -369,3 +369,13 @@ def test_gloo_probe_over_two_rounds(tmp_path) -> None:
         assert all(len(s["round_medians_us"]) == 2 for s in row["sizes"])
     assert report["spread"]["separated"] in (True, False)
     assert (tmp_path / "round1").is_dir() and (tmp_path / "round2").is_dir()
+
+
+def test_a_kept_workdir_can_be_probed_again_with_fresh_results(tmp_path: Path, marker: str) -> None:
+    cands = [Candidate("default", {})]
+    first = run_probe(cands, ProbeSettings(**{**FAST, "tokens": (1,)}), workdir=str(tmp_path))
+    second = run_probe(cands, ProbeSettings(**{**FAST, "tokens": (4,)}), workdir=str(tmp_path))
+    assert first["failed"] == [] and second["failed"] == []
+    # Its own sizes, not the status files the first run left in the same folder.
+    assert [s["tokens"] for s in second["rows"][0]["sizes"]] == [4]
+    _assert_no_workers(marker)
