@@ -301,7 +301,10 @@ def hidden_of_space(space: Any) -> int:
         data = json.loads(config.read_text())
     except (OSError, ValueError):
         data = {}
-    for source in (data, data.get("text_config") or {}):
+    if not isinstance(data, dict):
+        data = {}
+    text_config = data.get("text_config")
+    for source in (data, text_config if isinstance(text_config, dict) else {}):
         if isinstance(source.get("hidden_size"), int):
             return int(source["hidden_size"])
     raise ConfigError(f"cannot tell the model's hidden size: {config} has no hidden_size; set "

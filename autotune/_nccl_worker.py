@@ -156,7 +156,8 @@ def run(spec: dict[str, Any]) -> None:
         sizes.append({"tokens": int(tokens), "bytes": tensor.numel() * tensor.element_size(),
                       **_stats(samples)})
         del tensor
-    # Every rank's medians: an all-reduce is as slow as its slowest rank.
+    # Rank 0's figures rank the candidates; every rank's medians are kept beside them
+    # (rank_medians_us), since each rank's time also holds its wait for the others.
     medians = [s["median_us"] for s in sizes]
     gathered: list[Any] = [None] * world
     # Over gloo: the candidate's NCCL env governs only what is measured. (NCCL_ALGO=Tree, say,

@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from autotune._nccl_candidates import (
@@ -290,6 +290,8 @@ def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
     if backend == "sim":
         from autotune._nccl_sim import sim_rows
 
+        settings = replace(settings, rounds=1)  # the model has no noise: one pass says it all
+
         rows = sim_rows(candidates, profile=settings.profile, tp=settings.tp,
                         hidden=settings.hidden, tokens=settings.tokens)
         for row in rows:
@@ -466,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
 
         report = run_probe(candidates, settings, forbidden_env=forbidden,
                            allow_nvls=args.allow_nvls, workdir=args.workdir, on_row=progress)
-    except (AutotuneError, ValueError) as exc:
+    except (AutotuneError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:  # the workers are stopped by now
@@ -474,8 +476,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     text = json.dumps(report, indent=2)
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+        try:
+            with open(args.out, "w") as fh:
+                fh.write(text + "\n")
+        except OSError as exc:
+            # The measurement is done: print it rather than lose it.
+            print(f"error: --out {args.out}: {exc}; the report follows on stdout", file=sys.stderr)
+            print(text)
+            return EXIT_ERROR
     if args.json:
         print(format_table(report), file=sys.stderr)
         print(text)

@@ -379,3 +379,24 @@ def test_a_kept_workdir_can_be_probed_again_with_fresh_results(tmp_path: Path, m
     # Its own sizes, not the status files the first run left in the same folder.
     assert [s["tokens"] for s in second["rows"][0]["sizes"]] == [4]
     _assert_no_workers(marker)
+
+
+def test_sim_backend_reports_one_round_whatever_was_asked() -> None:
+    cands = [Candidate("default", {}), Candidate("NCCL_ALGO=Ring", {"NCCL_ALGO": "Ring"})]
+    report = run_probe(cands, ProbeSettings(tp=2, hidden=4096, tokens=(1,), backend="sim",
+                                            profile="llama-3.1-8b-eagle3-h100", rounds=3))
+    assert report["args"]["rounds"] == 1 and report["spread"]["rounds"] == 1
+    assert report["spread"]["separated"] is None
+
+
+def test_cli_prints_the_report_when_out_cannot_be_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    cands = tmp_path / "c.yaml"
+    cands.write_text("- default\n- NCCL_ALGO=Ring\n")
+    code = main(["--tp", "2", "--hidden", "4096", "--tokens", "1", "--candidates", str(cands),
+                 "--backend", "sim", "--profile", "llama-3.1-8b-eagle3-h100",
+                 "--out", str(tmp_path / "missing-dir" / "probe.json")])
+    assert code == 2
+    printed = capsys.readouterr()
+    assert "missing-dir" in printed.err
+    assert json.loads(printed.out)["ranking"]  # measured, printed, not lost

@@ -26,10 +26,14 @@ def load_lanes(run_dir: Path) -> list[dict[str, Any]]:
     """Every trial of every lane, in lane order, with its full trial JSON under ``trial``."""
     lanes_dir = run_dir / "lanes"
     if not lanes_dir.is_dir():
-        tmp = Path(tempfile.mkdtemp(prefix="lanes-"))
-        with tarfile.open(run_dir / "results.tar.gz") as tar:
-            tar.extractall(tmp, filter="data")
-        lanes_dir = tmp / "lanes"
+        with tempfile.TemporaryDirectory(prefix="lanes-") as tmp:
+            with tarfile.open(run_dir / "results.tar.gz") as tar:
+                tar.extractall(tmp, filter="data")
+            return _read_lanes(Path(tmp) / "lanes")
+    return _read_lanes(lanes_dir)
+
+
+def _read_lanes(lanes_dir: Path) -> list[dict[str, Any]]:
     rows = []
     for lane_file in sorted(lanes_dir.glob("*/lane.json")):
         for entry in json.loads(lane_file.read_text()):
