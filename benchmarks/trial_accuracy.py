@@ -103,23 +103,14 @@ class Row:
     repeats: list[float | None]
 
 
-def decode_shares(phases: dict[str, Any] | None) -> dict[str, float | None]:
-    """The trial's phase times as percent of its decode cycle (``decode_cycle_ms``)."""
+def shares_of(phases: dict[str, Any] | None, *, cycle_key: str) -> dict[str, float | None]:
+    """Phase times as percent of the cycle named ``cycle_key``: a trial's ``decode_cycle_ms`` (its
+    window also holds prefills) or the evaluator's ``cycle_ms`` (one decode cycle already)."""
     ph = phases or {}
-    cycle = ph.get("decode_cycle_ms")
+    cycle = ph.get(cycle_key)
     out: dict[str, float | None] = {}
     for name in ("draft", "verify", "extend", "decode", "other"):
         v = ph.get(f"{name}_ms")
-        out[name] = 100 * v / cycle if (v is not None and cycle) else None
-    return out
-
-
-def model_shares(phases: dict[str, Any]) -> dict[str, float | None]:
-    """The evaluator's phase shares of one decode cycle."""
-    cycle = phases.get("cycle_ms")
-    out: dict[str, float | None] = {}
-    for name in ("draft", "verify", "extend", "decode", "other"):
-        v = phases.get(f"{name}_ms")
         out[name] = 100 * v / cycle if (v is not None and cycle) else None
     return out
 
@@ -191,8 +182,8 @@ class Accuracy:
         if spec:
             add("accept length", as_measured(self.evaluator, params)["accept_length"],
                 [r.accept_length for r in results], tol=ACCEPT_TOL)
-        m_sh = model_shares(ph)
-        t_sh = [decode_shares(r.phases) for r in results]
+        m_sh = shares_of(ph, cycle_key="cycle_ms")
+        t_sh = [shares_of(r.phases, cycle_key="decode_cycle_ms") for r in results]
         for phase in (("draft", "verify", "extend") if spec else ("decode",)):
             add(f"{phase} % of cycle", m_sh[phase], [s[phase] for s in t_sh], kind="pt",
                 tol=SHARE_TOL)
