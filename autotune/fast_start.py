@@ -68,12 +68,12 @@ def fast_start_args(flag_set: sglang_flags.FlagSet | None = None) -> dict[str, A
 
 def conflicts(server_args: Mapping[str, Any], flag_set: sglang_flags.FlagSet | None = None) -> list[str]:
     """``name=value`` of args that set what fast_start sets to something else."""
-    out = []
-    for name, value in fast_start_args(flag_set).items():
-        given = server_args.get(name)
-        if given is not None and given != value:
-            out.append(f"{name}={given!r}")
-    return out
+    return _clashes(server_args, fast_start_args(flag_set))
+
+
+def _clashes(server_args: Mapping[str, Any], extra: Mapping[str, Any]) -> list[str]:
+    return [f"{name}={server_args[name]!r}" for name, value in extra.items()
+            if server_args.get(name) is not None and server_args[name] != value]
 
 
 def apply(server_args: Mapping[str, Any], flag_set: sglang_flags.FlagSet | None = None
@@ -90,7 +90,7 @@ def apply(server_args: Mapping[str, Any], flag_set: sglang_flags.FlagSet | None 
 
     extra = fast_start_args(flag_set)
     server_args, _ = canonical_args(server_args, flag_set=flag_set)
-    clash = conflicts(server_args, flag_set)
+    clash = _clashes(server_args, extra)
     if clash:
         raise LaunchArgsError(f"measure.fast_start sets {', '.join(f'{k}={v!r}' for k, v in extra.items())}, "
                               f"but the config sets {', '.join(clash)}")
