@@ -53,8 +53,8 @@ def synthetic_summary(profile, cfg, *, noise: float, rng: random.Random, request
                       output_len: int = 200) -> dict:
     """A summary_json-shaped measurement of ``cfg`` made by the model of ``profile``, with noise."""
     argv, env = _launch(cfg)
-    from autotune.sim.fit_data import parse_argv
-    stub = Observation(id="x", source="synthetic", server_args=parse_argv(argv), env=env,
+    from autotune.sim.fit_data import server_args_of
+    stub = Observation(id="x", source="synthetic", server_args=server_args_of(argv), env=env,
                        steps=cfg and cfg[0], topk=cfg and cfg[1], draft_tokens=cfg and cfg[2],
                        forced_acc=cfg and cfg[3], tok_s=1.0, tok_s_spread=None, repeats=1,
                        cycles_per_request=1.0, output_len=output_len, phases={})

@@ -105,24 +105,14 @@ def _num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def parse_argv(argv: Sequence[str]) -> dict[str, Any]:
-    """``--flag value`` / ``--switch`` pairs of a launch command as ``ServerArgs`` names."""
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(argv):
-        tok = str(argv[i])
-        if tok.startswith("--"):
-            name = tok[2:].replace("-", "_")
-            if "=" in name:
-                name, value = name.split("=", 1)
-                out[name] = value
-            elif i + 1 < len(argv) and not str(argv[i + 1]).startswith("--"):
-                out[name] = argv[i + 1]
-                i += 1
-            else:
-                out[name] = True
-        i += 1
-    return out
+def server_args_of(argv: Sequence[str]) -> dict[str, Any]:
+    """The server args of a trial's launch command, read the way tracking reads them."""
+    from autotune._run_content import spec_from_argv
+
+    try:
+        return dict(spec_from_argv([str(w) for w in argv]).server_args)
+    except ValueError:
+        return {}
 
 
 def _spec_settings(args: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[int, int, int] | None:
@@ -160,7 +150,7 @@ def _observation(data: Any, source: str) -> Observation:
         raise _Skip("phases_full missing (needs summary_json of a run with the device timer)")
     params = data.get("params") if isinstance(data.get("params"), Mapping) else {}
     argv = data.get("argv")
-    args = parse_argv(argv) if isinstance(argv, list) else {}
+    args = server_args_of(argv) if isinstance(argv, list) else {}
     if not args:
         args = {k: v for k, v in params.items() if not str(k).isupper()}
     env = {str(k): str(v) for k, v in (data.get("env") or {}).items()}
