@@ -22,6 +22,8 @@ TAG_IS_BASELINE = "autotune.is_baseline"
 TAG_SEARCHED = "autotune.searched_params"
 TAG_STALE_METRICS = "autotune.stale_metrics"
 TAG_BACKEND = "autotune.backend"
+TAG_ACCEPTANCE = "autotune.acceptance"  # synthetic | measured (autotune.synthetic)
+TAG_SYNTHETIC_ACCEPT = "autotune.synthetic_accept_length"
 TAG_PARENT = "mlflow.parentRunId"
 
 KIND_SEARCH = "search"

@@ -53,11 +53,12 @@ from autotune._space_schema import (
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
 from autotune.sim.profile import builtin_profiles, load_profile
+from autotune import synthetic
 
 _TOP_KEYS = ("name", "description", "backend", "profile", "model_path", "draft_model_path",
              "fixed_args", "fixed_env", "parameters", "rules", "forbidden", "workload",
              "measure", "objective", "constraints", "budget", "resources", "search",
-             "exclusive_node", "nccl_prescreen")
+             "exclusive_node", "nccl_prescreen", "synthetic_acceptance")
 #: Above this many combinations of the rule-relevant parameters, loading checks a sample.
 _VERIFY_EXHAUSTIVE_LIMIT = 20000
 _VERIFY_SAMPLES = 2000
@@ -173,12 +174,14 @@ class _Builder:
                                      lines.get("exclusive_node")),
             description=description, raw=plain(data), lines=lines,
             nccl_prescreen=read_nccl_prescreen(r, data.get("nccl_prescreen"),
-                                               lines.get("nccl_prescreen")))
+                                               lines.get("nccl_prescreen")),
+            synthetic_acceptance=self._synthetic(data, lines))
         self._nccl_prescreen(space, data, lines.get("nccl_prescreen"))
         self._check_forbidden_static(space, data)
         self._check_conditions(space)
         self._check_speculation(space, data, lines)
         self._check_fast_start(space, data)
+        self._check_synthetic(space, lines.get("synthetic_acceptance"))
         space._order = self._order(space)
         self._verify(space, lines.get("parameters"))
         return space
@@ -414,6 +417,52 @@ class _Builder:
             self.fail(f"SGLang needs {', '.join(TRIPLE)} all set or all unset; add "
                       f"{', '.join(missing)} to parameters or fixed_args",
                       field="parameters", line=lines.get("parameters"))
+
+    def _synthetic(self, data: Mapping[str, Any],
+                   lines: Mapping[str, int | None]) -> synthetic.AcceptanceModel | None:
+        if data.get("synthetic_acceptance") is None:
+            return None
+        value = data["synthetic_acceptance"]
+        line = lines.get("synthetic_acceptance")
+        if isinstance(value, Mapping) and "rates" in value:
+            line = line_of(value, "rates") or line
+        try:
+            return synthetic.model_from_section(value)
+        except ValueError as exc:
+            self.fail(f"{exc}; e.g. synthetic_acceptance: {{rates: [0.8, 0.7, 0.6]}}",
+                      field="synthetic_acceptance", line=line)
+
+    def _check_synthetic(self, space: Any, line: int | None) -> None:
+        """The acceptance model must decide the forced length of every speculative config alone."""
+        model = space.synthetic_acceptance
+        if model is None:
+            return
+        fld = "synthetic_acceptance"
+        for where, names in (("fixed_env", space.fixed_env), ("parameters", space.parameters)):
+            if synthetic.ENV in names:
+                self.fail(f"{where} sets {synthetic.ENV}, which synthetic_acceptance derives for "
+                          "each config; remove one of the two", field=fld, line=line)
+        steps_high = self._highest(space, STEPS)
+        for name in TRIPLE:
+            if name not in space.parameters and name not in space.fixed_args and not (
+                    name == DRAFT and space.rules["topk1_draft_tokens"]
+                    and self._always_one(space, TOPK)):
+                self.fail(f"needs {name} set in every speculative config (fixed_args or "
+                          "parameters): the forced accept length follows the draft shape, and "
+                          "SGLang's own pick is not known here", field=fld, line=line)
+        if steps_high is not None and steps_high > len(model.rates):
+            self.fail(f"rates name {len(model.rates)} draft positions, but "
+                      f"speculative_num_steps goes up to {steps_high}; give one rate per "
+                      "position", field=fld, line=line)
+
+    @staticmethod
+    def _highest(space: Any, name: str) -> int | None:
+        p = space.parameters.get(name)
+        if p is None:
+            value = space.fixed_args.get(name)
+            return int(value) if is_int(value) else None
+        values = [v for v in p.values() if is_int(v)]
+        return max(values) if values else None
 
     def _check_fast_start(self, space: Any, data: Mapping[str, Any]) -> None:
         """``measure.fast_start``: decode-throughput objectives only, and a flag that does it."""

@@ -736,6 +736,8 @@ class Measure:
     trial_timeout_s: float | None = None
     phase_profile: bool = True
     fast_start: bool = False
+    warmup_until_stable_pct: float | None = None
+    warmup_max_rounds: int = 6
 
 
 def read_budget(reader: Reader, value: Any, line: int | None) -> Budget:
@@ -790,7 +792,8 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
         return Measure()
     reader.mapping(value, "measure", line, allowed=("repeats", "startup_timeout_s",
                                                     "trial_timeout_s", "phase_profile",
-                                                    "fast_start"))
+                                                    "fast_start", "warmup_until_stable_pct",
+                                                    "warmup_max_rounds"))
     return Measure(
         repeats=reader.integer(value.get("repeats", 3), "measure.repeats",
                                line_of(value, "repeats"), minimum=1),
@@ -803,7 +806,14 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
         phase_profile=reader.boolean(value.get("phase_profile", True), "measure.phase_profile",
                                      line_of(value, "phase_profile")),
         fast_start=reader.boolean(value.get("fast_start", False), "measure.fast_start",
-                                  line_of(value, "fast_start")))
+                                  line_of(value, "fast_start")),
+        warmup_until_stable_pct=reader.number(value.get("warmup_until_stable_pct"),
+                                              "measure.warmup_until_stable_pct",
+                                              line_of(value, "warmup_until_stable_pct"),
+                                              positive=True, allow_none=True),
+        warmup_max_rounds=reader.integer(value.get("warmup_max_rounds", 6),
+                                         "measure.warmup_max_rounds",
+                                         line_of(value, "warmup_max_rounds"), minimum=2))
 
 
 @dataclass(frozen=True)

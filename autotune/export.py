@@ -24,8 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune import sglang_args
-from autotune._runs import KIND_SEARCH, TAG_KIND, TRIAL_KINDS, TrialRun, Winner, select_winner
+from autotune import sglang_args, synthetic
+from autotune._runs import (KIND_SEARCH, TAG_KIND, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
+                            select_winner)
 from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
 from autotune.launch import BACKEND_MODULES, LaunchSpec
 
@@ -54,7 +55,9 @@ def real_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None
         port: Port; SGLang's default if None.
     """
     spec = spec.without_trial_only()
-    env = {k: v for k, v in spec.env.items() if not k.startswith(SIM_ENV_PREFIX)}
+    # A forced accept length is a measuring device for dummy weights, never a serving setting.
+    env = {k: v for k, v in spec.env.items()
+           if not k.startswith(SIM_ENV_PREFIX) and k != synthetic.ENV}
     args = dict(spec.server_args)
     if strip_metrics:
         env = {k: v for k, v in env.items() if k not in METRICS_ENV}
@@ -131,6 +134,11 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec) -
     lines = [f"autotune export of search {search!r}" if search else "autotune export",
              f"from {run.kind} {run.trial_id} (MLflow run {run.run_id}{confirmed})",
              f"why: {winner.note}", measured]
+    forced = None if winner.is_baseline else synthetic.forced_accept_length(
+        {synthetic.ENV: run.tags.get(TAG_SYNTHETIC_ACCEPT) or run.params.get(synthetic.ENV)})
+    if forced is not None:
+        lines.append(f"{synthetic.LABEL}: measured with {synthetic.ENV}={forced:g} forced on dummy "
+                     "weights (dropped here); with real weights the accept length is your draft's")
     if run.tags.get("autotune.backend") == "sim":
         lines.append("measured on the sim backend (the SGLang emulator): re-measure on real GPUs")
     kept = "enable_metrics" in spec.server_args or any(k in spec.env for k in METRICS_ENV)

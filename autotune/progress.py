@@ -61,8 +61,12 @@ class ProgressTable:
                 self.best_params = describe_params(params)
         status = result.get("status") or "?"
         text = describe_params(params) if label is None else label
+        # A forced accept length is marked "s": it is the synthetic model's, not a draft's.
+        accept = _fmt(result.get('accept_length'), '5.2f' if result.get("acceptance") == "synthetic" else '6.2f')
+        if result.get("acceptance") == "synthetic" and result.get('accept_length') is not None:
+            accept += "s"
         print(f"{self.rows:>3} {trial[:14]:<14} {text[:52]:<52} "
-              f"{_fmt(result.get('output_tok_s'), '8.1f')} {_fmt(result.get('accept_length'), '6.2f')} "
+              f"{_fmt(result.get('output_tok_s'), '8.1f')} {accept:>6} "
               f"{_fmt(result.get('speedup'), '7.3f')} {status:<10} {_fmt(self.best, '10.1f')}",
               file=self.out, flush=True)
         reason = result.get("reason")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune import synthetic
+
 
 def _ms(v: float | None) -> str:
     return "      n/a" if v is None else f"{v:9.2f}"
@@ -33,6 +35,9 @@ def phase_table(result: Any) -> str:
         lines.append(f"Accept len:      {_num(result.accept_length)}"
                      f"   (per-request meta_info {_num(result.accept_length_meta_info)},"
                      f" /server_info {_num(result.accept_length_server_info)})")
+        note = synthetic.describe(result.env)
+        if note and getattr(result, "acceptance", None) == synthetic.SYNTHETIC:
+            lines.append(f"  {note}")
         lines.append(f"Break-even len:  {_num(result.break_even_accept_length)}")
     spread = f" +- {result.output_tok_s_spread:.1f}" if result.output_tok_s_spread is not None else ""
     lines.append(f"Eff tok/s:       {_num(result.output_tok_s, '.1f')}{spread}")

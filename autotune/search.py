@@ -78,6 +78,8 @@ class SearchOutcome:
             "baseline_tok_s": w.get("baseline_tok_s"),
             "speedup": w.get("speedup"),
             "accept_length": w.get("accept_length"),
+            "acceptance": w.get("acceptance"),
+            "synthetic_accept_length": w.get("synthetic_accept_length"),
             "break_even_accept_length": w.get("break_even_accept_length"),
             "phases": w.get("phases"),
             "launch_command": w.get("launch_command"),

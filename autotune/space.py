@@ -63,6 +63,7 @@ from autotune._space_schema import (
     type_name,
 )
 from autotune._yaml_lines import load_yaml_text
+from autotune.synthetic import ENV as SYNTHETIC_ENV, AcceptanceModel, forced_value
 from autotune.errors import ConfigError
 
 __all__ = ["ALGO", "DRAFT", "EAGLE_FAMILY", "RULES", "STEPS", "TOPK", "TRIPLE", "SearchSpace",
@@ -171,6 +172,8 @@ class SearchSpace:
         description: Free text.
         raw: The file's content as plain data.
         nccl_prescreen: The ``nccl_prescreen:`` section, or None.
+        synthetic_acceptance: The ``synthetic_acceptance:`` model, or None: every speculative
+            config then gets ``SGLANG_SIMULATE_ACC_LEN`` from it (:mod:`autotune.synthetic`).
         nccl_bundle: With ``nccl_prescreen.kept``: kept candidate name -> its NCCL_* values;
             the NCCL_* parameters are then derived from the ``nccl_candidate`` parameter.
     """
@@ -197,6 +200,7 @@ class SearchSpace:
     description: str = ""
     nccl_prescreen: NcclPrescreen | None = None
     nccl_bundle: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
+    synthetic_acceptance: AcceptanceModel | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     lines: dict[str, int | None] = field(default_factory=dict, repr=False)
     _order: tuple[Parameter, ...] = field(default=(), repr=False)
@@ -382,6 +386,10 @@ class SearchSpace:
                 args[name] = value
         if spec_on and self.draft_model_path:
             args["speculative_draft_model_path"] = self.draft_model_path
+        if (spec_on and self.synthetic_acceptance is not None
+                and all(args.get(n) is not None for n in (STEPS, TOPK, DRAFT))):
+            env[SYNTHETIC_ENV] = forced_value(self.synthetic_acceptance.accept_length(
+                steps=int(args[STEPS]), topk=int(args[TOPK]), draft_tokens=int(args[DRAFT])))
         args.setdefault("tp_size", 1)
         return args, env, unset
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from autotune._run_content import (MAX_PARAM, finite_number, param_text, spec_from_argv, spec_of,
                                    study_from_runs, trial_metrics, trial_params, trial_point, versions)
-from autotune._runs import (KIND_BASELINE, KIND_FINALIST, KIND_SEARCH, KIND_TRIAL, TAG_BACKEND, TAG_CONFIRMED,
+from autotune._runs import (KIND_BASELINE, KIND_FINALIST, KIND_SEARCH, KIND_TRIAL, TAG_ACCEPTANCE,
+                            TAG_BACKEND, TAG_CONFIRMED, TAG_SYNTHETIC_ACCEPT,
                             TAG_IS_BASELINE, TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCHED,
                             TAG_STALE_METRICS, TAG_STATUS, TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner,
                             select_winner)
@@ -492,6 +493,10 @@ class Tracker:
             run_tags["autotune.device_timer"] = str(bool(result.phases["device_timer"])).lower()
         if confirmed is not None:
             run_tags[TAG_CONFIRMED] = str(bool(confirmed)).lower()
+        if result.acceptance is not None:
+            run_tags[TAG_ACCEPTANCE] = result.acceptance
+        if result.synthetic_accept_length is not None:
+            run_tags[TAG_SYNTHETIC_ACCEPT] = f"{result.synthetic_accept_length:g}"
         run_tags.update(tags or {})
         now = int(time.time() * 1000)
         from mlflow.entities import Metric

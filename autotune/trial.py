@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import httpx
 
+from autotune import synthetic
 from autotune.bench import BenchResult, run_benchmark
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
                              ServerStartupCrash, ServerStartupTimeout)
@@ -56,6 +57,14 @@ class MeasureSettings:
         fast_start: Start every trial server (baselines too) without prefill CUDA graphs
             (``measure.fast_start``; see :mod:`autotune.fast_start`). The switch is trial-only:
             logged with the trial, never exported.
+        warmup_until_stable_pct: After the warm-up prompts, run the measured workload again and
+            again (the prefix cache flushed before each pass) until two passes in a row agree
+            within this many percent of tok/s, at most ``warmup_max_rounds`` passes; every
+            measured repeat then also starts from a flushed cache, so no repeat gets another's
+            cached prefill or compiled shapes. None: one pass of the warm-up prompts only.
+        warmup_max_rounds: Most stabilising passes (>= 2).
+        device_timer: Run with SGLang's CUDA-event device timer (``measure.phase_profile``);
+            off, the profile has wall-clock figures only.
     """
 
     repeats: int = 3
@@ -67,10 +76,18 @@ class MeasureSettings:
     validate: bool = True
     sim_seed: int | None = None
     fast_start: bool = False
+    warmup_until_stable_pct: float | None = None
+    warmup_max_rounds: int = 6
+    device_timer: bool = True
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.warmup_until_stable_pct is not None and not self.warmup_until_stable_pct > 0:
+            raise ValueError("warmup_until_stable_pct must be > 0 or None, got "
+                             f"{self.warmup_until_stable_pct}")
+        if self.warmup_max_rounds < 2:
+            raise ValueError(f"warmup_max_rounds must be >= 2, got {self.warmup_max_rounds}")
         if self.trial_timeout_s is not None and not self.trial_timeout_s > 0:
             raise ValueError(f"trial_timeout_s must be > 0 or None, got {self.trial_timeout_s}")
 
@@ -89,6 +106,11 @@ class TrialResult:
     output_tok_s: float | None = None
     output_tok_s_spread: float | None = None
     output_tok_s_repeats: list[float] = field(default_factory=list)
+    # Robust spread: 1.4826 * MAD over the median, in percent; the range: (max - min) / median.
+    output_tok_s_spread_pct: float | None = None
+    output_tok_s_range_pct: float | None = None
+    warmup_tok_s: list[float] = field(default_factory=list)
+    warmup_stable: bool | None = None
     decode_tok_s_p50: float | None = None
     decode_tok_s_p90: float | None = None
     ttft_ms_p50: float | None = None
@@ -105,6 +127,10 @@ class TrialResult:
     accept_length: float | None = None
     accept_length_meta_info: float | None = None
     accept_length_server_info: float | None = None
+    # "synthetic" when SGLANG_SIMULATE_ACC_LEN forced the accept length (autotune.synthetic),
+    # "measured" for other speculative runs, None without speculation.
+    acceptance: str | None = None
+    synthetic_accept_length: float | None = None
     phases: dict[str, Any] | None = None
     baseline_tok_s: float | None = None
     baseline_status: str | None = None
@@ -227,7 +253,9 @@ def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchS
     """
     args = dict(config.server_args)
     args["enable_metrics"] = True
-    env = {**{k: str(v) for k, v in config.env.items()}, **DEVICE_TIMER_ENV}
+    env = {k: str(v) for k, v in config.env.items()}
+    if settings is None or settings.device_timer:
+        env.update(DEVICE_TIMER_ENV)
     if config.backend == "sim":
         env["AUTOTUNE_SIM_PROFILE"] = str(config.profile)
     args.pop("model_path", None)
@@ -242,6 +270,13 @@ def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchS
                       server_args=args, env=env, backend=config.backend, trial_only=trial_only)
 
 
+def _acceptance(config: Any) -> dict[str, Any]:
+    env = getattr(config, "env", None) or {}
+    speculative = not config.is_baseline
+    return {"acceptance": synthetic.acceptance_source(env, speculative=speculative),
+            "synthetic_accept_length": synthetic.forced_accept_length(env) if speculative else None}
+
+
 def _failed(config: Any, spec: LaunchSpec | None, reason: str, *, log_tail: str | None = None,
             log_path: str | None = None, t0: float | None = None) -> TrialResult:
     return TrialResult(
@@ -249,7 +284,7 @@ def _failed(config: Any, spec: LaunchSpec | None, reason: str, *, log_tail: str 
         launch_command=spec.shell_command() if spec else None,
         argv=spec.argv(python="python") if spec else None, env=spec.record_env() if spec else None,
         log_tail=log_tail, log_path=log_path, feasible=False,
-        duration_s=(time.monotonic() - t0) if t0 else None)
+        duration_s=(time.monotonic() - t0) if t0 else None, **_acceptance(config))
 
 
 def _startup_reason(exc: ServerError) -> str:
@@ -268,20 +303,85 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def spread_pct(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """(robust spread, range) of repeats in percent of their median; None below two values.
+
+    The robust spread is 1.4826 times the median absolute deviation (a standard deviation for
+    normal noise that one outlier cannot inflate); the range counts every repeat, the first too.
+    """
+    if len(values) < 2:
+        return None, None
+    mid = statistics.median(values)
+    if not mid:
+        return None, None
+    mad = statistics.median(abs(v - mid) for v in values)
+    return 100.0 * 1.4826 * mad / mid, 100.0 * (max(values) - min(values)) / mid
+
+
+@dataclass
+class _Warmup:
+    """What the stabilising warm-up passes saw."""
+
+    tok_s: list[float] = field(default_factory=list)
+    stable: bool | None = None
+
+
+async def _flush_cache(client: httpx.AsyncClient, base: str) -> bool:
+    """Empty SGLang's prefix cache (it refuses while requests run); whether it did."""
+    try:
+        resp = await client.post(base + "/flush_cache")
+    except httpx.HTTPError:
+        return False
+    return resp.status_code == 200
+
+
+async def _stabilise(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
+                     kwargs: Mapping[str, Any], pct: float, max_rounds: int) -> _Warmup:
+    """Measured-workload passes until two in a row agree within ``pct`` percent.
+
+    A fixed warm-up count was not enough for a MoE target on an H200: its first measured repeat
+    was 10-36% slow (kernels compiled for prompt shapes the warm-up prompts had not had).
+    """
+    seen = _Warmup(stable=False)
+    for _ in range(max_rounds):
+        server.ensure_alive()
+        await _flush_cache(client, server.url)
+        bench = await run_benchmark(server.url, workload.measured(), **kwargs)
+        if bench.failed or bench.output_tok_s is None:
+            seen.stable = None  # the measured repeats will meet and report the failure
+            return seen
+        seen.tok_s.append(bench.output_tok_s)
+        if len(seen.tok_s) >= 2:
+            a, b = seen.tok_s[-2:]
+            if abs(a - b) <= pct / 100.0 * max(a, b):
+                seen.stable = True
+                return seen
+    return seen
+
+
 async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
-                         speculative: bool, draft_forwards: bool = True) -> tuple[list[BenchResult], list[PhaseProfile], dict | None]:
+                         speculative: bool, draft_forwards: bool = True, *,
+                         settings: MeasureSettings | None = None,
+                         ) -> tuple[list[BenchResult], list[PhaseProfile], dict | None, _Warmup]:
     base = server.url
     kwargs = workload.bench_kwargs()
     conc = kwargs.get("concurrency")
     limits = httpx.Timeout(30.0)
+    stable_pct = settings.warmup_until_stable_pct if settings is not None else None
+    warmup = _Warmup()
     async with httpx.AsyncClient(timeout=limits) as client:
         warm = workload.warmup()
         if warm:
             await run_benchmark(base, warm, **kwargs)
+        if stable_pct is not None:
+            warmup = await _stabilise(server, client, workload, kwargs, stable_pct,
+                                      settings.warmup_max_rounds)
         benches: list[BenchResult] = []
         profiles: list[PhaseProfile] = []
         for _ in range(repeats):
             server.ensure_alive()
+            if stable_pct is not None:
+                await _flush_cache(client, base)
             before = await scrape(client, base)
             bench = await run_benchmark(base, workload.measured(), **kwargs)
             server.ensure_alive()
@@ -299,7 +399,7 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
                 info = resp.json()
         except (httpx.HTTPError, ValueError):
             info = None
-    return benches, profiles, info
+    return benches, profiles, info, warmup
 
 
 class _TrialTimeout(Exception):
@@ -377,8 +477,9 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
             started = time.monotonic() - t0
             left = (None if settings.trial_timeout_s is None
                     else settings.trial_timeout_s - (time.monotonic() - t0))
-            benches, profiles, info = asyncio.run(_within(
-                _measure_async(server, workload, settings.repeats, speculative, draft_forwards), left))
+            benches, profiles, info, warmup = asyncio.run(_within(
+                _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
+                               settings=settings), left))
             if any(b.failed for b in benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
@@ -398,8 +499,10 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
         return _failed(config, spec, f"{type(exc).__name__}: {exc}",
                        log_tail=server.log_tail() if server.log_path else None,
                        log_path=str(log_path), t0=t0)
-    return _summarise(config, spec, benches, profiles, info, tail=tail, log_path=str(log_path),
-                      t0=t0, startup_s=started)
+    result = _summarise(config, spec, benches, profiles, info, tail=tail, log_path=str(log_path),
+                        t0=t0, startup_s=started)
+    result.warmup_tok_s, result.warmup_stable = warmup.tok_s, warmup.stable
+    return result
 
 
 def _summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
@@ -408,7 +511,8 @@ def _summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
     result = TrialResult(
         status=OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
         launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=spec.record_env(),
-        log_tail=tail, log_path=log_path, server_info=info, startup_s=startup_s)
+        log_tail=tail, log_path=log_path, server_info=info, startup_s=startup_s,
+        **_acceptance(config))
     rates = [b.output_tok_s for b in benches if b.output_tok_s is not None and not b.failed]
     result.completed = sum(b.completed for b in benches)
     result.failed_requests = sum(b.failed for b in benches)
@@ -425,6 +529,7 @@ def _summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
     result.output_tok_s_repeats = rates
     result.output_tok_s = _median(rates)
     result.output_tok_s_spread = (max(rates) - min(rates)) / 2 if len(rates) > 1 else None
+    result.output_tok_s_spread_pct, result.output_tok_s_range_pct = spread_pct(rates)
     # The repeat whose tok/s is the median speaks for the others in every per-run figure.
     mid = sorted(range(len(benches)), key=lambda i: benches[i].output_tok_s)[len(benches) // 2]
     bench = benches[mid]
@@ -581,6 +686,9 @@ def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None 
     """Measurement settings from a space's ``measure:`` section."""
     m = space.measure
     overrides.setdefault("fast_start", bool(getattr(m, "fast_start", False)))
+    overrides.setdefault("warmup_until_stable_pct", getattr(m, "warmup_until_stable_pct", None))
+    overrides.setdefault("warmup_max_rounds", getattr(m, "warmup_max_rounds", 6))
+    overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
                            trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
 

@@ -1,4 +1,5 @@
-"""``python -m benchmarks.profile_overhead [--quick] [--pairs N] [--profile P] [--json PATH]``.
+"""``python -m benchmarks.profile_overhead [--quick] [--pairs N] [--profile P] [--json PATH]``, or on
+any backend ``... --space FILE --params JSON [--timer-only] [--mem-fraction F]``.
 
 What does the phase profile cost? Two emulators run side by side with the same config and the same
 seed: ``on`` has ``--enable-metrics`` and ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1`` and is scraped
@@ -7,6 +8,12 @@ and is never scraped. Runs alternate between them (on-off, then off-on, ...), so
 machine's load hits both alike, and with the same seed each pair draws the same acceptance
 lengths. Printed: every run's output tok/s, the medians, the ratio of the medians and the median of
 the per-pair ratios. PASS when both ratios are within 1% of 1.
+
+With ``--space`` the two servers are that space's config ``--params`` (real SGLang on a GPU: both
+servers share it, each with ``--mem-fraction`` of its memory, and only the one being measured
+runs; an idle SGLang server launches no GPU work). ``--timer-only`` keeps ``--enable-metrics`` on
+both and toggles only ``SGLANG_ENABLE_METRICS_DEVICE_TIMER``: the cost of the CUDA-event timer
+itself, which the emulator cannot show.
 """
 
 from __future__ import annotations
@@ -49,12 +56,34 @@ from benchmarks._common import (
 TOLERANCE = 0.01
 
 
-def off_spec(on: LaunchSpec) -> LaunchSpec:
-    """The same launch without metrics and without the device timer."""
-    args = {k: v for k, v in on.server_args.items() if k != "enable_metrics"}
+def off_spec(on: LaunchSpec, *, timer_only: bool = False) -> LaunchSpec:
+    """The same launch without the device timer, and without metrics unless ``timer_only``."""
+    args = {k: v for k, v in on.server_args.items() if timer_only or k != "enable_metrics"}
     env = {k: v for k, v in on.env.items() if k not in DEVICE_TIMER_ENV}
     return LaunchSpec(model_path=on.model_path, draft_model_path=on.draft_model_path,
-                      server_args=args, env=env, backend=on.backend)
+                      server_args=args, env=env, backend=on.backend, trial_only=on.trial_only)
+
+
+def _from_space(path: str, params_json: str, mem_fraction: float | None) -> tuple[Any, dict, LaunchSpec]:
+    """(space, params, the 'on' launch) of a space's config, as its trials launch it."""
+    import json
+
+    from autotune.space import load_space
+    from autotune.trial import settings_for
+
+    space = load_space(path)
+    params = space.coerce_params(json.loads(params_json))
+    reason = space.validate_config(params)
+    if reason:
+        raise AutotuneError(f"--params: {reason}")
+    if space.backend == "sglang":
+        space.check_paths()
+    on = launch_spec(space.trial_config(params), settings_for(space))
+    if mem_fraction is not None:
+        on = LaunchSpec(model_path=on.model_path, draft_model_path=on.draft_model_path,
+                        server_args={**on.server_args, "mem_fraction_static": mem_fraction},
+                        env=on.env, backend=on.backend, trial_only=on.trial_only)
+    return space, params, on
 
 
 async def one_run(url: str, workload: Workload, *, profiled: bool) -> dict[str, Any]:
@@ -88,6 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="emulator seed of both servers (default random)")
     parser.add_argument("--quick", action="store_true", help="two short pairs (for tests)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--space", help="measure this space's config (any backend) instead")
+    parser.add_argument("--params", default="{}", help="with --space: the config, as JSON")
+    parser.add_argument("--timer-only", action="store_true",
+                        help="toggle only the device timer; --enable-metrics stays on both")
+    parser.add_argument("--mem-fraction", type=float,
+                        help="with --space: mem_fraction_static of each server (two share a GPU)")
     args = parser.parse_args(argv)
     pairs = 2 if args.quick else args.pairs
     if pairs < 1:
@@ -95,20 +130,28 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
 
     try:
-        setup = setup_for(args.profile)
-        n, out = (2, 32) if args.quick else (8, 128)
-        space = bench_space(setup, {"source": "builtin", "num_prompts": n, "warmup_prompts": 1,
-                                    "output_len": out, "concurrency": 1, "seed": 0})
-        params = spec_params(setup, 5)
-        on = launch_spec(space.trial_config(params))
-    except AutotuneError as exc:
+        if args.space:
+            space, params, on = _from_space(args.space, args.params, args.mem_fraction)
+            label = space.name
+            n, out = space.workload.get("num_prompts"), space.workload.get("output_len")
+        else:
+            setup = setup_for(args.profile)
+            label = setup.profile
+            n, out = (2, 32) if args.quick else (8, 128)
+            space = bench_space(setup, {"source": "builtin", "num_prompts": n, "warmup_prompts": 1,
+                                        "output_len": out, "concurrency": 1, "seed": 0})
+            params = spec_params(setup, 5)
+            on = launch_spec(space.trial_config(params))
+    except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     workload = Workload.from_spec(space.workload, file=space.file)
-    specs = {"on": on, "off": off_spec(on)}
+    specs = {"on": on, "off": off_spec(on, timer_only=args.timer_only)}
+    sim = on.backend == "sim"
     base_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("AUTOTUNE_SIM_") and k not in DEVICE_TIMER_ENV}
-    print(f"Phase-profile overhead: {setup.profile} {describe(params)}, {n} prompts x {out} "
+    what = "device-timer" if args.timer_only else "phase-profile"
+    print(f"{what} overhead: {label} {describe(params)}, {n} prompts x {out} "
           f"tokens, concurrency 1, seed {seed} on both servers ({machine_line()})")
     logs = Path(tempfile.mkdtemp(prefix="profile-overhead-"))
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
@@ -117,15 +160,16 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:
             servers = {}
             for name, spec in specs.items():
-                env = {**base_env, **spec.env, "AUTOTUNE_SIM_STARTUP_S": "0.2",
-                       "AUTOTUNE_SIM_SEED": str(seed)}
+                env = {**base_env, **spec.env}
+                if sim:
+                    env.update({"AUTOTUNE_SIM_STARTUP_S": "0.2", "AUTOTUNE_SIM_SEED": str(seed)})
                 servers[name] = stack.enter_context(ServerProcess(
                     lambda port, s=spec: s.argv(port=port), env=env, inherit_env=False,
-                    startup_timeout_s=120, log_path=logs / f"{name}.log"))
+                    startup_timeout_s=120 if sim else 600, log_path=logs / f"{name}.log"))
             metrics_off = httpx.get(servers["off"].url + "/metrics", timeout=10).status_code
-            if metrics_off == 200:
+            if metrics_off == 200 and not args.timer_only:
                 raise AutotuneError("the 'off' server serves /metrics; it is not off")
-            warm = workload.warmup()
+            warm = workload.warmup() + workload.measured()  # every prompt shape compiled on both
             for name in ("on", "off"):
                 asyncio.run(run_benchmark(servers[name].url, warm, concurrency=1))
             for i in range(pairs):
@@ -155,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
           if ok else f"{verdict(ok)}: the phase profile changes tok/s by "
           f"{pct(ratio - 1)} (tolerance {100 * TOLERANCE:g}%)")
     print(f"{elapsed:.0f} s")
-    write_json(args.json, {"machine": machine_line(), "quick": args.quick,
-                           "profile": setup.profile, "config": describe(params), "seed": seed,
+    write_json(args.json, {"machine": machine_line(), "quick": args.quick, "what": what,
+                           "timer_only": args.timer_only, "space": args.space,
+                           "profile": label, "config": describe(params), "seed": seed,
                            "runs": runs, "median_on": median(on_tok), "median_off": median(off_tok),
                            "ratio": ratio, "pair_ratio": pair_ratio, "ok": ok,
                            "elapsed_s": elapsed})

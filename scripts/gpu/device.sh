@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One call of the device tool for the real search (issue 13), from the repo root on the device:
+#   carry: .gpu/kit (site.tar.xz from scripts/gpu/build_kit.sh)
+#   command: bash scripts/gpu/device.sh CALL_S [PLAN_S]
+# The first call on a fresh machine unpacks the kit, writes the model configs, checks the imports
+# and starts scripts/gpu/plan.sh in its own session (setsid), so the plan outlives the call. This
+# call and any later call made while the machine is still warm only watch it: each returns after
+# CALL_S seconds (or when the plan ends) with a snapshot of everything so far in $OUT. A machine
+# that is given back between calls loses the rest of the plan, never what a snapshot brought back.
+set -uo pipefail
+CALL_S=${1:-560}
+PLAN_S=${2:-1500}
+T0=$(date +%s)
+OUT=${OUT:-/tmp/out}
+RES=/tmp/autotune-gpu
+mkdir -p "$OUT" "$RES"
+export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+snapshot() {
+  # sqlite's backup API gives a consistent copy of a store that a running search is writing.
+  python3 - "$RES" <<'EOF' >/dev/null 2>&1
+import sqlite3, sys, pathlib
+res = pathlib.Path(sys.argv[1]); src = pathlib.Path("mlruns/mlflow.db")
+if src.exists():
+    dst = sqlite3.connect(res / "mlflow.db"); sqlite3.connect(src).backup(dst); dst.close()
+EOF
+  tar -czf "$OUT/results.tar.gz.part" --exclude='*.tmp' -C "$RES" . 2>/dev/null
+  mv "$OUT/results.tar.gz.part" "$OUT/results.tar.gz"
+  tar -czf "$OUT/mlruns.tar.gz.part" --exclude='mlflow.db' --exclude='*/checkpoint_*' mlruns 2>/dev/null
+  mv "$OUT/mlruns.tar.gz.part" "$OUT/mlruns.tar.gz"
+  cp "$RES/plan.log" "$OUT/plan.log" 2>/dev/null
+  ls -la "$OUT" > /dev/null
+}
+
+if [ ! -f "$RES/started" ]; then
+  { python3 scripts/gpu/prepare_kit.py .gpu/kit/site.tar.xz
+    python3 scripts/gpu/make_models.py .gpu/models llama-8b qwen3-30b-a3b; } > "$RES/prepare.log" 2>&1
+  { date -u; nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+    python3 --version; nproc; free -g | head -2
+    python3 -c "import sglang, torch, ray, optuna, mlflow, sqlalchemy, alembic, httpx; from ray import tune; from ray.tune.search.optuna import OptunaSearch; print('sglang', sglang.__version__, 'torch', torch.__version__, 'ray', ray.__version__, 'optuna', optuna.__version__, 'mlflow', mlflow.__version__, 'cuda', torch.version.cuda)"
+  } > "$RES/facts.txt" 2>&1
+  cat "$RES/prepare.log" "$RES/facts.txt"
+  if ! grep -q "^sglang " "$RES/facts.txt"; then
+    echo "== kit import check failed; nothing started"; snapshot; exit 1
+  fi
+  date +%s > "$RES/started"
+  echo "== set-up took $(( $(date +%s) - T0 )) s; plan gets ${PLAN_S} s"
+  setsid nohup bash scripts/gpu/plan.sh "$RES" "$PLAN_S" > "$RES/plan.log" 2>&1 < /dev/null &
+  echo $! > "$RES/plan.pid"
+fi
+
+last=0
+while [ $(( $(date +%s) - T0 )) -lt "$CALL_S" ] && [ ! -f "$RES/plan.done" ]; do
+  sleep 10
+  if [ $(( $(date +%s) - last )) -ge 90 ]; then snapshot; last=$(date +%s); fi
+done
+snapshot
+echo "== call ended after $(( $(date +%s) - T0 )) s; plan done: $([ -f "$RES/plan.done" ] && echo yes || echo no)"
+tail -n 25 "$RES/plan.log"

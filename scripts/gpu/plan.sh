@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU plan of issue 13, started by scripts/gpu/device.sh (or by hand on any GPU machine):
+#   bash scripts/gpu/plan.sh RESULTS_DIR PLAN_S
+# 1. the dense 8B shape: real search + the sweep of what it did not measure (real_search.py);
+# 2. the device timer's cost on the real GPU (benchmarks.profile_overhead --timer-only);
+# 3. the MoE shape: real search + sweep, in whatever time is left.
+# Every step bounds itself by the time left, so the plan ends inside PLAN_S.
+set -uo pipefail
+RES=$1
+PLAN_S=${2:-1500}
+T0=$(date +%s)
+left() { echo $(( PLAN_S - ($(date +%s) - T0) )); }
+SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
+TIMER_S=${AUTOTUNE_GPU_TIMER_S:-170}
+set -- $SPACES
+first=$1; shift
+
+python3 scripts/gpu/real_search.py --out "$RES/rs-$(basename "$first" .yaml)" \
+  --deadline-s $(( $(left) - TIMER_S )) "$first"
+echo "== first space done, $(left) s left"
+
+if [ "$(left)" -gt 120 ]; then
+  timeout -k 15 $(( $(left) < TIMER_S ? $(left) : TIMER_S )) python3 -m benchmarks.profile_overhead \
+    --space "$first" --params '{"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}' \
+    --timer-only --mem-fraction 0.3 --pairs ${AUTOTUNE_GPU_TIMER_PAIRS:-6} --json "$RES/timer-overhead.json" \
+    > "$RES/timer-overhead.log" 2>&1
+  echo "== timer overhead rc=$?, $(left) s left"
+fi
+
+for space in "$@"; do
+  [ "$(left)" -gt 240 ] || { echo "== skipped $space: $(left) s left"; continue; }
+  python3 scripts/gpu/real_search.py --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
+done
+echo "== plan done after $(( $(date +%s) - T0 )) s"
+touch "$RES/plan.done"

@@ -1,0 +1,166 @@
+"""The real search and its ground truth, one space after another, on whatever GPU is here.
+
+Usage (on the device, from the repo root, the kit unpacked; see docs/gpu-validation.md):
+    python3 scripts/gpu/real_search.py --out DIR [--deadline-s S] SPACE [SPACE ...]
+
+For each space, in order:
+1. ``python -m autotune.search --space SPACE`` (embedded Ray, the space's sampler, real servers,
+   MLflow under ``mlruns/``), its summary JSON and console log kept;
+2. the sweep: every config of the space that the search did not measure, through
+   ``python -m autotune.trial --json`` with the search's own baseline store and the same
+   workload, so ``DIR/NAME/sweep/`` plus the search's trials cover the whole space;
+3. ``python -m autotune.export`` of the winner (checked by the installed SGLang's parser);
+4. a count of server processes left behind (there must be none).
+
+``--deadline-s`` is the time left for all of it: a step that cannot finish in time is skipped and
+said so in ``DIR/plan.json``, which is rewritten after every step, so a cut run still tells what it
+did. Nothing here knows whether the servers are real SGLang or the emulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from autotune.samplers._candidates import config_key  # noqa: E402
+from autotune.space import load_space  # noqa: E402
+
+# Seconds one trial server run takes at most, for the deadline (8B warm start-up plus the workload).
+TRIAL_S = float(os.environ.get("AUTOTUNE_GPU_TRIAL_S", "110"))
+SERVER_MODULES = ("sglang.launch_server", "autotune.sim.server")
+
+
+def server_pids() -> list[int]:
+    """Pids of inference servers (real or emulated) still running, our own children or not."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(m in cmd for m in SERVER_MODULES) and "real_search.py" not in cmd:
+            out.append(int(proc.name))
+    return out
+
+
+def search_results(name: str) -> list[dict]:
+    """Every trial result the search reported to Ray (finalists included), from its result.json."""
+    found = []
+    for path in sorted(glob.glob(str(REPO / "mlruns" / "ray" / name / "run-*" / "**" / "result.json"),
+                                 recursive=True)):
+        for line in Path(path).read_text().splitlines():
+            try:
+                row = json.loads(line)
+                found.append(json.loads(row["trial_result"]))
+                if row.get("baseline_result"):
+                    found.append(json.loads(row["baseline_result"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return found
+
+
+def baseline_dir(name: str) -> str | None:
+    runs = sorted(glob.glob(str(REPO / "mlruns" / "ray" / name / "run-*" / "baselines")))
+    return runs[-1] if runs else None
+
+
+class Plan:
+    """The steps done so far, rewritten to ``DIR/plan.json`` after each."""
+
+    def __init__(self, out: Path, deadline_s: float) -> None:
+        self.out, self.t0, self.deadline_s = out, time.monotonic(), deadline_s
+        self.steps: list[dict] = []
+
+    def left(self) -> float:
+        return self.deadline_s - (time.monotonic() - self.t0)
+
+    def note(self, **step: object) -> None:
+        step["at_s"] = round(time.monotonic() - self.t0, 1)
+        self.steps.append(step)
+        print(json.dumps(step), flush=True)
+        (self.out / "plan.json").write_text(json.dumps(self.steps, indent=1))
+
+    def run(self, cmd: list[str], *, log: Path, limit_s: float) -> tuple[int, float]:
+        t = time.monotonic()
+        with open(log, "w") as fh:
+            try:
+                rc = subprocess.run(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
+                                    timeout=max(limit_s, 1), check=False).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124  # subprocess.run killed it; its servers die with their own trial code
+        return rc, round(time.monotonic() - t, 1)
+
+
+def one_space(plan: Plan, space_path: str) -> None:
+    space = load_space(space_path)
+    name = space.name
+    out = plan.out / name
+    (out / "sweep").mkdir(parents=True, exist_ok=True)
+    need = TRIAL_S * (space.budget.trials + 2 * max(space.search.finalists, 1) + 1)
+    if plan.left() < TRIAL_S * 3:
+        plan.note(space=name, step="search", skipped=f"{plan.left():.0f} s left")
+        return
+    rc, wall = plan.run([sys.executable, "-m", "autotune.search", "--space", space_path,
+                         "--summary-json", str(out / "summary.json")],
+                        log=out / "search.log", limit_s=min(plan.left(), need * 1.5))
+    plan.note(space=name, step="search", rc=rc, wall_s=wall, orphans=len(server_pids()))
+
+    measured = {config_key(space.coerce_params(r["params"])) for r in search_results(name)
+                if r.get("params") is not None and r.get("status") != "failed"}
+    store = baseline_dir(name) or str(out / "baselines")
+    todo = [p for p in space.enumerate() if config_key(p) not in measured]
+    plan.note(space=name, step="sweep-plan", configs=space.count(), measured_by_search=len(measured),
+              to_sweep=len(todo))
+    for i, params in enumerate(todo):
+        if plan.left() < TRIAL_S:
+            plan.note(space=name, step="sweep", skipped=len(todo) - i, why=f"{plan.left():.0f} s left")
+            break
+        tag = f"c{i:02d}"
+        (out / "sweep" / f"{tag}.params.json").write_text(json.dumps(params))
+        cmd = [sys.executable, "-m", "autotune.trial", "--space", space_path, "--params",
+               json.dumps(params), "--json", "--baseline-store", store,
+               "--workdir", str(out / "sweep" / f"{tag}-logs")]
+        t = time.monotonic()
+        with open(out / "sweep" / f"{tag}.json", "w") as fh, open(out / "sweep" / f"{tag}.err", "w") as err:
+            try:
+                rc = subprocess.run(cmd, cwd=REPO, stdout=fh, stderr=err, timeout=max(plan.left(), 1),
+                                    check=False).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+        plan.note(space=name, step="sweep", config=params, rc=rc, wall_s=round(time.monotonic() - t, 1),
+                  orphans=len(server_pids()))
+    (out / "search-trials.json").write_text(json.dumps(search_results(name), default=str))
+    rc, wall = plan.run([sys.executable, "-m", "autotune.export", "--name", name, "--format", "sh",
+                         "-o", str(out / "export.sh")], log=out / "export.log", limit_s=120)
+    plan.note(space=name, step="export", rc=rc, wall_s=wall)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--deadline-s", type=float, default=1500.0)
+    parser.add_argument("spaces", nargs="+")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = Plan(out, args.deadline_s)
+    plan.note(step="start", spaces=args.spaces, orphans_before=len(server_pids()))
+    for space_path in args.spaces:
+        one_space(plan, space_path)
+    plan.note(step="done", orphans=len(server_pids()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
