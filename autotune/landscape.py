@@ -28,44 +28,20 @@ n-th measurement of a config in seed s is one of its recorded repeats (see
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from autotune._bench_problem import noise_rng, pays
+from autotune._bench_problem import noise_rng
+from autotune._landscape_records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
 from autotune.errors import ConfigError
 from autotune.samplers._candidates import config_key
 
+__all__ = ["FORMAT", "PHASE_KEYS", "STATUSES", "Entry", "Landscape", "LandscapeEvaluator",
+           "canonical", "load_landscape", "missing_configs"]
+
 FORMAT = "autotune-landscape/1"
-PHASE_KEYS = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms")
-STATUSES = ("ok", "feasible", "infeasible", "failed")  # autotune.trial's statuses
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One measured config as the replay reads it.
-
-    Attributes:
-        index: The record's index in the file.
-        params: The space's canonical form of its params.
-        is_baseline: Whether it runs without speculation.
-        tok_s: The recorded median output tok/s; None when the config failed.
-        repeats: The recorded per-repeat tok/s (``(tok_s,)`` when none were kept).
-        accept_length: Recorded accept length, None when unknown.
-        phases: Recorded ms per cycle (:data:`PHASE_KEYS`), None when unknown.
-        reason: Why it failed (or the recorded reason).
-    """
-
-    index: int
-    params: dict[str, Any]
-    is_baseline: bool
-    tok_s: float | None
-    repeats: tuple[float, ...]
-    accept_length: float | None
-    phases: dict[str, float | None]
-    reason: str | None
 
 
 @dataclass
@@ -89,23 +65,19 @@ class Landscape:
     acceptance: str | None
     records: list[dict[str, Any]]
     entries: dict[tuple, Entry]
+    _lookup: dict[tuple, Entry] = field(default_factory=dict, repr=False)
 
     def entry(self, params: Mapping[str, Any]) -> Entry:
         """The record of a config (given in any form the space accepts)."""
-        resolved, why = canonical(self.space, params)
-        found = self.entries.get(config_key(resolved)) if why is None else None
-        if found is None:
-            raise ConfigError(f"no record for {_show(params)}" + (f" ({why})" if why else ""),
-                              file=self.file, field="records")
-        return found
-
-
-def canonical(space: Any, params: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The space's resolved form of a config (derived values filled), or why it rejects it."""
-    why = space.validate_config(params)
-    if why is not None:
-        return {}, why
-    return dict(space.trial_config(dict(params)).params), None
+        key = config_key(params)
+        if key not in self._lookup:
+            resolved, why = canonical(self.space, params)
+            found = self.entries.get(config_key(resolved)) if why is None else None
+            if found is None:
+                raise ConfigError(f"no record for {show(params)}" + (f" ({why})" if why else ""),
+                                  file=self.file, field="records")
+            self._lookup[key] = found
+        return self._lookup[key]
 
 
 def missing_configs(space: Any, entries: Mapping[tuple, Any]) -> tuple[list[dict], list[dict]]:
@@ -163,11 +135,11 @@ def load_landscape(path: str | os.PathLike[str], *, space: str | None = None) ->
                           "python -m autotune.trial --json)", file=name, field="records")
     entries: dict[tuple, Entry] = {}
     for i, rec in enumerate(records):
-        entry = _entry(rec, i, space_obj, name)
+        entry = read_entry(rec, i, space_obj, name)
         key = config_key(entry.params)
         if key in entries:
             raise ConfigError(
-                f"records {entries[key].index} and {i} are the same config {_show(entry.params)}; "
+                f"records {entries[key].index} and {i} are the same config {show(entry.params)}; "
                 "keep one (separate runs are not pooled: merge their output_tok_s_repeats into "
                 "one record, with output_tok_s their median, if you want both)",
                 file=name, field=f"records[{i}].params")
@@ -177,12 +149,12 @@ def load_landscape(path: str | os.PathLike[str], *, space: str | None = None) ->
         extra = f" (and {len(baselines)} group baselines)" if baselines else ""
         raise ConfigError(
             f"the landscape does not cover the space {space_path}: {len(configs)} configs "
-            f"missing{extra}, e.g. {_show(configs[0])}; sweep them or narrow the space",
+            f"missing{extra}, e.g. {show(configs[0])}; sweep them or narrow the space",
             file=name, field="records")
     if baselines:
         raise ConfigError(
             f"no baseline record for {len(baselines)} non-speculative group(s) of {space_path}, "
-            f"e.g. {_show(baselines[0])}: every group's speculative configs are judged against "
+            f"e.g. {show(baselines[0])}: every group's speculative configs are judged against "
             "it; measure it (python -m autotune.trial --params with speculative_algorithm null)",
             file=name, field="records")
     return Landscape(file=name, space=space_obj, space_path=space_path,
@@ -213,70 +185,6 @@ def _load_space(data: Mapping[str, Any], file: str, *, override: str | None) -> 
         raise ConfigError(f"cannot load its space: {exc}", file=file, field="space") from None
 
 
-def _entry(rec: Any, i: int, space: Any, file: str) -> Entry:
-    """One record, checked field by field."""
-    where = f"records[{i}]"
-
-    def bad(field: str | None, message: str) -> ConfigError:
-        return ConfigError(message, file=file, field=f"{where}.{field}" if field else where)
-
-    def number(field: str, value: Any, *, low: float, strict: bool) -> float | None:
-        if value is None:
-            return None
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not math.isfinite(value) or value < low or (strict and value == low)):
-            raise bad(field, f"must be a finite number {'>' if strict else '>='} {low:g} or "
-                             f"null, got {value!r}")
-        return float(value)
-
-    if not isinstance(rec, dict):
-        raise bad(None, "a record must be a JSON object (what python -m autotune.trial --json "
-                        f"prints), got {type(rec).__name__}")
-    params = rec.get("params")
-    if not isinstance(params, dict):
-        raise bad("params", f"must be an object of parameter values, got {params!r}")
-    resolved, why = canonical(space, params)
-    if why is not None:
-        raise bad("params", f"the space {space.file} rejects {_show(params)}: {why}")
-    status = rec.get("status")
-    if status not in STATUSES:
-        raise bad("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
-    is_baseline = not space.is_speculative(resolved)
-    if "is_baseline" in rec and rec["is_baseline"] is not is_baseline:
-        raise bad("is_baseline", f"is {rec['is_baseline']!r}, but the space runs these params "
-                                 f"{'without' if is_baseline else 'with'} speculation")
-    tok_s = number("output_tok_s", rec.get("output_tok_s"), low=0.0, strict=True)
-    raw_repeats = rec.get("output_tok_s_repeats") or []
-    if not isinstance(raw_repeats, list):
-        raise bad("output_tok_s_repeats", f"must be a list of tok/s, got {raw_repeats!r}")
-    if None in raw_repeats:
-        raise bad("output_tok_s_repeats", "a repeat of null tok/s is not a measurement")
-    repeats = tuple(float(number(f"output_tok_s_repeats[{j}]", v, low=0.0, strict=True))
-                    for j, v in enumerate(raw_repeats))
-    reason = rec.get("reason") if isinstance(rec.get("reason"), str) else None
-    if status == "failed" or tok_s is None:
-        tok_s, repeats = None, ()
-        reason = reason or "no output_tok_s recorded"
-    elif not repeats:
-        repeats = (tok_s,)  # no repeats kept: measurements replay the median, without noise
-    elif not min(repeats) * (1 - 1e-9) <= tok_s <= max(repeats) * (1 + 1e-9):
-        raise bad("output_tok_s", f"{tok_s:g} lies outside its repeats [{min(repeats):g}, "
-                                  f"{max(repeats):g}]; output_tok_s is their median")
-    phases = rec.get("phases")
-    if phases is not None and not isinstance(phases, dict):
-        raise bad("phases", f"must be an object of ms per cycle or null, got {phases!r}")
-    return Entry(index=i, params=resolved, is_baseline=is_baseline, tok_s=tok_s, repeats=repeats,
-                 accept_length=number("accept_length", rec.get("accept_length"), low=1.0,
-                                      strict=False),
-                 phases={k: number(f"phases.{k}", phases.get(k), low=0.0, strict=False)
-                         for k in PHASE_KEYS if k in phases} if phases else {},
-                 reason=reason)
-
-
-def _show(params: Mapping[str, Any]) -> str:
-    return json.dumps(dict(params), default=str)
-
-
 class LandscapeEvaluator:
     """A recorded landscape as bench_search's source of truth and noise.
 
@@ -296,7 +204,10 @@ class LandscapeEvaluator:
                 "records": len(land.records)}
 
     def expected(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The recorded truth of a config: median tok/s, phases, accept length, its baseline."""
+        """The recorded truth of a config: median tok/s, phases, accept length, its baseline.
+
+        Whether it is feasible is :class:`autotune._bench_problem.Problem`'s to judge.
+        """
         key = config_key(params)
         if key in self._cache:
             return self._cache[key]
@@ -308,14 +219,13 @@ class LandscapeEvaluator:
             "phases": dict(e.phases), "record": e.index}
         if e.is_baseline:
             out.update(baseline_tok_s=e.tok_s, speedup=1.0 if e.tok_s else None,
-                       break_even_accept_length=None, feasible=e.tok_s is not None)
+                       break_even_accept_length=None)
         else:
             base = self.landscape.entry(self.space.baseline_params(e.params))
             speedup = e.tok_s / base.tok_s if e.tok_s and base.tok_s else None
             cycle, step = e.phases.get("cycle_ms"), base.phases.get("cycle_ms")
             out.update(baseline_tok_s=base.tok_s, speedup=speedup,
-                       break_even_accept_length=cycle / step if cycle and step else None,
-                       feasible=pays(speedup, self.space))
+                       break_even_accept_length=cycle / step if cycle and step else None)
         self._cache[key] = out
         return out
 
