@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timer-only", action="store_true",
                         help="toggle only the device timer; --enable-metrics stays on both")
     parser.add_argument("--mem-fraction", type=float,
-                        help="with --space: mem_fraction_static of each server (two share a GPU)")
+                        help="with --space: two servers share one GPU; the first gets this "
+                             "mem_fraction_static, the second twice it (SGLang's KV sizing)")
     args = parser.parse_args(argv)
     pairs = 2 if args.quick else args.pairs
     if pairs < 1:
@@ -159,6 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with ExitStack() as stack:
             servers = {}
+            if args.mem_fraction is not None:
+                # SGLang sizes its KV pool as if alone on the GPU (free memory after its weights,
+                # minus (1 - fraction) of the total), so the server started second needs twice the
+                # fraction to hold as much as the first: each then has about that fraction.
+                second = specs["off"]
+                specs["off"] = LaunchSpec(
+                    model_path=second.model_path, draft_model_path=second.draft_model_path,
+                    server_args={**second.server_args, "mem_fraction_static": 2 * args.mem_fraction},
+                    env=second.env, backend=second.backend, trial_only=second.trial_only)
             for name, spec in specs.items():
                 env = {**base_env, **spec.env}
                 if sim:

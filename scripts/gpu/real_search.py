@@ -36,7 +36,8 @@ from autotune.space import load_space  # noqa: E402
 
 # Seconds one trial server run takes at most, for the deadline (8B warm start-up plus the workload).
 TRIAL_S = float(os.environ.get("AUTOTUNE_GPU_TRIAL_S", "110"))
-SERVER_MODULES = ("sglang.launch_server", "autotune.sim.server")
+# Command lines of servers and of SGLang's own subprocesses (it retitles them "sglang::scheduler...").
+SERVER_MODULES = ("sglang.launch_server", "autotune.sim.server", "sglang::")
 
 
 def server_pids() -> list[int]:
@@ -68,6 +69,21 @@ def search_results(name: str) -> list[dict]:
             except (ValueError, KeyError, TypeError):
                 continue
     return found
+
+
+def save_search_records(name: str, folder: Path) -> int:
+    """The search's trial results as ``autotune.trial --json`` objects, one file each, in the order
+    Ray wrote them (a finalist's re-measurement and its fresh baseline included)."""
+    from autotune.report import summary_json
+    from autotune.trial import TrialResult
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = search_results(name)
+    for i, row in enumerate(rows):
+        record = summary_json(TrialResult.from_dict(row))
+        record.pop("records", None)
+        (folder / f"s{i:02d}.json").write_text(json.dumps(record, default=str))
+    return len(rows)
 
 
 def baseline_dir(name: str) -> str | None:
@@ -140,7 +156,7 @@ def one_space(plan: Plan, space_path: str) -> None:
                 rc = 124
         plan.note(space=name, step="sweep", config=params, rc=rc, wall_s=round(time.monotonic() - t, 1),
                   orphans=len(server_pids()))
-    (out / "search-trials.json").write_text(json.dumps(search_results(name), default=str))
+    save_search_records(name, out / "search")
     rc, wall = plan.run([sys.executable, "-m", "autotune.export", "--name", name, "--format", "sh",
                          "-o", str(out / "export.sh")], log=out / "export.log", limit_s=120)
     plan.note(space=name, step="export", rc=rc, wall_s=wall)
