@@ -2,7 +2,7 @@
 
 Usage (from the repo root):
     python3 scripts/gpu/landscape.py --space SPACE --out FILE [--description TEXT]
-        [--acceptance TEXT] TRIAL_JSON [TRIAL_JSON ...]
+        [--acceptance TEXT] [--dedupe] TRIAL_JSON [TRIAL_JSON ...]
 
 Each TRIAL_JSON is the stdout of ``python -m autotune.trial --space SPACE --params ... --json``
 (speculative configs and every group's baseline, ``{"speculative_algorithm": null, ...}``; one
@@ -12,6 +12,10 @@ folder), then loaded back with :func:`autotune.landscape.load_landscape`; when t
 without a record, a record the space rejects, ...) the error and the configs still to sweep are
 printed and the exit status is 1, the file written all the same. Replay it with
 ``python -m autotune.bench_search --landscape FILE``.
+
+``--dedupe`` keeps one record per config: the first in the order given that did not fail, else the
+first. A search re-measures configs (a finalist, its fresh baseline), and a landscape holds one
+record each; the ones left out are counted in the output.
 """
 
 from __future__ import annotations
@@ -79,6 +83,30 @@ def still_to_sweep(space_path: str, records: list[dict[str, Any]]) -> list[dict[
     return configs + baselines
 
 
+def dedupe(space_path: str, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """One record per config (first non-failed, else first), and how many were dropped."""
+    from autotune.space import load_space
+
+    space = load_space(space_path)
+    chosen: dict[Any, dict[str, Any]] = {}
+    order: list[Any] = []
+    loose = []
+    for rec in records:
+        params = rec.get("params")
+        resolved, why = canonical(space, params) if isinstance(params, dict) else (None, "no params")
+        if why is not None:
+            loose.append(rec)  # load_landscape names what is wrong with it
+            continue
+        key = config_key(resolved)
+        if key not in chosen:
+            chosen[key] = rec
+            order.append(key)
+        elif chosen[key].get("status") == "failed" and rec.get("status") != "failed":
+            chosen[key] = rec
+    kept = [chosen[k] for k in order] + loose
+    return kept, len(records) - len(kept)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--space", required=True, help="the space the trials were measured in")
@@ -87,9 +115,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="free text: machine, SGLang version, workload")
     parser.add_argument("--acceptance",
                         help="how acceptance came about (default: the records' own field)")
+    parser.add_argument("--dedupe", action="store_true",
+                        help="keep one record per config (the first that did not fail)")
     parser.add_argument("trials", nargs="+", metavar="TRIAL_JSON")
     args = parser.parse_args(argv)
     records = [r for r in (read_trial(p) for p in args.trials) if r is not None]
+    if args.dedupe:
+        records, dropped = dedupe(args.space, records)
+        print(f"--dedupe: {dropped} repeated record(s) left out")
     out = Path(args.out)
     space_ref = os.path.relpath(os.path.abspath(args.space), os.path.abspath(out.parent or "."))
     doc = {"format": FORMAT, "space": Path(space_ref).as_posix(),

@@ -10,17 +10,18 @@ RES=$1
 PLAN_S=${2:-1500}
 T0=$(date +%s)
 left() { echo $(( PLAN_S - ($(date +%s) - T0) )); }
+PY=${PYTHON:-python3}
 SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
 TIMER_S=${AUTOTUNE_GPU_TIMER_S:-170}
 set -- $SPACES
 first=$1; shift
 
-python3 scripts/gpu/real_search.py --out "$RES/rs-$(basename "$first" .yaml)" \
+"$PY" scripts/gpu/real_search.py --out "$RES/rs-$(basename "$first" .yaml)" \
   --deadline-s $(( $(left) - TIMER_S )) "$first"
 echo "== first space done, $(left) s left"
 
 if [ "$(left)" -gt 120 ]; then
-  timeout -k 15 $(( $(left) < TIMER_S ? $(left) : TIMER_S )) python3 -m benchmarks.profile_overhead \
+  timeout -k 15 $(( $(left) < TIMER_S ? $(left) : TIMER_S )) "$PY" -m benchmarks.profile_overhead \
     --space "$first" --params '{"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}' \
     --timer-only --mem-fraction 0.3 --pairs ${AUTOTUNE_GPU_TIMER_PAIRS:-6} --json "$RES/timer-overhead.json" \
     > "$RES/timer-overhead.log" 2>&1
@@ -29,7 +30,7 @@ fi
 
 for space in "$@"; do
   [ "$(left)" -gt 240 ] || { echo "== skipped $space: $(left) s left"; continue; }
-  python3 scripts/gpu/real_search.py --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
+  "$PY" scripts/gpu/real_search.py --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
 done
 echo "== plan done after $(( $(date +%s) - T0 )) s"
 touch "$RES/plan.done"
