@@ -45,7 +45,7 @@ def test_plan_searches_sweeps_the_rest_and_exports(tmp_path: Path) -> None:
                AUTOTUNE_GPU_SPACES=str(space_path), AUTOTUNE_GPU_TIMER_S="90",
                AUTOTUNE_GPU_TIMER_PAIRS="1", AUTOTUNE_GPU_TRIAL_S="20")
     work.mkdir()
-    proc = subprocess.run(["bash", str(REPO / "scripts/gpu/plan.sh"), str(res), "380"], cwd=REPO,
+    proc = subprocess.run(["bash", str(REPO / "scripts/gpu/plan.sh"), str(res), "380"], cwd=work,
                           env=env, capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (res / "plan.done").exists()

@@ -11,12 +11,14 @@ PLAN_S=${2:-1500}
 T0=$(date +%s)
 left() { echo $(( PLAN_S - ($(date +%s) - T0) )); }
 PY=${PYTHON:-python3}
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
+export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
 SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
 TIMER_S=${AUTOTUNE_GPU_TIMER_S:-170}
 set -- $SPACES
 first=$1; shift
 
-"$PY" scripts/gpu/real_search.py --out "$RES/rs-$(basename "$first" .yaml)" \
+"$PY" "$HERE/scripts/gpu/real_search.py" --out "$RES/rs-$(basename "$first" .yaml)" \
   --deadline-s $(( $(left) - TIMER_S )) "$first"
 echo "== first space done, $(left) s left"
 
@@ -30,7 +32,7 @@ fi
 
 for space in "$@"; do
   [ "$(left)" -gt 240 ] || { echo "== skipped $space: $(left) s left"; continue; }
-  "$PY" scripts/gpu/real_search.py --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
+  "$PY" "$HERE/scripts/gpu/real_search.py" --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
 done
 echo "== plan done after $(( $(date +%s) - T0 )) s"
 touch "$RES/plan.done"

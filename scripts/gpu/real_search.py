@@ -12,6 +12,9 @@ For each space, in order:
 3. ``python -m autotune.export`` of the winner (checked by the installed SGLang's parser);
 4. a count of server processes left behind (there must be none).
 
+Everything is run in the working directory, whose ``mlruns/`` holds the MLflow store and Ray's
+state, as ``python -m autotune.search`` does by default.
+
 ``--deadline-s`` is the time left for all of it: a step that cannot finish in time is skipped and
 said so in ``DIR/plan.json``, which is rewritten after every step, so a cut run still tells what it
 did. Nothing here knows whether the servers are real SGLang or the emulator.
@@ -58,7 +61,7 @@ def server_pids() -> list[int]:
 def search_results(name: str) -> list[dict]:
     """Every trial result the search reported to Ray (finalists included), from its result.json."""
     found = []
-    for path in sorted(glob.glob(str(REPO / "mlruns" / "ray" / name / "run-*" / "**" / "result.json"),
+    for path in sorted(glob.glob(str(Path.cwd() / "mlruns" / "ray" / name / "run-*" / "**" / "result.json"),
                                  recursive=True)):
         for line in Path(path).read_text().splitlines():
             try:
@@ -87,8 +90,15 @@ def save_search_records(name: str, folder: Path) -> int:
 
 
 def baseline_dir(name: str) -> str | None:
-    runs = sorted(glob.glob(str(REPO / "mlruns" / "ray" / name / "run-*" / "baselines")))
+    runs = sorted(glob.glob(str(Path.cwd() / "mlruns" / "ray" / name / "run-*" / "baselines")))
     return runs[-1] if runs else None
+
+
+def _env() -> dict[str, str]:
+    """The environment of the steps: this checkout importable from any working directory (the
+    store, ``mlruns/``, is the working directory's)."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
 
 
 class Plan:
@@ -111,7 +121,7 @@ class Plan:
         t = time.monotonic()
         with open(log, "w") as fh:
             try:
-                rc = subprocess.run(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
+                rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(),
                                     timeout=max(limit_s, 1), check=False).returncode
             except subprocess.TimeoutExpired:
                 rc = 124  # subprocess.run killed it; its servers die with their own trial code
@@ -150,7 +160,7 @@ def one_space(plan: Plan, space_path: str) -> None:
         t = time.monotonic()
         with open(out / "sweep" / f"{tag}.json", "w") as fh, open(out / "sweep" / f"{tag}.err", "w") as err:
             try:
-                rc = subprocess.run(cmd, cwd=REPO, stdout=fh, stderr=err, timeout=max(plan.left(), 1),
+                rc = subprocess.run(cmd, stdout=fh, stderr=err, env=_env(), timeout=max(plan.left(), 1),
                                     check=False).returncode
             except subprocess.TimeoutExpired:
                 rc = 124
