@@ -551,9 +551,14 @@ class Tracker:
             (out / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
             if result.phases:
                 (out / "phases.json").write_text(json.dumps(result.phases, indent=2, default=str))
-                fig = _plots.phase_figure(result.phases, title=f"{trial_id} ({result.status})")
-                if fig is not None:
-                    fig.savefig(out / "phases.png", dpi=100)
+                # A picture is a convenience: a plotting library that cannot draw here (seen on
+                # the GPU machine) must not cost the trial, which Ray would then run again.
+                try:
+                    fig = _plots.phase_figure(result.phases, title=f"{trial_id} ({result.status})")
+                    if fig is not None:
+                        fig.savefig(out / "phases.png", dpi=100)
+                except Exception as exc:  # noqa: BLE001 - any plotting failure
+                    (out / "phases_png_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
             if result.log_tail:
                 (out / "server_log_tail.txt").write_text(result.log_tail)
             if result.records:
@@ -672,17 +677,30 @@ class Tracker:
 
         points = [trial_point(r) for r in runs if not r.is_baseline]
         base = winner.baseline_tok_s if winner is not None else None
-        figures = {"tok_s_by_steps": _plots.tok_s_by_steps_figure(points, baseline_tok_s=base),
-                   "accept_vs_break_even": _plots.accept_vs_break_even_figure(points)}
-        skipped = {k: "no trial has the figures it plots" for k, v in figures.items() if v is None}
-        figures = {k: v for k, v in figures.items() if v is not None}
+        figures, skipped = {}, {}
+        # As for a trial's picture: a plotting failure is a skipped plot with its reason.
+        for stem, draw in (("tok_s_by_steps", lambda: _plots.tok_s_by_steps_figure(points, baseline_tok_s=base)),
+                           ("accept_vs_break_even", lambda: _plots.accept_vs_break_even_figure(points))):
+            try:
+                fig = draw()
+            except Exception as exc:  # noqa: BLE001 - any plotting failure
+                skipped[stem] = f"could not draw it: {type(exc).__name__}: {exc}"
+                continue
+            if fig is None:
+                skipped[stem] = "no trial has the figures it plots"
+            else:
+                figures[stem] = fig
         if study is None:
             study = study_from_runs(runs)
         if study is None:
             skipped.update({k: "no study and too few trial runs to rebuild one"
                             for k in ("param_importances", "parallel_coordinate", "slice")})
         else:
-            more, why = _plots.optuna_figures(study)
+            try:
+                more, why = _plots.optuna_figures(study)
+            except Exception as exc:  # noqa: BLE001
+                more, why = {}, {k: f"could not draw it: {type(exc).__name__}: {exc}"
+                                 for k in ("param_importances", "parallel_coordinate", "slice")}
             figures.update(more)
             skipped.update(why)
         with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:

@@ -388,3 +388,27 @@ def test_phase_figure_draws_only_known_phases_that_took_time():
     assert labels == ["draft", "verify", "other"]
     notes = [t.get_text() for t in fig.axes[0].texts]
     assert "4.00 ms (72.7%)" in notes and "1.00 ms" in notes  # no share known for draft: none shown
+
+
+def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path, monkeypatch):
+    """Seen on the GPU machine: the kit's IPython stand-in lacked ``version_info``, matplotlib's
+    Figure() raised, the tracking callback raised, and Ray ran every trial again. The same
+    stand-in here must leave the run logged, the other artifacts there and the reason kept."""
+    import types
+
+    from tracking_helpers import eagle, result
+
+    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    from matplotlib.figure import Figure
+
+    with pytest.raises(AttributeError):
+        Figure()  # the failure is real in this process
+    tr = Tracker("bad-ipython", root=tmp_path).connect()
+    tr.start_search(backend="sim")
+    run_id = tr.log_trial("t1", result(eagle(3, 1), 1200.0))
+    names = {a.path for a in tr.client.list_artifacts(run_id)}
+    assert {"launch.sh", "phases.json", "phases_png_error.txt"} <= names
+    assert "phases.png" not in names
+    assert tr.client.get_run(run_id).data.metrics["output_tok_s"] == 1200.0
+    summary = tr.finish_search()
+    assert any("could not draw it" in why for why in summary.skipped_plots.values())

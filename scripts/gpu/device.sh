@@ -16,6 +16,8 @@ RES=/tmp/autotune-gpu
 mkdir -p "$OUT" "$RES"
 export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# tvm_ffi finds xgrammar's bindings through the wheel RECORD the kit drops, else on this path.
+export LD_LIBRARY_PATH=/tmp/site/xgrammar${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 snapshot() {
   # sqlite's backup API gives a consistent copy of a store that a running search is writing.
@@ -34,11 +36,11 @@ EOF
 }
 
 if [ ! -f "$RES/started" ]; then
-  { python3 scripts/gpu/prepare_kit.py .gpu/kit/site.tar.xz
+  { python3 scripts/gpu/prepare_kit.py "${KIT:-.gpu/kit/site.tar.xz}"
     python3 scripts/gpu/make_models.py .gpu/models llama-8b qwen3-30b-a3b; } > "$RES/prepare.log" 2>&1
   { date -u; nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
     python3 --version; nproc; free -g | head -2
-    python3 -c "import sglang, torch, ray, optuna, mlflow, sqlalchemy, alembic, httpx; from ray import tune; from ray.tune.search.optuna import OptunaSearch; print('sglang', sglang.__version__, 'torch', torch.__version__, 'ray', ray.__version__, 'optuna', optuna.__version__, 'mlflow', mlflow.__version__, 'cuda', torch.version.cuda)"
+    python3 -c "import sglang.srt.server_args, sglang, torch, ray, optuna, mlflow, sqlalchemy, alembic, httpx; from ray import tune; from ray.tune.search.optuna import OptunaSearch; print('sglang', sglang.__version__, 'torch', torch.__version__, 'ray', ray.__version__, 'optuna', optuna.__version__, 'mlflow', mlflow.__version__, 'cuda', torch.version.cuda)"
   } > "$RES/facts.txt" 2>&1
   cat "$RES/prepare.log" "$RES/facts.txt"
   if ! grep -q "^sglang " "$RES/facts.txt"; then
