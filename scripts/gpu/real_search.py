@@ -26,6 +26,7 @@ import argparse
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -118,13 +119,28 @@ class Plan:
         (self.out / "plan.json").write_text(json.dumps(self.steps, indent=1))
 
     def run(self, cmd: list[str], *, log: Path, limit_s: float) -> tuple[int, float]:
+        """Run a step in its own process group; past ``limit_s`` it is interrupted as a user
+        would (SIGINT: the search saves its state and stops its trials' servers), then the
+        group is terminated. On the H200 a plain kill of the search left 3 servers behind
+        until the reaper got them."""
         t = time.monotonic()
         with open(log, "w") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(),
+                                    start_new_session=True)
             try:
-                rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(),
-                                    timeout=max(limit_s, 1), check=False).returncode
+                rc = proc.wait(timeout=max(limit_s, 1))
             except subprocess.TimeoutExpired:
-                rc = 124  # subprocess.run killed it; its servers die with their own trial code
+                rc = 124
+                for sig, grace in ((signal.SIGINT, 60), (signal.SIGTERM, 20), (signal.SIGKILL, 5)):
+                    try:
+                        os.killpg(proc.pid, sig)
+                    except ProcessLookupError:
+                        break
+                    try:
+                        proc.wait(timeout=grace)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
         return rc, round(time.monotonic() - t, 1)
 
 
@@ -139,7 +155,7 @@ def one_space(plan: Plan, space_path: str) -> None:
         return
     rc, wall = plan.run([sys.executable, "-m", "autotune.search", "--space", space_path,
                          "--summary-json", str(out / "summary.json")],
-                        log=out / "search.log", limit_s=min(plan.left(), need * 1.5))
+                        log=out / "search.log", limit_s=min(plan.left() - 90, need * 1.5))
     plan.note(space=name, step="search", rc=rc, wall_s=wall, orphans=len(server_pids()))
 
     measured = {config_key(space.coerce_params(r["params"])) for r in search_results(name)
