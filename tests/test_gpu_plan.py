@@ -45,6 +45,12 @@ def test_plan_searches_sweeps_the_rest_and_exports(tmp_path: Path) -> None:
                AUTOTUNE_GPU_SPACES=str(space_path), AUTOTUNE_GPU_TIMER_S="90",
                AUTOTUNE_GPU_TIMER_PAIRS="1", AUTOTUNE_GPU_TRIAL_S="20")
     work.mkdir()
+    # The installed SGLang's flags from a table: importing its parser in every trial and emulator
+    # process costs seconds of CPU each on a 2-core box (tests/test_landscape.py does the same).
+    table = tmp_path / "sglang-flags.json"
+    subprocess.run([sys.executable, "tests/data/make_sglang_flags.py", "--out", str(table)],
+                   cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    env["AUTOTUNE_SGLANG_FLAG_TABLE"] = str(table)
     proc = subprocess.run(["bash", str(REPO / "scripts/gpu/plan.sh"), str(res), "380"], cwd=work,
                           env=env, capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -165,8 +165,18 @@ def test_spread_is_robust_to_one_outlier_and_the_range_is_not():
 
 # --------------------------------------------------------- end to end: trial, MLflow, export
 
-def _trial(space: Path, params: dict, tmp_path: Path) -> dict:
-    env = dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2")
+@pytest.fixture(scope="module")
+def flag_table(tmp_path_factory) -> Path:
+    """The installed SGLang's flags as a table: each trial and emulator process then skips
+    importing SGLang's parser (seconds of CPU each on a 2-core box)."""
+    path = tmp_path_factory.mktemp("flags") / "sglang-flags.json"
+    subprocess.run([sys.executable, "tests/data/make_sglang_flags.py", "--out", str(path)],
+                   cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    return path
+
+
+def _trial(space: Path, params: dict, tmp_path: Path, table: Path) -> dict:
+    env = dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2", AUTOTUNE_SGLANG_FLAG_TABLE=str(table))
     proc = subprocess.run([sys.executable, "-m", "autotune.trial", "--space", str(space), "--params",
                            json.dumps(params), "--json", "--workdir", str(tmp_path / "logs")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=150, check=False)
@@ -175,10 +185,10 @@ def _trial(space: Path, params: dict, tmp_path: Path) -> dict:
 
 
 @pytest.mark.timeout(240)
-def test_a_synthetic_trial_is_labelled_everywhere_and_never_exported(tmp_path, capsys):
+def test_a_synthetic_trial_is_labelled_everywhere_and_never_exported(tmp_path, capsys, flag_table):
     space_path = write(tmp_path, measure=", warmup_until_stable_pct: 50, warmup_max_rounds: 3")
     params = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
-    out = _trial(space_path, params, tmp_path)
+    out = _trial(space_path, params, tmp_path, flag_table)
     forced = chain(RATES, 3)
     assert out["acceptance"] == "synthetic"
     assert out["synthetic_accept_length"] == pytest.approx(forced, abs=5e-4)
@@ -219,10 +229,10 @@ def test_a_synthetic_trial_is_labelled_everywhere_and_never_exported(tmp_path, c
 
 
 @pytest.mark.timeout(240)
-def test_phase_profile_off_runs_without_the_device_timer(tmp_path):
+def test_phase_profile_off_runs_without_the_device_timer(tmp_path, flag_table):
     space_path = write(tmp_path, tag="off", measure=", phase_profile: false")
     params = {"speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3}
-    out = _trial(space_path, params, tmp_path)
+    out = _trial(space_path, params, tmp_path, flag_table)
     assert "SGLANG_ENABLE_METRICS_DEVICE_TIMER" not in out["launch_command"]
     assert out["output_tok_s"] and out["output_tok_s"] > 0
     full = out["phases_full"] or {}

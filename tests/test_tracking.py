@@ -390,25 +390,38 @@ def test_phase_figure_draws_only_known_phases_that_took_time():
     assert "4.00 ms (72.7%)" in notes and "1.00 ms" in notes  # no share known for draft: none shown
 
 
-def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path, monkeypatch):
+def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path):
     """Seen on the GPU machine: the kit's IPython stand-in lacked ``version_info``, matplotlib's
     Figure() raised, the tracking callback raised, and Ray ran every trial again. The same
-    stand-in here must leave the run logged, the other artifacts there and the reason kept."""
-    import types
-
-    from tracking_helpers import eagle, result
-
-    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
-    from matplotlib.figure import Figure
-
-    with pytest.raises(AttributeError):
-        Figure()  # the failure is real in this process
-    tr = Tracker("bad-ipython", root=tmp_path).connect()
-    tr.start_search(backend="sim")
-    run_id = tr.log_trial("t1", result(eagle(3, 1), 1200.0))
-    names = {a.path for a in tr.client.list_artifacts(run_id)}
-    assert {"launch.sh", "phases.json", "phases_png_error.txt"} <= names
-    assert "phases.png" not in names
-    assert tr.client.get_run(run_id).data.metrics["output_tok_s"] == 1200.0
-    summary = tr.finish_search()
-    assert any("could not draw it" in why for why in summary.skipped_plots.values())
+    stand-in must leave the run logged, the other artifacts there and the reason kept. A fresh
+    process: matplotlib looks at IPython once per process."""
+    script = textwrap.dedent(f"""
+        import json, sys, types
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        sys.modules["IPython"] = types.ModuleType("IPython")
+        from matplotlib.figure import Figure
+        try:
+            Figure()
+            raised = None
+        except AttributeError as exc:
+            raised = str(exc)
+        from tracking_helpers import eagle, result
+        from autotune.tracking import Tracker
+        tr = Tracker("bad-ipython", root={str(tmp_path)!r}).connect()
+        tr.start_search(backend="sim")
+        run_id = tr.log_trial("t1", result(eagle(3, 1), 1200.0))
+        names = sorted(a.path for a in tr.client.list_artifacts(run_id))
+        metric = tr.client.get_run(run_id).data.metrics["output_tok_s"]
+        summary = tr.finish_search()
+        print(json.dumps({{"raised": raised, "names": names, "metric": metric,
+                          "skipped": summary.skipped_plots}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["raised"] and "version_info" in out["raised"]  # the failure is real there
+    assert {"launch.sh", "phases.json", "phases_png_error.txt"} <= set(out["names"])
+    assert "phases.png" not in out["names"]
+    assert out["metric"] == 1200.0
+    assert any("could not draw it" in why for why in out["skipped"].values())
