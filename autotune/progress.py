@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping, TextIO
 
+from autotune import synthetic
+
 # Parameters worth a column, in this order, when the space searches them.
 _KEY_PARAMS = (("speculative_num_steps", "steps"), ("speculative_eagle_topk", "topk"),
                ("speculative_num_draft_tokens", "draft"), ("tp_size", "tp"))
@@ -62,9 +64,8 @@ class ProgressTable:
         status = result.get("status") or "?"
         text = describe_params(params) if label is None else label
         # A forced accept length is marked "s": it is the synthetic model's, not a draft's.
-        accept = _fmt(result.get('accept_length'), '5.2f' if result.get("acceptance") == "synthetic" else '6.2f')
-        if result.get("acceptance") == "synthetic" and result.get('accept_length') is not None:
-            accept += "s"
+        forced = result.get("acceptance") == synthetic.SYNTHETIC and result.get("accept_length") is not None
+        accept = _fmt(result.get("accept_length"), "5.2f") + "s" if forced else _fmt(result.get("accept_length"), "6.2f")
         print(f"{self.rows:>3} {trial[:14]:<14} {text[:52]:<52} "
               f"{_fmt(result.get('output_tok_s'), '8.1f')} {accept:>6} "
               f"{_fmt(result.get('speedup'), '7.3f')} {status:<10} {_fmt(self.best, '10.1f')}",

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,7 @@ def _from_space(path: str, params_json: str, mem_fraction: float | None) -> tupl
         space.check_paths()
     on = launch_spec(space.trial_config(params), settings_for(space))
     if mem_fraction is not None:
-        on = LaunchSpec(model_path=on.model_path, draft_model_path=on.draft_model_path,
-                        server_args={**on.server_args, "mem_fraction_static": mem_fraction},
-                        env=on.env, backend=on.backend, trial_only=on.trial_only)
+        on = replace(on, server_args={**on.server_args, "mem_fraction_static": mem_fraction})
     return space, params, on
 
 
@@ -165,10 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 # minus (1 - fraction) of the total), so the server started second needs twice the
                 # fraction to hold as much as the first: each then has about that fraction.
                 second = specs["off"]
-                specs["off"] = LaunchSpec(
-                    model_path=second.model_path, draft_model_path=second.draft_model_path,
-                    server_args={**second.server_args, "mem_fraction_static": 2 * args.mem_fraction},
-                    env=second.env, backend=second.backend, trial_only=second.trial_only)
+                specs["off"] = replace(second, server_args={**second.server_args,
+                                                            "mem_fraction_static": 2 * args.mem_fraction})
             for name, spec in specs.items():
                 env = {**base_env, **spec.env}
                 if sim:
