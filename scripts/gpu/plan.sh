@@ -34,5 +34,12 @@ for space in "$@"; do
   [ "$(left)" -gt 240 ] || { echo "== skipped $space: $(left) s left"; continue; }
   "$PY" "$HERE/scripts/gpu/real_search.py" --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
 done
+# Start-up breakdown: what SGLang's launcher imports before its first log line, and what the tool's
+# own check of a launch command (SGLang's parser) costs, each in a fresh process with warm caches.
+if [ "$(left)" -gt 45 ]; then
+  timeout 40 "$PY" -X importtime -c "import sglang.launch_server" 2> "$RES/importtime-launch-server.txt" > /dev/null
+  timeout 40 "$PY" -c "import time; t = time.perf_counter(); from autotune import sglang_flags; sglang_flags.installed_flags(); print(f'installed_flags {time.perf_counter() - t:.2f} s')" > "$RES/import-parser.txt" 2>&1
+  echo "== import times taken, $(left) s left"
+fi
 echo "== plan done after $(( $(date +%s) - T0 )) s"
 touch "$RES/plan.done"
