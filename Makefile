@@ -21,7 +21,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -c "from sglang.srt.server_args import ServerArgs"
 	touch $(STAMP)
 
-# The MLflow UI test drives Debian's Chromium (headless); without it that test skips and says why.
+# The MLflow UI tests drive Debian's Chromium (headless; the screenshot script through Playwright, which
+# pip installs with the test extras: no `playwright install`, its browser download is not reachable).
+# Without Chromium those tests skip and say why.
 $(VENV)/.chromium:
 	command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
