@@ -9,7 +9,8 @@ For each space, in order:
 2. the sweep: every config of the space that the search did not measure, through
    ``python -m autotune.trial --json`` with the search's own baseline store and the same
    workload, so ``DIR/NAME/sweep/`` plus the search's trials cover the whole space;
-3. ``python -m autotune.export`` of the winner (checked by the installed SGLang's parser);
+3. ``python -m autotune.export`` of the winner (checked by the installed SGLang's parser), written
+   with the search's records before the sweep starts;
 4. a count of server processes left behind (there must be none).
 
 Everything is run in the working directory, whose ``mlruns/`` holds the MLflow store and Ray's
@@ -157,6 +158,12 @@ def one_space(plan: Plan, space_path: str) -> None:
                          "--summary-json", str(out / "summary.json")],
                         log=out / "search.log", limit_s=min(plan.left() - 90, need * 1.5))
     plan.note(space=name, step="search", rc=rc, wall_s=wall, orphans=len(server_pids()))
+    # Records and export before the sweep: a plan cut during the sweep (the H200 machine went
+    # back between two calls once) must still bring back what the search did.
+    save_search_records(name, out / "search")
+    rc, wall = plan.run([sys.executable, "-m", "autotune.export", "--name", name, "--format", "sh",
+                         "-o", str(out / "export.sh")], log=out / "export.log", limit_s=120)
+    plan.note(space=name, step="export", rc=rc, wall_s=wall)
 
     measured = {config_key(space.coerce_params(r["params"])) for r in search_results(name)
                 if r.get("params") is not None and r.get("status") != "failed"}
@@ -182,10 +189,6 @@ def one_space(plan: Plan, space_path: str) -> None:
                 rc = 124
         plan.note(space=name, step="sweep", config=params, rc=rc, wall_s=round(time.monotonic() - t, 1),
                   orphans=len(server_pids()))
-    save_search_records(name, out / "search")
-    rc, wall = plan.run([sys.executable, "-m", "autotune.export", "--name", name, "--format", "sh",
-                         "-o", str(out / "export.sh")], log=out / "export.log", limit_s=120)
-    plan.note(space=name, step="export", rc=rc, wall_s=wall)
 
 
 def main() -> int:
