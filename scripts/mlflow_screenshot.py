@@ -20,7 +20,6 @@ import re
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from autotune.errors import ConfigError  # noqa: E402
+from autotune.store_copy import find_db, relocated_copy  # noqa: E402
 
 START_DEADLINE_S = 120.0  # mlflow ui answers after ~15 s on an idle 2-core box
 RENDER_TIMEOUT_MS = 60_000
@@ -45,15 +48,6 @@ class UsageError(Exception):
     """Bad input; the message says what is wrong and what would be right."""
 
 
-def find_db(*, store: Path) -> Path:
-    """The ``mlflow.db`` of ``store``, a folder holding it or the file itself."""
-    db = store / "mlflow.db" if store.is_dir() else store
-    if not db.is_file():
-        raise UsageError(f"no MLflow sqlite store at {db}: --store must be a folder holding mlflow.db "
-                         "(as unpacked from results.tar.gz) or the mlflow.db file itself")
-    return db
-
-
 def find_chromium(*, explicit: str | None) -> str:
     """A Chromium binary: ``explicit``, else ``$CHROMIUM``, else ``chromium``/``chromium-browser`` on PATH."""
     for name in (explicit,) if explicit else (os.environ.get("CHROMIUM"), "chromium", "chromium-browser"):
@@ -61,27 +55,6 @@ def find_chromium(*, explicit: str | None) -> str:
             return path
     raise UsageError(f"Chromium not found{f' at {explicit!r}' if explicit else ' on PATH'}: install Debian's "
                      "(apt-get install -y chromium) or pass --chromium /path/to/chromium")
-
-
-def copy_store(*, db: Path, into: Path) -> Path:
-    """Copy ``db`` into ``into``; the copy's ``.../<name>`` artifact locations (and its runs' URIs) become
-    ``<tree>/<name>`` where that folder exists under the store's ``mlruns/artifacts`` or ``artifacts``.
-    """
-    copy = into / "mlflow.db"
-    for suffix in ("", "-wal", "-journal"):
-        if (src := db.with_name(db.name + suffix)).exists():
-            shutil.copyfile(src, copy.with_name(copy.name + suffix))
-    trees = [p for p in (db.parent / "mlruns" / "artifacts", db.parent / "artifacts") if p.is_dir()]
-    with contextlib.closing(sqlite3.connect(copy)) as con, con:
-        for exp_id, location in con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall():
-            name = Path(re.sub(r"^file://", "", location or "")).name
-            if location and (local := next((t / name for t in trees if (t / name).is_dir()), None)):
-                new = local.resolve().as_uri()
-                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new, exp_id))
-                con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? "
-                            "AND substr(artifact_uri, 1, ?) = ?", (new, len(location) + 1, exp_id, len(location),
-                                                                  location))
-    return copy
 
 
 @contextlib.contextmanager
@@ -273,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                              "playwright); it drives the system Chromium, no browser download") from exc
         args.out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="mlflow-screenshot-") as tmp:
-            copy = copy_store(db=db, into=Path(tmp))
+            copy = relocated_copy(db=db, into=Path(tmp))
             with mlflow_ui(db=copy, port=args.port, workdir=Path(tmp)) as url:
                 exp, runs = pick_experiment(url=url, name=args.experiment)
                 children = children_of(runs)
@@ -285,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 ui_count, rows, shots = shoot(chromium=chromium, url=url, exp_id=exp["experiment_id"], runs=runs,
                                               columns=args.columns, pages=([parent] if parent else []) + kids[:1],
                                               out=args.out)
-    except UsageError as exc:
+    except (UsageError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # the UI's group is ended by now (mlflow_ui's finally)

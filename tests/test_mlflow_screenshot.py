@@ -80,7 +80,7 @@ def test_a_missing_store_says_what_it_wants(tmp_path):
     proc = _run("--store", str(tmp_path / "nowhere"), "--out", str(tmp_path / "shots"), timeout=60)
     assert proc.returncode == 2
     assert f"no MLflow sqlite store at {tmp_path / 'nowhere' / 'mlflow.db'}" not in proc.stderr  # not a folder
-    assert f"no MLflow sqlite store at {tmp_path / 'nowhere'}: --store must be a folder holding mlflow.db" \
+    assert f"no MLflow sqlite store at {tmp_path / 'nowhere'}: the store must be a folder holding mlflow.db" \
         in proc.stderr
 
 
