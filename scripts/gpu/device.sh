@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call of the device tool for the real search (issue 13), from the repo root on the device:
 #   carry: .gpu/kit (site.tar.xz from scripts/gpu/build_kit.sh)
-#   command: bash scripts/gpu/device.sh CALL_S [PLAN_S]
+#   command: [STATE=.gpu/state] bash scripts/gpu/device.sh CALL_S [PLAN_S]
+#   (STATE: the last call's results.tar.gz and mlruns.tar.gz, carried, so that a bare machine resumes)
 # The first call on a fresh machine unpacks the kit, writes the model configs, checks the imports
 # and starts scripts/gpu/plan.sh in its own session (setsid), so the plan outlives the call. This
 # call and any later call made while the machine is still warm only watch it: each returns after
@@ -19,23 +20,12 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # tvm_ffi finds xgrammar's bindings through the wheel RECORD the kit drops, else on this path.
 export LD_LIBRARY_PATH=/tmp/site/xgrammar${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-snapshot() {
-  # sqlite's backup API gives a consistent copy of a store that a running search is writing.
-  python3 - "$RES" <<'EOF' >/dev/null 2>&1
-import sqlite3, sys, pathlib
-res = pathlib.Path(sys.argv[1]); src = pathlib.Path("mlruns/mlflow.db")
-if src.exists():
-    dst = sqlite3.connect(res / "mlflow.db"); sqlite3.connect(src).backup(dst); dst.close()
-EOF
-  tar -czf "$OUT/results.tar.gz.part" --exclude='*.tmp' -C "$RES" . 2>/dev/null
-  mv "$OUT/results.tar.gz.part" "$OUT/results.tar.gz"
-  tar -czf "$OUT/mlruns.tar.gz.part" --exclude='mlflow.db' --exclude='*/checkpoint_*' mlruns 2>/dev/null
-  mv "$OUT/mlruns.tar.gz.part" "$OUT/mlruns.tar.gz"
-  cp "$RES/plan.log" "$OUT/plan.log" 2>/dev/null
-  ls -la "$OUT" > /dev/null
-}
+snapshot() { bash scripts/gpu/state.sh snapshot "$RES" "$OUT"; }
 
 if [ ! -f "$RES/started" ]; then
+  # A bare machine after one that went back: carry the last call's files in $STATE (results.tar.gz,
+  # mlruns.tar.gz) and the plan resumes there instead of starting over.
+  if [ -n "${STATE:-}" ] && [ -f "$STATE/results.tar.gz" ]; then bash scripts/gpu/state.sh restore "$RES" "$STATE" || exit 1; fi
   { python3 scripts/gpu/prepare_kit.py "${KIT:-.gpu/kit/site.tar.xz}"
     python3 scripts/gpu/make_models.py .gpu/models llama-8b qwen3-30b-a3b; } > "$RES/prepare.log" 2>&1
   { date -u; nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader

@@ -15,14 +15,20 @@ HERE=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
 SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
 TIMER_S=${AUTOTUNE_GPU_TIMER_S:-170}
+# A plan restored from an earlier machine's snapshot (scripts/gpu/state.sh) skips what that one did.
+RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 set -- $SPACES
 first=$1; shift
 
-"$PY" "$HERE/scripts/gpu/real_search.py" --out "$RES/rs-$(basename "$first" .yaml)" \
+"$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$first" .yaml)" \
   --deadline-s $(( $(left) - TIMER_S )) "$first"
 echo "== first space done, $(left) s left"
 
-if [ "$(left)" -gt 120 ]; then
+if [ -s "$RES/timer-overhead.json" ]; then
+  echo "== timer overhead measured before; kept"
+elif [ "${AUTOTUNE_GPU_TIMER_PAIRS:-6}" = 0 ]; then
+  echo "== timer overhead not asked for (AUTOTUNE_GPU_TIMER_PAIRS=0)"
+elif [ "$(left)" -gt 120 ]; then
   timeout -k 15 $(( $(left) < TIMER_S ? $(left) : TIMER_S )) "$PY" -m benchmarks.profile_overhead \
     --space "$first" --params '{"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}' \
     --timer-only --mem-fraction 0.3 --pairs ${AUTOTUNE_GPU_TIMER_PAIRS:-6} --json "$RES/timer-overhead.json" \
@@ -32,11 +38,12 @@ fi
 
 for space in "$@"; do
   [ "$(left)" -gt 240 ] || { echo "== skipped $space: $(left) s left"; continue; }
-  "$PY" "$HERE/scripts/gpu/real_search.py" --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
+  "$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$space" .yaml)" --deadline-s $(( $(left) - 20 )) "$space"
 done
 # Start-up breakdown: what SGLang's launcher imports before its first log line, and what the tool's
-# own check of a launch command (SGLang's parser) costs, each in a fresh process with warm caches.
-if [ "$(left)" -gt 45 ]; then
+# own check of a launch command (SGLang's parser) costs, each in a fresh process with warm caches
+# (AUTOTUNE_GPU_IMPORT_TIMES=0 skips it: the emulator rehearsals have no launcher to time).
+if [ "${AUTOTUNE_GPU_IMPORT_TIMES:-1}" = 1 ] && [ "$(left)" -gt 45 ]; then
   timeout 40 "$PY" -X importtime -c "import sglang.launch_server" 2> "$RES/importtime-launch-server.txt" > /dev/null
   timeout 40 "$PY" -c "import time; t = time.perf_counter(); from autotune import sglang_flags; sglang_flags.installed_flags(); print(f'installed_flags {time.perf_counter() - t:.2f} s')" > "$RES/import-parser.txt" 2>&1
   echo "== import times taken, $(left) s left"

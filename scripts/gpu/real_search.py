@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,18 +46,27 @@ TRIAL_S = float(os.environ.get("AUTOTUNE_GPU_TRIAL_S", "110"))
 SERVER_MODULES = ("sglang.launch_server", "autotune.sim.server", "sglang::")
 
 
+# Every process this plan starts inherits this mark, so the orphan count sees only the plan's own
+# servers (escaped ones too), not those of anything else running on the machine.
+PLAN_MARK = ("AUTOTUNE_GPU_PLAN", uuid.uuid4().hex)
+os.environ[PLAN_MARK[0]] = PLAN_MARK[1]
+
+
 def server_pids() -> list[int]:
-    """Pids of inference servers (real or emulated) still running, our own children or not."""
+    """Pids of inference servers (real or emulated) this plan started that are still running."""
+    mark = f"{PLAN_MARK[0]}={PLAN_MARK[1]}".encode()
     out = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if not any(m in cmd for m in SERVER_MODULES) or "real_search.py" in cmd:
+                continue
+            if mark in (proc / "environ").read_bytes().split(b"\0"):
+                out.append(int(proc.name))
         except OSError:
             continue
-        if any(m in cmd for m in SERVER_MODULES) and "real_search.py" not in cmd:
-            out.append(int(proc.name))
     return out
 
 
@@ -91,6 +101,23 @@ def save_search_records(name: str, folder: Path) -> int:
     return len(rows)
 
 
+def search_finished(summary: Path) -> bool:
+    """Whether a search ran to its end: its summary JSON exists and says it was not interrupted."""
+    try:
+        return json.loads(summary.read_text()).get("interrupted") is False
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def swept_before(folder: Path, tag: str, params: dict) -> bool:
+    """Whether sweep slot ``tag`` already holds a finished measurement of ``params``."""
+    try:
+        same = json.loads((folder / f"{tag}.params.json").read_text()) == params
+        return same and "status" in json.loads((folder / f"{tag}.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def baseline_dir(name: str) -> str | None:
     runs = sorted(glob.glob(str(Path.cwd() / "mlruns" / "ray" / name / "run-*" / "baselines")))
     return runs[-1] if runs else None
@@ -106,9 +133,12 @@ def _env() -> dict[str, str]:
 class Plan:
     """The steps done so far, rewritten to ``DIR/plan.json`` after each."""
 
-    def __init__(self, out: Path, deadline_s: float) -> None:
-        self.out, self.t0, self.deadline_s = out, time.monotonic(), deadline_s
+    def __init__(self, out: Path, deadline_s: float, *, resume: bool = False) -> None:
+        self.out, self.t0, self.deadline_s, self.resume = out, time.monotonic(), deadline_s, resume
         self.steps: list[dict] = []
+        if resume and (out / "plan.json").exists():
+            # The earlier machine's steps stay first; this machine's follow, clock restarted.
+            self.steps = json.loads((out / "plan.json").read_text())
 
     def left(self) -> float:
         return self.deadline_s - (time.monotonic() - self.t0)
@@ -151,13 +181,20 @@ def one_space(plan: Plan, space_path: str) -> None:
     out = plan.out / name
     (out / "sweep").mkdir(parents=True, exist_ok=True)
     need = TRIAL_S * (space.budget.trials + 2 * max(space.search.finalists, 1) + 1)
-    if plan.left() < TRIAL_S * 3:
+    if plan.resume and search_finished(out / "summary.json"):
+        plan.note(space=name, step="search", kept="finished on an earlier machine")
+    elif plan.left() < TRIAL_S * 3:
         plan.note(space=name, step="search", skipped=f"{plan.left():.0f} s left")
         return
-    rc, wall = plan.run([sys.executable, "-m", "autotune.search", "--space", space_path,
-                         "--summary-json", str(out / "summary.json")],
-                        log=out / "search.log", limit_s=min(plan.left() - 90, need * 1.5))
-    plan.note(space=name, step="search", rc=rc, wall_s=wall, orphans=len(server_pids()))
+    else:
+        # An interrupted search brought over from an earlier machine continues where it stopped.
+        again = plan.resume and bool(glob.glob(str(Path.cwd() / "mlruns" / "ray" / name / "run-*")))
+        log = out / ("search.resumed.log" if again else "search.log")
+        rc, wall = plan.run([sys.executable, "-m", "autotune.search", "--space", space_path,
+                             "--summary-json", str(out / "summary.json"), *(["--resume"] if again else [])],
+                            log=log, limit_s=min(plan.left() - 90, need * 1.5))
+        plan.note(space=name, step="search", rc=rc, wall_s=wall, orphans=len(server_pids()),
+                  **({"resumed": True} if again else {}))
     # Records and export before the sweep: a plan cut during the sweep (the H200 machine went
     # back between two calls once) must still bring back what the search did.
     save_search_records(name, out / "search")
@@ -176,6 +213,9 @@ def one_space(plan: Plan, space_path: str) -> None:
             plan.note(space=name, step="sweep", skipped=len(todo) - i, why=f"{plan.left():.0f} s left")
             break
         tag = f"c{i:02d}"
+        if plan.resume and swept_before(out / "sweep", tag, params):
+            plan.note(space=name, step="sweep", config=params, kept="measured on an earlier machine")
+            continue
         (out / "sweep" / f"{tag}.params.json").write_text(json.dumps(params))
         cmd = [sys.executable, "-m", "autotune.trial", "--space", space_path, "--params",
                json.dumps(params), "--json", "--baseline-store", store,
@@ -195,12 +235,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--deadline-s", type=float, default=1500.0)
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a plan restored from an earlier machine (scripts/gpu/state.sh): "
+                             "keep what it finished, resume an interrupted search")
     parser.add_argument("spaces", nargs="+")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    plan = Plan(out, args.deadline_s)
-    plan.note(step="start", spaces=args.spaces, orphans_before=len(server_pids()))
+    plan = Plan(out, args.deadline_s, resume=args.resume)
+    plan.note(step="start", spaces=args.spaces, orphans_before=len(server_pids()), resume=args.resume)
     for space_path in args.spaces:
         one_space(plan, space_path)
     plan.note(step="done", orphans=len(server_pids()))
