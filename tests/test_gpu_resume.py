@@ -159,3 +159,28 @@ def test_a_plan_resumed_on_a_bare_machine_finishes_the_search(tmp_path: Path) ->
     assert len(keys_w) == len(set(keys_w)) and not keys_s & set(keys_w)
     assert keys_s | set(keys_w) == {config_key(p) for p in space.enumerate()}
     assert (res / "resumed").read_text().strip() == "2"
+
+    # A third machine takes over with one sweep slot unfinished: the search is kept, the winner is
+    # re-measured beside this machine's own baseline, and only that slot is measured again.
+    slot = sorted(p for p in (out / name / "sweep").glob("c*.json") if not p.name.endswith(".params.json"))[-1]
+    slot.write_text("")
+    subprocess.run(["bash", str(REPO / "scripts/gpu/state.sh"), "snapshot", str(res), str(state)],
+                   cwd=work, check=True, timeout=120)
+    subprocess.run(["rm", "-rf", str(res), str(work / "mlruns")], check=True)
+    subprocess.run(["bash", str(REPO / "scripts/gpu/state.sh"), "restore", str(res), str(state)],
+                   cwd=work, check=True, timeout=120, capture_output=True)
+    third = subprocess.run(plan_cmd, cwd=work, env=env, capture_output=True, text=True, timeout=480)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    steps = json.loads((out / "plan.json").read_text())[len(steps):]
+    assert [s.get("kept") for s in steps if s.get("step") == "search"] == ["finished on an earlier machine"]
+    anchors = [s for s in steps if s.get("step") == "anchor"]
+    assert len(anchors) == 1 and anchors[0]["rc"] == 0 and anchors[0]["machine"] == 3
+    assert anchors[0]["config"] == summary["winner_params"]
+    assert anchors[0]["tok_s"] and anchors[0]["earlier_tok_s"] and anchors[0]["baseline_tok_s"]
+    measured = [s for s in steps if s.get("step") == "sweep" and "rc" in s]
+    kept = [s for s in steps if s.get("step") == "sweep" and s.get("kept")]
+    assert len(measured) == 1 and measured[0]["rc"] == 0 and len(kept) == len(keys_w) - 1
+    redone = json.loads(slot.read_text())
+    if not redone["is_baseline"]:
+        assert redone["baseline_tok_s"] == anchors[0]["baseline_tok_s"]  # this machine's baseline
+    assert steps[-1]["step"] == "done" and steps[-1]["orphans"] == 0

@@ -13,6 +13,13 @@ For each space, in order:
    with the search's records before the sweep starts;
 4. a count of server processes left behind (there must be none).
 
+With ``--resume`` (a plan restored onto a bare machine by ``scripts/gpu/state.sh``) it keeps what the
+earlier machines finished: a search that ended is not run again, an interrupted one continues
+(``autotune.search --resume``), a finished sweep slot is kept. Before sweeping on a machine that took
+over a finished search it re-measures the winner beside a fresh baseline (``anchors/``): the rest of
+the sweep is judged against this machine's baseline, and the winner's two figures say how far the
+machines agree.
+
 Everything is run in the working directory, whose ``mlruns/`` holds the MLflow store and Ray's
 state, as ``python -m autotune.search`` does by default.
 
@@ -33,6 +40,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -181,7 +189,8 @@ def one_space(plan: Plan, space_path: str) -> None:
     out = plan.out / name
     (out / "sweep").mkdir(parents=True, exist_ok=True)
     need = TRIAL_S * (space.budget.trials + 2 * max(space.search.finalists, 1) + 1)
-    if plan.resume and search_finished(out / "summary.json"):
+    kept = plan.resume and search_finished(out / "summary.json")
+    if kept:
         plan.note(space=name, step="search", kept="finished on an earlier machine")
     elif plan.left() < TRIAL_S * 3:
         plan.note(space=name, step="search", skipped=f"{plan.left():.0f} s left")
@@ -208,28 +217,66 @@ def one_space(plan: Plan, space_path: str) -> None:
     todo = [p for p in space.enumerate() if config_key(p) not in measured]
     plan.note(space=name, step="sweep-plan", configs=space.count(), measured_by_search=len(measured),
               to_sweep=len(todo))
+    left = [i for i, p in enumerate(todo) if not (plan.resume and swept_before(out / "sweep", f"c{i:02d}", p))]
+    if kept and left and plan.left() > 2 * TRIAL_S:
+        store = anchor(plan, space, space_path, out) or store
     for i, params in enumerate(todo):
         if plan.left() < TRIAL_S:
             plan.note(space=name, step="sweep", skipped=len(todo) - i, why=f"{plan.left():.0f} s left")
             break
         tag = f"c{i:02d}"
-        if plan.resume and swept_before(out / "sweep", tag, params):
+        if i not in left:
             plan.note(space=name, step="sweep", config=params, kept="measured on an earlier machine")
             continue
         (out / "sweep" / f"{tag}.params.json").write_text(json.dumps(params))
-        cmd = [sys.executable, "-m", "autotune.trial", "--space", space_path, "--params",
-               json.dumps(params), "--json", "--baseline-store", store,
-               "--workdir", str(out / "sweep" / f"{tag}-logs")]
-        t = time.monotonic()
-        with open(out / "sweep" / f"{tag}.json", "w") as fh, open(out / "sweep" / f"{tag}.err", "w") as err:
-            try:
-                rc = subprocess.run(cmd, stdout=fh, stderr=err, env=_env(), timeout=max(plan.left(), 1),
-                                    check=False).returncode
-            except subprocess.TimeoutExpired:
-                rc = 124
-        plan.note(space=name, step="sweep", config=params, rc=rc, wall_s=round(time.monotonic() - t, 1),
-                  orphans=len(server_pids()))
+        rc, wall = measure(plan, space_path, params, store=store, json_out=out / "sweep" / f"{tag}.json",
+                           workdir=out / "sweep" / f"{tag}-logs")
+        plan.note(space=name, step="sweep", config=params, rc=rc, wall_s=wall, orphans=len(server_pids()))
 
+
+def measure(plan: Plan, space_path: str, params: dict, *, store: str, json_out: Path,
+            workdir: Path) -> tuple[int, float]:
+    """One config through ``python -m autotune.trial --json`` (its baseline from ``store``, measured
+    there first if the store has none); the JSON to ``json_out``, stderr beside it."""
+    cmd = [sys.executable, "-m", "autotune.trial", "--space", space_path, "--params", json.dumps(params),
+           "--json", "--baseline-store", store, "--workdir", str(workdir)]
+    t = time.monotonic()
+    with open(json_out, "w") as fh, open(json_out.with_suffix(".err"), "w") as err:
+        try:
+            rc = subprocess.run(cmd, stdout=fh, stderr=err, env=_env(), timeout=max(plan.left(), 1),
+                                check=False).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    return rc, round(time.monotonic() - t, 1)
+
+
+def anchor(plan: Plan, space: Any, space_path: str, out: Path) -> str | None:
+    """On a machine that took over a finished search, re-measure its winner beside a fresh baseline.
+
+    Lent machines of one kind differ (an H200 read 5-1-6 at 358.6 tok/s where another read 373.8),
+    so the rest of the sweep is judged against this machine's baseline, and the winner measured on
+    both says how far the two machines' figures can be compared. Returns the new baseline store.
+    """
+    machine = sum(1 for s in plan.steps if s.get("step") == "start")
+    folder = out / "anchors" / f"machine-{machine}"
+    folder.mkdir(parents=True, exist_ok=True)
+    winner = json.loads((out / "summary.json").read_text()).get("winner_params")
+    if not winner:
+        return None
+    before = [r for r in search_results(space.name) if r.get("params") is not None and not r.get("is_baseline")
+              and config_key(space.coerce_params(r["params"])) == config_key(space.coerce_params(winner))]
+    rc, wall = measure(plan, space_path, winner, store=str(folder / "baselines"), json_out=folder / "winner.json",
+                       workdir=folder / "logs")
+    try:
+        now = json.loads((folder / "winner.json").read_text())
+    except ValueError:
+        now = {}
+    plan.note(space=space.name, step="anchor", machine=machine, config=winner, rc=rc, wall_s=wall,
+              tok_s=now.get("output_tok_s"), baseline_tok_s=now.get("baseline_tok_s"),
+              earlier_tok_s=before[0].get("output_tok_s") if before else None,
+              earlier_baseline_tok_s=before[0].get("baseline_tok_s") if before else None,
+              orphans=len(server_pids()))
+    return str(folder / "baselines") if rc == 0 and now.get("baseline_tok_s") else None
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
