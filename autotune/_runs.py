@@ -23,6 +23,7 @@ TAG_SEARCHED = "autotune.searched_params"
 TAG_STALE_METRICS = "autotune.stale_metrics"
 TAG_BACKEND = "autotune.backend"
 TAG_ACCEPTANCE = "autotune.acceptance"  # synthetic | measured (autotune.synthetic)
+TAG_SGLANG_DEFAULT = "autotune.sglang_default"  # on the search run: autotune.warm_start.compare_to_default
 TAG_SYNTHETIC_ACCEPT = "autotune.synthetic_accept_length"
 TAG_PARENT = "mlflow.parentRunId"
 

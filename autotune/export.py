@@ -22,13 +22,15 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from autotune import sglang_args, synthetic
-from autotune._runs import (KIND_SEARCH, TAG_KIND, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
+from autotune._runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
                             select_winner)
 from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
 from autotune.launch import BACKEND_MODULES, LaunchSpec
+from autotune.warm_start import versus_default
 
 if TYPE_CHECKING:
     from autotune.tracking import Tracker
@@ -121,8 +123,22 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "unknown" if value is None else format(value, spec) + suffix
 
 
-def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec) -> list[str]:
-    """Lines saying where an export came from and what it measured."""
+def search_default(tracker: Tracker, winner: Winner | None) -> dict[str, Any] | None:
+    """SGLang's default speculative config as the winner's search measured it, or None."""
+    parent = (winner.run.tags.get("mlflow.parentRunId") if winner is not None else None)
+    if not parent:
+        return None
+    try:
+        raw = tracker.client.get_run(parent).data.tags.get(TAG_SGLANG_DEFAULT)
+        return json.loads(raw) if raw else None
+    except Exception:  # noqa: BLE001 - an older store, an unreadable tag: the line is left out
+        return None
+
+
+def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
+               default: Mapping[str, Any] | None = None) -> list[str]:
+    """Lines saying where an export came from and what it measured (and, with ``default``, how it
+    compares with SGLang's default speculative config in the same search)."""
     if winner is None:
         return []
     run = winner.run
@@ -134,6 +150,8 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec) -
     lines = [f"autotune export of search {search!r}" if search else "autotune export",
              f"from {run.kind} {run.trial_id} (MLflow run {run.run_id}{confirmed})",
              f"why: {winner.note}", measured]
+    if default is not None:
+        lines.append(versus_default(default, tok_s=winner.output_tok_s))
     forced = None if winner.is_baseline else synthetic.forced_accept_length(
         {synthetic.ENV: run.tags.get(TAG_SYNTHETIC_ACCEPT) or run.params.get(synthetic.ENV)})
     if forced is not None:
@@ -147,7 +165,8 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec) -
     return lines
 
 
-def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: str | None = None) -> str:
+def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: str | None = None,
+           default: Mapping[str, Any] | None = None) -> str:
     """One export, checked by SGLang's parser (the built-in twin without SGLang).
 
     Args:
@@ -155,6 +174,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
         fmt: ``sh``, ``yaml`` or ``json``.
         winner: Where it came from, for the header (sh and yaml comments, a json key).
         search: The search name, for the header.
+        default: SGLang's default config as the search measured it (:func:`search_default`).
 
     Raises:
         LaunchArgsError: The parser rejects it.
@@ -164,7 +184,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
         raise ValueError(f"format {fmt!r} is unknown; use one of {', '.join(FORMATS)}")
     spec = spec.without_trial_only()  # an export is what a user runs, never a trial's shortcut
     expected = spec.validate()
-    notes = provenance(winner, search=search, spec=spec)
+    notes = provenance(winner, search=search, spec=spec, default=default)
     if fmt == "sh":
         head = ["#!/usr/bin/env bash", *(f"# {line}" for line in notes)]
         text = "\n".join(head) + "\n" + spec.shell_command()
@@ -250,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
         winner = choose(tracker, run_id=args.run_id)
         spec = winner_spec(tracker, winner, strip_metrics=args.strip_metrics, host=args.host, port=args.port)
-        text = render(spec, args.format, winner=winner, search=args.name)
+        default = search_default(tracker, winner)
+        text = render(spec, args.format, winner=winner, search=args.name, default=default)
     except NothingToExport as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -264,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             out.chmod(out.stat().st_mode | 0o111)
     else:
         sys.stdout.write(text)
-    for line in provenance(winner, search=args.name, spec=spec):
+    for line in provenance(winner, search=args.name, spec=spec, default=default):
         print(line, file=sys.stderr)
     if args.output:
         print(f"wrote {args.format} to {args.output}", file=sys.stderr)

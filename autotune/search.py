@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from autotune.errors import AutotuneError, ConfigError
+from autotune.warm_start import compare_to_default, sglang_default, versus_default
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
@@ -64,6 +65,7 @@ class SearchOutcome:
     parent_run_id: str | None
     experiment_path: str | None
     overheads_s: list[float]
+    sglang_default: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -86,6 +88,9 @@ class SearchOutcome:
             "trials": {"total": self.trials, "feasible": self.feasible,
                        "infeasible": self.infeasible, "failed": self.failed},
             "finalists": self.finalists,
+            # SGLang's auto-picked speculative config as measured here, and the winner's gain on it.
+            "sglang_default": self.sglang_default,
+            "gain_over_sglang_default": (self.sglang_default or {}).get("gain"),
             "tracking_uri": self.tracking_uri,
             "parent_run_id": self.parent_run_id,
             "tuner_overhead_s_median": (sorted(self.overheads_s)[len(self.overheads_s) // 2]
@@ -412,6 +417,9 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                                exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
     fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)
     maximize = space.objective.direction == "maximize"
+    warm = sglang_default(space)
+    print(f"Warm start: {warm.describe()}" if not restoring else
+          f"Resuming; SGLang's default config: {warm.describe()}", file=out, flush=True)
     table = ProgressTable(out, maximize=maximize)
     state: dict[str, Any] = {"started": {}, "results": [], "errors": 0, "overheads": []}
     _LIVE_CALLBACKS[str(exp_dir)] = (table, tracker, state)
@@ -427,9 +435,11 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
         tuner = tune.Tuner.restore(str(exp_dir), trainable=fn, resume_unfinished=True,
                                    resume_errored=True)
     else:
+        # SGLang's own default speculative config goes first: the one a tuned config has to beat.
         searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
                                            mode="max" if maximize else "min",
-                                           sampler=_make_sampler(space, seed))
+                                           sampler=_make_sampler(space, seed),
+                                           points_to_evaluate=[warm.asked] if warm.asked else None)
         # reuse_actors: a trial process serves the next trial with the same resources, instead of
         # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=trials,
@@ -454,6 +464,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
     # planned means the run was stopped.
     interrupted = unfinished > 0 or (ended < trials and space.budget.wall_time_s is None)
+    state["warm"] = warm
     return _conclude(space, ctx, all_results, state, name=name, trials=trials,
                      interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
                      out=out)
@@ -505,6 +516,8 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
         best_base = max(baselines, key=lambda b: b.output_tok_s or 0.0, default=None)
         if best_base is not None:
             winner, baseline, baseline_wins = best_base, best_base, True
+    default = compare_to_default(state.get("warm"), [{**m, "params": cfg} for _, cfg, m in results],
+                                 winner.to_dict() if winner else None, space=space)
     outcome = SearchOutcome(
         name=name, winner=winner.to_dict() if winner else None,
         baseline=baseline.to_dict() if baseline else None, trials=len(results),
@@ -512,9 +525,9 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
         failed=statuses.count("failed"), interrupted=interrupted, baseline_wins=baseline_wins,
         finalists=finalists_out, tracking_uri=getattr(tracker, "tracking_uri", None),
         parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
-        overheads_s=list(state["overheads"]))
+        overheads_s=list(state["overheads"]), sglang_default=default)
     if tracker is not None:
-        tracker.finish_search(study=state.get("study"),
+        tracker.finish_search(study=state.get("study"), sglang_default=default,
                               status="KILLED" if interrupted else "FINISHED")
     return outcome
 
@@ -576,6 +589,8 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO = sys.stdout, space_fil
     else:
         print("Winner (confirmed beside a fresh baseline):", file=out)
     print(f"  params: {json.dumps(w.params, default=str)}", file=out)
+    if outcome.sglang_default is not None:
+        print(f"  {versus_default(outcome.sglang_default, tok_s=w.output_tok_s)}", file=out)
     print(phase_table(w), file=out)
     if s.get("tuner_overhead_s_median") is not None:
         print(f"Tuner overhead per trial (median): {s['tuner_overhead_s_median']:.2f} s", file=out)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from autotune._run_content import (MAX_PARAM, finite_number, param_text, spec_from_argv, spec_of,
                                    study_from_runs, trial_metrics, trial_params, trial_point, versions)
 from autotune._runs import (KIND_BASELINE, KIND_FINALIST, KIND_SEARCH, KIND_TRIAL, TAG_ACCEPTANCE,
-                            TAG_BACKEND, TAG_CONFIRMED, TAG_SYNTHETIC_ACCEPT,
+                            TAG_BACKEND, TAG_CONFIRMED, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT,
                             TAG_IS_BASELINE, TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCHED,
                             TAG_STALE_METRICS, TAG_STATUS, TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner,
                             select_winner)
@@ -620,7 +620,8 @@ class Tracker:
 
     # -- the end of a search -----------------------------------------------------------------
 
-    def finish_search(self, *, study: Any = None, status: str = "FINISHED") -> SearchSummary:
+    def finish_search(self, *, study: Any = None, status: str = "FINISHED",
+                      sglang_default: Mapping[str, Any] | None = None) -> SearchSummary:
         """Summarise the search on its parent run and end it.
 
         Reads every trial run back from the store (so trials logged by workers count), picks the
@@ -634,6 +635,10 @@ class Tracker:
         Args:
             study: The search's ``optuna.Study``, if it has one.
             status: The parent run's final MLflow status (``FINISHED``, ``FAILED``, ``KILLED``).
+            sglang_default: SGLang's default speculative config as the search measured it
+                (:func:`autotune.warm_start.compare_to_default`): logged as the tag
+                ``autotune.sglang_default`` and the metrics ``sglang_default_output_tok_s`` and
+                ``gain_over_sglang_default`` (left out when unknown).
         """
         parent = self._need_parent()
         runs = self.trial_runs(parent)
@@ -660,6 +665,13 @@ class Tracker:
                     "autotune.winner_is_baseline": str(winner.is_baseline).lower()}
         else:
             tags = {TAG_WINNER_NOTE: "no feasible trial: nothing to export"}
+        if sglang_default is not None:
+            tags[TAG_SGLANG_DEFAULT] = json.dumps(sglang_default, default=str, sort_keys=True)
+            for name, value in (("sglang_default_output_tok_s", sglang_default.get("output_tok_s")),
+                                ("sglang_default_speedup", sglang_default.get("speedup")),
+                                ("gain_over_sglang_default", sglang_default.get("gain"))):
+                if finite_number(value) is not None:
+                    metrics[name] = float(value)
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
