@@ -69,7 +69,8 @@ class PhaseModelSampler(PlannedSampler):
         space: The loaded ``SearchSpace``; its enumeration is the candidate set.
         seed: Seed for tie-breaking and the fallback TPE sampler.
         n_startup: Designed configs to run first (short chain, long chain, wide tree).
-        short_chain: Steps of the designed short chain (the nearest the space allows).
+        short_chain: Steps of the designed short chain (the nearest the space allows); None: a
+            quarter of the way up the space's own range of chain steps (:meth:`short_chain_steps`).
         skip_z: A designed config is skipped once the model fitted on the first ones puts it
             ``skip_z`` spreads below the incumbent (None: always run the whole design).
         patience: Trials without improvement after which a neighbour of the incumbent is tried
@@ -80,7 +81,7 @@ class PhaseModelSampler(PlannedSampler):
     """
 
     def __init__(self, space: Any, *, seed: int | None = None, n_startup: int = 3,
-                 patience: int = 2, short_chain: int = 2, skip_z: float | None = 2.0,
+                 patience: int = 2, short_chain: int | None = None, skip_z: float | None = 2.0,
                  settings: _fit.Settings | None = None,
                  fallback: BaseSampler | None = None) -> None:
         super().__init__(space, seed=seed,
@@ -140,7 +141,7 @@ class PhaseModelSampler(PlannedSampler):
             kmin, kmax = k.min(), k.max()
             chain = pool[k == kmin]
             cs = t.steps[chain]
-            target = self.short_chain
+            target = self.short_chain if self.short_chain is not None else self.short_chain_steps(cs)
             out.append(int(chain[np.lexsort((t.draft[chain],
                                              np.abs(cs - target) + 0.1 * (cs > target)))][0]))
             out.append(int(chain[np.lexsort((t.draft[chain], -cs))][0]))
@@ -155,6 +156,18 @@ class PhaseModelSampler(PlannedSampler):
                 seen.append(i)
         self._design = seen
         return seen
+
+    @staticmethod
+    def short_chain_steps(steps: np.ndarray) -> float:
+        """The designed short chain's steps when none is given: the lower quartile of the chain steps
+        the space offers (with the longest chain and a middle tree, the design then spans the range).
+
+        It was a constant 2, the step count of the Kimi space's optimum, so the design proposed
+        that optimum's shape first. The quartile follows each space's own range instead; it was
+        chosen with the shipped spaces in view (docs/samplers.md says which figures that affects).
+        """
+        values = np.unique(steps)
+        return float(values.min() + 0.25 * (values.max() - values.min()))
 
     # ------------------------------------------------------------------ planning
     def plan(self, study: Study, trial: FrozenTrial) -> int | None:
