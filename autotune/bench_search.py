@@ -9,7 +9,13 @@ config's recorded repeats):
 - ``grid``: every config in the order of SGLang's ``bench_speculative.py``;
 - ``random``: Optuna's random sampler;
 - ``tpe``: Optuna's TPE with its defaults (10 random start-up trials);
+- ``auto-tier1``, ``auto-tier2``: SGLang ``auto_benchmark``'s tier 1 and tier 2 searches
+  (:mod:`autotune.samplers._peers`), then random;
 - ``phase-model``: :class:`autotune.samplers.PhaseModelSampler`.
+
+The report ends with the phase model's median against the best median of the peers (random, TPE
+and the auto_benchmark tiers), and for the tiers how many runs reached the target inside the
+tier's own plan rather than in the random tail after it.
 
 Each strategy runs through a real Optuna study and the space's own define-by-run
 (``SearchSpace.suggest``), one trial at a time. A trial gets back what a real trial reports: the
@@ -39,6 +45,7 @@ import math
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,15 +56,19 @@ from autotune._bench_problem import (EmulatorTruth, Measured, Oracle, Problem, l
                                      noise_rng)
 from autotune.errors import AutotuneError
 from autotune.samplers import SAMPLER_NAMES, make_sampler
+from autotune.samplers._observations import PLAN_KEY
 
-__all__ = ["EmulatorTruth", "Measured", "OURS", "Oracle", "Problem", "RunResult", "STRATEGIES",
-           "benchmark", "grid_full", "load_problem", "main", "noise_rng", "render", "run_strategy",
-           "summarize"]
+__all__ = ["AUTO_TIERS", "EmulatorTruth", "Measured", "OURS", "Oracle", "PEERS", "Problem",
+           "RunResult", "STRATEGIES", "benchmark", "grid_full", "load_problem", "main", "noise_rng",
+           "render", "run_strategy", "summarize"]
 
 DEFAULT_NOISE_CV = 0.02
 
 OURS = "phase-model"
-STRATEGIES = ("grid", "random", "tpe", OURS)
+AUTO_TIERS = ("auto-tier1", "auto-tier2")
+STRATEGIES = ("grid", "random", "tpe", *AUTO_TIERS, OURS)
+#: The strategies the phase model's median is set against (issue 15: at least 2x fewer trials).
+PEERS = ("random", "tpe", *AUTO_TIERS)
 
 
 @dataclass
@@ -70,6 +81,7 @@ class RunResult:
     failed: int
     duplicates: int
     seconds: float
+    reached_by: str | None = None  # the plan reason of the trial that reached the target
 
 
 def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noise_cv: float,
@@ -81,6 +93,7 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
     sampler = make_sampler(strategy, seed=seed, space=problem.space)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=phase_data)
+    reached_by = None
     while oracle.trials < budget and oracle.success_at is None:
         trial = study.ask()
         params = problem.space.suggest(trial)
@@ -90,11 +103,15 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
         for k, v in measured.constraints.items():
             trial.set_constraint(k, v)
         study.tell(trial, measured.value)
+        if oracle.success_at is not None:
+            plan = study._storage.get_trial_system_attrs(trial._trial_id).get(PLAN_KEY)
+            reached_by = plan.get("reason") if isinstance(plan, dict) else None
     hit = oracle.success_at if oracle.success_at is not None and oracle.success_at <= budget \
         else None
     return RunResult(trials_to_target=hit, trials=oracle.trials, baselines=oracle.baselines,
                      failed=oracle.failed, duplicates=oracle.duplicates,
-                     seconds=time.perf_counter() - t0)
+                     seconds=time.perf_counter() - t0,
+                     reached_by=reached_by if hit is not None else None)
 
 
 def grid_full(problem: Problem, *, seed: int, noise_cv: float) -> int | None:
@@ -136,6 +153,8 @@ def summarize(runs: Sequence[RunResult], *, budget: int) -> dict[str, Any]:
         "mean_failed": float(np.mean([r.failed for r in runs])),
         "mean_duplicates": float(np.mean([r.duplicates for r in runs])),
         "seconds": float(sum(r.seconds for r in runs)),
+        "reached_by": dict(Counter(r.reached_by or "-" for r in runs
+                                   if r.trials_to_target is not None)),
     }
 
 
@@ -197,7 +216,29 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         summary["times_fewer_with_ours"] = (theirs / ours) if ours and theirs else None
     if "grid" in out and ours:
         out["grid"]["grid_size_over_ours"] = len(problem.configs) / ours
+    if OURS in out:
+        out[OURS].update(best_peer(out, budget=budget))
     return out
+
+
+def best_peer(out: Mapping[str, Mapping[str, Any]], *, budget: int) -> dict[str, Any]:
+    """The phase model against the best median of the peers that ran (:data:`PEERS`).
+
+    Returns ``best_peer`` (its name, None when no peer ran or none has a median within the
+    budget), ``best_peer_median``, ``peers`` (those that ran) and ``times_fewer_than_best_peer``
+    (its median over ours). When peers ran but none has a median (each missed the target in more
+    than half of the runs), their medians exceed the budget: ``times_fewer_than_best_peer`` is
+    None and ``times_fewer_than_best_peer_above`` gives the bound, budget / our median.
+    """
+    ours = out[OURS]["median"]
+    peers = [p for p in PEERS if p in out]
+    reached = [p for p in peers if out[p]["median"] is not None]
+    best = min(reached, key=lambda p: (out[p]["median"], peers.index(p))) if reached else None
+    theirs = out[best]["median"] if best else None
+    return {"peers": peers, "best_peer": best, "best_peer_median": theirs,
+            "times_fewer_than_best_peer": theirs / ours if ours and theirs else None,
+            "times_fewer_than_best_peer_above": (budget / ours if ours and peers and not reached
+                                                 else None)}
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
@@ -241,6 +282,31 @@ def render(result: Mapping[str, Any]) -> str:
                      f"after a median of {_fmt(grid['unbudgeted_median'])} trials"
                      + (f"; grid size / our median = {grid['grid_size_over_ours']:.1f}x"
                         if grid.get("grid_size_over_ours") else ""))
+    if not grid and (any(n in result for n in AUTO_TIERS) or OURS in result):
+        lines.append("")
+    for name in AUTO_TIERS:
+        s = result.get(name)
+        if s:
+            by = s.get("reached_by") or {}
+            inside = by.get("base", 0) + by.get("speculative", 0)
+            lines.append(f"{name}: reached the target inside its own plan in {inside} of "
+                         f"{len(s['trials_to_target'])} runs (base stage {by.get('base', 0)}, "
+                         f"speculative stage {by.get('speculative', 0)}), in the random tail "
+                         f"after it in {by.get('random', 0)}")
+    ours = result.get(OURS)
+    if ours and ours.get("peers"):
+        peers = ", ".join(ours["peers"])
+        if ours.get("best_peer"):
+            ratio = ours["times_fewer_than_best_peer"]
+            lines.append(f"{OURS} against the best of {peers}: {ours['best_peer']} (median "
+                         f"{_fmt(ours['best_peer_median'])}) / ours ({_fmt(ours['median'])}) = "
+                         + ("-" if not ratio else f"{ratio:.2f}x fewer trials" if ratio >= 1
+                            else f"{1 / ratio:.2f}x more trials (ours is behind)"))
+        else:
+            above = ours.get("times_fewer_than_best_peer_above")
+            lines.append(f"{OURS} against the best of {peers}: none has a median within the "
+                         f"budget of {ours['budget']}"
+                         + (f", so > {above:.2f}x fewer trials" if above else ""))
     lines.append("Trials count every run: a new group's baseline (measured first) is one trial.")
     return "\n".join(lines)
 

@@ -329,7 +329,8 @@ def test_make_sampler_names(tmp_path):
     assert isinstance(make_sampler("random", seed=0, space=space), RandomSampler)
     assert isinstance(make_sampler("grid", seed=0, space=space), GridOrderSampler)
     assert isinstance(make_sampler("phase-model", seed=0, space=space), PhaseModelSampler)
-    assert set(SAMPLER_NAMES) == {"tpe", "random", "grid", "phase-model"}
+    assert set(SAMPLER_NAMES) == {"tpe", "random", "grid", "phase-model", "auto-tier1",
+                                  "auto-tier2"}
     with pytest.raises(ValueError, match="phase-model"):
         make_sampler("cmaes", seed=0, space=space)
     with pytest.raises(ValueError):

@@ -5,7 +5,10 @@
 - ``grid``: every config in the order of SGLang's ``bench_speculative.py``
   (:class:`GridOrderSampler`);
 - ``phase-model``: :class:`PhaseModelSampler`, which fits the speculative cycle from the phase
-  profiles and accept data trials report, and needs far fewer trials.
+  profiles and accept data trials report, and needs far fewer trials;
+- ``auto-tier1``, ``auto-tier2``: SGLang ``auto_benchmark``'s tier 1 and tier 2 searches
+  (:class:`AutoTier1Sampler`, :class:`AutoTier2Sampler`), peers' strategies for
+  ``python -m autotune.bench_search``, then random.
 
 See ``docs/samplers.md``.
 """
@@ -18,12 +21,16 @@ from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
 from autotune.samplers._fit import Settings as PhaseModelSettings
 from autotune.samplers._observations import USER_ATTR_KEYS
+from autotune.samplers._peers import AutoBenchmarkTierSampler, AutoTier1Sampler, AutoTier2Sampler
 from autotune.samplers._planned import GridOrderSampler, PlannedSampler
 from autotune.samplers.phase_model import PhaseModelSampler
 
 __all__ = [
     "SAMPLER_NAMES",
     "USER_ATTR_KEYS",
+    "AutoBenchmarkTierSampler",
+    "AutoTier1Sampler",
+    "AutoTier2Sampler",
     "GridOrderSampler",
     "PhaseModelSampler",
     "PhaseModelSettings",
@@ -31,7 +38,7 @@ __all__ = [
     "make_sampler",
 ]
 
-SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model")
+SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model", "auto-tier1", "auto-tier2")
 
 
 def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
@@ -40,12 +47,13 @@ def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
     Args:
         name: One of :data:`SAMPLER_NAMES`.
         seed: Seed (None: nondeterministic).
-        space: The loaded ``SearchSpace`` (``grid`` and ``phase-model`` enumerate it).
+        space: The loaded ``SearchSpace`` (``grid``, ``phase-model`` and the ``auto-tier``
+            samplers enumerate it).
 
     Raises:
         ValueError: For an unknown name.
-        ConfigError: ``grid`` or ``phase-model`` on a space it cannot enumerate (a float
-            parameter without a step).
+        ConfigError: An enumerating sampler on a space it cannot enumerate (a float parameter
+            without a step).
     """
     key = name.strip().lower().replace("_", "-")
     if key == "tpe":
@@ -56,4 +64,8 @@ def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
         return GridOrderSampler(space, seed=seed)
     if key in ("phase-model", "phasemodel"):
         return PhaseModelSampler(space, seed=seed)
+    if key == "auto-tier1":
+        return AutoTier1Sampler(space, seed=seed)
+    if key == "auto-tier2":
+        return AutoTier2Sampler(space, seed=seed)
     raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(SAMPLER_NAMES)}")
