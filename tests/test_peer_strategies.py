@@ -6,7 +6,8 @@ The expected orders below are worked out by hand from the rules in the module do
 values; tier 2 the product of the first 3 knobs over their first 3 values, first knob
 outermost), the space's rules (top-k 1 makes draft tokens steps + 1; at most steps * topk + 1
 draft tokens) and the defaults (null if a knob can be unset, false for a boolean, else the first
-value).
+value; steps/top-k/draft tokens: SGLang's auto-picked triple, 3/1/4 for most targets and 5/4/8
+for a Llama one, where the space can run it).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from autotune.space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Speculation can be off (a plain config per group); draft tokens only asked when topk > 1.
+# Speculation can be off (a plain config per group); draft tokens only asked when topk > 1. A
+# Llama target: SGLang would pick 5/4/8, which these ranges (at most 4 steps) cannot run.
 PLAIN = """\
 name: peers
 backend: sim
 profile: llama-3.1-8b-eagle3-h100
-model_path: sim/target
+model_path: sim/Llama-3.1-8B-Instruct
 draft_model_path: sim/draft
 fixed_args: {tp_size: 1, mem_fraction_static: 0.8}
 parameters:
@@ -49,7 +51,8 @@ workload: {source: builtin, num_prompts: 4, warmup_prompts: 1, output_len: 96, c
            seed: 0}
 """
 
-# Speculation fixed on (as in the shipped spaces); tp 2 does not fit Kimi's weights.
+# Speculation fixed on (as in the shipped spaces); tp 2 does not fit Kimi's weights. A target
+# of unknown architecture: SGLang would pick 3/1/4, which these ranges can run.
 FIXED = """\
 name: peers-fixed
 backend: sim
@@ -182,22 +185,36 @@ def test_tier2_order_on_a_space_with_plain_configs(plain_path):
 def test_fixed_speculation_runs_each_group_default_config_and_skips_failed_groups(fixed_path):
     problem = load_problem(fixed_path)
     sampler = AutoTier1Sampler(problem.space, seed=0)
-    study, oracle = drive(problem, sampler, seed=0, trials=5)
+    study, oracle = drive(problem, sampler, seed=0, trials=6)
     got = configs(study, sampler)
     # No plain config in this space: the base stage runs each group's default speculative
-    # config (1 step, top-k 1, draft 2), and the oracle measures the group's baseline first.
-    # Defaults: tp 8 (first listed), NCCL_PROTO unset (null is a choice).
+    # config (SGLang's 3/1/4, which the space can run), and the oracle measures the group's
+    # baseline first. Defaults: tp 8 (first listed), NCCL_PROTO unset (null is a choice).
     groups = [(c["tp_size"], c["NCCL_PROTO"]) for c in got]
     assert groups[:3] == [(8, None), (2, None), (8, "LL")]
-    assert [triple(c) for c in got[:3]] == [(1, 1, 2)] * 3
+    assert [triple(c) for c in got[:3]] == [(3, 1, 4)] * 3
     assert oracle.baselines == 3 and oracle.trials >= 6
     # tp 2 fails at start-up: its group is never the base stage's winner.
     truth = {g: problem.truth(problem.space.baseline_params(c))["output_tok_s"]
              for g, c in zip(groups[:3], got[:3]) if g[0] == 8}
     winner = max(truth, key=truth.get)
-    assert reasons(study)[3:] == ["speculative", "speculative"]
-    assert groups[3:] == [winner, winner]
-    assert [triple(c) for c in got[3:]] == [(2, 1, 3), (1, 2, 2)]
+    # Speculative stage: 3/1/4 ran already; steps 1 and 2 alone (top-k 1 forces draft), top-k 2
+    # alone (draft 4 <= 3 * 2 + 1); draft tokens alone are forced back at top-k 1.
+    assert reasons(study)[3:] == ["speculative"] * 3
+    assert groups[3:] == [winner] * 3
+    assert [triple(c) for c in got[3:]] == [(1, 1, 2), (2, 1, 3), (3, 2, 4)]
+
+
+def test_speculative_defaults_are_sglangs_triple_only_where_the_space_runs_it(plain_path,
+                                                                           fixed_path):
+    # An unknown target: SGLang picks 3/1/4, inside the fixed space's ranges.
+    assert AutoTier1Sampler(load_space(fixed_path)).spec_defaults == {
+        "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4}
+    # A Llama target: SGLang picks 5/4/8, but this space stops at 4 steps: first values instead.
+    assert AutoTier1Sampler(load_space(plain_path)).spec_defaults == {
+        "speculative_algorithm": "EAGLE3", "speculative_num_steps": 1,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}
 
 
 def test_max_candidates_caps_each_stage_as_a_prefix(plain_path):
@@ -266,13 +283,13 @@ def test_plain_optimize_with_constraints_ranks_groups_by_the_objective(fixed_pat
         return 0.0 if failed else score(params)
 
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    study.optimize(objective, n_trials=8)
+    study.optimize(objective, n_trials=9)
     got = [sampler.table.configs[sampler.trial_index(t)] for t in study.trials]
     assert [(c["tp_size"], c["NCCL_PROTO"]) for c in got[:3]] == [(8, None), (2, None), (8, "LL")]
     # No baseline data: the base trials' objective picks the group (LL), the failed one is out.
-    assert all((c["tp_size"], c["NCCL_PROTO"]) == (8, "LL") for c in got[3:5])
-    assert [triple(c) for c in got[3:5]] == [(2, 1, 3), (1, 2, 2)]
-    assert len({sampler.trial_index(t) for t in study.trials}) == 8
+    assert all((c["tp_size"], c["NCCL_PROTO"]) == (8, "LL") for c in got[3:6])
+    assert [triple(c) for c in got[3:6]] == [(1, 1, 2), (2, 1, 3), (3, 2, 4)]
+    assert len({sampler.trial_index(t) for t in study.trials}) == 9
 
 
 def test_trials_in_flight_do_not_block_or_repeat(plain_path):

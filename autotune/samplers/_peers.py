@@ -33,6 +33,13 @@ How that maps onto an autotune space (documented in ``docs/samplers.md``):
   is ``null`` when the knob can be unset, ``false`` for a boolean flag (left off the command
   line), else its first value (as ``server.parallel`` takes its first value for ``base_flags``).
   ``speculative_algorithm`` defaults to its first non-null choice in the speculative stage.
+  Steps, top-k and draft tokens default to SGLang's own auto-picked triple
+  (:func:`autotune.warm_start.sglang_default`: 3/1/4, or 5/4/8 for Llama and Grok targets), what
+  auto_benchmark's first speculative candidate runs (it sets none of the three), when the space
+  can run it; else to their first values. auto_benchmark itself, given one of the three alone,
+  trips SGLang's check (steps unset needs top-k and draft tokens unset) unless
+  ``speculative.base_flags`` sets the triple; here the other two stay at the defaults, as if
+  ``base_flags`` held SGLang's triple.
 - Every candidate goes through the space's own define-by-run, so a value SGLang forces is forced
   (top-k 1 makes draft tokens steps + 1) and a parameter whose ``when:`` fails stays unset; a
   candidate the space cannot run (a tree with more draft tokens than nodes) is dropped, as
@@ -61,13 +68,14 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune._expr import values_equal
 from autotune._space_schema import is_speculation_only
 from autotune.errors import ConfigError
-from autotune.samplers._candidates import ALGO
+from autotune.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
 from autotune.samplers._observations import finished, read_observation
 from autotune.samplers._planned import PlannedSampler
 
 #: ``build_candidates``' cuts per tier: (knobs kept, values kept per knob, knobs in the product).
 TIER_CUTS = {1: (6, 2, 0), 2: (8, 3, 3)}
 _IN_FLIGHT = (TrialState.RUNNING, TrialState.WAITING)
+TRIPLE = (STEPS, TOPK, DRAFT)
 
 
 class _Unfit(Exception):
@@ -177,6 +185,7 @@ class AutoBenchmarkTierSampler(PlannedSampler):
         self.last_reason: str | None = None
         self._base: list[int] | None = None
         self._spec: dict[int, list[int]] = {}
+        self._spec_defaults: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ the stages
     def _stage_params(self, speculative: bool) -> list[Any]:
@@ -205,6 +214,21 @@ class AutoBenchmarkTierSampler(PlannedSampler):
             else:
                 out[p.name] = self._values(p, 1)[0]
         return out
+
+    @property
+    def spec_defaults(self) -> dict[str, Any]:
+        """The speculative knobs' defaults: SGLang's auto-picked triple where the space runs it."""
+        if self._spec_defaults is None:
+            from autotune.warm_start import sglang_default  # it imports the samplers package
+
+            out = self._defaults(True)
+            warm = sglang_default(self.space)
+            if warm.params is not None and warm.triple is not None:
+                out.update({k: v for k, v in zip(TRIPLE, warm.triple) if k in out})
+                if ALGO in out and warm.algorithm is not None:
+                    out[ALGO] = warm.algorithm
+            self._spec_defaults = out
+        return self._spec_defaults
 
     def _resolve(self, values: Mapping[str, Any]) -> int | None:
         """The config the space's define-by-run makes of these values, or None if it cannot."""
@@ -235,7 +259,7 @@ class AutoBenchmarkTierSampler(PlannedSampler):
         if self._base is None:
             # The plain config where the space has one, else the group's default speculative
             # config (the search measures the group's baseline before it).
-            spec_defaults = self._defaults(True)
+            spec_defaults = self.spec_defaults
             tries = [spec_defaults]
             if ALGO in self.space.parameters and any(
                     c is None for c in (self.space.parameters[ALGO].choices or ())):
@@ -250,7 +274,7 @@ class AutoBenchmarkTierSampler(PlannedSampler):
         """The speculative stage's candidate indices on top of one group's settings."""
         if group not in self._spec:
             settings = {k: v for k, v in self.table.groups[group].items() if k != ALGO}
-            spec_defaults = self._defaults(True)
+            spec_defaults = self.spec_defaults
             overlays = tier_overlays(self._knobs(True), self.tier)
             self._spec[group] = self._stage(
                 overlays, lambda o: [{**settings, **spec_defaults, **o}])
