@@ -52,11 +52,13 @@ from typing import Any
 
 import numpy as np
 
+from autotune._bench_problem import runs as ran
 from autotune._bench_problem import (EmulatorTruth, Measured, Oracle, Problem, load_problem,
                                      noise_rng)
 from autotune.errors import AutotuneError
 from autotune.samplers import SAMPLER_NAMES, make_sampler
 from autotune.samplers._observations import PLAN_KEY
+from autotune.warm_start import sglang_default
 
 __all__ = ["AUTO_TIERS", "EmulatorTruth", "Measured", "OURS", "Oracle", "PEERS", "Problem",
            "RunResult", "STRATEGIES", "benchmark", "grid_full", "load_problem", "main", "noise_rng",
@@ -85,13 +87,20 @@ class RunResult:
 
 
 def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noise_cv: float,
-                 phase_data: bool = True) -> RunResult:
-    """Run one strategy through an Optuna study until it reaches the target or the budget."""
+                 phase_data: bool = True, warm_start: bool = True) -> RunResult:
+    """Run one strategy through an Optuna study until it reaches the target or the budget.
+
+    With ``warm_start`` the study's first trial is SGLang's default speculative config where the
+    space can run it (:func:`autotune.warm_start.sglang_default`), as every search does.
+    """
     import optuna
 
     t0 = time.perf_counter()
     sampler = make_sampler(strategy, seed=seed, space=problem.space)
     study = optuna.create_study(direction="maximize", sampler=sampler)
+    warm = sglang_default(problem.space) if warm_start else None
+    if warm is not None and warm.asked:
+        study.enqueue_trial(warm.asked)
     oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=phase_data)
     reached_by = None
     while oracle.trials < budget and oracle.success_at is None:
@@ -125,6 +134,19 @@ def grid_full(problem: Problem, *, seed: int, noise_cv: float) -> int | None:
         if oracle.success_at is not None:
             return oracle.success_at
     return None
+
+
+def _warm_start_truth(problem: Problem) -> dict[str, Any]:
+    """SGLang's default speculative config on the truth: its tok/s, share of the optimum, verdict."""
+    warm = sglang_default(problem.space)
+    if warm.params is None:
+        return {"describe": warm.describe(), "tok_s": None, "of_optimum": None, "reaches_target": None}
+    truth = problem.truth(warm.params)
+    tok = truth.get("output_tok_s") if ran(truth) else None
+    feasible = problem.truly_feasible(warm.params)
+    return {"describe": warm.describe(), "params": warm.params, "tok_s": tok, "feasible": feasible,
+            "of_optimum": (tok / problem.optimum) if tok is not None else None,
+            "reaches_target": bool(feasible and tok is not None and tok >= problem.target)}
 
 
 def _quantile(values: Sequence[int | None], q: float) -> float | None:
@@ -161,7 +183,8 @@ def summarize(runs: Sequence[RunResult], *, budget: int) -> dict[str, Any]:
 def benchmark(space_path: str | None = None, *, profile: str | None = None, seeds: int = 20,
               budget: int = 60, noise_cv: float | None = None, threshold: float = 0.98,
               strategies: Sequence[str] = STRATEGIES, phase_data: bool = True,
-              first_seed: int = 0, landscape: str | None = None) -> dict[str, Any]:
+              first_seed: int = 0, landscape: str | None = None,
+              warm_start: bool = True) -> dict[str, Any]:
     """Run every strategy on ``seeds`` seeds; one summary per strategy, keyed by name.
 
     Args:
@@ -176,6 +199,8 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         phase_data: Whether trials report phases and accept data.
         first_seed: First seed of the range.
         landscape: A recorded landscape file to replay instead of the emulator.
+        warm_start: Every strategy's first trial is SGLang's default speculative config, as in a
+            search; the result's ``warm_start`` says how good that config alone is.
     """
     if seeds < 1 or budget < 1:
         raise ValueError("seeds and budget must be >= 1")
@@ -194,7 +219,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
     out: dict[str, Any] = {}
     for name in strategies:
         runs = [run_strategy(problem, name, seed=s, budget=budget, noise_cv=noise_cv,
-                             phase_data=phase_data) for s in seed_list]
+                             phase_data=phase_data, warm_start=warm_start) for s in seed_list]
         out[name] = summarize(runs, budget=budget)
     info = problem.evaluator.info()
     common = {"space": space_path if landscape is None else info["space"],
@@ -202,7 +227,8 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
               "configs": len(problem.configs), "groups": problem.groups,
               "optimum_tok_s": problem.optimum, "optimum_params": problem.optimum_params,
               "target_tok_s": problem.target,
-              "noise_cv": None if landscape is not None else noise_cv, "seeds": seeds}
+              "noise_cv": None if landscape is not None else noise_cv, "seeds": seeds,
+              "warm_start": _warm_start_truth(problem) if warm_start else None}
     if "grid" in out:
         full = [grid_full(problem, seed=s, noise_cv=noise_cv) for s in seed_list]
         out["grid"]["grid_size"] = len(problem.configs)
@@ -249,6 +275,19 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
+def _warm_line(warm: Mapping[str, Any] | None) -> str:
+    if warm is None:
+        return "warm start: off (--no-warm-start)"
+    if warm.get("params") is None:
+        return f"warm start: {warm['describe']}"
+    if warm.get("tok_s") is None:
+        return f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: it fails here"
+    verdict = "reaches the target" if warm["reaches_target"] else (
+        "below the target" if warm["feasible"] else "infeasible (does not beat its baseline)")
+    return (f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: "
+            f"{warm['tok_s']:.2f} tok/s, {warm['of_optimum']:.1%} of the optimum, {verdict}")
+
+
 def render(result: Mapping[str, Any]) -> str:
     """Plain-text table of a :func:`benchmark` result."""
     any_summary = next(iter(result.values()))
@@ -267,6 +306,7 @@ def render(result: Mapping[str, Any]) -> str:
     lines += [(f"optimum {a['optimum_tok_s']:.2f} tok/s  target (>= "
                f"{a['target_tok_s'] / a['optimum_tok_s']:.0%}) {a['target_tok_s']:.2f}  at "
                f"{a['optimum_params']}"),
+              _warm_line(a.get("warm_start")),
               "",
               (f"{'strategy':<12} {'median':>7} {'p90':>7} {'success':>8} {'ours/this':>10} "
                f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} {'secs':>6}")]
@@ -335,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated subset of {','.join(STRATEGIES)}")
     parser.add_argument("--no-phase-data", action="store_true",
                         help="trials report no phases or accept data (the sampler's fallback)")
+    parser.add_argument("--no-warm-start", action="store_true",
+                        help="do not run SGLang's default speculative config first (every search does)")
     parser.add_argument("--json", action="store_true", help="print one JSON object keyed by strategy")
     args = parser.parse_args(argv)
     if args.space is None and args.landscape is None:
@@ -348,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                            noise_cv=args.noise, threshold=args.threshold,
                            strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
                            phase_data=not args.no_phase_data, first_seed=args.first_seed,
-                           landscape=args.landscape)
+                           landscape=args.landscape, warm_start=not args.no_warm_start)
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

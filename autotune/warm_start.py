@@ -8,7 +8,8 @@ MLflow and the export say how much faster the winner is than it, also when it lo
 
 :func:`sglang_default` finds that config in a space: the space's first EAGLE-family algorithm, SGLang's
 auto-picked triple, and every other parameter at the value SGLang runs when the flag is unset (``None``
-where the space offers it, else SGLang's default where the space has it, else the first choice). Where
+where the space offers it, else SGLang's default where the space has it, else the first choice; for
+``tp_size`` without TP 1, the largest, the one most likely to fit). Where
 the space cannot run it (a range that excludes the triple, a fixed flag that differs), it says why and
 nothing is measured for it.
 """
@@ -84,6 +85,10 @@ def _unset_value(p: Any) -> Any:
         default = None
     if default is not None and _in_range(p, default):
         return default
+    if p.name == "tp_size":
+        # SGLang's TP 1 is not offered: the largest TP shards the weights most, so it is the one
+        # most likely to fit (a user running the model at all runs one that fits).
+        return max(choices) if choices is not None else (int(p.high) if p.type == "int" else float(p.high))
     return choices[0] if choices is not None else (int(p.low) if p.type == "int" else float(p.low))
 
 

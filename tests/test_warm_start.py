@@ -111,3 +111,18 @@ def test_the_search_measures_the_default_first_and_reports_the_gain(
     line = next(x for x in export.stdout.splitlines() if "SGLang's default" in x)
     assert line.startswith("# vs SGLang's default EAGLE3 3/1/4: it measured") and "slower than plain" in line
     assert f"this is {s['gain_over_sglang_default']:.3f}x that" in line
+
+
+def test_the_benchmark_runs_the_default_first_for_every_strategy() -> None:
+    from autotune.bench_search import benchmark
+
+    # On this landscape SGLang's default 3/1/4 is the optimum: with the warm start every strategy
+    # reaches the target at its second trial (the group's baseline is the first), without it not.
+    landscape = str(Path(__file__).resolve().parents[1] / "benchmarks/landscapes/step-verify-moe.json")
+    warm = benchmark(landscape=landscape, seeds=3, budget=4, strategies=["random", "grid"])
+    assert {warm[s]["median"] for s in ("random", "grid")} == {2.0}
+    info = warm["random"]["warm_start"]
+    assert info["reaches_target"] is True and info["of_optimum"] == pytest.approx(1.0)
+    cold = benchmark(landscape=landscape, seeds=3, budget=4, strategies=["random", "grid"], warm_start=False)
+    assert cold["random"]["warm_start"] is None
+    assert any(cold[s]["median"] != 2.0 for s in ("random", "grid"))
