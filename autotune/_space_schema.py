@@ -243,14 +243,16 @@ def _other_installed_version_has(name: str) -> bool:
     Flags come and go between releases (0.5.17 still takes ``--sampling-backend``); the launch
     command is checked by the installed SGLang's own parser anyway.
     """
-    if name not in installed_sglang_fields():
-        return False
+    # The version first: it is read from the package metadata, while the fields need SGLang's
+    # import (seconds), which the snapshot's own version never needs.
     try:
         from importlib.metadata import version
 
-        return version("sglang") != _sglang_fields.SGLANG_VERSION
+        if version("sglang") == _sglang_fields.SGLANG_VERSION:
+            return False
     except Exception:
         return False
+    return name in installed_sglang_fields()
 
 
 def arg_kind(name: str) -> tuple[str, tuple[Any, ...] | None] | None:

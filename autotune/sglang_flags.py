@@ -8,8 +8,10 @@ here lists such differences: a :class:`FlagSet` reads them from a parser's own a
 Where the flags come from (:func:`active_flags`), first match wins:
 
 1. a :func:`using_flags` block (tests, tools);
-2. ``AUTOTUNE_SGLANG_FLAG_TABLE=<json>``: a flag table written by
-   ``tests/data/make_sglang_flags.py`` (so an emulator subprocess can follow the same version);
+2. ``AUTOTUNE_SGLANG_FLAG_TABLE=<json>``: a flag table written by :func:`write_flag_table`
+   (``tests/data/make_sglang_flags.py`` for a release that is not installed; the test suite for the
+   installed one, so its subprocesses skip SGLang's import), so an emulator subprocess can follow
+   the same version;
 3. the installed SGLang's parser (``ServerArgs.add_cli_args``), when it imports;
 4. autotune's built-in twin of SGLang 0.5.23 (:mod:`autotune._builtin_parser`).
 
@@ -285,7 +287,7 @@ def builtin_flags() -> FlagSet:
 
 @functools.lru_cache(maxsize=8)
 def flags_from_table(path: str) -> FlagSet:
-    """A flag table written by ``tests/data/make_sglang_flags.py``, as a real parser.
+    """A flag table written by :func:`write_flag_table`, as a real parser.
 
     Raises:
         AutotuneError: An unreadable or malformed table.
@@ -299,6 +301,40 @@ def flags_from_table(path: str) -> FlagSet:
     except (OSError, ValueError, KeyError, TypeError, argparse.ArgumentError) as exc:
         raise AutotuneError(f"cannot read the SGLang flag table {path}: {type(exc).__name__}: {exc}") from None
     return FlagSet(parser, version=version, origin=f"flag table {Path(path).name}", config_keys=config_keys)
+
+
+def flag_table_text(flags: FlagSet, *, generated_by: str = "autotune.sglang_flags.write_flag_table") -> str:
+    """``flags`` as the JSON text of a flag table (the format :func:`flags_from_table` reads).
+
+    Args:
+        flags: A real SGLang parser's flags (``installed_flags()``, or one built from a release's
+            ``ServerArgs.add_cli_args`` with its ``config_keys_of``).
+        generated_by: What wrote the table, recorded in it.
+    """
+    store_true, unsupported = flags.config_keys
+    data = {
+        "sglang_version": flags.version,
+        "generated_by": generated_by,
+        "config_keys": {"store_true": sorted(store_true), "unsupported": dict(sorted(unsupported.items()))},
+        "flags": builtin.describe_rows(flags.parser),
+    }
+    text = json.dumps(data, indent=None, separators=(",", ":"))
+    # One flag per line: small diffs when a table is regenerated.
+    return text.replace(',"flags":[{', ',\n"flags":[\n{').replace('},{"options"', '},\n{"options"') + "\n"
+
+
+def write_flag_table(flags: FlagSet, path: str | os.PathLike[str], *,
+                     generated_by: str = "autotune.sglang_flags.write_flag_table") -> int:
+    """Write ``flags`` as a flag table to ``path`` (see :func:`flag_table_text`).
+
+    The one writer of the format: ``tests/data/make_sglang_flags.py`` (a release's table) and the
+    test suite's session table of the installed SGLang both call it.
+
+    Returns:
+        How many flags the table holds.
+    """
+    Path(path).write_text(flag_table_text(flags, generated_by=generated_by), encoding="utf-8")
+    return len(flags.actions)
 
 
 _override: list[FlagSet] = []
@@ -327,5 +363,6 @@ def active_flags() -> FlagSet:
     return installed_flags() if sglang_importable() else builtin_flags()
 
 
-__all__ = ["ArgRef", "FLAG_TABLE_ENV", "FlagSet", "ServerArgNameError", "active_flags", "builtin_flags", "flags_from_table",
-           "installed_flags", "installed_parser", "sglang_importable", "using_flags"]
+__all__ = ["ArgRef", "FLAG_TABLE_ENV", "FlagSet", "ServerArgNameError", "active_flags", "builtin_flags",
+           "flag_table_text", "flags_from_table", "installed_flags", "installed_parser", "sglang_importable",
+           "using_flags", "write_flag_table"]

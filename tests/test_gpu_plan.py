@@ -36,7 +36,7 @@ def sim_twin(shipped: str, folder: Path, *, trials: int) -> Path:
     return path
 
 
-def test_plan_searches_sweeps_the_rest_and_exports(tmp_path: Path) -> None:
+def test_plan_searches_sweeps_the_rest_and_exports(tmp_path: Path, installed_flag_table: Path) -> None:
     space_path = sim_twin("scripts/gpu/h200-qwen3-30b-a3b.yaml", tmp_path, trials=3)
     space = load_space(space_path)
     work = tmp_path / "repo"
@@ -47,10 +47,7 @@ def test_plan_searches_sweeps_the_rest_and_exports(tmp_path: Path) -> None:
     work.mkdir()
     # The installed SGLang's flags from a table: importing its parser in every trial and emulator
     # process costs seconds of CPU each on a 2-core box (tests/test_landscape.py does the same).
-    table = tmp_path / "sglang-flags.json"
-    subprocess.run([sys.executable, "tests/data/make_sglang_flags.py", "--out", str(table)],
-                   cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
-    env["AUTOTUNE_SGLANG_FLAG_TABLE"] = str(table)
+    env["AUTOTUNE_SGLANG_FLAG_TABLE"] = str(installed_flag_table)
     proc = subprocess.run(["bash", str(REPO / "scripts/gpu/plan.sh"), str(res), "380"], cwd=work,
                           env=env, capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

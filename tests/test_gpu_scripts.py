@@ -37,16 +37,13 @@ measure: {{repeats: 1, startup_timeout_s: 60{extra}}}
 """
 
 
-def test_lane_and_collect_on_the_emulator(tmp_path: Path) -> None:
+def test_lane_and_collect_on_the_emulator(tmp_path: Path, installed_flag_table: Path) -> None:
     fast, full = tmp_path / "fast.yaml", tmp_path / "full.yaml"
     fast.write_text(SPACE.format(kind="fast", extra=", fast_start: true"))
     full.write_text(SPACE.format(kind="full", extra=""))
     lane_dir = tmp_path / "run" / "lanes" / "gpu0"
     # The installed SGLang's flags from a table, so no trial process imports SGLang's parser.
-    table = tmp_path / "sglang-flags.json"
-    subprocess.run([sys.executable, "tests/data/make_sglang_flags.py", "--out", str(table)],
-                   cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
-    env = dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2", AUTOTUNE_SGLANG_FLAG_TABLE=str(table))
+    env = dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2", AUTOTUNE_SGLANG_FLAG_TABLE=str(installed_flag_table))
     proc = subprocess.run(
         [sys.executable, "scripts/gpu/lane.py", "--fast", str(fast), "--full", str(full),
          str(lane_dir), "plain", "2-1-3@2.5", "full:plain"],

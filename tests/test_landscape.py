@@ -59,7 +59,7 @@ def _env(flag_table: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> Swept:
+def swept(tmp_path_factory: pytest.TempPathFactory, installed_flag_table: Path) -> Swept:
     """Every config of the space and both group baselines, each through the real trial CLI."""
     d = tmp_path_factory.mktemp("landscape")
     space_file = d / "space.yaml"
@@ -71,10 +71,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Swept:
         if space.baseline_params(c) not in baselines:
             baselines.append(space.baseline_params(c))
     assert len(configs) == 4 and len(baselines) == 2
-    flag_table = d / "sglang-flags.json"
-    subprocess.run([sys.executable, "tests/data/make_sglang_flags.py", "--out", str(flag_table)],
-                   cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
-    env = _env(flag_table)
+    env = _env(installed_flag_table)
 
     def trial(job: tuple[str, dict[str, Any]]) -> Path:
         name, params = job

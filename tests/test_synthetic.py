@@ -166,13 +166,11 @@ def test_spread_is_robust_to_one_outlier_and_the_range_is_not():
 # --------------------------------------------------------- end to end: trial, MLflow, export
 
 @pytest.fixture(scope="module")
-def flag_table(tmp_path_factory) -> Path:
-    """The installed SGLang's flags as a table: each trial and emulator process then skips
-    importing SGLang's parser (seconds of CPU each on a 2-core box)."""
-    path = tmp_path_factory.mktemp("flags") / "sglang-flags.json"
-    subprocess.run([sys.executable, "tests/data/make_sglang_flags.py", "--out", str(path)],
-                   cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
-    return path
+def flag_table(installed_flag_table) -> Path:
+    """The installed SGLang's flags as a table (tests/conftest.py writes it once a session): each
+    trial and emulator process then skips importing SGLang's parser (seconds of CPU each on a
+    2-core box)."""
+    return installed_flag_table
 
 
 def _trial(space: Path, params: dict, tmp_path: Path, table: Path) -> dict:

@@ -1,7 +1,9 @@
 """Write an SGLang version's ``launch_server`` flag table as JSON, from that version's own parser.
 
 The table lets the tests build a real argparse parser for an SGLang that is not installed (CI has
-0.5.23 only). See ``tests/data/README.md`` for how ``sglang-0.5.17-flags.json`` was made.
+0.5.23 only). See ``tests/data/README.md`` for how ``sglang-0.5.17-flags.json`` was made. The
+format is written by :func:`autotune.sglang_flags.write_flag_table` (the test suite's session table
+of the installed SGLang uses it too).
 
 Usage::
 
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.abc
 import importlib.machinery
-import json
 import sys
 import types
 from pathlib import Path
@@ -87,21 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     from sglang.srt.server_args import ServerArgs
 
     from autotune import _builtin_parser as builtin
+    from autotune import sglang_flags
 
     real = argparse.ArgumentParser()
     ServerArgs.add_cli_args(real)
-    rows = builtin.describe_rows(real)
-    data = {
-        "sglang_version": sglang.__version__,
-        "generated_by": "tests/data/make_sglang_flags.py (see tests/data/README.md)",
-        "config_keys": builtin.config_keys_of(real),
-        "flags": rows,
-    }
-    text = json.dumps(data, indent=None, separators=(",", ":"))
-    # One flag per line: small diffs when a table is regenerated.
-    text = text.replace(',"flags":[{', ',\n"flags":[\n{').replace('},{"options"', '},\n{"options"')
-    Path(args.out).write_text(text + "\n", encoding="utf-8")
-    print(f"wrote {len(rows)} flags of SGLang {sglang.__version__} to {args.out}")
+    flags = sglang_flags.FlagSet(real, version=sglang.__version__, origin="make_sglang_flags.py",
+                                 config_keys=builtin.config_keys_of(real))
+    count = sglang_flags.write_flag_table(flags, args.out,
+                                          generated_by="tests/data/make_sglang_flags.py (see tests/data/README.md)")
+    print(f"wrote {count} flags of SGLang {sglang.__version__} to {args.out}")
     return 0
 
 

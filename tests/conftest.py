@@ -1,0 +1,68 @@
+"""Session set-up shared by every test module.
+
+The installed SGLang's flags, as a table, for every process the tests start
+--------------------------------------------------------------------------
+
+Each trial process (``python -m autotune.trial``, a Ray worker, ``python -m autotune.search``) and
+each emulator server resolves its launch flags against :func:`autotune.sglang_flags.active_flags`;
+with SGLang installed that imports ``sglang.srt.server_args`` to build SGLang's parser, several
+CPU-seconds per process on a 2-core box, and the suite starts hundreds of them. So, once per
+session, the installed SGLang's own parser is written as a flag table
+(:func:`autotune.sglang_flags.write_flag_table`, the format ``tests/data/make_sglang_flags.py``
+writes) and ``AUTOTUNE_SGLANG_FLAG_TABLE`` names it in this process's environment, which every
+subprocess and Ray worker inherits: they rebuild the same flags (same release, spellings, dests,
+arity, choices, defaults, ``--config`` key rules, value types but for a few JSON-valued flags no
+emulator test passes; ``tests/data/README.md`` lists them) without importing SGLang.
+``tests/test_session_flag_table.py`` checks that the table stands for the installed parser.
+
+In this process nothing changes: a :func:`autotune.sglang_flags.using_flags` block keeps the
+installed SGLang's own :class:`~autotune.sglang_flags.FlagSet` active for the whole session, so
+in-process tests resolve against the real parser exactly as before (``use_sglang=True`` and
+``installed_flags()`` always did). A test that wants a subprocess on the real parser removes the
+variable from the subprocess's environment (``tests/test_fast_start.py``'s ``sim_env`` does).
+
+Nothing is done when SGLang is not importable (every process then uses the built-in twin anyway) or
+when ``AUTOTUNE_SGLANG_FLAG_TABLE`` is already set (a run against another release's table).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autotune import sglang_flags
+
+
+@pytest.fixture(scope="session")
+def installed_flag_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flag table of the installed SGLang's parser, written once per session.
+
+    Raises:
+        AutotuneError: SGLang is not importable (as every installed-parser test does).
+    """
+    installed = sglang_flags.installed_flags()
+    path = tmp_path_factory.mktemp("sglang-flags") / f"sglang-{installed.version}-installed-flags.json"
+    sglang_flags.write_flag_table(installed, path, generated_by="tests/conftest.py (the installed SGLang)")
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def subprocesses_use_the_installed_flag_table(request: pytest.FixtureRequest) -> Iterator[Path | None]:
+    """Export :func:`installed_flag_table` to every subprocess; keep the real parser in this one.
+
+    Yields the table exported, or None when nothing was done (no SGLang, or a table already set).
+    """
+    if os.environ.get(sglang_flags.FLAG_TABLE_ENV) or not sglang_flags.sglang_importable():
+        yield None
+        return
+    path: Path = request.getfixturevalue("installed_flag_table")
+    os.environ[sglang_flags.FLAG_TABLE_ENV] = str(path)
+    try:
+        with sglang_flags.using_flags(sglang_flags.installed_flags()):
+            yield path
+    finally:
+        if os.environ.get(sglang_flags.FLAG_TABLE_ENV) == str(path):
+            del os.environ[sglang_flags.FLAG_TABLE_ENV]
