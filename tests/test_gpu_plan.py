@@ -43,7 +43,8 @@ def test_plan_searches_sweeps_the_rest_and_exports(tmp_path: Path, installed_fla
     res = tmp_path / "res"
     env = dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2", PYTHON=sys.executable,
                AUTOTUNE_GPU_SPACES=str(space_path), AUTOTUNE_GPU_TIMER_S="90",
-               AUTOTUNE_GPU_TIMER_PAIRS="1", AUTOTUNE_GPU_TRIAL_S="20")
+               AUTOTUNE_GPU_TIMER_PAIRS="1", AUTOTUNE_GPU_TRIAL_S="20",
+               AUTOTUNE_GPU_IMPORT_TIMES="0")  # no SGLang launcher to time on the emulator
     work.mkdir()
     # The installed SGLang's flags from a table: importing its parser in every trial and emulator
     # process costs seconds of CPU each on a 2-core box (tests/test_landscape.py does the same).
