@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune import sglang_args
+from autotune._replay_trial import ReplayTrial, UnfitValue
 from autotune._space_rules import ALGO, DRAFT, EAGLE_FAMILY, STEPS, TOPK
 from autotune.samplers._candidates import config_key
 
@@ -92,34 +93,6 @@ def _unset_value(p: Any) -> Any:
     return choices[0] if choices is not None else (int(p.low) if p.type == "int" else float(p.low))
 
 
-class _Fixed:
-    """Answers a define-by-run ``suggest`` with chosen values; records what was asked."""
-
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self.values, self.asked = dict(values), {}
-
-    def _get(self, name: str) -> Any:
-        self.asked[name] = self.values[name]
-        return self.values[name]
-
-    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
-        value = self._get(name)
-        if value not in list(choices):
-            raise ValueError(f"{name}={value} is not one of the space's choices "
-                             f"({', '.join(str(c) for c in choices)})")
-        return value
-
-    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, **_: Any) -> int:
-        value = self._get(name)
-        if not (low <= value <= high and (value - low) % step == 0):
-            raise ValueError(f"{name}={value} is outside the space's {low}..{high}"
-                             + (f" step {step}" if step != 1 else ""))
-        return value
-
-    def suggest_float(self, name: str, low: float, high: float, **_: Any) -> float:
-        return self._get(name)
-
-
 def sglang_default(space: Any) -> WarmStart:
     """SGLang's default speculative config in ``space`` (see the module doc)."""
     algo_param = space.parameters.get(ALGO)
@@ -141,10 +114,10 @@ def sglang_default(space: Any) -> WarmStart:
         if name not in space.parameters and name in fixed and fixed[name] != value:
             return WarmStart(algorithm, arch, triple, None, None,
                              f"fixed_args sets {name}={fixed[name]}, SGLang's default is {value}")
-    probe = _Fixed(values)
+    probe = ReplayTrial(values)
     try:
         params = space.suggest(probe)
-    except (ValueError, KeyError) as exc:
+    except UnfitValue as exc:
         return WarmStart(algorithm, arch, triple, None, None, f"the space cannot run it: {exc}")
     why = space.validate_config(params)
     if why is not None:

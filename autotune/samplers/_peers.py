@@ -56,7 +56,6 @@ How that maps onto an autotune space (documented in ``docs/samplers.md``):
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,7 +64,7 @@ import optuna
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune._expr import values_equal
+from autotune._replay_trial import ReplayTrial, UnfitValue
 from autotune._space_schema import is_speculation_only
 from autotune.errors import ConfigError
 from autotune.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
@@ -76,45 +75,6 @@ from autotune.samplers._planned import PlannedSampler
 TIER_CUTS = {1: (6, 2, 0), 2: (8, 3, 3)}
 _IN_FLIGHT = (TrialState.RUNNING, TrialState.WAITING)
 TRIPLE = (STEPS, TOPK, DRAFT)
-
-
-class _Unfit(Exception):
-    """A candidate value the space does not allow where the walk asks for it."""
-
-
-class _Replay:
-    """A stand-in for ``optuna.Trial`` that answers ``SearchSpace.suggest`` from fixed values."""
-
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self.values = values
-
-    def _value(self, name: str, fallback: Any) -> Any:
-        return self.values[name] if name in self.values else fallback
-
-    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
-        value = self._value(name, default_value(list(choices)))
-        for c in choices:
-            if values_equal(c, value):
-                return c
-        raise _Unfit(name)
-
-    def suggest_int(self, name: str, low: int, high: int, step: int = 1, log: bool = False) -> int:
-        value = self._value(name, low)
-        if (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
-                or (value - low) % max(int(step or 1), 1)):
-            raise _Unfit(name)
-        return value
-
-    def suggest_float(self, name: str, low: float, high: float, step: float | None = None,
-                      log: bool = False) -> float:
-        value = self._value(name, low)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not low <= value <= high:
-            raise _Unfit(name)
-        if step and not math.isclose((value - low) / step, round((value - low) / step),
-                                     abs_tol=1e-6):
-            raise _Unfit(name)
-        return float(value)
 
 
 def default_value(values: Sequence[Any]) -> Any:
@@ -233,8 +193,9 @@ class AutoBenchmarkTierSampler(PlannedSampler):
     def _resolve(self, values: Mapping[str, Any]) -> int | None:
         """The config the space's define-by-run makes of these values, or None if it cannot."""
         try:
-            params = self.space.suggest(_Replay(values))
-        except (_Unfit, ConfigError):
+            params = self.space.suggest(ReplayTrial(
+                values, fallback=lambda choices, low: default_value(choices) if choices is not None else low))
+        except (UnfitValue, ConfigError):
             return None
         return self.table.find(params)
 
