@@ -15,6 +15,7 @@ A source has ``space``, ``expected(params)`` (``status`` ``"ok"`` or ``"failed"`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Mapping
@@ -140,6 +141,14 @@ class Problem:
 
     def truth(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return self.evaluator.expected(params)
+
+    @functools.cached_property
+    def warm_start(self) -> Any:
+        """SGLang's default speculative config in this space (:func:`autotune.warm_start.sglang_default`),
+        found once: every strategy and seed starts from it."""
+        from autotune.warm_start import sglang_default
+
+        return sglang_default(self.space)
 
     def baseline_truth(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return self.evaluator.expected(self.space.baseline_params(dict(params)))

@@ -52,13 +52,12 @@ from typing import Any
 
 import numpy as np
 
-from autotune._bench_problem import runs as ran
 from autotune._bench_problem import (EmulatorTruth, Measured, Oracle, Problem, load_problem,
                                      noise_rng)
+from autotune._bench_problem import runs as ran  # "runs" names run lists here
 from autotune.errors import AutotuneError
 from autotune.samplers import SAMPLER_NAMES, make_sampler
 from autotune.samplers._observations import PLAN_KEY
-from autotune.warm_start import sglang_default
 
 __all__ = ["AUTO_TIERS", "EmulatorTruth", "Measured", "OURS", "Oracle", "PEERS", "Problem",
            "RunResult", "STRATEGIES", "benchmark", "grid_full", "load_problem", "main", "noise_rng",
@@ -91,14 +90,14 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
     """Run one strategy through an Optuna study until it reaches the target or the budget.
 
     With ``warm_start`` the study's first trial is SGLang's default speculative config where the
-    space can run it (:func:`autotune.warm_start.sglang_default`), as every search does.
+    space can run it (``problem.warm_start``), as every search does.
     """
     import optuna
 
     t0 = time.perf_counter()
     sampler = make_sampler(strategy, seed=seed, space=problem.space)
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    warm = sglang_default(problem.space) if warm_start else None
+    warm = problem.warm_start if warm_start else None
     if warm is not None and warm.asked:
         study.enqueue_trial(warm.asked)
     oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=phase_data)
@@ -138,7 +137,7 @@ def grid_full(problem: Problem, *, seed: int, noise_cv: float) -> int | None:
 
 def _warm_start_truth(problem: Problem) -> dict[str, Any]:
     """SGLang's default speculative config on the truth: its tok/s, share of the optimum, verdict."""
-    warm = sglang_default(problem.space)
+    warm = problem.warm_start
     if warm.params is None:
         return {"describe": warm.describe(), "tok_s": None, "of_optimum": None, "reaches_target": None}
     truth = problem.truth(warm.params)

@@ -464,15 +464,14 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
     # planned means the run was stopped.
     interrupted = unfinished > 0 or (ended < trials and space.budget.wall_time_s is None)
-    state["warm"] = warm
     return _conclude(space, ctx, all_results, state, name=name, trials=trials,
                      interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
-                     out=out)
+                     out=out, warm=warm)
 
 
 def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state: dict,
               *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
-              opts: SearchOptions, out: TextIO) -> SearchOutcome:
+              opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
     from autotune.trial import TrialResult
 
     statuses = [m.get("status") for _, _, m in results]
@@ -516,7 +515,7 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
         best_base = max(baselines, key=lambda b: b.output_tok_s or 0.0, default=None)
         if best_base is not None:
             winner, baseline, baseline_wins = best_base, best_base, True
-    default = compare_to_default(state.get("warm"), [{**m, "params": cfg} for _, cfg, m in results],
+    default = compare_to_default(warm, [{**m, "params": cfg} for _, cfg, m in results],
                                  winner.to_dict() if winner else None, space=space)
     outcome = SearchOutcome(
         name=name, winner=winner.to_dict() if winner else None,

@@ -94,14 +94,14 @@ def search_results(name: str) -> list[dict]:
     return found
 
 
-def save_search_records(name: str, folder: Path) -> int:
-    """The search's trial results as ``autotune.trial --json`` objects, one file each, in the order
-    Ray wrote them (a finalist's re-measurement and its fresh baseline included)."""
+def save_search_records(rows: list[dict], folder: Path) -> int:
+    """The search's trial results (:func:`search_results`) as ``autotune.trial --json`` objects, one
+    file each, in the order Ray wrote them (a finalist's re-measurement and its fresh baseline
+    included)."""
     from autotune.report import summary_json
     from autotune.trial import TrialResult
 
     folder.mkdir(parents=True, exist_ok=True)
-    rows = search_results(name)
     for i, row in enumerate(rows):
         record = summary_json(TrialResult.from_dict(row))
         record.pop("records", None)
@@ -206,12 +206,13 @@ def one_space(plan: Plan, space_path: str) -> None:
                   **({"resumed": True} if again else {}))
     # Records and export before the sweep: a plan cut during the sweep (the H200 machine went
     # back between two calls once) must still bring back what the search did.
-    save_search_records(name, out / "search")
+    records = search_results(name)
+    save_search_records(records, out / "search")
     rc, wall = plan.run([sys.executable, "-m", "autotune.export", "--name", name, "--format", "sh",
                          "-o", str(out / "export.sh")], log=out / "export.log", limit_s=120)
     plan.note(space=name, step="export", rc=rc, wall_s=wall)
 
-    measured = {config_key(space.coerce_params(r["params"])) for r in search_results(name)
+    measured = {config_key(space.coerce_params(r["params"])) for r in records
                 if r.get("params") is not None and r.get("status") != "failed"}
     store = baseline_dir(name) or str(out / "baselines")
     todo = [p for p in space.enumerate() if config_key(p) not in measured]
@@ -219,7 +220,7 @@ def one_space(plan: Plan, space_path: str) -> None:
               to_sweep=len(todo))
     left = [i for i, p in enumerate(todo) if not (plan.resume and swept_before(out / "sweep", f"c{i:02d}", p))]
     if kept and left and plan.left() > 2 * TRIAL_S:
-        store = anchor(plan, space, space_path, out) or store
+        store = anchor(plan, space, space_path, out, records=records) or store
     for i, params in enumerate(todo):
         if plan.left() < TRIAL_S:
             plan.note(space=name, step="sweep", skipped=len(todo) - i, why=f"{plan.left():.0f} s left")
@@ -250,7 +251,7 @@ def measure(plan: Plan, space_path: str, params: dict, *, store: str, json_out: 
     return rc, round(time.monotonic() - t, 1)
 
 
-def anchor(plan: Plan, space: Any, space_path: str, out: Path) -> str | None:
+def anchor(plan: Plan, space: Any, space_path: str, out: Path, *, records: list[dict]) -> str | None:
     """On a machine that took over a finished search, re-measure its winner beside a fresh baseline.
 
     Lent machines of one kind differ (an H200 read 5-1-6 at 358.6 tok/s where another read 373.8),
@@ -263,7 +264,7 @@ def anchor(plan: Plan, space: Any, space_path: str, out: Path) -> str | None:
     winner = json.loads((out / "summary.json").read_text()).get("winner_params")
     if not winner:
         return None
-    before = [r for r in search_results(space.name) if r.get("params") is not None and not r.get("is_baseline")
+    before = [r for r in records if r.get("params") is not None and not r.get("is_baseline")
               and config_key(space.coerce_params(r["params"])) == config_key(space.coerce_params(winner))]
     rc, wall = measure(plan, space_path, winner, store=str(folder / "baselines"), json_out=folder / "winner.json",
                        workdir=folder / "logs")
