@@ -1,7 +1,7 @@
 """A working copy of an MLflow sqlite store brought back from another machine.
 
 A store written on a GPU machine records absolute artifact locations of that machine
-(``file:///work/main/mlruns/artifacts/<search>``). Opened anywhere else, its runs have no readable
+(``file:///<its checkout>/mlruns/artifacts/<search>``). Opened anywhere else, its runs have no readable
 artifacts, so ``python -m autotune.export`` cannot read a trial's ``launch.json``. The copy made
 here points each experiment (and its runs) at the folder of the same name under the store's
 ``mlruns/artifacts`` or ``artifacts``; the original is never written.
