@@ -4,6 +4,11 @@ SGLang's own rules for the EAGLE family (from ``sglang/srt/arg_groups/speculativ
 0.5.23): steps, topk and draft tokens are set together or not at all; topk 1 forces draft
 tokens to steps + 1; trtllm_mha needs topk 1; topk > 1 with page_size > 1 needs flashinfer, fa3
 or triton. Nothing in SGLang checks draft tokens <= steps * topk + 1, so autotune prunes it.
+Nor does SGLang check that a tree (topk > 1) has at least steps + 1 draft tokens, yet its EAGLE
+worker v2 (``eagle_worker_common._compact_accept_to_front``, 0.5.17 and 0.5.23) writes the accepted
+path, ``steps + 1`` wide, into a block of ``num_draft_tokens`` slots, so a smaller block crashes the
+server at its first verify (seen on an H200 with 4-4-4 and 5-4-4, SGLang 0.5.17): autotune prunes
+that too.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ RULES: dict[str, str] = {
     "draft_tokens_max": "speculative_num_draft_tokens <= steps * topk + 1 (a draft tree has no "
                         "more nodes); the searched range follows steps and topk",
     "draft_tokens_min": "speculative_num_draft_tokens >= 2",
+    "tree_draft_tokens_depth": "speculative_eagle_topk > 1 needs speculative_num_draft_tokens >= "
+                               "steps + 1: SGLang's EAGLE worker copies the accepted path (steps + 1 "
+                               "slots) into each request's block of draft tokens and crashes at the "
+                               "first verify when the block is smaller",
     "trtllm_mha_topk1": "attention backend trtllm_mha supports only topk 1, so topk is set to 1",
     "paged_tree_backends": "topk > 1 with page_size > 1 needs attention_backend flashinfer, fa3 "
                            "or triton; with another explicit backend topk is set to 1",

@@ -273,14 +273,19 @@ class SearchSpace:
         if self.rules["draft_tokens_min"] and low < 2:
             low += step * -(-(2 - low) // step)
         steps, topk = ctx.get(STEPS), ctx.get(TOPK)
+        if (self.rules["tree_draft_tokens_depth"] and is_int(steps) and is_int(topk) and topk > 1
+                and low < steps + 1):
+            low += step * -(-(steps + 1 - low) // step)
         tree = None
         if self.rules["draft_tokens_max"] and is_int(steps) and is_int(topk):
             tree = steps * topk + 1
             if tree < high:
                 high = int(p.low) + step * ((tree - int(p.low)) // step)
         if high < low:
+            floor = max(2, steps + 1) if (self.rules["tree_draft_tokens_depth"] and is_int(steps)
+                                          and is_int(topk) and topk > 1) else 2
             return _INVALID, (f"no {DRAFT} value in [{p.low}, {p.high}] fits "
-                              f"2 <= n <= steps*topk+1 = {tree}")
+                              f"{floor} <= n <= steps*topk+1 = {tree}")
         if (low, high) == (p.low, p.high):
             return _CHOOSE, None
         return _CHOOSE, (low, high)
@@ -426,6 +431,9 @@ class SearchSpace:
                     "(rule draft_tokens_max)")
         if self.rules["draft_tokens_min"] and draft < 2:
             return f"{DRAFT}={draft} < 2 (rule draft_tokens_min)"
+        if self.rules["tree_draft_tokens_depth"] and topk > 1 and draft < steps + 1:
+            return (f"{DRAFT}={draft} < steps + 1 = {steps + 1} with topk {topk}: SGLang's EAGLE "
+                    "worker crashes at the first verify (rule tree_draft_tokens_depth)")
         if topk != 1:
             why = self._forced_topk(ctx)
             if why is not None:

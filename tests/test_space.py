@@ -453,10 +453,11 @@ def test_topk1_derives_draft_tokens_and_pruning_bounds(tmp_path: Path) -> None:
     by_tree: dict[tuple[int, int], set[int]] = {}
     for config in configs:
         by_tree.setdefault((config[STEPS], config[TOPK]), set()).add(config[DRAFT])
-    # Every (steps, topk) pair appears, and the draft range is exactly [2, min(12, s*k+1)].
+    # Every (steps, topk) pair appears, and a tree's draft range is exactly
+    # [steps + 1, min(12, s*k+1)] (rules tree_draft_tokens_depth and draft_tokens_max).
     assert set(by_tree) == {(s, k) for s in range(1, 5) for k in (1, 2, 4)}
     for (steps, topk), drafts in by_tree.items():
-        expected = {steps + 1} if topk == 1 else set(range(2, min(12, steps * topk + 1) + 1))
+        expected = {steps + 1} if topk == 1 else set(range(steps + 1, min(12, steps * topk + 1) + 1))
         assert drafts == expected, (steps, topk)
 
 
@@ -469,6 +470,32 @@ def test_rules_can_be_turned_off(tmp_path: Path) -> None:
     assert space.validate_config(config) is None
     strict = space_from(tmp_path, HEAD + TREE)
     assert "steps*topk+1 = 3" in strict.validate_config(config)
+
+
+def test_a_tree_gets_at_least_steps_plus_one_draft_tokens(tmp_path: Path) -> None:
+    # SGLang's EAGLE worker crashed at the first verify with 4-4-4 and 5-4-4 on the H200
+    # (docs/measurements/README.md): the accepted path is steps + 1 slots wide.
+    text = HEAD + """\
+parameters:
+  speculative_num_steps: {type: int, low: 2, high: 5}
+  speculative_eagle_topk: {type: categorical, choices: [1, 4]}
+  speculative_num_draft_tokens: {type: int, low: 4, high: 8, step: 4, when: "speculative_eagle_topk > 1"}
+"""
+    space = space_from(tmp_path, text)
+    trees = {(c[STEPS], c[DRAFT]) for c in space.enumerate() if c[TOPK] == 4}
+    assert trees == {(2, 4), (2, 8), (3, 4), (3, 8), (4, 8), (5, 8)}
+    assert space.count() == 4 + 6
+    why = space.validate_config({STEPS: 4, TOPK: 4, DRAFT: 4})
+    assert why is not None and "steps + 1 = 5" in why and "tree_draft_tokens_depth" in why
+    assert space.validate_config({STEPS: 3, TOPK: 4, DRAFT: 4}) is None
+    for seed in range(20):
+        trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed)).ask()
+        config = space.suggest(trial)
+        if config.get(TOPK) == 4:
+            assert config[DRAFT] >= config[STEPS] + 1, config
+    loose = space_from(tmp_path, text + "rules: {tree_draft_tokens_depth: false}\n")
+    assert loose.count() == 4 + 8
+    assert loose.validate_config({STEPS: 4, TOPK: 4, DRAFT: 4}) is None
 
 
 def test_when_condition_gates_a_parameter(tmp_path: Path) -> None:
