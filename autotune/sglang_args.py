@@ -197,9 +197,10 @@ def _builtin_merge_config(argv: list[str], flag_set: flags.FlagSet) -> list[str]
 def infer_model_arch(model_path: str | None) -> str | None:
     """Guess the target's HF architecture, which picks SGLang's default speculative values.
 
-    A local checkpoint's ``config.json`` is read (``architectures[0]``). Otherwise the name decides:
-    Llama 4 is not ``LlamaForCausalLM``, any other "llama" is, and "grok" is Grok-1. Anything else
-    returns None, which SGLang's table treats like every other architecture.
+    A local checkpoint's ``config.json`` is read (``architectures[0]``). Otherwise the name decides
+    (the folder's, else its parent's): Llama 4 is not ``LlamaForCausalLM``, any other "llama" is,
+    and "grok" is Grok-1. Anything else returns None, which SGLang's table treats like every other
+    architecture.
 
     Args:
         model_path: A local directory or a hub id.
@@ -217,13 +218,16 @@ def infer_model_arch(model_path: str | None) -> str | None:
             archs = []
         if archs:
             return str(archs[0])
-    name = Path(model_path).name.lower() or str(model_path).lower()
-    if re.search(r"llama[-_ .]?4", name):
-        return "Llama4ForConditionalGeneration"
-    if "llama" in name:
-        return "LlamaForCausalLM"
-    if "grok" in name:
-        return "Grok1ForCausalLM"
+    # A checkpoint folder is often named for its role (``llama-8b/target``), so the parent's name
+    # decides when the folder's own says nothing.
+    path = Path(model_path)
+    for name in (path.name.lower() or str(model_path).lower(), path.parent.name.lower()):
+        if re.search(r"llama[-_ .]?4", name):
+            return "Llama4ForConditionalGeneration"
+        if "llama" in name:
+            return "LlamaForCausalLM"
+        if "grok" in name:
+            return "Grok1ForCausalLM"
     return None
 
 

@@ -365,6 +365,11 @@ def test_infer_model_arch(tmp_path):
     assert sa.infer_model_arch("meta-llama/Llama-4-Scout-17B-16E") == "Llama4ForConditionalGeneration"
     assert sa.infer_model_arch("xai-org/grok-1") == "Grok1ForCausalLM"
     assert sa.infer_model_arch("Qwen/Qwen3-8B") is None
+    # A folder named for its role (scripts/gpu/make_models.py writes llama-8b/target): the parent
+    # names the model when no config.json is there to read.
+    assert sa.infer_model_arch("../../.gpu/models/llama-8b/target") == "LlamaForCausalLM"
+    assert sa.infer_model_arch(".gpu/models/qwen3-30b-a3b/target") is None
+    assert sa.infer_model_arch(str(ckpt / "target")) is None  # the checkpoint's parent names no model
     assert sa.auto_speculative_params("EAGLE", sa.infer_model_arch("meta-llama/Llama-4-Scout")) == (3, 1, 4)
 
 

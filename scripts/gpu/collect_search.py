@@ -10,7 +10,7 @@ then the figures the real-search issue asks for, each computed from those record
 - start-up: the wall time the tool waited against SGLang's own ``startup_time`` breakdown;
 - orphans left behind after each step (from ``plan.json``);
 and, with ``--landscape-dir``, writes one landscape per space (``scripts/gpu/landscape.py
---dedupe``) that ``python -m autotune.bench_search --landscape`` replays.
+--dedupe --drop-rejected``) that ``python -m autotune.bench_search --landscape`` replays.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def main() -> int:
             out = Path(args.landscape_dir) / f"{folder.name}.json"
             files = [str(p) for _, p, _ in recs]
             proc = subprocess.run([sys.executable, str(REPO / "scripts/gpu/landscape.py"), "--space", str(space),
-                                   "--out", str(out), "--dedupe", "--description",
+                                   "--out", str(out), "--dedupe", "--drop-rejected", "--description",
                                    f"{folder.name}: one H200, SGLang 0.5.17, dummy weights, synthetic acceptance",
                                    *files], capture_output=True, text=True, check=False)
             print(proc.stdout + proc.stderr)

@@ -2,7 +2,7 @@
 
 Usage (from the repo root):
     python3 scripts/gpu/landscape.py --space SPACE --out FILE [--description TEXT]
-        [--acceptance TEXT] [--dedupe] TRIAL_JSON [TRIAL_JSON ...]
+        [--acceptance TEXT] [--dedupe] [--drop-rejected] TRIAL_JSON [TRIAL_JSON ...]
 
 Each TRIAL_JSON is the stdout of ``python -m autotune.trial --space SPACE --params ... --json``
 (speculative configs and every group's baseline, ``{"speculative_algorithm": null, ...}``; one
@@ -15,7 +15,8 @@ printed and the exit status is 1, the file written all the same. Replay it with
 
 ``--dedupe`` keeps one record per config: the first in the order given that did not fail, else the
 first. A search re-measures configs (a finalist, its fresh baseline), and a landscape holds one
-record each; the ones left out are counted in the output.
+record each; the ones left out are counted in the output. ``--drop-rejected`` leaves out records
+whose config the space now rejects (a sweep older than one of its rules), naming each one.
 """
 
 from __future__ import annotations
@@ -107,6 +108,26 @@ def dedupe(space_path: str, records: list[dict[str, Any]]) -> tuple[list[dict[st
     return kept, len(records) - len(kept)
 
 
+def drop_rejected(space_path: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records whose config the space accepts; each one left out is printed with the reason.
+
+    For a sweep made before the space learnt a rule (configs SGLang crashed on, say): the
+    landscape then stands for the space as it is now, and says what it left out.
+    """
+    from autotune.space import load_space
+
+    space = load_space(space_path)
+    kept = []
+    for rec in records:
+        params = rec.get("params")
+        resolved, why = canonical(space, params) if isinstance(params, dict) else (None, "no params")
+        if why is not None and isinstance(params, dict):
+            print(f"--drop-rejected: left out {json.dumps(params)} ({rec.get('status')}): {why}")
+            continue
+        kept.append(rec)
+    return kept
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--space", required=True, help="the space the trials were measured in")
@@ -117,9 +138,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="how acceptance came about (default: the records' own field)")
     parser.add_argument("--dedupe", action="store_true",
                         help="keep one record per config (the first that did not fail)")
+    parser.add_argument("--drop-rejected", action="store_true",
+                        help="leave out (and name) records whose config the space rejects")
     parser.add_argument("trials", nargs="+", metavar="TRIAL_JSON")
     args = parser.parse_args(argv)
     records = [r for r in (read_trial(p) for p in args.trials) if r is not None]
+    if args.drop_rejected:
+        records = drop_rejected(args.space, records)
     if args.dedupe:
         records, dropped = dedupe(args.space, records)
         print(f"--dedupe: {dropped} repeated record(s) left out")
