@@ -14,7 +14,8 @@ PY=${PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
 SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
-TIMER_S=${AUTOTUNE_GPU_TIMER_S:-170}
+# Two servers start (each 50-75 s on the H200) before the 6 interleaved pairs: 170 s was too short.
+TIMER_S=${AUTOTUNE_GPU_TIMER_S:-300}
 # A plan restored from an earlier machine's snapshot (scripts/gpu/state.sh) skips what that one did.
 RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 set -- $SPACES
