@@ -1,7 +1,7 @@
 """Reading trial runs back from MLflow, and choosing the winner.
 
 Shared by :mod:`autotune.tracking` (the parent run's summary) and :mod:`autotune.export` (the
-command it writes), so both always name the same winner. Nothing here imports MLflow: it works on
+command it writes); the winner comes from :mod:`autotune.winner`, as the search's own does. Nothing here imports MLflow: it works on
 the ``Run`` objects a client returns.
 """
 
@@ -11,6 +11,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from autotune.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_winner
 
 # Tag names. Every tag autotune writes starts with "autotune.".
 TAG_KIND = "autotune.kind"
@@ -26,6 +28,7 @@ TAG_ACCEPTANCE = "autotune.acceptance"  # synthetic | measured (autotune.synthet
 TAG_SGLANG_DEFAULT = "autotune.sglang_default"  # on the search run: autotune.warm_start.compare_to_default
 TAG_SYNTHETIC_ACCEPT = "autotune.synthetic_accept_length"
 TAG_PARENT = "mlflow.parentRunId"
+TAG_OBJECTIVE = "autotune.objective"  # on the search run: "<metric>:<maximize|minimize>"
 
 KIND_SEARCH = "search"
 KIND_TRIAL = "trial"
@@ -139,38 +142,41 @@ class Winner:
         return None if self.is_baseline else self.run.metric("accept_length")
 
 
-def select_winner(runs: Iterable[TrialRun]) -> Winner | None:
-    """The best confirmed feasible speculative run; else the best feasible one; else the baseline.
+def objective_of(tags: Mapping[str, str] | None) -> tuple[str, bool]:
+    """The search's objective from its parent run's tags: (metric, maximize).
 
-    The rules, in order:
+    Searches logged before the tag existed ranked by ``output_tok_s``, maximised.
+    """
+    text = (tags or {}).get(TAG_OBJECTIVE) or ""
+    metric, _, direction = text.partition(":")
+    return (metric or "output_tok_s"), direction != "minimize"
 
-    1. Speculative candidates are feasible runs of kind ``trial`` or ``finalist`` with a known
-       ``output_tok_s``. If any of them is confirmed (re-measured as a finalist), only confirmed
-       ones compete. The fastest wins.
-    2. A feasible baseline run that is faster still wins instead: feasibility only says a config
-       beats the baseline of *its own* non-speculative settings, and another group's baseline can
-       be faster overall.
-    3. With no feasible speculative run, the fastest feasible baseline run wins.
-    4. With no baseline run logged at all, the winner is derived: the no-speculation twin of the
-       run whose measured ``baseline_tok_s`` is highest.
+
+def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
+                  maximize: bool = True) -> Winner | None:
+    """The winner of a search's runs, by the one policy (:mod:`autotune.winner`).
+
+    Runs of kind ``trial`` and ``finalist`` are its candidates, a confirmed finalist is a
+    ``finalist``-stage candidate, and baseline runs are baselines. One fallback is MLflow's own:
+    with no baseline run logged at all and no speculative winner, the winner is derived, the
+    no-speculation twin of the run whose measured ``baseline_tok_s`` is best (by tok/s).
+
+    Args:
+        runs: The search's trial runs (:meth:`Tracker.trial_runs`).
+        objective: The metric the search ranked by (a schema name such as ``p99_ttft_ms``).
+        maximize: Its direction.
 
     Returns:
         The winner, or None when nothing feasible was measured.
     """
+    field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
-    spec = [r for r in runs if not r.is_baseline and r.status == "feasible" and r.output_tok_s is not None]
-    confirmed = [r for r in spec if r.confirmed]
-    pool = confirmed or spec
-    best = max(pool, key=lambda r: r.output_tok_s, default=None)
-    bases = [r for r in runs if r.is_baseline and r.status == "feasible" and r.output_tok_s is not None]
-    best_base = max(bases, key=lambda r: r.output_tok_s, default=None)
-    which = "confirmed " if confirmed else ""
-    if best is not None and (best_base is None or best.output_tok_s > best_base.output_tok_s):
-        return Winner(best, False, f"fastest {which}feasible speculative config")
-    if best_base is not None:
-        why = ("a no-speculation baseline is faster than every feasible speculative config"
-               if best is not None else "no speculative config beat its baseline")
-        return Winner(best_base, False, why)
+    cands = [Candidate(ref=r, value=_value(r, field_name), is_baseline=r.is_baseline,
+                       feasible=r.status == "feasible",
+                       stage=FINALIST if r.kind == KIND_FINALIST else TRIAL) for r in runs]
+    pick = pick_winner(cands, maximize=maximize)
+    if pick is not None:
+        return Winner(pick.ref, False, pick.note)
     if any(r.is_baseline for r in runs):
         return None  # baselines were measured and none is feasible (an SLO): nothing to derive
     measured = [r for r in runs if r.metric("baseline_tok_s") is not None]
@@ -181,6 +187,13 @@ def select_winner(runs: Iterable[TrialRun]) -> Winner | None:
     return None
 
 
+def _value(run: TrialRun, field_name: str) -> float | None:
+    if field_name == "speedup":
+        return 1.0 if run.is_baseline and run.output_tok_s is not None else known(run.metric("speedup"))
+    return known(run.metric(field_name))
+
+
 __all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
            "TAG_IS_BASELINE", "TAG_KIND", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
-           "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner", "select_winner"]
+           "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner", "objective_of",
+           "select_winner"]

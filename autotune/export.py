@@ -1,7 +1,8 @@
 """``python -m autotune.export``: the winning launch command of a search, checked by SGLang's parser.
 
-The winner is read back from MLflow (:func:`autotune._runs.select_winner`): the fastest confirmed
-feasible speculative trial, else the fastest feasible one, else the no-speculation baseline. It is
+The winner is read back from MLflow (:func:`autotune._runs.select_winner`, by the one policy of
+:mod:`autotune.winner` and the search's objective): the best confirmed feasible speculative config,
+else the best feasible one, else the no-speculation baseline. It is
 written as a shell script (``export`` lines, then ``python -m sglang.launch_server ...``), an SGLang
 ``--config`` YAML, or JSON (argv and env). Every output is parsed back with SGLang's own argument
 parser before it is written.
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune import sglang_args, synthetic
 from autotune._runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
-                            select_winner)
+                            objective_of, select_winner)
 from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
 from autotune.launch import BACKEND_MODULES, LaunchSpec
 from autotune.warm_start import versus_default
@@ -113,7 +114,8 @@ def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
         parent = tracker.latest_parent_run_id()
         if parent is None:
             raise NothingToExport(f"search {tracker.name!r} has no search run in {tracker.tracking_uri}")
-    winner = select_winner(tracker.trial_runs(parent))
+    metric, maximize = objective_of(tracker.client.get_run(parent).data.tags)
+    winner = select_winner(tracker.trial_runs(parent), objective=metric, maximize=maximize)
     if winner is None:
         raise NothingToExport(f"search run {parent} has no feasible trial and no baseline to export")
     return winner

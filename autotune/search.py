@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from autotune.errors import AutotuneError, ConfigError
 from autotune.warm_start import compare_to_default, sglang_default, versus_default
+from autotune.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
@@ -397,7 +398,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     if tracker is not None:
         tracker.start_search(space_path=space_path, backend=space.backend, profile=space.profile,
                              budget=trials, seed=seed, sampler=space.search.sampler,
-                             ray_address=ray_where, resume=restoring)
+                             ray_address=ray_where, resume=restoring,
+                             objective=(space.objective.metric, space.objective.direction))
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
@@ -485,8 +487,10 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
                and r[2].get("objective") is not None]
     spec_ok.sort(key=key, reverse=True)
     finalists_out: list[dict[str, Any]] = []
+    finalist_cands: list[Candidate] = []
     winner: TrialResult | None = None
     baseline: TrialResult | None = None
+    baseline_wins = False
     if interrupted:
         print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
               f"autotune.search --space {opts.space} --name {name} --resume", file=out, flush=True)
@@ -504,17 +508,20 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
                                   confirmed=bool(result.feasible))
                 if base is not None:
                     tracker.log_trial(f"finalist-{tid}-baseline", base, kind="baseline")
-            print(f"  finalist {tid}: search {first.get('output_tok_s') or 0:.1f} tok/s -> "
-                  f"confirmed {result.output_tok_s or float('nan'):.1f} tok/s, speedup "
-                  f"{result.speedup or float('nan'):.3f}x, {result.status}", file=out, flush=True)
-            if result.feasible and (winner is None or (result.output_tok_s or 0) > (winner.output_tok_s or 0)):
-                winner, baseline = result, base
-    baselines = _baselines(results, ctx)
-    baseline_wins = False
-    if winner is None and not interrupted:
-        best_base = max(baselines, key=lambda b: b.output_tok_s or 0.0, default=None)
-        if best_base is not None:
-            winner, baseline, baseline_wins = best_base, best_base, True
+            print(f"  finalist {tid}: search {_num(first.get('output_tok_s'), '.1f')} tok/s -> "
+                  f"confirmed {_num(result.output_tok_s, '.1f')} tok/s, speedup "
+                  f"{_num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
+            finalist_cands.append(_candidate(result, space, stage=FINALIST))
+            if base is not None:
+                finalist_cands.append(_candidate(base, space))
+    if not interrupted:
+        trial_cands = [_candidate(TrialResult.from_dict(json.loads(m["trial_result"])), space)
+                       for _, _, m in results if m.get("trial_result")]
+        base_cands = [_candidate(b, space) for b in _baselines(results, ctx)]
+        pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
+        if pick is not None:
+            winner, baseline_wins = pick.ref, pick.is_baseline
+            baseline = winner if baseline_wins else _baseline_of(winner, finalist_cands, base_cands)
     default = compare_to_default(warm, [{**m, "params": cfg} for _, cfg, m in results],
                                  winner.to_dict() if winner else None, space=space)
     outcome = SearchOutcome(
@@ -529,6 +536,32 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
         tracker.finish_search(study=state.get("study"), sglang_default=default,
                               status="KILLED" if interrupted else "FINISHED")
     return outcome
+
+
+def _num(value: Any, spec: str) -> str:
+    """A figure for the console: "-" when it is unknown, never a made-up 0."""
+    v = known(value)
+    return "-" if v is None else format(v, spec)
+
+
+def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
+    """A trial result as the winner policy sees it, valued by the space's objective."""
+    return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
+                     is_baseline=bool(result.is_baseline),
+                     feasible=result.status == "feasible", stage=stage)
+
+
+def _baseline_of(winner: Any, finalist_cands: list[Candidate], base_cands: list[Candidate]) -> Any:
+    """The baseline a speculative winner was judged against: its finalist's fresh one, else the
+    stored baseline of its group (same tok/s), else None."""
+    if not finalist_cands:
+        matches = [c.ref for c in base_cands if known(c.ref.output_tok_s) is not None
+                   and c.ref.output_tok_s == winner.baseline_tok_s]
+        return matches[0] if matches else None
+    for i, c in enumerate(finalist_cands):
+        if c.ref is winner and i + 1 < len(finalist_cands) and finalist_cands[i + 1].is_baseline:
+            return finalist_cands[i + 1].ref
+    return None
 
 
 def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:

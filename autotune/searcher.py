@@ -21,15 +21,14 @@ from typing import Any, Mapping
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
+from autotune.winner import unmeasured_value
+
 log = logging.getLogger(__name__)
 
 # Keys of a trial's reported result that this module reads.
 OBJECTIVE = "objective"
 CONSTRAINTS = "constraints"          # dict name -> float, <= 0 feasible
 ATTRS = "sampler_attrs"              # dict copied into Optuna user attrs
-# The value Optuna is told when nothing was measured: below every real tok/s, and always paired
-# with a violated "failed" constraint, so it is never a best trial. It stays inside Optuna.
-_UNMEASURED_VALUE = 0.0
 
 
 def _section(result: Mapping[str, Any], key: str) -> dict[str, Any] | None:
@@ -90,7 +89,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         value = result.get(OBJECTIVE)
         if value is None or not math.isfinite(value):
             ot_trial.set_user_attr("objective_unmeasured", True)
-            value = _UNMEASURED_VALUE
+            value = unmeasured_value(maximize=self._mode == "max")
         try:
             self._ot_study.tell(ot_trial, float(value), state=optuna.trial.TrialState.COMPLETE)
         except Exception as exc:  # Optuna refuses a value: keep the search going, say why.

@@ -34,8 +34,8 @@ from autotune._run_content import (MAX_PARAM, finite_number, param_text, spec_fr
 from autotune._runs import (KIND_BASELINE, KIND_FINALIST, KIND_SEARCH, KIND_TRIAL, TAG_ACCEPTANCE,
                             TAG_BACKEND, TAG_CONFIRMED, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT,
                             TAG_IS_BASELINE, TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCHED,
-                            TAG_STALE_METRICS, TAG_STATUS, TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner,
-                            select_winner)
+                            TAG_OBJECTIVE, TAG_STALE_METRICS, TAG_STATUS, TAG_TRIAL_ID, TRIAL_KINDS,
+                            TrialRun, Winner, objective_of, select_winner)
 from autotune.errors import ConfigError
 from autotune.launch import LaunchSpec
 
@@ -324,7 +324,7 @@ class Tracker:
                      profile: str | None = None, budget: int | None = None, seed: int | None = None,
                      sampler: str | None = None, ray_address: str | None = None,
                      params: Mapping[str, Any] | None = None, resume: bool = False,
-                     run_name: str | None = None) -> str:
+                     run_name: str | None = None, objective: tuple[str, str] | None = None) -> str:
         """Open the search's parent run: a new one, or with ``resume`` the newest one.
 
         On resume, runs the killed driver left RUNNING are marked FAILED first
@@ -343,6 +343,8 @@ class Tracker:
             params: More params to log (None values are left out).
             resume: Continue the newest search run instead of starting one.
             run_name: The parent run's name; ``<name>`` with a timestamp if None.
+            objective: ``(metric, direction)`` the search ranks by, tagged as
+                ``autotune.objective`` so that the winner tags and the export rank the same way.
 
         Returns:
             The parent run id (also kept as ``self.parent_run_id``).
@@ -360,6 +362,8 @@ class Tracker:
                 if run.info.status == "RUNNING" and not _driver_alive(run.data.tags):
                     self.mark_stale_runs(parent_run_id=run.info.run_id, include_parent=True)
             tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver}
+            if objective is not None:
+                tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
             if backend:
                 tags[TAG_BACKEND] = backend
             name = run_name or f"{self.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
@@ -642,7 +646,8 @@ class Tracker:
         """
         parent = self._need_parent()
         runs = self.trial_runs(parent)
-        winner = select_winner(runs)
+        metric, maximize = objective_of(self._run(parent).data.tags)
+        winner = select_winner(runs, objective=metric, maximize=maximize)
         counts = {
             "trials": sum(r.kind == KIND_TRIAL for r in runs),
             "baselines": sum(r.kind == KIND_BASELINE for r in runs),

@@ -9,12 +9,12 @@ and the full ``TrialResult`` (and the baseline's, when measured here) for MLflow
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from autotune.searcher import ATTRS, CONSTRAINTS, OBJECTIVE
+from autotune.winner import known
 from autotune.trial import (FAILED, FileBaselineStore, MeasureSettings, TrialResult, baseline_for,
                             group_key, judge, measure, slos_of)
 
@@ -96,10 +96,8 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
 
 def to_report(result: TrialResult, space: Any, *, baseline: TrialResult | None,
               baseline_key: str | None) -> dict[str, Any]:
-    """The dict a trial reports to Ray Tune."""
-    objective = result.output_tok_s if result.ok else None
-    if objective is not None and not math.isfinite(objective):
-        objective = None
+    """The dict a trial reports to Ray Tune; its objective is the space's, None when unknown."""
+    objective = known(result.metric(space.objective.metric)) if result.ok else None
     return {
         OBJECTIVE: objective,
         CONSTRAINTS: constraint_values(result, space),

@@ -152,10 +152,9 @@ class TrialResult:
 
     def metric(self, name: str) -> float | None:
         """A metric by the name SLOs and objectives use (``p99_ttft_ms`` or ``ttft_ms_p99``)."""
-        if name.startswith("p") and "_" in name and name[1:].split("_", 1)[0].isdigit():
-            q, rest = name[1:].split("_", 1)
-            name = f"{rest}_p{q}"
-        value = getattr(self, name, None)
+        from autotune.winner import metric_field
+
+        value = getattr(self, metric_field(name), None)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     def to_dict(self, *, records: bool = False) -> dict[str, Any]:
