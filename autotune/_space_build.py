@@ -182,9 +182,20 @@ class _Builder:
         self._check_speculation(space, data, lines)
         self._check_fast_start(space, data)
         self._check_synthetic(space, lines.get("synthetic_acceptance"))
+        self._check_sampler_objective(space, data, lines)
         space._order = self._order(space)
         self._verify(space, lines.get("parameters"))
         return space
+
+    def _check_sampler_objective(self, space: Any, data: Mapping[str, Any],
+                                 lines: Mapping[str, int | None]) -> None:
+        # The phase model predicts tok/s from the cycle's physics; it cannot rank by a latency.
+        if space.search.sampler == "phase-model" and space.objective.metric != "output_tok_s":
+            search = data.get("search") if isinstance(data.get("search"), Mapping) else {}
+            self.fail(f"sampler phase-model models output tok/s, but the objective is "
+                      f"{space.objective.metric}; use sampler tpe, random or grid, or the objective "
+                      "output_tok_s (keep a latency bound as an SLO under constraints.slos)",
+                      field="search.sampler", line=line_of(search, "sampler") or lines.get("search"))
 
     # -- sections
 

@@ -374,6 +374,11 @@ objective:
      "resources.gpus_per_trial", ["tp_size"]),
     ("sampler", HEAD + TREE + "search: {sampler: cmaes}\n", "search:", "search.sampler",
      ["tpe, random, grid, phase-model"]),
+    ("phase model with a latency objective", HEAD + TREE + """\
+objective: {metric: p99_ttft_ms}
+search:
+  sampler: phase-model
+""", "sampler: phase-model", "search.sampler", ["models output tok/s", "p99_ttft_ms", "tpe"]),
     ("workload", HEAD + TREE + "workload:\n  num_prompts: 0\n", "num_prompts",
      "workload.num_prompts", [">= 1"]),
     ("workload unknown key", HEAD + TREE + "workload:\n  prompts: 5\n", "prompts",
