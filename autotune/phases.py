@@ -53,6 +53,7 @@ gives the break-even without prefill.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
@@ -236,10 +237,10 @@ def _pick_group(groups: Mapping[tuple, Mapping[str, float]],
 
 def _delta(before: MetricsSnapshot, after: MetricsSnapshot, name: str) -> float | None:
     a = after.counter_total(name)
-    if a is None:
-        return None
+    if a is None or before.exposition is None:
+        return None  # a failed "before" scrape is unknown, not zero: warm-up would leak in
     b = before.counter_total(name)
-    b = 0.0 if b is None else b
+    b = 0.0 if b is None else b  # a page without the counter: not yet incremented
     return None if a < b else a - b
 
 
@@ -349,6 +350,10 @@ class PhaseProfile:
         for snap, which in ((before, "before"), (after, "after")):
             if snap.error:
                 notes.append(f"{which}: {snap.error}")
+        if before.exposition is None and after.exposition is not None:
+            # Counting from zero would put warm-up (and every earlier run) into the window.
+            notes.append("no metrics page before the window: every count over it is unknown")
+            after = dataclasses.replace(after, exposition=None)
 
         d_gen = _delta(before, after, GEN_TOKENS)
         d_verify = _delta(before, after, VERIFY_CALLS)
@@ -371,9 +376,12 @@ class PhaseProfile:
                 notes.append("whether the server speculates is unknown; other_ms unknown")
             else:
                 # A phase the mode cannot run is a known zero; one it must run but the device
-                # timer did not report is unknown (e.g. an eager draft is not timed).
+                # timer did not report is unknown (e.g. an eager draft is not timed). Requests
+                # that ran in the window had their prefills there too.
                 needed = ((("draft",) if draft_forwards else ()) + ("verify", "extend")
                           if speculative else ("decode",))
+                if d_req:
+                    needed += ("prefill",)
                 missing = [p for p in needed if p not in gpu]
                 for p in PHASES:
                     if per[p] is None and p not in missing:

@@ -102,12 +102,13 @@ def probe_space(space: Any) -> dict[str, Any]:
 
 
 def choose_kept(report: dict[str, Any], keep: int) -> list[str]:
-    """The best ``keep`` candidates; when the probe's rounds could not tell the best from the
-    default (``spread.separated`` False), the default stays in, in place of the last one, so noise
-    never narrows the search away from what runs without any NCCL setting."""
+    """The best ``keep`` candidates; unless the best beat the default in every round of the probe
+    (``spread.separated`` True), the default stays in, in place of the last one, so neither noise
+    nor a single round (separation unknown) narrows the search away from what runs without any
+    NCCL setting."""
     kept = list(report["ranking"][:keep])
     default = (report.get("default") or {}).get("name")
-    if (report["spread"].get("separated") is False and default in report["ranking"]
+    if (report["spread"].get("separated") is not True and default in report["ranking"]
             and default not in kept):
         kept[-1] = default
     return kept

@@ -212,10 +212,11 @@ def test_speculative_at_batch_one_counts_cycles_from_verify_calls():
     srv.gpu("eagle_draft", 0.5)
     srv.gpu("target_verify", 2.5)
     srv.gpu("eagle_draft_extend", 0.25)
+    srv.gpu("extend", 0.05)  # the 3 requests' prefills
     srv.run(requests=3, tokens=303, cycles=0, verify=100)
     prof = PhaseProfile.from_snapshots(before, srv.snapshot(), wall_s=3.5, max_batch=1)
     assert prof.speculative is True and prof.cycles_source == "verify_calls"
-    assert prof.cycle_ms == pytest.approx(35.0) and prof.other_ms == pytest.approx(2.5)
+    assert prof.cycle_ms == pytest.approx(35.0) and prof.other_ms == pytest.approx(2.0)
 
 
 def test_without_device_timer_only_cycle_time_is_known():
@@ -230,6 +231,44 @@ def test_without_device_timer_only_cycle_time_is_known():
     assert all(v is None for v in prof.shares.values())
     assert any("SGLANG_ENABLE_METRICS_DEVICE_TIMER" in n for n in prof.notes)
     assert prof.accept_length_window == pytest.approx(2.02)
+
+
+def test_a_failed_before_scrape_is_unknown_not_counted_from_zero():
+    srv = FakeSGLang()
+    srv.gpu("target_verify", 3.0)  # warm-up: must not leak into the window
+    srv.run(requests=2, tokens=300, cycles=100, verify=100)
+    failed = MetricsSnapshot(t=0.0, exposition=None, error="/metrics: connection refused")
+    srv.gpu("eagle_draft", 1.0)
+    srv.gpu("target_verify", 3.0)
+    srv.gpu("eagle_draft_extend", 0.2)
+    srv.gpu("extend", 0.1)
+    srv.run(requests=2, tokens=300, cycles=100, verify=100)
+    prof = PhaseProfile.from_snapshots(failed, srv.snapshot(), wall_s=4.0)
+    assert prof.delta_generation_tokens is None and prof.delta_verify_calls is None
+    assert prof.delta_requests is None and prof.cycles is None
+    assert prof.verify_ms is None and prof.accept_length is None
+    assert any("connection refused" in n for n in prof.notes)
+
+
+def test_a_missing_prefill_series_is_unknown_when_requests_ran():
+    def window(*, prefill: bool) -> PhaseProfile:
+        srv = FakeSGLang()
+        before = srv.snapshot()
+        srv.gpu("eagle_draft", 1.0)
+        srv.gpu("target_verify", 3.0)
+        srv.gpu("eagle_draft_extend", 0.2)
+        if prefill:
+            srv.gpu("extend", 0.1)
+        srv.run(requests=2, tokens=300, cycles=100, verify=100)
+        return PhaseProfile.from_snapshots(before, srv.snapshot(), wall_s=5.0)
+
+    timed = window(prefill=True)
+    assert timed.prefill_ms == pytest.approx(1.0) and timed.other_ms is not None
+    untimed = window(prefill=False)
+    assert untimed.prefill_ms is None and untimed.other_ms is None
+    assert untimed.shares["prefill"] is None and untimed.shares["other"] is None
+    assert any("prefill" in n for n in untimed.notes)
+    assert untimed.decode_ms == 0.0  # a speculating server runs no plain decode: a known zero
 
 
 def test_counter_reset_means_unknown():
@@ -345,11 +384,12 @@ def test_one_step_eagle_has_no_draft_series_and_that_is_a_known_zero():
     before = srv.snapshot()
     srv.gpu("target_verify", 0.8)
     srv.gpu("eagle_draft_extend", 0.16)
+    srv.gpu("extend", 0.04)  # the 2 requests' prefills
     srv.run(requests=2, tokens=1002, cycles=1000, verify=1000)
     after = srv.snapshot()
     one = PhaseProfile.from_snapshots(before, after, wall_s=3.0, max_batch=1, speculative=True,
                                       draft_forwards=False)
     assert one.draft_ms == 0.0
-    assert one.other_ms == pytest.approx(3.0 - 0.8 * 1e3 / 1000 - 0.16 * 1e3 / 1000, rel=1e-6)
+    assert one.other_ms == pytest.approx(3.0 - (0.8 + 0.16 + 0.04) * 1e3 / 1000, rel=1e-6)
     many = PhaseProfile.from_snapshots(before, after, wall_s=3.0, max_batch=1, speculative=True)
     assert many.draft_ms is None and many.other_ms is None
