@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from autotune.sim.evaluate import ModelEvaluator, workload_shape
 from autotune.space import load_space
 
@@ -35,6 +37,21 @@ def test_cli_prints_one_json_line_per_config():
         total = ph["draft_pct"] + ph["verify_pct"] + ph["extend_pct"] + ph["other_pct"]
         assert abs(total - 100) < 1e-6
     assert "configs/s" in proc.stderr
+
+
+@pytest.mark.parametrize("space_file,concurrency", [
+    ("bench-family-llama-8b-h200-c8.yaml", 8), ("bench-llama-3.1-70b-eagle3-tp4-c16.yaml", 16)])
+def test_every_verdict_comes_from_the_records_own_tok_s_at_any_concurrency(space_file, concurrency):
+    # At concurrency > 1 tok/s is a closed-loop replay; speedup and feasibility must use that
+    # same figure (they used the analytic one: 366 of 384 records disagreed at 16, 7 verdicts).
+    space = load_space(ROOT / "search_spaces" / space_file)
+    assert workload_shape(space).concurrency == concurrency
+    ev = ModelEvaluator(space)
+    records = [r for r in ev.evaluate_all(baselines=True) if r.get("status") != "failed"]
+    assert len(records) > 100
+    for rec in records:
+        assert rec["speedup"] == pytest.approx(rec["output_tok_s"] / rec["baseline_tok_s"], rel=1e-12)
+        assert rec["feasible"] == (rec["speedup"] > space.constraints.min_speedup or rec["is_baseline"])
 
 
 def test_cli_optimum_is_the_best_feasible_line():
