@@ -284,8 +284,17 @@ class _Callbacks:
                 self._free(started, measured)
 
             def on_trial_error(self, iteration, trials, trial, **info):
+                # An error inside Ray (the trial process lost, an exception outside the measured
+                # trial) is a failed trial like any other: in the table, MLflow and the counts.
                 self._free(state["started"].pop(trial.trial_id, None), None)
-                state["errors"] += 1
+                err = trial.get_error() if hasattr(trial, "get_error") else None
+                report = errored_report(state.get("space"), dict(trial.config or {}), err)
+                state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
+                table.row(trial=trial.trial_id, params=trial.config, result=report)
+                if tracker is not None:
+                    tracker.log_trial(trial.trial_id, TrialResult.from_dict(
+                        json.loads(report["trial_result"])),
+                        kind="baseline" if report["is_baseline"] else "trial")
 
             def _free(self, started: float | None, measured: float | None) -> None:
                 if started is None:
@@ -423,7 +432,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     print(f"Warm start: {warm.describe()}" if not restoring else
           f"Resuming; SGLang's default config: {warm.describe()}", file=out, flush=True)
     table = ProgressTable(out, maximize=maximize)
-    state: dict[str, Any] = {"started": {}, "results": [], "errors": 0, "overheads": []}
+    state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
+                             "space": space}
     _LIVE_CALLBACKS[str(exp_dir)] = (table, tracker, state)
     callback = _Callbacks.make(table, tracker, state, key=str(exp_dir))
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
@@ -456,19 +466,49 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
 
     all_results = []
     unfinished = 0
+    errored = dict(state["errored"])
     for r in grid:
         metrics = r.metrics or {}
         if "status" in metrics:
             all_results.append((metrics.get("trial_id", ""), dict(r.config or {}), metrics))
-        elif r.error is None:
+        elif r.error is not None:
+            # Seen by this session's callback, or (after a resume) only in Ray's own record.
+            same = [k for k, (_, cfg, _) in errored.items() if cfg == dict(r.config or {})]
+            if same:
+                all_results.append(errored.pop(same[0]))
+            else:
+                tid = Path(r.path).name if getattr(r, "path", None) else ""
+                all_results.append((tid, dict(r.config or {}),
+                                    errored_report(space, dict(r.config or {}), r.error)))
+        else:
             unfinished += 1
-    ended = len(all_results) + sum(1 for r in grid if r.error)
+    ended = len(all_results)
     # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
     # planned means the run was stopped.
     interrupted = unfinished > 0 or (ended < trials and space.budget.wall_time_s is None)
     return _conclude(space, ctx, all_results, state, name=name, trials=trials,
                      interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
                      out=out, warm=warm)
+
+
+def errored_report(space: Any, config: dict[str, Any], error: BaseException | None) -> dict[str, Any]:
+    """What a trial that errored inside Ray reports: failed, with the error as its reason."""
+    from autotune.trial import FAILED, TrialResult
+
+    cause = getattr(error, "cause", None) or error
+    what = f"{type(cause).__name__}: {cause}" if cause is not None else "no error recorded"
+    reason = "the trial errored inside Ray: " + " ".join(what.split())[:500]
+    is_baseline = False
+    if space is not None:
+        try:
+            is_baseline = bool(space.trial_config(space.coerce_params(config)).is_baseline)
+        except Exception:  # noqa: BLE001 - a config the space rejects is still a failed trial
+            is_baseline = not config.get("speculative_algorithm")
+    result = TrialResult(status=FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
+                         feasible=False)
+    return {"status": FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
+            "objective": None, "output_tok_s": None, "speedup": None, "accept_length": None,
+            "trial_result": json.dumps(result.to_dict(), default=str)}
 
 
 def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state: dict,

@@ -463,3 +463,41 @@ def test_overhead_gaps_from_server_logs(tmp_path: Path, monkeypatch: pytest.Monk
     # c: 9.0 - 6.0 = 3.0 s of wall, 1.8 s of server: 1.2 s, 0.2 s of it inside the trial.
     assert gaps[1]["total_s"] == pytest.approx(1.2, abs=1e-3)
     assert gaps[1]["inside_s"] == pytest.approx(0.2, abs=1e-3)
+
+
+# ---- a trial that errors inside Ray ----------------------------------------------------------------
+
+def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path) -> None:
+    """Ray's callback for a trial whose process raised or was lost: the trial is a failed result in
+    the table, in MLflow (FAILED, with Ray's error as its reason) and in the search's results. The
+    callback and the tracker are the real ones; only Ray's Trial object is a stand-in (Ray calls
+    ``on_trial_error`` with it after its retries), since making Ray lose a trial three times on
+    purpose is the business of the cluster fault tests."""
+    from autotune.progress import ProgressTable
+    from autotune.search import _Callbacks
+    from autotune.space import load_space
+
+    space = load_space(SPACES / "slo.yaml")
+    tracker = Tracker("errored", root=str(tmp_path)).connect()
+    tracker.start_search(space_path=str(SPACES / "slo.yaml"), backend="sim")
+    out = io.StringIO()
+    state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
+                             "space": space}
+    callback = _Callbacks.make(ProgressTable(out), tracker, state, key="errored-test")
+
+    class LostTrial:
+        trial_id = "abc_00001"
+        config = {"speculative_num_steps": 7, "speculative_num_draft_tokens": 8}
+
+        def get_error(self) -> BaseException:
+            return RuntimeError("The actor died unexpectedly before finishing this task.\n  worker: 9")
+
+    callback.on_trial_error(0, [], LostTrial())
+    tid, config, report = state["errored"]["abc_00001"]
+    assert report["status"] == "failed" and report["objective"] is None and report["feasible"] is False
+    assert "errored inside Ray: RuntimeError: The actor died unexpectedly" in report["reason"]
+    assert "abc_00001" in out.getvalue() and "failed" in out.getvalue()
+    run = next(r for r in tracker.trial_runs(tracker.parent_run_id) if r.trial_id == "abc_00001")
+    assert run.mlflow_status == "FAILED" and run.status == "failed" and run.kind == "trial"
+    assert "The actor died unexpectedly" in (run.reason or "")
+    assert run.output_tok_s is None and run.params.get("speculative_num_steps") == "7"
