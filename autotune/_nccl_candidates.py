@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
+from autotune.launch import is_env_name
 
 DEFAULT_NAME = "default"
 NVLS_VAR = "NCCL_NVLS_ENABLE"
 #: Set in every worker unless a candidate sets NCCL_NVLS_ENABLE itself (and may).
 MULTICAST_OFF = {NVLS_VAR: "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                  "NVSHMEM_DISABLE_NVLS": "1"}
-_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ def parse_name(name: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for part in text.split(","):
         key, sep, value = part.strip().partition("=")
-        if not sep or not _ENV_NAME.match(key) or not value:
+        if not sep or not is_env_name(key) or not value:
             raise ValueError(f"{part.strip()!r} is not NAME=value (an UPPER_CASE variable)")
         if key in out:
             raise ValueError(f"{key} appears twice")
@@ -184,7 +183,7 @@ def _env(raw: Any, file: str, fld: str, line: int | None) -> dict[str, str | Non
     out: dict[str, str | None] = {}
     for key, value in raw.items():
         kline = _line(raw, key) or line
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
+        if not isinstance(key, str) or not is_env_name(key):
             raise ConfigError(f"{key!r} is not an UPPER_CASE environment variable name",
                               file=file, line=kline, field=f"{fld}.{key}")
         if isinstance(value, bool) or not (value is None or isinstance(value, (str, int, float))):

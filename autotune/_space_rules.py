@@ -20,11 +20,11 @@ DRAFT = "speculative_num_draft_tokens"
 TRIPLE = (STEPS, TOPK, DRAFT)
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 #: Algorithms that go through SGLang's EAGLE rules (all-or-none triple, topk 1 forcing).
-EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
+# SGLang facts live in sglang_args; the space modules read them from here.
+from autotune.sglang_args import EAGLE_FAMILY, PAGED_TREE_BACKENDS  # noqa: E402,F401
 NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
 BACKENDS = ("sglang", "sim")
 ATTENTION_ARGS = ("attention_backend", "decode_attention_backend", "prefill_attention_backend")
-PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 #: Server flags that make SGLang set environment variables itself.
 ARG_IMPLIED_ENV: dict[str, dict[str, str]] = {"enable_symm_mem": {"NCCL_NVLS_ENABLE": "1"},
                                                "enable_nccl_nvls": {"NCCL_NVLS_ENABLE": "1"}}

@@ -30,7 +30,6 @@ from autotune.errors import ConfigError
 from autotune.workload import Workload
 
 PARAM_TYPES = ("int", "float", "categorical")
-ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
 _LATENCIES = ("ttft", "itl", "e2e")
@@ -211,9 +210,7 @@ def is_speculation_only(name: str) -> bool:
     return name.startswith("speculative_") or name in SPECULATION_ONLY_ENV
 
 
-def is_env_name(name: str) -> bool:
-    """ALL-UPPER names are environment variables."""
-    return bool(ENV_NAME.match(name)) and any(c.isalpha() for c in name)
+from autotune.launch import is_env_name  # noqa: E402  (the one rule for env var names)
 
 
 _installed_fields: frozenset[str] | None = None

@@ -36,8 +36,9 @@ _ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 def is_env_name(name: str) -> bool:
-    """Whether a parameter name is an environment variable (all upper case: ``NCCL_ALGO``)."""
-    return bool(_ENV_NAME.fullmatch(name))
+    """Whether a parameter name is an environment variable (all upper case with a letter:
+    ``NCCL_ALGO``). The one rule: space files, NCCL candidates and launches all use it."""
+    return bool(_ENV_NAME.fullmatch(name)) and any(c.isalpha() for c in name)
 
 
 def env_value(value: Any) -> str:

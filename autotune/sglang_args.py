@@ -28,8 +28,10 @@ from autotune import _builtin_parser as builtin
 from autotune import sglang_flags as flags
 from autotune.errors import AutotuneError, LaunchArgsError
 
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
-"""Algorithms SGLang resolves with ``_handle_eagle_family`` (NEXTN is an alias of EAGLE)."""
+EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
+"""Algorithms SGLang resolves with ``_handle_eagle_family`` (NEXTN as an alias of EAGLE, rewritten
+before): steps, topk and draft tokens set together or not at all, topk 1 forcing the draft tokens.
+The one copy of this fact; the space rules and the emulator import it."""
 
 BUILTIN_ALGORITHMS = (
     "DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NONE",
@@ -45,7 +47,8 @@ CHAIN_PARAMS = (3, 1, 4)
 
 # DEFAULT_ADAPTIVE_CONFIG's candidate steps, united over batch-size slots.
 _DEFAULT_ADAPTIVE_CANDIDATE_STEPS = (0, 1, 3, 5, 7)
-_PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")
+PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+"""Attention backends that serve a draft tree (topk > 1) with page_size > 1."""
 
 
 # ------------------------------------------------------------------------------------------
@@ -416,9 +419,9 @@ def _resolve_eagle_family(out: dict[str, Any], notes: list[str], fail: Any, *,
         raise fail(_partial_spec_message(steps, topk, draft))
     page_size = out.get("page_size") or 1
     backend = out.get("attention_backend")
-    if topk > 1 and page_size > 1 and backend is not None and backend not in _PAGE_TREE_SPEC_BACKENDS:
+    if topk > 1 and page_size > 1 and backend is not None and backend not in PAGED_TREE_BACKENDS:
         raise fail(f"speculative_eagle_topk > 1 with page_size > 1 is only supported on "
-                   f"{_PAGE_TREE_SPEC_BACKENDS}; got attention_backend={backend!r}. Use page_size == 1 "
+                   f"{PAGED_TREE_BACKENDS}; got attention_backend={backend!r}. Use page_size == 1 "
                    "or one of those backends.")
     out["speculative_num_steps"] = steps
     out["speculative_eagle_topk"] = topk

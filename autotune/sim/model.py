@@ -32,7 +32,6 @@ from autotune.sim.profile import Profile
 
 _ALL_NCCL_ALGOS = ("ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat")
 _ALL_NCCL_PROTOS = ("ll", "ll128", "simple")
-_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 
 @dataclass(frozen=True)
