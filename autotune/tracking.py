@@ -489,6 +489,8 @@ class Tracker:
         }
         if result.feasible is not None:
             run_tags["autotune.feasible"] = str(bool(result.feasible)).lower()
+        if result.failure:
+            run_tags["autotune.failure"] = result.failure
         if result.slo_violations:
             run_tags["autotune.slo_violations"] = "; ".join(result.slo_violations)[:_MAX_TAG]
         if spec is not None:

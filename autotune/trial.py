@@ -10,6 +10,7 @@ through a :class:`BaselineStore`), the break-even arithmetic, SLO checks and the
 from __future__ import annotations
 
 import asyncio
+import enum
 import fcntl
 import hashlib
 import json
@@ -38,6 +39,28 @@ from autotune.workload import Workload
 OK, FEASIBLE, INFEASIBLE, FAILED = "ok", "feasible", "infeasible", "failed"
 
 DEVICE_TIMER_ENV = {"SGLANG_ENABLE_METRICS_DEVICE_TIMER": "1"}
+
+
+class Failure(str, enum.Enum):
+    """Why a trial failed: the one map from what happened to a typed kind.
+
+    Decided where the failure is caught, from the exception's type and the server's exit code;
+    only out-of-memory is read from the server's log, which is SGLang's only signal of it.
+    """
+
+    OOM = "oom"
+    CRASH_AT_START = "crash_at_start"
+    STARTUP_TIMEOUT = "startup_timeout"
+    CRASH_DURING = "crash_during_measurement"
+    HANG = "hang"
+    BAD_CONFIG = "bad_config"
+    REQUESTS_FAILED = "requests_failed"
+    ERROR = "error"
+
+    @property
+    def deterministic(self) -> bool:
+        """A second start of the same config would fail the same way."""
+        return self in (Failure.OOM, Failure.CRASH_AT_START, Failure.BAD_CONFIG)
 
 
 @dataclass(frozen=True)
@@ -94,12 +117,14 @@ class MeasureSettings:
 
 @dataclass
 class TrialResult:
-    """Everything one trial measured. Every unknown is None; a failure keeps its log tail."""
+    """Everything one trial measured. Every unknown is None; a failure keeps its log tail and
+    its :class:`Failure` kind (``failure``, the enum's value)."""
 
     status: str
     reason: str | None
     params: dict[str, Any]
     is_baseline: bool
+    failure: str | None = None
     launch_command: str | None = None
     argv: list[str] | None = None
     env: dict[str, str] | None = None
@@ -276,26 +301,29 @@ def _acceptance(config: Any) -> dict[str, Any]:
             "synthetic_accept_length": synthetic.forced_accept_length(env) if speculative else None}
 
 
-def _failed(config: Any, spec: LaunchSpec | None, reason: str, *, log_tail: str | None = None,
-            log_path: str | None = None, t0: float | None = None) -> TrialResult:
+def _failed(config: Any, spec: LaunchSpec | None, reason: str, *, failure: Failure,
+            log_tail: str | None = None, log_path: str | None = None,
+            t0: float | None = None) -> TrialResult:
     return TrialResult(
         status=FAILED, reason=reason, params=dict(config.params), is_baseline=config.is_baseline,
+        failure=failure.value,
         launch_command=spec.shell_command() if spec else None,
         argv=spec.argv(python="python") if spec else None, env=spec.record_env() if spec else None,
         log_tail=log_tail, log_path=log_path, feasible=False,
         duration_s=(time.monotonic() - t0) if t0 else None, **_acceptance(config))
 
 
-def _startup_reason(exc: ServerError) -> str:
+def _startup_failure(exc: ServerError) -> tuple[Failure, str]:
     tail = exc.log_tail or ""
     if isinstance(exc, ServerStartupTimeout):
-        return "start-up timeout: the server never became healthy"
+        return Failure.STARTUP_TIMEOUT, "start-up timeout: the server never became healthy"
     if "OutOfMemoryError" in tail or "out of memory" in tail.lower():
-        return "out of memory at start-up (CUDA out of memory)"
+        return Failure.OOM, "out of memory at start-up (CUDA out of memory)"
     if "Not enough memory" in tail:
-        return "not enough memory for the KV cache at start-up"
+        return Failure.OOM, "not enough memory for the KV cache at start-up"
     code = exc.returncode
-    return f"crashed at start-up (exit code {code})" if code is not None else "crashed at start-up"
+    return Failure.CRASH_AT_START, (f"crashed at start-up (exit code {code})" if code is not None
+                                    else "crashed at start-up")
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -447,12 +475,14 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     try:
         spec = launch_spec(config, settings)
     except (LaunchArgsError, ValueError) as exc:
-        return _failed(config, None, f"invalid launch command: {exc}", t0=t0)
+        return _failed(config, None, f"invalid launch command: {exc}", failure=Failure.BAD_CONFIG,
+                       t0=t0)
     if settings.validate:
         try:
             spec.validate()
         except LaunchArgsError as exc:
-            return _failed(config, spec, f"invalid launch command: {exc}", t0=t0)
+            return _failed(config, spec, f"invalid launch command: {exc}",
+                           failure=Failure.BAD_CONFIG, t0=t0)
     # A null choice in the space means "make sure it is unset", even if the driver's env has it.
     unset = set(getattr(config, "unset_env", ()) or ())
     env = {k: v for k, v in os.environ.items() if k not in unset}
@@ -484,18 +514,20 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
             server.ensure_alive()
             tail = server.log_tail()
     except (ServerStartupCrash, ServerStartupTimeout) as exc:
-        return _failed(config, spec, _startup_reason(exc), log_tail=exc.log_tail,
+        kind, why = _startup_failure(exc)
+        return _failed(config, spec, why, failure=kind, log_tail=exc.log_tail,
                        log_path=str(log_path), t0=t0)
     except _TrialTimeout:
         return _failed(config, spec, f"trial timeout: no result within measure.trial_timeout_s="
                        f"{settings.trial_timeout_s:g} s (a request stalled mid-stream, or the "
-                       "workload is too long for the limit)",
+                       "workload is too long for the limit)", failure=Failure.HANG,
                        log_tail=server.log_tail(), log_path=str(log_path), t0=t0)
     except ServerCrashed as exc:
         return _failed(config, spec, f"server crashed during measurement (exit code {exc.returncode})",
-                       log_tail=exc.log_tail, log_path=str(log_path), t0=t0)
+                       failure=Failure.CRASH_DURING, log_tail=exc.log_tail, log_path=str(log_path),
+                       t0=t0)
     except (ServerError, AutotuneError, httpx.HTTPError, OSError) as exc:
-        return _failed(config, spec, f"{type(exc).__name__}: {exc}",
+        return _failed(config, spec, f"{type(exc).__name__}: {exc}", failure=Failure.ERROR,
                        log_tail=server.log_tail() if server.log_path else None,
                        log_path=str(log_path), t0=t0)
     result = _summarise(config, spec, benches, profiles, info, tail=tail, log_path=str(log_path),
@@ -522,6 +554,7 @@ def _summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
                 errors[msg] = errors.get(msg, 0) + n
         worst = max(errors, key=errors.get) if errors else "no request completed"
         result.status, result.feasible = FAILED, False
+        result.failure = Failure.REQUESTS_FAILED.value
         result.reason = f"{result.failed_requests} request(s) failed: {worst}"
         result.duration_s = time.monotonic() - t0
         return result
@@ -607,8 +640,11 @@ def _compare(value: float, op: str, limit: float) -> bool:
             ">": value > limit}[op]
 
 
-# Failures a second start cannot fix: re-measuring them would only cost another server start.
-_DETERMINISTIC = ("out of memory", "not enough memory", "invalid launch command", "crashed at start-up")
+def _deterministic(failure: str | None) -> bool:
+    try:
+        return Failure(failure).deterministic
+    except ValueError:  # no kind recorded (a store older than the field): worth one retry
+        return False
 
 
 def reusable_baseline(store: BaselineStore, key: str) -> TrialResult | None:
@@ -620,9 +656,9 @@ def reusable_baseline(store: BaselineStore, key: str) -> TrialResult | None:
     found = store.get(key)
     if found is None or found.ok:
         return found
-    reason = (found.reason or "").lower()
     retried = key + "#retried"
-    if any(r in reason for r in _DETERMINISTIC) or store.get(retried) is not None:
+    # A failure a second start cannot fix is final; re-measuring it would only cost a start.
+    if _deterministic(found.failure) or store.get(retried) is not None:
         return found
     store.put(retried, found)  # the first failure stays on record; a second one is final
     return None

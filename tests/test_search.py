@@ -296,6 +296,10 @@ def test_failing_configs_are_results_and_the_search_spends_its_budget(
         assert "output_tok_s" not in by_kind[k].metrics, f"{k}: a failure must not report tok/s"
     assert outcome.failed == 3
     assert "out of memory" in text and "crashed at start-up" in text
+    # The typed kind, as MLflow has it (from the exception and exit code, not the words).
+    assert {k: by_kind[k].tags.get("autotune.failure") for k in by_kind} == {
+        "oom": "oom", "crash_at_start": "crash_at_start",
+        "crash_after_requests:2": "crash_during_measurement", "ok": None}
 
     # A failure is a result Optuna learns from (COMPLETE, "failed" constraint violated).
     study = _study(outcome.experiment_path)

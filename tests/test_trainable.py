@@ -6,7 +6,7 @@ from pathlib import Path
 
 from autotune.space import load_space
 from autotune.trainable import constraint_values, sampler_attrs, to_report
-from autotune.trial import FileBaselineStore, TrialResult, judge
+from autotune.trial import Failure, FileBaselineStore, TrialResult, judge
 from autotune.trial import reusable_baseline as _reusable
 
 DEMO = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
@@ -22,8 +22,9 @@ def result(**kw) -> TrialResult:
 
 def test_transient_baseline_failure_is_retried_once(tmp_path):
     store = FileBaselineStore(tmp_path)
-    timeout = result(status="failed", reason="start-up timeout: the server never became healthy",
-                     is_baseline=True, output_tok_s=None)
+    # The kind decides, not the words: this reason reads like an OOM, the kind says timeout.
+    timeout = result(status="failed", reason="start-up timeout (it ran out of memory last time)",
+                     failure=Failure.STARTUP_TIMEOUT.value, is_baseline=True, output_tok_s=None)
     store.put("g", timeout)
     assert _reusable(store, "g") is None
     store.put("g", timeout)
@@ -32,9 +33,14 @@ def test_transient_baseline_failure_is_retried_once(tmp_path):
 
 def test_deterministic_baseline_failure_is_final(tmp_path):
     store = FileBaselineStore(tmp_path)
-    store.put("g", result(status="failed", reason="out of memory at start-up (CUDA out of memory)",
-                          is_baseline=True, output_tok_s=None))
-    assert _reusable(store, "g").status == "failed"
+    for key, kind in (("g", Failure.OOM), ("c", Failure.CRASH_AT_START), ("b", Failure.BAD_CONFIG)):
+        store.put(key, result(status="failed", reason="whatever the words", failure=kind.value,
+                              is_baseline=True, output_tok_s=None))
+        assert _reusable(store, key).status == "failed"
+    # No kind recorded (a store written before the field existed): worth one retry.
+    store.put("old", result(status="failed", reason="out of memory at start-up", is_baseline=True,
+                            output_tok_s=None))
+    assert _reusable(store, "old") is None
     ok = judge(result(is_baseline=True), None)
     store.put("h", ok)
     assert _reusable(store, "h").output_tok_s == 100.0

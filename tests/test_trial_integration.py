@@ -290,6 +290,7 @@ def test_crash_during_measurement_fails_the_trial_and_leaks_nothing(
                      settings(tmp_path, python))
     assert result.status == FAILED and not result.ok and result.feasible is False
     assert "crashed during measurement" in (result.reason or "")
+    assert result.failure == "crash_during_measurement"
     assert "crash_after_requests:3" in (result.log_tail or "")
     assert result.output_tok_s is None
     [(pid, argv)] = launches.all()
@@ -344,7 +345,7 @@ def test_startup_oom_is_a_failed_result_with_an_oom_reason(sim_env: None, tmp_pa
     result = measure(space.trial_config(baseline(tp=4)), Workload.from_spec(space.workload),
                      settings(tmp_path))
     assert result.status == FAILED and result.feasible is False
-    assert "out of memory" in (result.reason or "")
+    assert "out of memory" in (result.reason or "") and result.failure == "oom"
     assert "OutOfMemoryError" in (result.log_tail or "")
     assert result.output_tok_s is None and result.phases is None
     assert result.launch_command and "--tp-size 4" in result.launch_command
