@@ -493,7 +493,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
 
 def errored_report(space: Any, config: dict[str, Any], error: BaseException | None) -> dict[str, Any]:
     """What a trial that errored inside Ray reports: failed, with the error as its reason."""
-    from autotune.trial import FAILED, TrialResult
+    from autotune.trial import FAILED, Failure, TrialResult
 
     cause = getattr(error, "cause", None) or error
     what = f"{type(cause).__name__}: {cause}" if cause is not None else "no error recorded"
@@ -505,7 +505,7 @@ def errored_report(space: Any, config: dict[str, Any], error: BaseException | No
         except Exception:  # noqa: BLE001 - a config the space rejects is still a failed trial
             is_baseline = not config.get("speculative_algorithm")
     result = TrialResult(status=FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
-                         feasible=False)
+                         feasible=False, failure=Failure.ERROR.value)
     return {"status": FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
             "objective": None, "output_tok_s": None, "speedup": None, "accept_length": None,
             "trial_result": json.dumps(result.to_dict(), default=str)}

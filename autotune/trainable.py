@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from autotune.searcher import ATTRS, CONSTRAINTS, OBJECTIVE
 from autotune.winner import known
-from autotune.trial import (FAILED, FileBaselineStore, MeasureSettings, TrialResult, baseline_for,
+from autotune.trial import (FAILED, Failure, FileBaselineStore, MeasureSettings, TrialResult, baseline_for,
                             group_key, judge, measure, slos_of)
 
 
@@ -133,7 +133,8 @@ def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "tri
     reason = space.validate_config(params)
     if reason:
         failed = TrialResult(status=FAILED, reason=f"invalid config: {reason}", params=dict(params),
-                             is_baseline=not space.is_speculative(params), feasible=False)
+                             is_baseline=not space.is_speculative(params), feasible=False,
+                             failure=Failure.BAD_CONFIG.value)
         return failed, None, "invalid"
     config = space.trial_config(params)
     workload = _workload(space)
