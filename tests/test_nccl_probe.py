@@ -160,7 +160,9 @@ def test_no_worker_outlives_an_interrupted_or_killed_probe(tmp_path: Path, marke
             time.sleep(0.1)
         assert ready() >= 4 and len(_workers(marker)) == 4, "the workers never got ready"
         proc.send_signal(sig)
-        proc.wait(timeout=30)
+        # What is asserted is that it ends (and takes every worker with it), not how fast: on a
+        # loaded 2-core box the exit once took longer than 30 s.
+        proc.wait(timeout=180)
         if sig == signal.SIGINT:
             assert proc.returncode == 130
             assert "interrupted" in proc.stderr.read().decode()
