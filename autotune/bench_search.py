@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune import cli
 from autotune._bench_problem import (EmulatorTruth, Measured, Oracle, Problem, load_problem,
                                      noise_rng)
 from autotune._bench_problem import runs as ran  # "runs" names run lists here
@@ -353,6 +354,7 @@ def render(result: Mapping[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autotune.bench_search",
                                      description=__doc__.split("\n\n")[0])
+    cli.add_version(parser)
     parser.add_argument("--space",
                         help="search space YAML (backend sim, or give --profile); with "
                              "--landscape, overrides the landscape's own space")

@@ -26,6 +26,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from autotune import cli
 from autotune import sglang_args, synthetic
 from autotune._runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
                             objective_of, select_winner)
@@ -252,9 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m autotune.export",
         description="Write the winning launch command of a search, checked by SGLang's parser. "
-                    "The winner is the fastest confirmed feasible trial (else the fastest feasible "
-                    "one; the no-speculation baseline when nothing beats it) of the newest search "
-                    "run, or of --run-id.")
+                    "The winner is the best confirmed feasible trial by the search's objective "
+                    "(else the best feasible one; the no-speculation baseline when nothing beats "
+                    "it) of the newest search run, or of --run-id. Exit codes: 0 written, 1 nothing "
+                    "to export, 2 bad input.")
+    cli.add_version(parser)
     parser.add_argument("--name", required=True, help="search name (the MLflow experiment)")
     parser.add_argument("--run-id", help="a search run to choose within, or a trial run to export as is")
     parser.add_argument("--format", choices=FORMATS, default="sh",

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from autotune import cli
 from autotune._nccl_candidates import (
     DEFAULT_NAME,
     NVLS_VAR,
@@ -47,8 +48,8 @@ __all__ = ["BACKENDS", "Candidate", "ProbeSettings", "candidates_from_space", "f
 
 BACKENDS = ("auto", "nccl", "gloo", "sim")
 PHASES = ("decode", "verify", "prefill")
-EXIT_ERROR = 2
-EXIT_INTERRUPTED = 130
+EXIT_ERROR = cli.BAD_INPUT
+EXIT_INTERRUPTED = cli.INTERRUPTED
 
 
 @dataclass(frozen=True)
@@ -405,6 +406,7 @@ def _int_list(text: str) -> tuple[int, ...]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m autotune.nccl_probe",
                                 description=__doc__.split("\n\n")[0])
+    cli.add_version(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--candidates", help="candidates file (YAML or JSON; docs/nccl-probe.md)")
     src.add_argument("--space", help="search space: probe its NCCL_* parameter combinations")

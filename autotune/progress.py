@@ -40,8 +40,8 @@ class ProgressTable:
     HEADER = (f"{'#':>3} {'trial':<14} {'params':<52} {'tok/s':>8} {'accept':>6} {'speedup':>7} "
               f"{'status':<10} {'best tok/s':>10}")
 
-    def __init__(self, out: TextIO = sys.stdout, *, maximize: bool = True) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None, *, maximize: bool = True) -> None:
+        self.out = sys.stdout if out is None else out
         self.maximize = maximize
         self.rows = 0
         self.best: float | None = None

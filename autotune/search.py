@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.warm_start import compare_to_default, sglang_default, versus_default
 from autotune.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 
-EXIT_CONFIG = 2
-EXIT_INTERRUPTED = 130
+EXIT_CONFIG = cli.BAD_INPUT
+EXIT_INTERRUPTED = cli.INTERRUPTED
 # Custom resource a node declares once; a trial of an exclusive_node space asks for all of it.
 EXCLUSIVE_RESOURCE = "autotune_node"
 
@@ -353,9 +354,10 @@ def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space
     return done + ray.get(refs)
 
 
-def run_search(opts: SearchOptions, *, out: TextIO = sys.stdout) -> SearchOutcome:
+def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutcome:
     """Run (or resume) a search end to end. Raises ConfigError for bad input before anything
     starts."""
+    out = sys.stdout if out is None else out  # the stream of the moment, not of import time
     from autotune.space import load_space
 
     space_path = str(Path(opts.space).resolve())
@@ -638,8 +640,9 @@ def _bin_dir() -> str:
     return ""
 
 
-def print_summary(outcome: SearchOutcome, *, out: TextIO = sys.stdout, space_file: str = "") -> None:
+def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_file: str = "") -> None:
     """The end-of-search report: winner, baseline, speedup, accept vs break-even, phases."""
+    out = sys.stdout if out is None else out  # the stream of the moment, not of import time
     from autotune.report import phase_table
     from autotune.trial import TrialResult
 
@@ -678,6 +681,7 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO = sys.stdout, space_fil
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autotune.search", description=__doc__.split("\n\n")[0])
+    cli.add_version(parser)
     parser.add_argument("--space", required=True, help="search space YAML (search_spaces/*.yaml)")
     parser.add_argument("--trials", type=int, help="number of trials (default: budget.trials)")
     parser.add_argument("--concurrency", type=int, help="trials at once (default: GPU-limited)")
@@ -701,7 +705,10 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(outcome)
     if opts.summary_json:
         Path(opts.summary_json).write_text(json.dumps(outcome.summary(), indent=2, default=str))
-    return EXIT_INTERRUPTED if outcome.interrupted else 0
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    # Ran, but nothing usable: no config (not even a baseline) ran feasibly.
+    return cli.OK if outcome.winner is not None else cli.NO_RESULT
 
 
 if __name__ == "__main__":

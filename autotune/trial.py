@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import httpx
 
+from autotune import cli
 from autotune import synthetic
 from autotune.bench import BenchResult, run_benchmark
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
@@ -743,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m autotune.trial",
         description="Evaluate one config of a search space and its no-speculation baseline.")
+    cli.add_version(parser)
     parser.add_argument("--space", required=True, help="search space YAML")
     parser.add_argument("--params", default="{}",
                         help="JSON object of parameters, named as in ServerArgs or env vars")

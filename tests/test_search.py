@@ -428,6 +428,21 @@ def test_bad_options_exit_2_without_starting_ray(tmp_path: Path, monkeypatch: py
     assert "missing.yaml" in capsys.readouterr().err
 
 
+def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capfd: pytest.CaptureFixture[str]) -> None:
+    # The exit-code table (autotune.cli): it ran, but nothing usable came of it.
+    monkeypatch.chdir(tmp_path)
+    code = main(["--space", str(SPACES / "nothing-runs.yaml"), "--no-tracking",
+                 "--summary-json", str(tmp_path / "s.json")])
+    out = capfd.readouterr().out
+    assert code == 1, out[-2000:]
+    assert "No config ran successfully: nothing to recommend." in out
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["winner_params"] is None and summary["trials"]["failed"] == 1
+    _assert_no_emulator_left(sim_env)
+
+
 # ---- the tuner-overhead benchmark's arithmetic ------------------------------------------------
 
 def test_overhead_gaps_from_server_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from autotune import cli
 from autotune.errors import AutotuneError
 from autotune.sim.model import ModelConfig, PerformanceModel
 from autotune.sim.profile import Profile, load_profile
@@ -184,6 +185,7 @@ def _hashable(v: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autotune.sim.evaluate", description=__doc__.split("\n\n")[0])
+    cli.add_version(parser)
     parser.add_argument("--space", required=True, help="search space YAML file")
     parser.add_argument("--profile", help="built-in profile name or YAML path (default: the space's)")
     parser.add_argument("--optimum", action="store_true", help="print only the best feasible config")

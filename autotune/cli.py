@@ -1,0 +1,45 @@
+"""What every ``python -m autotune.*`` command shares: one table of exit codes, and ``--version``.
+
+| code | meaning |
+|---|---|
+| 0 | it ran and has a usable result (a winner, a measured trial, a ranking, a written export) |
+| 1 | it ran, but nothing usable came of it (every trial failed, nothing to export) |
+| 2 | bad input: a space file, a flag, a path; nothing was run |
+| 130 | interrupted (SIGINT); what was done is kept |
+"""
+
+from __future__ import annotations
+
+import argparse
+
+OK = 0
+NO_RESULT = 1
+BAD_INPUT = 2
+INTERRUPTED = 130
+
+def version_text() -> str:
+    """``autotune X (ray Y, optuna Z, mlflow W, sglang V)``: the versions MLflow runs record too."""
+    from autotune import __version__
+    from autotune._run_content import versions
+
+    others = ", ".join(f"{k} {v}" for k, v in versions().items() if k != "autotune")
+    return f"autotune {__version__} ({others})"
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print autotune's version and those of Ray, Optuna, MLflow and SGLang")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_text())
+        parser.exit(OK)
+
+
+def add_version(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Give ``parser`` a ``--version`` flag (versions are read only when it is asked for)."""
+    parser.add_argument("--version", action=_Version)
+    return parser
+
+
+__all__ = ["BAD_INPUT", "INTERRUPTED", "NO_RESULT", "OK", "add_version", "version_text"]
