@@ -167,10 +167,11 @@ def test_tier2_order_on_a_space_with_plain_configs(plain_path):
     expected_base = [("triton", False), ("triton", True), ("fa3", True), ("fa3", False),
                      ("flashinfer", True), ("flashinfer", False)]
     # Speculative: steps [1, 2, 3] x topk [1, 2, 4] x draft [2, 4, 6], steps outermost; top-k 1
-    # forces draft = steps + 1, and draft <= steps * topk + 1 drops the rest.
+    # forces draft = steps + 1, and steps + 1 <= draft <= steps * topk + 1 drops the rest (rules
+    # tree_draft_tokens_depth and draft_tokens_max).
     expected_spec = [(1, 1, 2), (1, 2, 2), (1, 4, 2), (1, 4, 4),
-                     (2, 1, 3), (2, 2, 2), (2, 2, 4), (2, 4, 2), (2, 4, 4), (2, 4, 6),
-                     (3, 1, 4), (3, 2, 2), (3, 2, 4), (3, 2, 6), (3, 4, 2), (3, 4, 4), (3, 4, 6)]
+                     (2, 1, 3), (2, 2, 4), (2, 4, 4), (2, 4, 6),
+                     (3, 1, 4), (3, 2, 4), (3, 2, 6), (3, 4, 4), (3, 4, 6)]
     n = len(expected_base) + len(expected_spec)
     study, _ = drive(problem, sampler, seed=0, trials=n + 4)
     got = configs(study, sampler)
