@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from autotune.searcher import ATTRS, CONSTRAINTS, OBJECTIVE
 from autotune.winner import known
 from autotune.trial import (FAILED, Failure, FileBaselineStore, MeasureSettings, TrialResult, baseline_for,
-                            group_key, judge, measure, slos_of)
+                            group_key, judge, measure, slo_margin, slos_of)
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,7 @@ def constraint_values(result: TrialResult, space: Any) -> dict[str, float]:
         break_even = space.constraints.min_speedup - result.speedup + 1e-9
     out = {"failed": failed, "break_even": break_even}
     for i, (metric, op, limit) in enumerate(slos_of(space)):
-        value = result.metric(metric)
-        if value is None:
-            out[f"slo_{i}"] = 1.0
-        elif op in ("<=", "<"):
-            out[f"slo_{i}"] = (value - limit) / max(abs(limit), 1e-9)
-        else:
-            out[f"slo_{i}"] = (limit - value) / max(abs(limit), 1e-9)
+        out[f"slo_{i}"] = slo_margin(result.metric(metric), op, limit)
     return out
 
 

@@ -599,7 +599,7 @@ def judge(result: TrialResult, baseline: TrialResult | None, *,
         value = result.metric(metric)
         if value is None:
             violations.append(f"{metric} unknown (SLO {metric} {op} {limit})")
-        elif not _compare(value, op, limit):
+        elif slo_margin(value, op, limit) > 0:
             violations.append(f"{metric} = {value:.4g} violates {metric} {op} {limit}")
     result.slo_violations = violations
     if result.is_baseline:
@@ -636,9 +636,19 @@ def judge(result: TrialResult, baseline: TrialResult | None, *,
     return result
 
 
-def _compare(value: float, op: str, limit: float) -> bool:
-    return {"<=": value <= limit, "<": value < limit, ">=": value >= limit,
-            ">": value > limit}[op]
+def slo_margin(value: float | None, op: str, limit: float) -> float:
+    """The one SLO check: how far ``value`` is from meeting ``value op limit``, relative to the
+    limit; ``<= 0`` met, ``> 0`` violated (the verdict and Optuna's constraint both read it).
+
+    An unknown value violates (1.0). A strict bound is violated at equality.
+    """
+    if value is None:
+        return 1.0
+    if op not in ("<=", "<", ">=", ">"):
+        raise ValueError(f"unknown SLO operator {op!r}")
+    gap = (value - limit) if op in ("<=", "<") else (limit - value)
+    margin = gap / max(abs(limit), 1e-9)
+    return max(margin, 1e-12) if (op in ("<", ">") and gap >= 0) else margin
 
 
 def _deterministic(failure: str | None) -> bool:

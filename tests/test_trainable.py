@@ -73,3 +73,25 @@ def test_report_never_turns_unknown_into_zero():
     assert attrs["baseline_status"] == "feasible"
     assert attrs["phases"]["cycle_ms"] is None
     assert rep["feasible"] is False
+
+
+
+def test_the_verdict_and_optunas_constraint_agree_on_every_slo_bound(tmp_path):
+    # One SLO check (trial.slo_margin) for both: at a strict bound's equality they disagreed
+    # (the verdict said violated, Optuna's constraint of 0.0 said met).
+    base = judge(result(is_baseline=True, output_tok_s=90.0), None)
+    for op, limit, value, met in (("<", 100.0, 100.0, False), ("<=", 100.0, 100.0, True),
+                                  (">", 2.0, 2.0, False), (">=", 2.0, 2.0, True),
+                                  ("<=", 100.0, 101.0, False), (">=", 2.0, 2.5, True)):
+        metric, field = (("p99_ttft_ms", "ttft_ms_p99") if limit == 100.0
+                         else ("accept_length", "accept_length"))
+        text = DEMO.read_text().replace("constraints: {min_speedup: 1.0}",
+                                        f'constraints: {{min_speedup: 1.0, slos: ["{metric} {op} {limit}"]}}')
+        assert "slos" in text, "demo.yaml's constraints line changed"
+        path = tmp_path / "space.yaml"
+        path.write_text(text)
+        space = load_space(path)
+        judged = judge(result(output_tok_s=99.0, **{field: value}), base, slos=[(metric, op, limit)])
+        constraint = constraint_values(judged, space)["slo_0"]
+        assert (judged.feasible is True) == met, (op, limit, value, judged.reason)
+        assert (constraint <= 0) == met, (op, limit, value, constraint)
