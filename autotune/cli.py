@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 
 OK = 0
 NO_RESULT = 1
@@ -36,10 +37,21 @@ class _Version(argparse.Action):
         parser.exit(OK)
 
 
+def interruptible() -> None:
+    """Make SIGINT raise KeyboardInterrupt in this process, whatever the parent left.
+
+    A process started with SIGINT ignored (a shell script's background job: ``cmd &``) keeps it
+    ignored across exec, so an explicit ``kill -INT`` from whoever supervises it (a plan's
+    deadline, a test) would do nothing, and the command would run on to its end. Every autotune
+    command promises exit 130 on SIGINT with its workers stopped; this keeps that promise.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def add_version(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Give ``parser`` a ``--version`` flag (versions are read only when it is asked for)."""
     parser.add_argument("--version", action=_Version)
     return parser
 
 
-__all__ = ["BAD_INPUT", "INTERRUPTED", "NO_RESULT", "OK", "add_version", "version_text"]
+__all__ = ["BAD_INPUT", "INTERRUPTED", "NO_RESULT", "OK", "add_version", "interruptible", "version_text"]

@@ -438,6 +438,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    cli.interruptible()
     try:
         forbidden: Mapping[str, Any] | None = None
         profile = args.profile

@@ -68,6 +68,7 @@ class SearchOutcome:
     experiment_path: str | None
     overheads_s: list[float]
     sglang_default: dict[str, Any] | None = None
+    experiment_id: str | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -573,6 +574,7 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
         failed=statuses.count("failed"), interrupted=interrupted, baseline_wins=baseline_wins,
         finalists=finalists_out, tracking_uri=getattr(tracker, "tracking_uri", None),
         parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
+        experiment_id=getattr(tracker, "experiment_id", None),
         overheads_s=list(state["overheads"]), sglang_default=default)
     if tracker is not None:
         tracker.finish_search(study=state.get("study"), sglang_default=default,
@@ -640,6 +642,19 @@ def _bin_dir() -> str:
     return ""
 
 
+def browse_hint(tracking_uri: str, experiment_id: str | None, *, bindir: str = "") -> list[str]:
+    """How to see the trials: the runs view's URL, and for a local store the UI command first.
+
+    A tracking server is its own UI (``mlflow ui --backend-store-uri http://...`` would be wrong).
+    ``workflowType=machine_learning`` opens MLflow 3's runs table, not its GenAI traces view.
+    """
+    view = f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning" if experiment_id else ""
+    if tracking_uri.startswith(("http://", "https://")):
+        return [f"Browse trials:  {tracking_uri.rstrip('/')}{view}"]
+    return [f"Browse trials:  {bindir}mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 "
+            "--port 5000", f"  then open:     http://127.0.0.1:5000{view}"]
+
+
 def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_file: str = "") -> None:
     """The end-of-search report: winner, baseline, speedup, accept vs break-even, phases."""
     out = sys.stdout if out is None else out  # the stream of the moment, not of import time
@@ -672,8 +687,8 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     if outcome.tracking_uri:
         print("\nNext steps:", file=out)
         bindir = _bin_dir()
-        print(f"  Browse trials:  {bindir}mlflow ui --backend-store-uri {outcome.tracking_uri} "
-              "--host 127.0.0.1 --port 5000", file=out)
+        for line in browse_hint(outcome.tracking_uri, outcome.experiment_id, bindir=bindir):
+            print(f"  {line}", file=out)
         print(f"  Export winner:  {bindir}python -m autotune.export --name {outcome.name} "
               "--format sh", file=out)
     print(f"\nLaunch command:\n{w.launch_command}", file=out, flush=True)
@@ -693,6 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: mlruns/ sqlite)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     args = parser.parse_args(argv)
+    cli.interruptible()
     opts = SearchOptions(space=args.space, trials=args.trials, concurrency=args.concurrency,
                          name=args.name, address=args.address, resume=args.resume, seed=args.seed,
                          summary_json=args.summary_json, tracking_uri=args.tracking_uri,

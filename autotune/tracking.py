@@ -211,6 +211,9 @@ class Tracker:
             ConfigError: The tracking server does not answer, the store cannot be opened, the
                 experiment was deleted, or (``create=False``) it does not exist.
         """
+        # MLflow prints "View run ... / View experiment ..." to stdout for every run it ends on a
+        # tracking server: inside the live table. Set before Ray starts, so workers inherit it.
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         if self.tracking_uri.startswith(("http://", "https://")):
             self._probe_server()
         if self.local:

@@ -765,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse baselines kept in DIR (measured once, then shared by every "
                              "later call that names the same DIR)")
     args = parser.parse_args(argv)
+    cli.interruptible()
     try:
         params = json.loads(args.params)
         if not isinstance(params, dict):

@@ -162,3 +162,4 @@ def test_a_search_tracks_through_the_tracking_server_and_exports_from_it(ui, cap
     assert export.main(["--name", "via-http", "--tracking-uri", ui, "--format", "json"]) == 0
     out = capsys.readouterr()
     assert '"trial_id": "t"' in out.out and "1410.0 output tok/s" in out.err
+    assert "View run" not in out.out and "View experiment" not in out.out  # MLflow's own prints

@@ -387,6 +387,16 @@ def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
     _assert_no_emulator_left(sim_env)
 
 
+def test_the_closing_hint_fits_the_kind_of_store() -> None:
+    from autotune.search import browse_hint
+
+    server = browse_hint("http://127.0.0.1:5005/", "7")
+    assert server == ["Browse trials:  http://127.0.0.1:5005/#/experiments/7/runs?workflowType=machine_learning"]
+    local = browse_hint("sqlite:////tmp/m/mlflow.db", "3", bindir=".venv/bin/")
+    assert local[0].startswith("Browse trials:  .venv/bin/mlflow ui --backend-store-uri sqlite:////tmp/m/mlflow.db")
+    assert local[1].endswith("http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning")
+
+
 # ---- the tuner-overhead benchmark's arithmetic ------------------------------------------------
 
 def test_overhead_gaps_from_server_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
