@@ -35,14 +35,17 @@ class ProgressTable:
     Args:
         out: Where rows go.
         maximize: Objective direction, for "best so far".
+        objective: The objective's metric, named in the "best so far" column's header (its
+            values are the objective's, a latency for a minimised latency objective).
     """
 
-    HEADER = (f"{'#':>3} {'trial':<14} {'params':<52} {'tok/s':>8} {'accept':>6} {'speedup':>7} "
-              f"{'status':<10} {'best tok/s':>10}")
-
-    def __init__(self, out: TextIO | None = None, *, maximize: bool = True) -> None:
+    def __init__(self, out: TextIO | None = None, *, maximize: bool = True,
+                 objective: str = "output_tok_s") -> None:
         self.out = sys.stdout if out is None else out
         self.maximize = maximize
+        best = "best tok/s" if objective == "output_tok_s" else f"best {objective}"
+        self.HEADER = (f"{'#':>3} {'trial':<14} {'params':<52} {'tok/s':>8} {'accept':>6} "
+                       f"{'speedup':>7} {'status':<10} {best:>10}")
         self.rows = 0
         self.best: float | None = None
         self.best_params: str | None = None

@@ -434,7 +434,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     warm = sglang_default(space)
     print(f"Warm start: {warm.describe()}" if not restoring else
           f"Resuming; SGLang's default config: {warm.describe()}", file=out, flush=True)
-    table = ProgressTable(out, maximize=maximize)
+    table = ProgressTable(out, maximize=maximize, objective=space.objective.metric)
     state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
                              "space": space}
     _LIVE_CALLBACKS[str(exp_dir)] = (table, tracker, state)
