@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from autotune import synthetic
@@ -61,6 +63,33 @@ def summary_json(result: Any) -> dict[str, Any]:
     d["phases_full"] = ph or None
     d["server_startup"] = _startup_breakdown(getattr(result, "server_info", None))
     return d
+
+
+def portable_paths(value: Any, roots: Mapping[str, str]) -> Any:
+    """``value`` (a trial record, or any JSON value) with each root folder's absolute path replaced.
+
+    Records carry the paths of the machine that measured them (model paths in the launch
+    command, log paths); a record committed to the repo names them relative to a root instead:
+    ``{"/work/main": "", "/tmp/autotune-gpu": "<results>"}`` turns
+    ``/work/main/.gpu/models/x`` into ``.gpu/models/x`` and ``/tmp/autotune-gpu/rs/c00.log`` into
+    ``<results>/rs/c00.log``. Every occurrence in a string is replaced (a path inside a command
+    line too), on a path boundary only.
+    """
+    def fix(text: str) -> str:
+        for root, name in roots.items():
+            root = root.rstrip("/")
+            text = re.sub(re.escape(root) + r"(/|(?=[\s'\"]|$))",
+                          lambda m, name=name: ((name + "/" if name else "") if m.group(1)
+                                                else (name or ".")), text)
+        return text
+
+    if isinstance(value, str):
+        return fix(value)
+    if isinstance(value, list):
+        return [portable_paths(v, roots) for v in value]
+    if isinstance(value, dict):
+        return {k: portable_paths(v, roots) for k, v in value.items()}
+    return value
 
 
 def _startup_breakdown(server_info: Any) -> dict[str, Any] | None:

@@ -94,7 +94,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory, installed_flag_table: Path) 
     out = d / "out" / "land.json"
     proc = subprocess.run(
         [sys.executable, "scripts/gpu/landscape.py", "--space", str(space_file), "--out", str(out),
-         "--description", "emulator sweep for tests", *map(str, files),
+         "--description", "emulator sweep for tests", "--root", f"{d / 'work'}=<results>",
+         *map(str, files),
          str(d / "empty.json"), str(d / "junk.json")],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     return Swept(dir=d, space=space_file, landscape=out, doc=json.loads(out.read_text()),
@@ -146,6 +147,23 @@ def test_script_collects_every_trial_and_skips_junk_with_a_warning(swept: Swept)
         assert min(r["output_tok_s_repeats"]) <= r["output_tok_s"] <= max(r["output_tok_s_repeats"])
     land = load_landscape(swept.landscape)
     assert len(land.entries) == 6 and land.space_path.endswith("space.yaml")
+    # A committed landscape names no machine's folders: the trials' log paths are under --root.
+    text = swept.landscape.read_text()
+    assert str(swept.dir) not in text and str(ROOT) not in text
+    assert all(r["log_path"].startswith("<results>/") for r in recs), [r["log_path"] for r in recs]
+
+
+def test_portable_paths_replace_roots_on_path_boundaries_only() -> None:
+    from autotune.report import portable_paths
+
+    roots = {"/work/main": "", "/tmp/res/": "<results>"}
+    rec = {"argv": ["python", "--model-path", "/work/main/.gpu/m/target"],
+           "launch_command": "cd /work/main && python x --log /tmp/res/a/b.log",
+           "other": ["/work/mainline/x", "/tmp/resx"], "n": 3, "none": None}
+    assert portable_paths(rec, roots) == {
+        "argv": ["python", "--model-path", ".gpu/m/target"],
+        "launch_command": "cd . && python x --log <results>/a/b.log",
+        "other": ["/work/mainline/x", "/tmp/resx"], "n": 3, "none": None}
 
 
 def test_bench_search_replays_the_landscape_and_finds_the_recorded_optimum(swept: Swept) -> None:

@@ -40,6 +40,15 @@ def _load(path: Path) -> dict | None:
     return None
 
 
+def results_dir_of(root: Path) -> str | None:
+    """The results folder on the GPU machine, as ``device.sh`` wrote it into ``facts.txt``."""
+    try:
+        lines = (root / "facts.txt").read_text().splitlines()
+    except OSError:
+        return None
+    return next((ln.split(" ", 1)[1].strip() for ln in lines if ln.startswith("results_dir ")), None)
+
+
 def records_of(folder: Path) -> list[tuple[str, Path, dict]]:
     """(source, file, record) of the search's trials, then of the sweep."""
     out = []
@@ -156,6 +165,7 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(args.dir)
     report: dict[str, Any] = {"spaces": {}}
+    device_results = results_dir_of(root)
     for folder in sorted(root.glob("rs-*/*/")):
         if not (folder / "search").exists() and not (folder / "sweep").exists():
             continue
@@ -174,7 +184,9 @@ def main() -> int:
             out = Path(args.landscape_dir) / f"{folder.name}.json"
             files = [str(p) for _, p, _ in recs]
             proc = subprocess.run([sys.executable, str(REPO / "scripts/gpu/landscape.py"), "--space", str(space),
-                                   "--out", str(out), "--dedupe", "--drop-rejected", "--description",
+                                   "--out", str(out), "--dedupe", "--drop-rejected",
+                                   *(["--root", f"{device_results}=<results>"] if device_results else []),
+                                   "--description",
                                    f"{folder.name}: one H200, SGLang 0.5.17, dummy weights, synthetic acceptance",
                                    *files], capture_output=True, text=True, check=False)
             print(proc.stdout + proc.stderr)

@@ -30,6 +30,8 @@ if [ ! -f "$RES/started" ]; then
     python3 scripts/gpu/make_models.py .gpu/models llama-8b qwen3-30b-a3b; } > "$RES/prepare.log" 2>&1
   { date -u; nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
     python3 --version; nproc; free -g | head -2
+    # Read back by collect_search.py: the records' log paths under it become <results>/...
+    echo "results_dir $RES"
     python3 -c "import sglang.srt.server_args, sglang, torch, ray, optuna, mlflow, sqlalchemy, alembic, httpx; from ray import tune; from ray.tune.search.optuna import OptunaSearch; print('sglang', sglang.__version__, 'torch', torch.__version__, 'ray', ray.__version__, 'optuna', optuna.__version__, 'mlflow', mlflow.__version__, 'cuda', torch.version.cuda)"
   } > "$RES/facts.txt" 2>&1
   cat "$RES/prepare.log" "$RES/facts.txt"

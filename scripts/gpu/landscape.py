@@ -2,7 +2,7 @@
 
 Usage (from the repo root):
     python3 scripts/gpu/landscape.py --space SPACE --out FILE [--description TEXT]
-        [--acceptance TEXT] [--dedupe] [--drop-rejected] TRIAL_JSON [TRIAL_JSON ...]
+        [--acceptance TEXT] [--dedupe] [--drop-rejected] [--root PATH=NAME] TRIAL_JSON [...]
 
 Each TRIAL_JSON is the stdout of ``python -m autotune.trial --space SPACE --params ... --json``
 (speculative configs and every group's baseline, ``{"speculative_algorithm": null, ...}``; one
@@ -17,6 +17,10 @@ printed and the exit status is 1, the file written all the same. Replay it with
 first. A search re-measures configs (a finalist, its fresh baseline), and a landscape holds one
 record each; the ones left out are counted in the output. ``--drop-rejected`` leaves out records
 whose config the space now rejects (a sweep older than one of its rules), naming each one.
+
+Paths under this checkout are written relative to it, and ``--root PATH=NAME`` (repeatable) writes
+the measuring machine's other folders as ``NAME/...``: a committed landscape names no machine's
+folders.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 try:
     import autotune  # noqa: F401
 except ImportError:  # run from a checkout without the package installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, str(REPO))
 
 from autotune.errors import ConfigError  # noqa: E402
 from autotune.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
+from autotune.report import portable_paths  # noqa: E402
 from autotune.samplers._candidates import config_key  # noqa: E402
 
 
@@ -140,9 +146,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep one record per config (the first that did not fail)")
     parser.add_argument("--drop-rejected", action="store_true",
                         help="leave out (and name) records whose config the space rejects")
+    parser.add_argument("--root", action="append", default=[], metavar="PATH=NAME",
+                        help="write paths under PATH (the measuring machine's folder) as NAME/...; "
+                             "paths under this checkout are always written relative to it")
     parser.add_argument("trials", nargs="+", metavar="TRIAL_JSON")
     args = parser.parse_args(argv)
-    records = [r for r in (read_trial(p) for p in args.trials) if r is not None]
+    roots = {str(REPO): ""}
+    for item in args.root:
+        path, sep, name = item.partition("=")
+        if not sep or not path.startswith("/") or not name:
+            parser.error(f"--root {item!r}: expected an absolute PATH=NAME, e.g. /tmp/autotune-gpu=<results>")
+        roots[path] = name
+    # A committed landscape names no machine's folders (a record's launch command, its log).
+    records = [portable_paths(r, roots) for r in (read_trial(p) for p in args.trials) if r is not None]
     if args.drop_rejected:
         records = drop_rejected(args.space, records)
     if args.dedupe:

@@ -97,13 +97,13 @@ def search_results(name: str) -> list[dict]:
 def save_search_records(rows: list[dict], folder: Path) -> int:
     """The search's trial results (:func:`search_results`) as ``autotune.trial --json`` objects, one
     file each, in the order Ray wrote them (a finalist's re-measurement and its fresh baseline
-    included)."""
-    from autotune.report import summary_json
+    included). Paths under this checkout are written relative to it, so the files can be committed."""
+    from autotune.report import portable_paths, summary_json
     from autotune.trial import TrialResult
 
     folder.mkdir(parents=True, exist_ok=True)
     for i, row in enumerate(rows):
-        record = summary_json(TrialResult.from_dict(row))
+        record = portable_paths(summary_json(TrialResult.from_dict(row)), {str(REPO): ""})
         record.pop("records", None)
         (folder / f"s{i:02d}.json").write_text(json.dumps(record, default=str))
     return len(rows)
