@@ -1,8 +1,8 @@
 """Reading trial runs back from MLflow, and choosing the winner.
 
 Shared by :mod:`autotune.tracking` (the parent run's summary) and :mod:`autotune.export` (the
-command it writes); the winner comes from :mod:`autotune.winner`, as the search's own does. Nothing here imports MLflow: it works on
-the ``Run`` objects a client returns.
+command it writes); the winner comes from :mod:`autotune.winner`, as the search's own does.
+Nothing here imports MLflow: it works on the ``Run`` objects a client returns.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
     """
     field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
-    cands = [Candidate(ref=r, value=_value(r, field_name), is_baseline=r.is_baseline,
+    cands = [Candidate(ref=r, value=known(r.metric(field_name)), is_baseline=r.is_baseline,
                        feasible=r.status == "feasible",
                        stage=FINALIST if r.kind == KIND_FINALIST else TRIAL) for r in runs]
     pick = pick_winner(cands, maximize=maximize)
@@ -185,12 +185,6 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
         return Winner(source, True, "no speculative config beat its baseline; exporting the baseline "
                                     f"measured for trial {source.trial_id} (speculation removed)")
     return None
-
-
-def _value(run: TrialRun, field_name: str) -> float | None:
-    if field_name == "speedup":
-        return 1.0 if run.is_baseline and run.output_tok_s is not None else known(run.metric("speedup"))
-    return known(run.metric(field_name))
 
 
 __all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",

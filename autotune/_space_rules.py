@@ -13,15 +13,16 @@ that too.
 
 from __future__ import annotations
 
+# SGLang facts live in sglang_args (EAGLE_FAMILY: the algorithms that go through SGLang's EAGLE
+# rules); the space modules read them from here.
+from autotune.sglang_args import EAGLE_FAMILY, PAGED_TREE_BACKENDS  # noqa: F401
+
 ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"
 TOPK = "speculative_eagle_topk"
 DRAFT = "speculative_num_draft_tokens"
 TRIPLE = (STEPS, TOPK, DRAFT)
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
-#: Algorithms that go through SGLang's EAGLE rules (all-or-none triple, topk 1 forcing).
-# SGLang facts live in sglang_args; the space modules read them from here.
-from autotune.sglang_args import EAGLE_FAMILY, PAGED_TREE_BACKENDS  # noqa: E402,F401
 NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
 BACKENDS = ("sglang", "sim")
 ATTENTION_ARGS = ("attention_backend", "decode_attention_backend", "prefill_attention_backend")

@@ -27,6 +27,7 @@ from autotune._expr import (
 )
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
+from autotune.launch import is_env_name  # noqa: F401  (the one rule for env var names)
 from autotune.workload import Workload
 
 PARAM_TYPES = ("int", "float", "categorical")
@@ -208,9 +209,6 @@ SPECULATION_ONLY_ENV = frozenset({"SGLANG_SIMULATE_ACC_LEN"})
 def is_speculation_only(name: str) -> bool:
     """Whether a server arg or env var only matters when speculation is on."""
     return name.startswith("speculative_") or name in SPECULATION_ONLY_ENV
-
-
-from autotune.launch import is_env_name  # noqa: E402  (the one rule for env var names)
 
 
 _installed_fields: frozenset[str] | None = None

@@ -18,6 +18,7 @@ NO_RESULT = 1
 BAD_INPUT = 2
 INTERRUPTED = 130
 
+
 def version_text() -> str:
     """``autotune X (ray Y, optuna Z, mlflow W, sglang V)``: the versions MLflow runs record too."""
     from autotune import __version__

@@ -44,15 +44,15 @@ class ProgressTable:
         self.out = sys.stdout if out is None else out
         self.maximize = maximize
         best = "best tok/s" if objective == "output_tok_s" else f"best {objective}"
-        self.HEADER = (f"{'#':>3} {'trial':<14} {'params':<52} {'tok/s':>8} {'accept':>6} "
-                       f"{'speedup':>7} {'status':<10} {best:>10}")
+        self.header_line = (f"{'#':>3} {'trial':<14} {'params':<52} {'tok/s':>8} {'accept':>6} "
+                            f"{'speedup':>7} {'status':<10} {best:>10}")
         self.rows = 0
         self.best: float | None = None
         self.best_params: str | None = None
 
     def header(self) -> None:
-        print(self.HEADER, file=self.out, flush=True)
-        print("-" * len(self.HEADER), file=self.out, flush=True)
+        print(self.header_line, file=self.out, flush=True)
+        print("-" * len(self.header_line), file=self.out, flush=True)
 
     def row(self, *, trial: str, params: Mapping[str, Any], result: Mapping[str, Any],
             label: str | None = None) -> None:

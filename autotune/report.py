@@ -75,21 +75,23 @@ def portable_paths(value: Any, roots: Mapping[str, str]) -> Any:
     ``<results>/rs/c00.log``. Every occurrence in a string is replaced (a path inside a command
     line too), on a path boundary only.
     """
-    def fix(text: str) -> str:
-        for root, name in roots.items():
-            root = root.rstrip("/")
-            text = re.sub(re.escape(root) + r"(/|(?=[\s'\"]|$))",
-                          lambda m, name=name: ((name + "/" if name else "") if m.group(1)
-                                                else (name or ".")), text)
-        return text
+    # A root followed by "/" or by the end of the path (space, quote, end of text).
+    subs = [(re.compile(re.escape(root.rstrip("/")) + r"(/|(?=[\s'\"]|$))"), name)
+            for root, name in roots.items()]
 
-    if isinstance(value, str):
-        return fix(value)
-    if isinstance(value, list):
-        return [portable_paths(v, roots) for v in value]
-    if isinstance(value, dict):
-        return {k: portable_paths(v, roots) for k, v in value.items()}
-    return value
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            for pattern, name in subs:
+                node = pattern.sub(lambda m, name=name: ((name + "/" if name else "") if m.group(1)
+                                                         else (name or ".")), node)
+            return node
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        return node
+
+    return walk(value)
 
 
 def _startup_breakdown(server_info: Any) -> dict[str, Any] | None:

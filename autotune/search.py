@@ -290,13 +290,12 @@ class _Callbacks:
                 # trial) is a failed trial like any other: in the table, MLflow and the counts.
                 self._free(state["started"].pop(trial.trial_id, None), None)
                 err = trial.get_error() if hasattr(trial, "get_error") else None
-                report = errored_report(state.get("space"), dict(trial.config or {}), err)
+                result, report = errored_report(state.get("space"), dict(trial.config or {}), err)
                 state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
                 table.row(trial=trial.trial_id, params=trial.config, result=report)
                 if tracker is not None:
-                    tracker.log_trial(trial.trial_id, TrialResult.from_dict(
-                        json.loads(report["trial_result"])),
-                        kind="baseline" if report["is_baseline"] else "trial")
+                    tracker.log_trial(trial.trial_id, result,
+                                      kind="baseline" if result.is_baseline else "trial")
 
             def _free(self, started: float | None, measured: float | None) -> None:
                 if started is None:
@@ -482,7 +481,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
             else:
                 tid = Path(r.path).name if getattr(r, "path", None) else ""
                 all_results.append((tid, dict(r.config or {}),
-                                    errored_report(space, dict(r.config or {}), r.error)))
+                                    errored_report(space, dict(r.config or {}), r.error)[1]))
         else:
             unfinished += 1
     ended = len(all_results)
@@ -494,8 +493,10 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                      out=out, warm=warm)
 
 
-def errored_report(space: Any, config: dict[str, Any], error: BaseException | None) -> dict[str, Any]:
-    """What a trial that errored inside Ray reports: failed, with the error as its reason."""
+def errored_report(space: Any, config: dict[str, Any],
+                   error: BaseException | None) -> tuple[Any, dict[str, Any]]:
+    """A trial that errored inside Ray: its failed result (the error as its reason) and the
+    report it stands in for."""
     from autotune.trial import FAILED, Failure, TrialResult
 
     cause = getattr(error, "cause", None) or error
@@ -509,9 +510,9 @@ def errored_report(space: Any, config: dict[str, Any], error: BaseException | No
             is_baseline = not config.get("speculative_algorithm")
     result = TrialResult(status=FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
                          feasible=False, failure=Failure.ERROR.value)
-    return {"status": FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
-            "objective": None, "output_tok_s": None, "speedup": None, "accept_length": None,
-            "trial_result": json.dumps(result.to_dict(), default=str)}
+    return result, {"status": FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
+                     "objective": None, "output_tok_s": None, "speedup": None, "accept_length": None,
+                     "trial_result": json.dumps(result.to_dict(), default=str)}
 
 
 def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state: dict,
@@ -531,6 +532,7 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
     spec_ok.sort(key=key, reverse=True)
     finalists_out: list[dict[str, Any]] = []
     finalist_cands: list[Candidate] = []
+    fresh_baseline: dict[int, TrialResult] = {}  # id of a finalist's result -> its fresh baseline
     winner: TrialResult | None = None
     baseline: TrialResult | None = None
     baseline_wins = False
@@ -557,6 +559,7 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
             finalist_cands.append(_candidate(result, space, stage=FINALIST))
             if base is not None:
                 finalist_cands.append(_candidate(base, space))
+                fresh_baseline[id(result)] = base
     if not interrupted:
         trial_cands = [_candidate(TrialResult.from_dict(json.loads(m["trial_result"])), space)
                        for _, _, m in results if m.get("trial_result")]
@@ -564,7 +567,8 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
         pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
         if pick is not None:
             winner, baseline_wins = pick.ref, pick.is_baseline
-            baseline = winner if baseline_wins else _baseline_of(winner, finalist_cands, base_cands)
+            # A speculative winner is a confirmed finalist (finalists always run before this).
+            baseline = winner if baseline_wins else fresh_baseline.get(id(winner))
     default = compare_to_default(warm, [{**m, "params": cfg} for _, cfg, m in results],
                                  winner.to_dict() if winner else None, space=space)
     outcome = SearchOutcome(
@@ -593,19 +597,6 @@ def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
     return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),
                      feasible=result.status == "feasible", stage=stage)
-
-
-def _baseline_of(winner: Any, finalist_cands: list[Candidate], base_cands: list[Candidate]) -> Any:
-    """The baseline a speculative winner was judged against: its finalist's fresh one, else the
-    stored baseline of its group (same tok/s), else None."""
-    if not finalist_cands:
-        matches = [c.ref for c in base_cands if known(c.ref.output_tok_s) is not None
-                   and c.ref.output_tok_s == winner.baseline_tok_s]
-        return matches[0] if matches else None
-    for i, c in enumerate(finalist_cands):
-        if c.ref is winner and i + 1 < len(finalist_cands) and finalist_cands[i + 1].is_baseline:
-            return finalist_cands[i + 1].ref
-    return None
 
 
 def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:

@@ -270,22 +270,20 @@ class SearchSpace:
     def _draft_bounds(self, p: Parameter, ctx: Mapping[str, Any]) -> tuple[str, Any]:
         step = int(p.step or 1)
         low, high = int(p.low), int(p.high)
-        if self.rules["draft_tokens_min"] and low < 2:
-            low += step * -(-(2 - low) // step)
         steps, topk = ctx.get(STEPS), ctx.get(TOPK)
-        if (self.rules["tree_draft_tokens_depth"] and is_int(steps) and is_int(topk) and topk > 1
-                and low < steps + 1):
-            low += step * -(-(steps + 1 - low) // step)
+        floor = 2 if self.rules["draft_tokens_min"] else None
+        if self.rules["tree_draft_tokens_depth"] and is_int(steps) and is_int(topk) and topk > 1:
+            floor = max(floor or 0, steps + 1)
+        if floor is not None and low < floor:
+            low += step * -(-(floor - low) // step)
         tree = None
         if self.rules["draft_tokens_max"] and is_int(steps) and is_int(topk):
             tree = steps * topk + 1
             if tree < high:
                 high = int(p.low) + step * ((tree - int(p.low)) // step)
         if high < low:
-            floor = max(2, steps + 1) if (self.rules["tree_draft_tokens_depth"] and is_int(steps)
-                                          and is_int(topk) and topk > 1) else 2
             return _INVALID, (f"no {DRAFT} value in [{p.low}, {p.high}] fits "
-                              f"{floor} <= n <= steps*topk+1 = {tree}")
+                              f"{floor or 2} <= n <= steps*topk+1 = {tree}")
         if (low, high) == (p.low, p.high):
             return _CHOOSE, None
         return _CHOOSE, (low, high)

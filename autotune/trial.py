@@ -28,6 +28,7 @@ import httpx
 
 from autotune import cli
 from autotune import synthetic
+from autotune.winner import metric_field
 from autotune.bench import BenchResult, run_benchmark
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
                              ServerStartupCrash, ServerStartupTimeout)
@@ -178,8 +179,6 @@ class TrialResult:
 
     def metric(self, name: str) -> float | None:
         """A metric by the name SLOs and objectives use (``p99_ttft_ms`` or ``ttft_ms_p99``)."""
-        from autotune.winner import metric_field
-
         value = getattr(self, metric_field(name), None)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 

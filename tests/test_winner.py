@@ -11,9 +11,7 @@ from __future__ import annotations
 import io
 import json
 import math
-import pickle
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +19,7 @@ from autotune.export import choose
 from autotune.search import SearchOptions, print_summary, run_search
 from autotune.tracking import Tracker
 from autotune.winner import FINALIST, Candidate, metric_field, pick_winner, unmeasured_value
+from tests.test_search import _study, sim_env  # noqa: F401  (sim_env is a fixture)
 
 SPACES = Path(__file__).resolve().parent / "spaces"
 
@@ -74,29 +73,6 @@ def test_unmeasured_value_is_worse_than_any_measurement() -> None:
 
 
 # ---- end to end -----------------------------------------------------------------------------------
-
-@pytest.fixture
-def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    locks = tmp_path / "gpu-locks"
-    locks.mkdir()
-    monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.2")
-    monkeypatch.setenv("AUTOTUNE_SIM_GPU_LOCK_DIR", str(locks))
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.delenv("AUTOTUNE_SIM_FAULT", raising=False)
-    return locks
-
-
-def _study(experiment_path: str) -> Any:
-    states = sorted(Path(experiment_path).glob("searcher-state-*.pkl"))
-    assert states, f"no searcher state under {experiment_path}"
-    with open(states[-1], "rb") as fh:
-        return pickle.load(fh)["_ot_study"]
-
-
-def _key(params: dict[str, Any]) -> tuple:
-    return tuple(str(params.get(k)) for k in ("speculative_algorithm", "speculative_num_steps",
-                                               "AUTOTUNE_SIM_FAULT"))
-
 
 def test_a_minimised_objective_is_honoured_everywhere(tmp_path: Path, sim_env: Path) -> None:
     out = io.StringIO()
