@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import signal
 
 OK = 0
@@ -18,11 +19,23 @@ NO_RESULT = 1
 BAD_INPUT = 2
 INTERRUPTED = 130
 
+_VERSIONED = ("autotune", "ray", "optuna", "mlflow", "sglang")
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of the packages a search depends on (``not installed`` if absent)."""
+    out = {}
+    for name in _VERSIONED:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
 
 def version_text() -> str:
     """``autotune X (ray Y, optuna Z, mlflow W, sglang V)``: the versions MLflow runs record too."""
     from autotune import __version__
-    from autotune._run_content import versions
 
     others = ", ".join(f"{k} {v}" for k, v in versions().items() if k != "autotune")
     return f"autotune {__version__} ({others})"

@@ -4,7 +4,7 @@ Each is a command that prints its figures (medians and spreads, ratios measured 
 run); ``--quick`` runs a tiny version for tests, ``--json PATH`` also writes the figures as JSON.
 
 - ``python -m benchmarks.calibration``: the calibration points of REFERENCE.md §3, from the model
-  and from a live emulator measured by :mod:`autotune.trial`.
+  and from a live emulator measured by :mod:`autotune.trial.measure`.
 - ``python -m benchmarks.trial_accuracy``: a trial's tok/s, accept length and phase shares against
   the model's noise-free expectation, for both built-in profiles at concurrency 1 and 8.
 - ``python -m benchmarks.client_ceiling``: how many streamed tokens/s the benchmark client sustains

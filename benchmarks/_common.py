@@ -17,7 +17,7 @@ from typing import Any
 from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.model import ModelConfig, PerformanceModel
 from autotune.sim.profile import load_profile
-from autotune.space import SearchSpace
+from autotune.space.search_space import SearchSpace
 
 KIMI = "kimi-k2.5-eagle3-tp8"
 LLAMA = "llama-3.1-8b-eagle3-h100"
@@ -185,7 +185,7 @@ def median(values: Sequence[float]) -> float | None:
 
 
 def half_range(values: Sequence[float]) -> float | None:
-    """(max - min) / 2, the spread :mod:`autotune.trial` reports; None below two values."""
+    """(max - min) / 2, the spread :mod:`autotune.trial.measure` reports; None below two values."""
     return (max(values) - min(values)) / 2 if len(values) > 1 else None
 
 

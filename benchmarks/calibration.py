@@ -2,7 +2,7 @@
 
 Issue 2's calibration points (REFERENCE.md §3), printed twice: what the performance model expects,
 and what a live emulator measures. Live means a real ``python -m autotune.sim.server`` subprocess,
-driven over real HTTP and summarised by :func:`autotune.trial.measure`, exactly as a trial would.
+driven over real HTTP and summarised by :func:`autotune.trial.measure.measure`, exactly as a trial would.
 
 The seed figures are batch-1 decode rates, so the targets are checked against decode tok/s: the
 model's ``decode_tok_s`` and the per-request decode tok/s p50 of the live run (end-to-end output
@@ -33,9 +33,9 @@ from typing import Any
 from autotune.errors import AutotuneError
 from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.model import ModelConfig, PerformanceModel
-from autotune.space import SearchSpace
-from autotune.trial import MeasureSettings, TrialResult, measure
-from autotune.workload import Workload
+from autotune.space.search_space import SearchSpace
+from autotune.trial.measure import MeasureSettings, TrialResult, measure
+from autotune.space.workload import Workload
 from benchmarks._common import (
     KIMI,
     LLAMA,

@@ -1,7 +1,7 @@
 """``python -m benchmarks.client_ceiling [--quick] [--repeats R] [--output-len L] [--concurrency C]
 [--json PATH]``.
 
-How many streamed tokens per second can the benchmark client (:func:`autotune.bench.run_benchmark`)
+How many streamed tokens per second can the benchmark client (:func:`autotune.bench.client.run_benchmark`)
 take in on one core? The server is the emulator on a profile whose forwards cost nothing
 (``benchmarks/profiles/zero-compute.yaml``), run as a separate process, without speculation so that
 every token is its own SSE chunk (the most work per token for the client). This process is pinned
@@ -27,11 +27,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from autotune.bench import run_benchmark
+from autotune.bench.client import run_benchmark
 from autotune.errors import AutotuneError
-from autotune.launch import LaunchSpec
-from autotune.server import ServerProcess
-from autotune.workload import Workload
+from autotune.launch.spec import LaunchSpec
+from autotune.server.process import ServerProcess
+from autotune.space.workload import Workload
 from benchmarks._common import (
     ZERO_COMPUTE,
     fmt,

@@ -8,7 +8,7 @@ profile's forwards cost nothing (``benchmarks/profiles/zero-compute.yaml``) and 
 one prompt of a few tokens, so what is measured is the tuner: Ray Tune, the Optuna searcher, the
 trial processes, server start and stop, and the MLflow bookkeeping, not the model.
 
-This process is the search's driver (``autotune.search.run_search`` with the cluster's address).
+This process is the search's driver (``autotune.search.run.run_search`` with the cluster's address).
 It prints the driver's resident memory (RSS) over time with the number of trials done, and the
 tuner overhead per trial at that scale as the search reports it (``SearchOutcome.overheads_s``:
 from a trial's slot being free to the end of its bookkeeping, minus what the trial measured):
@@ -164,7 +164,7 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
     """Start the cluster, run the search as its driver, and return the figures."""
     import ray
 
-    from autotune.search import SearchOptions, run_search
+    from autotune.search.run import SearchOptions, run_search
 
     space_path = workdir / f"{NAME}.yaml"
     space_path.write_text(yaml.safe_dump(space_dict(trials, concurrency), sort_keys=False))

@@ -32,13 +32,13 @@ from typing import Any
 
 import httpx
 
-from autotune.bench import run_benchmark
+from autotune.bench.client import run_benchmark
 from autotune.errors import AutotuneError
-from autotune.launch import LaunchSpec
-from autotune.phases import PhaseProfile, scrape
-from autotune.server import ServerProcess
-from autotune.trial import DEVICE_TIMER_ENV, launch_spec
-from autotune.workload import Workload
+from autotune.launch.spec import LaunchSpec
+from autotune.profile.phases import PhaseProfile, scrape
+from autotune.server.process import ServerProcess
+from autotune.trial.measure import DEVICE_TIMER_ENV, launch_spec
+from autotune.space.workload import Workload
 from benchmarks._common import (
     LLAMA,
     bench_space,
@@ -69,8 +69,8 @@ def _from_space(path: str, params_json: str, mem_fraction: float | None) -> tupl
     """(space, params, the 'on' launch) of a space's config, as its trials launch it."""
     import json
 
-    from autotune.space import load_space
-    from autotune.trial import settings_for
+    from autotune.space.search_space import load_space
+    from autotune.trial.measure import settings_for
 
     space = load_space(path)
     params = space.coerce_params(json.loads(params_json))

@@ -74,7 +74,7 @@ def derive_space(source: Path, directory: Path, cuts: Mapping[str, Mapping[str, 
 def truth(space_path: Path, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """True (noise-free) tok/s of ``params`` and the space's optimum, same workload."""
     from autotune.sim.evaluate import ModelEvaluator
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     evaluator = ModelEvaluator(load_space(space_path))
     best = evaluator.optimum()
@@ -109,7 +109,7 @@ def describe(params: Mapping[str, Any] | None) -> str:
 
 def run_space(source: Path, workdir: Path, cuts: Mapping[str, Any]) -> dict[str, Any]:
     """One search on a reduced copy of ``source``; the winner, its report and the truth."""
-    from autotune.search import SearchOptions, print_summary, run_search
+    from autotune.search.run import SearchOptions, print_summary, run_search
 
     space = derive_space(source, workdir, cuts)
     out = io.StringIO()

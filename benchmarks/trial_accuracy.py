@@ -2,7 +2,7 @@
 [--seed N] [--json PATH]``.
 
 Does a trial measure what the emulator is known to do? For both built-in profiles at concurrency 1
-and 8, a few configs each run as R independent trials (:func:`autotune.trial.measure`, a fresh
+and 8, a few configs each run as R independent trials (:func:`autotune.trial.measure.measure`, a fresh
 emulator subprocess each, real HTTP), and their median is compared with the noise-free expectation
 of :class:`autotune.sim.evaluate.ModelEvaluator` for the same workload (same prompts, lengths and
 concurrency):
@@ -33,9 +33,9 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.sim.evaluate import ModelEvaluator
-from autotune.space import SearchSpace
-from autotune.trial import MeasureSettings, TrialResult, measure
-from autotune.workload import Workload
+from autotune.space.search_space import SearchSpace
+from autotune.trial.measure import MeasureSettings, TrialResult, measure
+from autotune.space.workload import Workload
 from benchmarks._common import (
     KIMI,
     LLAMA,

@@ -140,7 +140,7 @@ def gap_overheads(windows: Mapping[str, list[tuple[float, float]]],
 
 def run_real_search(trials: int, workdir: Path) -> dict[str, Any]:
     """Figures 1 and 2 from one real search at concurrency 1."""
-    from autotune.search import SearchOptions, run_search
+    from autotune.search.run import SearchOptions, run_search
 
     space = overhead_space(workdir, trials=trials)
     t0 = time.monotonic()
@@ -159,12 +159,12 @@ def run_real_search(trials: int, workdir: Path) -> dict[str, Any]:
 # ----- 3: zero-work trainable ---------------------------------------------------------------------
 def zero_work_trainable(config: dict[str, Any], ctx: Any) -> None:
     """A trial that measures nothing: the model-only evaluator's expectation, judged and reported
-    exactly as :func:`autotune.trainable.trainable` reports a measured trial."""
+    exactly as :func:`autotune.search.trainable.trainable` reports a measured trial."""
     from ray import tune
 
     from autotune.sim.evaluate import ModelEvaluator
-    from autotune.trainable import _space, to_report
-    from autotune.trial import TrialResult, judge
+    from autotune.search.trainable import _space, to_report
+    from autotune.trial.measure import TrialResult, judge
 
     space = _space(ctx.space_path)
     params = space.coerce_params(dict(config))
@@ -187,13 +187,13 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
     import ray
     from ray import tune
 
-    from autotune.progress import ProgressTable
-    from autotune.search import SearchOptions, _Callbacks, _make_sampler, init_ray
-    from autotune.searcher import ConstrainedOptunaSearch, DefineByRun
-    from autotune.space import load_space
-    from autotune.tracking import Tracker
-    from autotune.trainable import TrialContext, TrialResources
-    from autotune.trial import settings_for
+    from autotune.search.progress import ProgressTable
+    from autotune.search.run import SearchOptions, _Callbacks, _make_sampler, init_ray
+    from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
+    from autotune.space.search_space import load_space
+    from autotune.tracking.tracker import Tracker
+    from autotune.search.trainable import TrialContext, TrialResources
+    from autotune.trial.measure import settings_for
 
     # The model-only evaluator needs a profile with real times (zero-compute has no tok/s).
     space_path = overhead_space(workdir, trials=trials, profile=LLAMA)

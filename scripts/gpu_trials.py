@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from autotune.report import phase_table, summary_json
-from autotune.space import load_space
-from autotune.trial import MemoryBaselineStore, evaluate, settings_for, slos_of
-from autotune.workload import Workload
+from autotune.trial.report import phase_table, summary_json
+from autotune.space.search_space import load_space
+from autotune.trial.measure import MemoryBaselineStore, evaluate, settings_for, slos_of
+from autotune.space.workload import Workload
 
 
 def main() -> int:

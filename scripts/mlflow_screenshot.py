@@ -31,7 +31,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autotune.errors import ConfigError  # noqa: E402
-from autotune.store_copy import find_db, relocated_copy  # noqa: E402
+from autotune.tracking.store_copy import find_db, relocated_copy  # noqa: E402
 
 START_DEADLINE_S = 120.0  # mlflow ui answers after ~15 s on an idle 2-core box
 RENDER_TIMEOUT_MS = 60_000

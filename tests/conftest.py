@@ -4,19 +4,19 @@ The installed SGLang's flags, as a table, for every process the tests start
 --------------------------------------------------------------------------
 
 Each trial process (``python -m autotune.trial``, a Ray worker, ``python -m autotune.search``) and
-each emulator server resolves its launch flags against :func:`autotune.sglang_flags.active_flags`;
+each emulator server resolves its launch flags against :func:`autotune.sglang.flags.active_flags`;
 with SGLang installed that imports ``sglang.srt.server_args`` to build SGLang's parser, several
 CPU-seconds per process on a 2-core box, and the suite starts hundreds of them. So, once per
 session, the installed SGLang's own parser is written as a flag table
-(:func:`autotune.sglang_flags.write_flag_table`, the format ``tests/data/make_sglang_flags.py``
+(:func:`autotune.sglang.flags.write_flag_table`, the format ``tests/data/make_sglang_flags.py``
 writes) and ``AUTOTUNE_SGLANG_FLAG_TABLE`` names it in this process's environment, which every
 subprocess and Ray worker inherits: they rebuild the same flags (same release, spellings, dests,
 arity, choices, defaults, ``--config`` key rules, value types but for a few JSON-valued flags no
 emulator test passes; ``tests/data/README.md`` lists them) without importing SGLang.
 ``tests/test_session_flag_table.py`` checks that the table stands for the installed parser.
 
-In this process nothing changes: a :func:`autotune.sglang_flags.using_flags` block keeps the
-installed SGLang's own :class:`~autotune.sglang_flags.FlagSet` active for the whole session, so
+In this process nothing changes: a :func:`autotune.sglang.flags.using_flags` block keeps the
+installed SGLang's own :class:`~autotune.sglang.flags.FlagSet` active for the whole session, so
 in-process tests resolve against the real parser exactly as before (``use_sglang=True`` and
 ``installed_flags()`` always did). A test that wants a subprocess on the real parser removes the
 variable from the subprocess's environment (``tests/test_fast_start.py``'s ``sim_env`` does).
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune import sglang_flags
+from autotune.sglang import flags as sglang_flags
 
 
 @pytest.fixture(scope="session")

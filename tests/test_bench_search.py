@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.bench_search import (STRATEGIES, Oracle, _quantile, benchmark, load_problem,
+from autotune.search.benchmark.command import (STRATEGIES, Oracle, _quantile, benchmark, load_problem,
                                    render)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,10 +20,10 @@ import httpx
 import numpy as np
 import pytest
 
-from autotune._sse import SSEDecoder
-from autotune.bench import (BenchResult, RequestRecord, build_request, percentile,
+from autotune.bench._sse import SSEDecoder
+from autotune.bench.client import (BenchResult, RequestRecord, build_request, percentile,
                             poisson_arrivals, run_benchmark, run_benchmark_sync)
-from autotune.workload import Prompt
+from autotune.space.workload import Prompt
 
 # ---------------------------------------------------------------------------------------------
 # helpers

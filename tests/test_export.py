@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from tracking_helpers import eagle, failed, launch, result
 
-from autotune import export
+from autotune.export import command as export
 from autotune.errors import LaunchArgsError
-from autotune.launch import LaunchSpec
-from autotune.sglang_args import parse_server_args, sglang_available
-from autotune.tracking import Tracker
+from autotune.launch.spec import LaunchSpec
+from autotune.sglang.args import parse_server_args, sglang_available
+from autotune.tracking.tracker import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
 PARSER = {"use_sglang": True} if sglang_available() else {}

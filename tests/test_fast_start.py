@@ -14,15 +14,17 @@ import httpx
 import pytest
 import yaml
 
-from autotune import export, fast_start, sglang_flags
-from autotune import _builtin_parser as builtin
+from autotune.export import command as export
+from autotune.sglang import fast_start
+from autotune.sglang import flags as sglang_flags
+from autotune.sglang import _parser_twin as builtin
 from autotune.errors import ConfigError, LaunchArgsError
-from autotune.launch import LaunchSpec
-from autotune.server import ServerProcess
-from autotune.space import load_space
-from autotune.tracking import Tracker
-from autotune.trial import TrialResult, evaluate, launch_spec, settings_for, slos_of
-from autotune.workload import Workload
+from autotune.launch.spec import LaunchSpec
+from autotune.server.process import ServerProcess
+from autotune.space.search_space import load_space
+from autotune.tracking.tracker import Tracker
+from autotune.trial.measure import TrialResult, evaluate, launch_spec, settings_for, slos_of
+from autotune.space.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"

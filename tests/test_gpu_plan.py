@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.samplers._candidates import config_key
-from autotune.space import load_space
+from autotune.space.search_space import config_key
+from autotune.space.search_space import load_space
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from autotune.bench_search import STRATEGIES, Oracle, benchmark, load_problem, render
+from autotune.search.benchmark.command import STRATEGIES, Oracle, benchmark, load_problem, render
 from autotune.errors import ConfigError
-from autotune.landscape import FORMAT, load_landscape
-from autotune.space import load_space
+from autotune.search.benchmark.landscape import FORMAT, load_landscape
+from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN_SPEEDUP = 1.0
@@ -154,7 +154,7 @@ def test_script_collects_every_trial_and_skips_junk_with_a_warning(swept: Swept)
 
 
 def test_portable_paths_replace_roots_on_path_boundaries_only() -> None:
-    from autotune.report import portable_paths
+    from autotune.trial.report import portable_paths
 
     roots = {"/work/main": "", "/tmp/res/": "<results>"}
     rec = {"argv": ["python", "--model-path", "/work/main/.gpu/m/target"],

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from autotune import sglang_args as sa
+from autotune.sglang import args as sa
 from autotune.errors import LaunchArgsError
-from autotune.launch import BACKEND_MODULES, LaunchSpec
+from autotune.launch.spec import BACKEND_MODULES, LaunchSpec
 
 needs_sglang = pytest.mark.skipif(
     not sa.sglang_available(),

@@ -1,6 +1,6 @@
 """The MLflow UI shows a search as a person sees it: a real ``mlflow ui`` and headless Chromium.
 
-The store is populated through :class:`autotune.tracking.Tracker`; the UI is a real subprocess on
+The store is populated through :class:`autotune.tracking.tracker.Tracker`; the UI is a real subprocess on
 127.0.0.1 (killed by its process group afterwards); Chromium renders the React pages
 (``--virtual-time-budget`` lets the scripts finish) and dumps the DOM or a screenshot. Screenshots go
 to ``test-artifacts/`` (git-ignored) for a person to look at.
@@ -23,7 +23,7 @@ import httpx
 import pytest
 from tracking_helpers import eagle, failed, result
 
-from autotune.tracking import Tracker
+from autotune.tracking.tracker import Tracker
 
 pytestmark = pytest.mark.browser
 
@@ -149,14 +149,14 @@ def test_failed_trial_page_shows_the_reason(search, ui, tmp_path):
 
 def test_a_search_tracks_through_the_tracking_server_and_exports_from_it(ui, capsys):
     """The same server as a tracking URI: runs, artifacts (proxied) and export over HTTP."""
-    from autotune import export
+    from autotune.export import command as export
 
     tr = Tracker("via-http", tracking_uri=ui).connect()
     tr.start_search(backend="sim")
     tr.log_trial("base", result({}, 1000.0))
     run_id = tr.log_trial("t", result(eagle(4, 1), 1400.0))
     assert tr.log_trial("t", result(eagle(4, 1), 1410.0)) == run_id
-    summary = tr.finish_search()
+    summary = tr.finish_search(winner_files=export.winner_files)
     assert summary.winner.run.run_id == run_id and summary.export_error is None
     assert {a.path for a in tr.client.list_artifacts(run_id)} >= {"launch.json", "phases.png"}
     assert export.main(["--name", "via-http", "--tracking-uri", ui, "--format", "json"]) == 0

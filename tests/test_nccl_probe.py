@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune._nccl_candidates import (
+from autotune.nccl.candidates import (
     MULTICAST_OFF,
     Candidate,
     candidates_from_space,
@@ -28,8 +28,9 @@ from autotune._nccl_candidates import (
     worker_env,
 )
 from autotune.errors import ConfigError
-from autotune.nccl_probe import ProbeSettings, format_table, main, rank_rows, run_probe
-from autotune.space import load_space
+from autotune.nccl.probe import ProbeSettings, format_table, rank_rows, run_probe
+from autotune.nccl_probe import main
+from autotune.space.search_space import load_space
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = "AUTOTUNE_NCCL_PROBE_TEST_MARKER"
@@ -57,7 +58,7 @@ def _workers(marker: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if want in environ and b"autotune._nccl_worker" in cmdline and state != "Z":
+        if want in environ and b"autotune.nccl.worker" in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
 
@@ -315,7 +316,7 @@ def test_cli_bad_input_exits_2_with_the_reason(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_batch_must_be_positive_and_is_reported() -> None:
-    from autotune.nccl_probe import ProbeSettings
+    from autotune.nccl.probe import ProbeSettings
 
     with pytest.raises(ValueError, match="batch must be >= 1"):
         ProbeSettings(tp=2, hidden=8, batch=0).check()
@@ -330,7 +331,7 @@ def _round_row(name: str, medians: list[float]) -> dict:
 
 
 def test_rounds_merge_to_median_and_tell_a_real_gap_from_noise() -> None:
-    from autotune.nccl_probe import ProbeSettings, merge_rounds, rank_rows
+    from autotune.nccl.probe import ProbeSettings, merge_rounds, rank_rows
 
     settings = ProbeSettings(tp=2, hidden=8, tokens=(1,), rounds=3)
     # LL is ahead of the default in every round: a real gap.
@@ -351,7 +352,7 @@ def test_rounds_merge_to_median_and_tell_a_real_gap_from_noise() -> None:
 
 
 def test_a_candidate_failing_in_any_round_is_failed() -> None:
-    from autotune.nccl_probe import merge_rounds
+    from autotune.nccl.probe import merge_rounds
 
     bad = dict(_round_row("LL", [30.0]), status="failed", reason="boom", sizes=[])
     rows = merge_rounds(["default", "LL"], [[_round_row("default", [40.0]), _round_row("LL", [30.0])],
@@ -361,7 +362,8 @@ def test_a_candidate_failing_in_any_round_is_failed() -> None:
 
 
 def test_gloo_probe_over_two_rounds(tmp_path) -> None:
-    from autotune.nccl_probe import Candidate, ProbeSettings, run_probe
+    from autotune.nccl.candidates import Candidate
+    from autotune.nccl.probe import ProbeSettings, run_probe
 
     cands = [Candidate("default", {}), Candidate("NCCL_PROTO=LL", {"NCCL_PROTO": "LL"})]
     report = run_probe(cands, ProbeSettings(tp=2, hidden=64, tokens=(1, 16), iters=3, warmup=1,

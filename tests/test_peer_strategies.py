@@ -20,13 +20,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.bench_search import (AUTO_TIERS, OURS, PEERS, STRATEGIES, Oracle, benchmark,
+from autotune.search.benchmark.command import (AUTO_TIERS, OURS, PEERS, STRATEGIES, Oracle, benchmark,
                                    load_problem, render)
-from autotune.samplers import (SAMPLER_NAMES, AutoBenchmarkTierSampler, AutoTier1Sampler,
+from autotune.search.samplers import (SAMPLER_NAMES, AutoBenchmarkTierSampler, AutoTier1Sampler,
                                AutoTier2Sampler, make_sampler)
-from autotune.samplers._observations import PLAN_KEY
-from autotune.samplers._peers import default_value, tier_overlays
-from autotune.space import load_space
+from autotune.search.samplers._observations import PLAN_KEY
+from autotune.search.samplers._peers import default_value, tier_overlays
+from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -383,7 +383,7 @@ def test_sampler_pickles_mid_study(fixed_path):
 
 
 def test_best_peer_bounds_and_wording(fixed_path):
-    from autotune.bench_search import best_peer
+    from autotune.search.benchmark.command import best_peer
 
     out = benchmark(fixed_path, seeds=2, budget=8, strategies=["random", "auto-tier1", OURS])
     for name, median in (("random", None), ("auto-tier1", None), (OURS, 4.0)):

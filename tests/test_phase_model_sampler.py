@@ -11,20 +11,21 @@ import optuna
 import pytest
 from optuna.samplers import RandomSampler, TPESampler
 
-from autotune.bench_search import Oracle, load_problem
-from autotune.samplers import (
+from autotune.search.benchmark.command import Oracle, load_problem
+from autotune.search.samplers import (
     SAMPLER_NAMES,
     GridOrderSampler,
     PhaseModelSampler,
     _blr,
     make_sampler,
 )
-from autotune.samplers._acceptance import AcceptanceModel, AcceptObs
-from autotune.samplers._candidates import CandidateTable, config_key
-from autotune.samplers._fit import Settings, predict
-from autotune.samplers._observations import Observation, read_observation
-from autotune.samplers.phase_model import expected_improvement
-from autotune.space import load_space
+from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
+from autotune.search.samplers._candidates import CandidateTable
+from autotune.space.search_space import config_key
+from autotune.search.samplers._fit import Settings, predict
+from autotune.search.samplers._observations import Observation, read_observation
+from autotune.search.samplers.phase_model import expected_improvement
+from autotune.space.search_space import load_space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

@@ -11,9 +11,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from autotune.errors import BenchError
-from autotune.phases import (MetricsSnapshot, PhaseProfile, break_even, scrape, scrape_sync,
+from autotune.profile.phases import (MetricsSnapshot, PhaseProfile, break_even, scrape, scrape_sync,
                              speedup)
-from autotune.prom import parse_exposition
+from autotune.profile.prom import parse_exposition
 
 
 class FakeSGLang:

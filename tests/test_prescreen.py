@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from autotune._nccl_candidates import candidates_from_space
+from autotune.nccl.candidates import candidates_from_space
 from autotune.errors import ConfigError
-from autotune.prescreen import NARROWED_NAME, PrescreenError, narrowed_data
-from autotune.search import SearchOptions, run_search
+from autotune.search.prescreen import NARROWED_NAME, PrescreenError, narrowed_data
+from autotune.search.run import SearchOptions, run_search
 from autotune.sim.evaluate import ModelEvaluator
-from autotune.space import SearchSpace, load_space
-from autotune.tracking import Tracker
+from autotune.space.search_space import SearchSpace, load_space
+from autotune.tracking.tracker import Tracker
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = REPO / "tests" / "spaces" / "profile-slow-dense.yaml"
@@ -226,7 +226,7 @@ def test_search_probes_narrows_and_logs_to_the_parent_run(tmp_path: Path, sim_en
         assert p["nccl_candidate"] in kept
         # The actual NCCL environment, not only the label.
         env = {k: p.get(k) for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MAX_NCHANNELS")}
-        from autotune._nccl_candidates import name_of
+        from autotune.nccl.candidates import name_of
 
         assert name_of(env) == p["nccl_candidate"]
 
@@ -256,7 +256,7 @@ def test_a_failed_probe_stops_the_search_and_fails_the_parent_run(
 
 
 def test_choose_kept_keeps_the_default_when_the_rounds_cannot_tell_them_apart() -> None:
-    from autotune.prescreen import choose_kept
+    from autotune.search.prescreen import choose_kept
 
     report = {"ranking": ["LL", "Ring", "default", "Tree"], "default": {"name": "default"},
               "spread": {"separated": False}}

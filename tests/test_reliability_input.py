@@ -149,7 +149,7 @@ _BASES = [yaml.safe_dump(space, sort_keys=False).encode() for space in (_SIM, _S
 @given(data=st.data())
 def test_space_files_on_disk_only_raise_config_error(tmp_path: Path, data: st.DataObject) -> None:
     from autotune.errors import ConfigError
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     raw = bytearray(data.draw(st.sampled_from(_BASES)))
     for _ in range(data.draw(st.integers(0, 3))):

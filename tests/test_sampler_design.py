@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.samplers import PhaseModelSampler
-from autotune.space import load_space
+from autotune.search.samplers import PhaseModelSampler
+from autotune.space.search_space import load_space
 
 SPACE = """\
 name: design

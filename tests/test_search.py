@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from autotune.search import (
+from autotune.search.run import (
     EXIT_CONFIG,
     EXIT_INTERRUPTED,
     SearchOptions,
@@ -33,7 +33,7 @@ from autotune.search import (
     print_summary,
     run_search,
 )
-from autotune.tracking import Tracker
+from autotune.tracking.tracker import Tracker
 
 SPACES = Path(__file__).parent / "spaces"
 REPO = Path(__file__).resolve().parent.parent
@@ -151,10 +151,10 @@ def test_searcher_reads_flattened_results_as_constraints() -> None:
     import optuna
     from ray.tune.utils import flatten_dict
 
-    from autotune.searcher import ConstrainedOptunaSearch, DefineByRun
-    from autotune.space import load_space
-    from autotune.trainable import to_report
-    from autotune.trial import TrialResult, judge
+    from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
+    from autotune.space.search_space import load_space
+    from autotune.search.trainable import to_report
+    from autotune.trial.measure import TrialResult, judge
 
     space = load_space(SPACES / "slo.yaml")
     searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective", mode="max",
@@ -388,7 +388,7 @@ def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
 
 
 def test_the_closing_hint_fits_the_kind_of_store() -> None:
-    from autotune.search import browse_hint
+    from autotune.search.run import browse_hint
 
     server = browse_hint("http://127.0.0.1:5005/", "7")
     assert server == ["Browse trials:  http://127.0.0.1:5005/#/experiments/7/runs?workflowType=machine_learning"]
@@ -446,9 +446,9 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     callback and the tracker are the real ones; only Ray's Trial object is a stand-in (Ray calls
     ``on_trial_error`` with it after its retries), since making Ray lose a trial three times on
     purpose is the business of the cluster fault tests."""
-    from autotune.progress import ProgressTable
-    from autotune.search import _Callbacks
-    from autotune.space import load_space
+    from autotune.search.progress import ProgressTable
+    from autotune.search.run import _Callbacks
+    from autotune.space.search_space import load_space
 
     space = load_space(SPACES / "slo.yaml")
     tracker = Tracker("errored", root=str(tmp_path)).connect()

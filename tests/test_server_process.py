@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from autotune.errors import ServerCrashed, ServerError, ServerStartupCrash, ServerStartupTimeout
-from autotune.server import (
+from autotune.server.process import (
     PortReservation,
     ServerProcess,
     group_alive,
@@ -360,7 +360,7 @@ def test_garbage_collection_stops_group() -> None:
 # exits on its own. ``watchdog`` off isolates the atexit safety net from the reaper.
 DRIVER = """
 import json, sys, time, httpx
-from autotune.server import ServerProcess
+from autotune.server.process import ServerProcess
 mode = sys.argv[1]
 server = ServerProcess([sys.executable, {fake!r}, "--port", "{{port}}"], grace_s=2.0,
                        poll_interval_s=0.05, watchdog=(mode != "exit-no-watchdog"),

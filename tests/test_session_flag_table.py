@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune import _builtin_parser as builtin
-from autotune import sglang_flags
+from autotune.sglang import _parser_twin as builtin
+from autotune.sglang import flags as sglang_flags
 from autotune.errors import LaunchArgsError
-from autotune.sglang_args import parse_server_args
+from autotune.sglang.args import parse_server_args
 
 # Value types a table rebuilds by name (builtin.ROW_TYPES); any other type parses as str in a
 # table. The installed 0.5.23 has these others, on flags no emulator test passes (JSON-valued

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from autotune import _builtin_parser as builtin
-from autotune import sglang_args as sa
+from autotune.sglang import _parser_twin as builtin
+from autotune.sglang import args as sa
 from autotune.errors import ConfigError, LaunchArgsError
 
 needs_sglang = pytest.mark.skipif(
@@ -39,8 +39,8 @@ def outcome(argv: list[str], *, use_sglang: bool, **kw) -> tuple[str, object]:
 def test_flag_table_matches_installed_sglang():
     fresh = builtin.table_from_sglang()
     assert fresh == builtin.FLAG_TABLE.strip(), (
-        "SGLang's flags changed; regenerate FLAG_TABLE in autotune/_builtin_parser.py with\n"
-        '  .venv/bin/python -c "from autotune._builtin_parser import table_from_sglang as t; print(t())"'
+        "SGLang's flags changed; regenerate FLAG_TABLE in autotune/sglang/_parser_twin.py with\n"
+        '  .venv/bin/python -c "from autotune.sglang._parser_twin import table_from_sglang as t; print(t())"'
     )
 
 

@@ -20,16 +20,17 @@ import httpx
 import pytest
 import yaml
 
-from autotune import export, sglang_flags
-from autotune.bench import run_benchmark
+from autotune.export import command as export
+from autotune.sglang import flags as sglang_flags
+from autotune.bench.client import run_benchmark
 from autotune.errors import ConfigError, LaunchArgsError
-from autotune.launch import LaunchSpec
-from autotune.phases import FORWARD_SECONDS, MetricsSnapshot, PhaseProfile
-from autotune.prom import parse_exposition
-from autotune.sglang_args import parse_server_args
-from autotune.space import SearchSpace
-from autotune.trial import launch_spec
-from autotune.workload import Prompt
+from autotune.launch.spec import LaunchSpec
+from autotune.profile.phases import FORWARD_SECONDS, MetricsSnapshot, PhaseProfile
+from autotune.profile.prom import parse_exposition
+from autotune.sglang.args import parse_server_args
+from autotune.space.search_space import SearchSpace
+from autotune.trial.measure import launch_spec
+from autotune.space.workload import Prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"
@@ -131,7 +132,7 @@ def test_two_names_of_one_flag_with_different_values_is_an_error():
 
 
 def test_flag_table_env_var_reaches_a_subprocess():
-    code = ("from autotune.sglang_args import parse_server_args as p; "
+    code = ("from autotune.sglang.args import parse_server_args as p; "
             "print(p(['--model-path', 'm', '--cuda-graph-max-bs', '8'])['cuda_graph_max_bs_decode'])")
     env = {**os.environ, sglang_flags.FLAG_TABLE_ENV: str(TABLE_517)}
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
@@ -199,7 +200,7 @@ def test_space_file_accepts_the_alias_under_0517_and_names_file_and_line_under_0
     del data["fixed_args"]["cuda_graph_max_bs_decode"]
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     with sglang_flags.using_flags(v0517()):
         space = load_space(path)
@@ -372,7 +373,7 @@ def test_a_flag_0523_dropped_is_accepted_where_the_release_in_use_has_it(tmp_pat
     data = {**SPACE, "fixed_args": {**SPACE["fixed_args"], "torchao_config": "int8wo"}}
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     with sglang_flags.using_flags(v0517()):
         spec = launch_spec(load_space(path).trial_config({"speculative_algorithm": None}))

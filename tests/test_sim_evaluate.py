@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.sim.evaluate import ModelEvaluator, workload_shape
-from autotune.space import load_space
+from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "search_spaces" / "demo.yaml"

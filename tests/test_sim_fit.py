@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from autotune.errors import ConfigError
-from autotune.sim import fit as fit_cli
+from autotune.sim.fit import command as fit_cli
 from autotune.sim.engine import SimEngine
-from autotune.sim.fit import fit_profile
-from autotune.sim.fit_data import Observation, load_measurements, split
-from autotune.sim.fit_report import predict_window
+from autotune.sim.fit.command import fit_profile
+from autotune.sim.fit.data import Observation, load_measurements, split
+from autotune.sim.fit.report import predict_window
 from autotune.sim.model import ModelConfig, PerformanceModel
 from autotune.sim.profile import load_profile
 
@@ -53,7 +53,7 @@ def synthetic_summary(profile, cfg, *, noise: float, rng: random.Random, request
                       output_len: int = 200) -> dict:
     """A summary_json-shaped measurement of ``cfg`` made by the model of ``profile``, with noise."""
     argv, env = _launch(cfg)
-    from autotune.sim.fit_data import server_args_of
+    from autotune.sim.fit.data import server_args_of
     stub = Observation(id="x", source="synthetic", server_args=server_args_of(argv), env=env,
                        steps=cfg and cfg[0], topk=cfg and cfg[1], draft_tokens=cfg and cfg[2],
                        forced_acc=cfg and cfg[3], tok_s=1.0, tok_s_spread=None, repeats=1,
@@ -300,7 +300,7 @@ def test_cli_list_and_errors(tmp_path, capsys):
 def test_round_trip_through_live_emulator_trials(tmp_path):
     """Trials measured on the live emulator (real server, /metrics, summary_json) are fitted and
     the held-out configs predicted within the goals: the window layout matches what trials see."""
-    from autotune.sim.fit_solve import profile_dict
+    from autotune.sim.fit.solve import profile_dict
 
     truth = tmp_path / "truth.yaml"
     truth.write_text(yaml.safe_dump(profile_dict(TRUE, {}, name="truth", description="t",

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from autotune.sglang_args import parse_server_args
+from autotune.sglang.args import parse_server_args
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -1,4 +1,4 @@
-"""Tests of autotune.space: loading, located errors, conditions and rules, suggest/enumerate."""
+"""Tests of autotune.space.search_space: loading, located errors, conditions and rules, suggest/enumerate."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import optuna
 import pytest
 
-from autotune._space_build import _RandomTrial
+from autotune.space._build import _RandomTrial
 from autotune.errors import ConfigError
-from autotune.space import RULES, SearchSpace, TrialConfig, load_space
+from autotune.space.search_space import RULES, SearchSpace, TrialConfig, load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT / "search_spaces"
@@ -149,8 +149,8 @@ def test_check_paths_passes_for_existing_weights_hub_ids_and_sim(tmp_path: Path)
 
 
 def test_snapshot_of_server_args_matches_installed_sglang() -> None:
-    from autotune import _sglang_fields
-    from autotune._space_schema import installed_sglang_fields
+    from autotune.sglang import _fields as _sglang_fields
+    from autotune.space._schema import installed_sglang_fields
 
     installed = installed_sglang_fields()
     if not installed:

@@ -16,10 +16,10 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from autotune._space_build import _RandomTrial
+from autotune.space._build import _RandomTrial
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
-from autotune.space import SearchSpace
+from autotune.space.search_space import SearchSpace
 
 SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
 DEMO_TEXT = (SPACES / "demo.yaml").read_text()

@@ -1,4 +1,4 @@
-"""autotune.store_copy: a store moved off its machine gets readable artifacts again, the original untouched."""
+"""autotune.tracking.store_copy: a store moved off its machine gets readable artifacts again, the original untouched."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autotune.errors import ConfigError
-from autotune.store_copy import find_db, relocated_copy
+from autotune.tracking.store_copy import find_db, relocated_copy
 
 
 def _store(root: Path) -> str:
@@ -56,7 +56,7 @@ def test_moved_store_reads_its_artifacts_through_the_copy(tmp_path: Path) -> Non
 def test_bad_stores_say_what_would_be_right(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="folder holding mlflow.db"):
         find_db(store=tmp_path)
-    run = subprocess.run([sys.executable, "-m", "autotune.store_copy", "--store", str(tmp_path / "nope.db"),
+    run = subprocess.run([sys.executable, "-m", "autotune.tracking.store_copy", "--store", str(tmp_path / "nope.db"),
                           "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "no MLflow sqlite store" in run.stderr
     _store(tmp_path / "s")

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from tracking_helpers import SIM_ENV, eagle, failed, launch, result
 
-from autotune._runs import TrialRun, select_winner
+from autotune.tracking.runs import TrialRun, select_winner
 from autotune.errors import ConfigError
-from autotune.launch import LaunchSpec
-from autotune.tracking import STALE_REASON, Tracker, default_store, spec_from_argv, trial_metrics, trial_params
+from autotune.launch.spec import LaunchSpec
+from autotune.tracking.tracker import STALE_REASON, Tracker, default_store, spec_from_argv, trial_metrics, trial_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -241,7 +241,7 @@ def test_a_new_search_marks_the_search_of_a_killed_driver_failed(store):
     script = textwrap.dedent(f"""
         import os, sys
         sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]
-        from autotune.tracking import Tracker
+        from autotune.tracking.tracker import Tracker
         from tracking_helpers import eagle
         tr = Tracker({name!r}, root={str(store)!r}).connect()
         print(tr.start_search(backend="sim"), tr.start_trial("t1", params=eagle(3, 1)), flush=True)
@@ -300,7 +300,9 @@ def test_finish_search_logs_summary_plots_and_winner_command(tracker, tmp_path):
         tracker.log_trial(f"t{i}", result(eagle(steps, topk), tok, status=status,
                                           accept=1.5 + steps * 0.3, break_even=1.4 + steps * 0.2))
     tracker.log_trial("t_fail", failed(eagle(8, 8, 64)))
-    summary = tracker.finish_search()
+    from autotune.export.command import winner_files
+
+    summary = tracker.finish_search(winner_files=winner_files)
     parent = tracker.client.get_run(tracker.parent_run_id)
     assert parent.info.status == "FINISHED"
     assert summary.winner.run.trial_id == "t1"
@@ -379,7 +381,7 @@ def test_launch_spec_survives_mlflow(tracker):
 
 
 def test_phase_figure_draws_only_known_phases_that_took_time():
-    from autotune import _plots
+    from autotune.tracking import _plots
 
     assert _plots.phase_figure({"draft_ms": None, "cycle_ms": None}) is None
     fig = _plots.phase_figure({"draft_ms": 1.0, "verify_ms": 4.0, "decode_ms": 0.0, "extend_ms": None,
@@ -406,7 +408,7 @@ def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path):
         except AttributeError as exc:
             raised = str(exc)
         from tracking_helpers import eagle, result
-        from autotune.tracking import Tracker
+        from autotune.tracking.tracker import Tracker
         tr = Tracker("bad-ipython", root={str(tmp_path)!r}).connect()
         tr.start_search(backend="sim")
         run_id = tr.log_trial("t1", result(eagle(3, 1), 1200.0))

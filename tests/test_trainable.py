@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotune.space import load_space
-from autotune.trainable import constraint_values, sampler_attrs, to_report
-from autotune.trial import Failure, FileBaselineStore, TrialResult, judge
-from autotune.trial import reusable_baseline as _reusable
+from autotune.space.search_space import load_space
+from autotune.search.trainable import constraint_values, sampler_attrs, to_report
+from autotune.trial.measure import Failure, FileBaselineStore, TrialResult, judge
+from autotune.trial.measure import reusable_baseline as _reusable
 
 DEMO = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
 

@@ -2,7 +2,7 @@
 
 Nothing is mocked: every test starts ``python -m autotune.sim.server`` (start-up shortened with
 ``AUTOTUNE_SIM_STARTUP_S=0.2``), talks real HTTP, and checks what the bench client, the phase
-profile and :mod:`autotune.trial` make of it, including the failure paths (a hung stream, a crash
+profile and :mod:`autotune.trial.measure` make of it, including the failure paths (a hung stream, a crash
 mid-measurement, an out-of-memory start-up) and that no process or port outlives a trial.
 
 Server pids and ports are learnt through a wrapper interpreter (``MeasureSettings.python``) that
@@ -29,12 +29,12 @@ from typing import Any
 import httpx
 import pytest
 
-from autotune.bench import BenchResult, run_benchmark
-from autotune.launch import LaunchSpec
-from autotune.phases import PhaseProfile, scrape
-from autotune.server import ServerProcess
-from autotune.space import SearchSpace
-from autotune.trial import (
+from autotune.bench.client import BenchResult, run_benchmark
+from autotune.launch.spec import LaunchSpec
+from autotune.profile.phases import PhaseProfile, scrape
+from autotune.server.process import ServerProcess
+from autotune.space.search_space import SearchSpace
+from autotune.trial.measure import (
     FAILED,
     FileBaselineStore,
     MeasureSettings,
@@ -43,7 +43,7 @@ from autotune.trial import (
     judge,
     measure,
 )
-from autotune.workload import Prompt, Workload
+from autotune.space.workload import Prompt, Workload
 
 pytestmark = pytest.mark.timeout(120)
 

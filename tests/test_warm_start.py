@@ -1,4 +1,4 @@
-"""The warm start (autotune.warm_start): SGLang's own default speculative config, found in a space,
+"""The warm start (autotune.space.warm_start): SGLang's own default speculative config, found in a space,
 measured first by a real search, and compared with the winner in the summary, MLflow and the export."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune.search import SearchOptions, print_summary, run_search
-from autotune.space import load_space
-from autotune.tracking import Tracker
-from autotune.warm_start import compare_to_default, sglang_default
+from autotune.search.run import SearchOptions, print_summary, run_search
+from autotune.space.search_space import load_space
+from autotune.tracking.tracker import Tracker
+from autotune.space.warm_start import compare_to_default, sglang_default
 
 SPACES = Path(__file__).parent / "spaces"
 
@@ -114,7 +114,7 @@ def test_the_search_measures_the_default_first_and_reports_the_gain(
 
 
 def test_the_benchmark_runs_the_default_first_for_every_strategy() -> None:
-    from autotune.bench_search import benchmark
+    from autotune.search.benchmark.command import benchmark
 
     # On this landscape SGLang's default 3/1/4 is the optimum: with the warm start every strategy
     # reaches the target at its second trial (the group's baseline is the first), without it not.

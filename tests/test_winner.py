@@ -1,4 +1,4 @@
-"""The one winner policy (autotune.winner) and the objective it ranks by, end to end.
+"""The one winner policy (autotune.trial.winner) and the objective it ranks by, end to end.
 
 The unit tests pin the rules. The search test runs a real search on the emulator with an objective
 other than tok/s, minimised, where half the configs crash, and checks that Ray's result, Optuna,
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune.export import choose
-from autotune.search import SearchOptions, print_summary, run_search
-from autotune.tracking import Tracker
-from autotune.winner import FINALIST, Candidate, metric_field, pick_winner, unmeasured_value
+from autotune.export.command import choose
+from autotune.search.run import SearchOptions, print_summary, run_search
+from autotune.tracking.tracker import Tracker
+from autotune.trial.winner import FINALIST, Candidate, metric_field, pick_winner, unmeasured_value
 from tests.test_search import _study, sim_env  # noqa: F401  (sim_env is a fixture)
 
 SPACES = Path(__file__).resolve().parent / "spaces"

@@ -10,7 +10,7 @@ import pytest
 
 from autotune.data import make_prompts
 from autotune.errors import ConfigError
-from autotune.workload import Prompt, Workload, read_jsonl, read_sharegpt
+from autotune.space.workload import Prompt, Workload, read_jsonl, read_sharegpt
 
 
 def write(path: Path, text: str) -> Path:

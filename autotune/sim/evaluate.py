@@ -43,7 +43,7 @@ def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadSha
     """Mean prompt and output lengths of a space's measured prompts, as the emulator counts them."""
     from autotune.sim.engine import natural_length
     from autotune.sim.tokens import apply_chat_template, count_tokens
-    from autotune.workload import Workload
+    from autotune.space.workload import Workload
 
     workload = Workload.from_spec(space.workload, file=getattr(space, "file", None))
     prompts = workload.measured()
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, help="override the workload concurrency")
     parser.add_argument("--timing", action="store_true", help="print configs/s to stderr")
     args = parser.parse_args(argv)
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     try:
         space = load_space(args.space)

@@ -1,7 +1,7 @@
 """``python -m autotune.sim.server``: an SGLang server emulator, started like ``sglang.launch_server``.
 
 It takes the same command line as ``python -m sglang.launch_server`` (parsed by SGLang's own parser
-through ``autotune.sglang_args``; a bad flag prints argparse's ``error: ...`` and exits 2), answers
+through ``autotune.sglang.args``; a bad flag prints argparse's ``error: ...`` and exits 2), answers
 the same HTTP endpoints (see ``autotune.sim.app``) and times generation with the calibrated
 performance model of ``autotune.sim.model``. Start-up logs lines like SGLang's, and ``/health``
 answers 503 until the modelled start-up time has passed.
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         return _fail(f"{PROG}: error: {exc}", 1)
 
-    from autotune.sglang_args import parse_server_args
+    from autotune.sglang.args import parse_server_args
 
     try:
         args = dict(parse_server_args(argv))

@@ -205,8 +205,8 @@ echo "   stripped $NSTRIP files, $(( (BEFORE - $(du -sb . | cut -f1)) / 1048576 
 # ---------------------------------------------------------------- 6. static import check
 step "static import check"
 python3 "$REPO/scripts/gpu/check_kit.py" "$SITE" --full-list "$WORK/full-files.txt" \
-    --also-root "$REPO" --also-entry autotune.search --also-entry autotune.trial --also-entry autotune.tracking \
-    --also-entry autotune.trainable --also-entry autotune.searcher --also-entry autotune.prescreen
+    --also-root "$REPO" --also-entry autotune.search.run --also-entry autotune.trial.measure --also-entry autotune.tracking.tracker \
+    --also-entry autotune.search.trainable --also-entry autotune.search.searcher --also-entry autotune.search.prescreen
 
 # Optional: a real import test, where a CPython 3.12 is at hand (no torch, no GPU needed). SMOKE_PY names
 # a python3.12 that has the image's pure packages the tuning stack uses (numpy pandas pyyaml requests

@@ -8,7 +8,7 @@ Each TRIAL_JSON is the stdout of ``python -m autotune.trial --space SPACE --para
 (speculative configs and every group's baseline, ``{"speculative_algorithm": null, ...}``; one
 ``--baseline-store DIR`` for the whole sweep measures each baseline once). Empty or non-JSON files
 are skipped with a warning. The landscape is written to FILE (its ``space`` relative to FILE's
-folder), then loaded back with :func:`autotune.landscape.load_landscape`; when that fails (a config
+folder), then loaded back with :func:`autotune.search.benchmark.landscape.load_landscape`; when that fails (a config
 without a record, a record the space rejects, ...) the error and the configs still to sweep are
 printed and the exit status is 1, the file written all the same. Replay it with
 ``python -m autotune.bench_search --landscape FILE``.
@@ -39,9 +39,9 @@ except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(REPO))
 
 from autotune.errors import ConfigError  # noqa: E402
-from autotune.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
-from autotune.report import portable_paths  # noqa: E402
-from autotune.samplers._candidates import config_key  # noqa: E402
+from autotune.search.benchmark.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
+from autotune.trial.report import portable_paths  # noqa: E402
+from autotune.space.search_space import config_key  # noqa: E402
 
 
 def read_trial(path: str) -> dict[str, Any] | None:
@@ -76,7 +76,7 @@ def common_acceptance(records: list[dict[str, Any]]) -> str | None:
 
 def still_to_sweep(space_path: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Configs (and group baselines) of the space that no valid record covers."""
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     space = load_space(space_path)
     covered = {}
@@ -92,7 +92,7 @@ def still_to_sweep(space_path: str, records: list[dict[str, Any]]) -> list[dict[
 
 def dedupe(space_path: str, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """One record per config (first non-failed, else first), and how many were dropped."""
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     space = load_space(space_path)
     chosen: dict[Any, dict[str, Any]] = {}
@@ -120,7 +120,7 @@ def drop_rejected(space_path: str, records: list[dict[str, Any]]) -> list[dict[s
     For a sweep made before the space learnt a rule (configs SGLang crashed on, say): the
     landscape then stands for the space as it is now, and says what it left out.
     """
-    from autotune.space import load_space
+    from autotune.space.search_space import load_space
 
     space = load_space(space_path)
     kept = []

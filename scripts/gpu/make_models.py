@@ -4,7 +4,7 @@ Usage (on the GPU machine or here): ``python3 scripts/gpu/make_models.py OUTDIR 
 with SHAPE among ``llama-8b`` (Llama-3.1-8B: hidden 4096, 32 layers, vocab 128256),
 ``qwen3-30b-a3b`` (Qwen3-30B-A3B MoE: 48 layers, 128 experts, top-8) and ``tiny`` (8 layers,
 hidden 2048). Each shape gets ``OUTDIR/SHAPE/target`` and ``OUTDIR/SHAPE/draft``. Only the
-shapes matter: the weights are random, so acceptance is forced (autotune.synthetic).
+shapes matter: the weights are random, so acceptance is forced (autotune.space.synthetic).
 """
 
 from __future__ import annotations

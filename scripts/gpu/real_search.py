@@ -15,7 +15,7 @@ For each space, in order:
 
 With ``--resume`` (a plan restored onto a bare machine by ``scripts/gpu/state.sh``) it keeps what the
 earlier machines finished: a search that ended is not run again, an interrupted one continues
-(``autotune.search --resume``), a finished sweep slot is kept. Before sweeping on a machine that took
+(``autotune.search.run --resume``), a finished sweep slot is kept. Before sweeping on a machine that took
 over a finished search it re-measures the winner beside a fresh baseline (``anchors/``): the rest of
 the sweep is judged against this machine's baseline, and the winner's two figures say how far the
 machines agree.
@@ -45,8 +45,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from autotune.samplers._candidates import config_key  # noqa: E402
-from autotune.space import load_space  # noqa: E402
+from autotune.space.search_space import config_key  # noqa: E402
+from autotune.space.search_space import load_space  # noqa: E402
 
 # Seconds one trial server run takes at most, for the deadline (8B warm start-up plus the workload).
 TRIAL_S = float(os.environ.get("AUTOTUNE_GPU_TRIAL_S", "110"))
@@ -95,11 +95,11 @@ def search_results(name: str) -> list[dict]:
 
 
 def save_search_records(rows: list[dict], folder: Path) -> int:
-    """The search's trial results (:func:`search_results`) as ``autotune.trial --json`` objects, one
+    """The search's trial results (:func:`search_results`) as ``autotune.trial.measure --json`` objects, one
     file each, in the order Ray wrote them (a finalist's re-measurement and its fresh baseline
     included). Paths under this checkout are written relative to it, so the files can be committed."""
-    from autotune.report import portable_paths, summary_json
-    from autotune.trial import TrialResult
+    from autotune.trial.report import portable_paths, summary_json
+    from autotune.trial.measure import TrialResult
 
     folder.mkdir(parents=True, exist_ok=True)
     for i, row in enumerate(rows):

@@ -2,7 +2,7 @@
 
 The table lets the tests build a real argparse parser for an SGLang that is not installed (CI has
 0.5.23 only). See ``tests/data/README.md`` for how ``sglang-0.5.17-flags.json`` was made. The
-format is written by :func:`autotune.sglang_flags.write_flag_table` (the test suite's session table
+format is written by :func:`autotune.sglang.flags.write_flag_table` (the test suite's session table
 of the installed SGLang uses it too).
 
 Usage::
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     import sglang
     from sglang.srt.server_args import ServerArgs
 
-    from autotune import _builtin_parser as builtin
-    from autotune import sglang_flags
+    from autotune.sglang import _parser_twin as builtin
+    from autotune.sglang import flags as sglang_flags
 
     real = argparse.ArgumentParser()
     ServerArgs.add_cli_args(real)

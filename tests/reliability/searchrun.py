@@ -106,7 +106,7 @@ class SearchDir:
 
     def tracker(self) -> Any:
         """A read-only MLflow tracker on the search's local store."""
-        from autotune.tracking import Tracker
+        from autotune.tracking.tracker import Tracker
 
         return Tracker(self.name, root=str(self.root)).connect(create=False)
 

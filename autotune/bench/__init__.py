@@ -1,0 +1,1 @@
+"""The HTTP load: requests streamed through httpx, one record per request."""

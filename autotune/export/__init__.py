@@ -1,0 +1,1 @@
+"""Export: the winning launch command of a search, checked by SGLang's parser."""

@@ -1,0 +1,312 @@
+"""``python -m autotune.export``: the winning launch command of a search, checked by SGLang's parser.
+
+The winner is read back from MLflow (:func:`autotune.tracking.runs.select_winner`, by the one policy of
+:mod:`autotune.trial.winner` and the search's objective): the best confirmed feasible speculative config,
+else the best feasible one, else the no-speculation baseline. It is
+written as a shell script (``export`` lines, then ``python -m sglang.launch_server ...``), an SGLang
+``--config`` YAML, or JSON (argv and env). Every output is parsed back with SGLang's own argument
+parser before it is written.
+
+The command is always the real SGLang one, also after a search on the emulator: the module is
+``sglang.launch_server`` and the emulator's ``AUTOTUNE_SIM_*`` variables are dropped. By default
+``--enable-metrics`` and ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1`` stay, because the measured numbers
+were taken with them (the device timer records CUDA events and its cost is part of the measurement);
+``--strip-metrics`` drops both for a server that nobody scrapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from autotune import cli
+from autotune.sglang import args as sglang_args
+from autotune.space import synthetic
+from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
+                            objective_of, select_winner)
+from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
+from autotune.launch.spec import BACKEND_MODULES, LaunchSpec
+from autotune.space.warm_start import versus_default
+
+if TYPE_CHECKING:
+    from autotune.tracking.tracker import Tracker
+
+FORMATS = ("sh", "yaml", "json")
+SIM_ENV_PREFIX = "AUTOTUNE_SIM_"
+METRICS_ENV = ("SGLANG_ENABLE_METRICS_DEVICE_TIMER",)
+SGLANG_MODULE = BACKEND_MODULES["sglang"]
+
+
+class NothingToExport(AutotuneError):
+    """The search has no feasible trial and no baseline to fall back on."""
+
+
+def real_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None = None,
+              port: int | None = None) -> LaunchSpec:
+    """The launch on real SGLang: backend ``sglang``, no emulator variables, no fixed port, and
+    none of the trial's trial-only args (``measure.fast_start``'s prefill-graph switch).
+
+    Args:
+        spec: The launch a trial ran (any backend).
+        strip_metrics: Drop ``--enable-metrics`` and the device-timer variable.
+        host: Bind address; the trial's if None.
+        port: Port; SGLang's default if None.
+    """
+    spec = spec.without_trial_only()
+    # A forced accept length is a measuring device for dummy weights, never a serving setting.
+    env = {k: v for k, v in spec.env.items()
+           if not k.startswith(SIM_ENV_PREFIX) and k != synthetic.ENV}
+    args = dict(spec.server_args)
+    if strip_metrics:
+        env = {k: v for k, v in env.items() if k not in METRICS_ENV}
+        args.pop("enable_metrics", None)
+    return replace(spec, backend="sglang", env=env, server_args=args, host=host or spec.host, port=port)
+
+
+def without_speculation(spec: LaunchSpec) -> LaunchSpec:
+    """The no-speculation twin of a launch: no draft model, no ``speculative_*`` args."""
+    args = {k: v for k, v in spec.server_args.items() if not k.startswith("speculative_")}
+    return replace(spec, draft_model_path=None, server_args=args)
+
+
+def winner_spec(tracker: Tracker, winner: Winner, *, strip_metrics: bool = False,
+                host: str | None = None, port: int | None = None) -> LaunchSpec:
+    """The real-SGLang launch of a winner, from its run's ``launch.json``."""
+    spec = tracker.load_spec(winner.run.run_id)
+    if winner.derived_baseline:
+        spec = without_speculation(spec)
+    return real_spec(spec, strip_metrics=strip_metrics, host=host, port=port)
+
+
+def winner_files(tracker: Tracker, winner: Winner) -> dict[str, str]:
+    """The winner's real-SGLang launch as the files a search logs on its MLflow run (``winner/``):
+    ``launch.sh``, ``config.yaml`` (SGLang ``--config``) and ``launch.json``, each checked as
+    :func:`render` checks it."""
+    spec = winner_spec(tracker, winner)
+    return {"launch.sh": render(spec, "sh", winner=winner, search=tracker.name),
+            "config.yaml": render(spec, "yaml", winner=winner, search=tracker.name),
+            "launch.json": render(spec, "json", winner=winner, search=tracker.name)}
+
+
+def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
+    """The run to export.
+
+    Args:
+        tracker: A connected tracker of the search's experiment.
+        run_id: A search run (choose within it) or a trial run (export exactly it); the
+            experiment's newest search run if None.
+
+    Raises:
+        ConfigError: The run does not exist or belongs to another experiment.
+        NothingToExport: Nothing feasible was measured.
+    """
+    parent = run_id
+    if run_id is not None:
+        try:
+            run = tracker.client.get_run(run_id)
+        except Exception as exc:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST and friends
+            raise ConfigError(f"no run {run_id} in {tracker.tracking_uri} ({type(exc).__name__})",
+                              field="run_id") from None
+        if run.info.experiment_id != tracker.experiment_id:
+            raise ConfigError(f"run {run_id} is not in the experiment of search {tracker.name!r}",
+                              field="run_id")
+        kind = run.data.tags.get(TAG_KIND)
+        if kind in TRIAL_KINDS:
+            return Winner(TrialRun.from_run(run), False, "the run chosen with --run-id")
+        if kind != KIND_SEARCH:
+            raise ConfigError(f"run {run_id} is not an autotune search or trial run", field="run_id")
+    else:
+        parent = tracker.latest_parent_run_id()
+        if parent is None:
+            raise NothingToExport(f"search {tracker.name!r} has no search run in {tracker.tracking_uri}")
+    metric, maximize = objective_of(tracker.client.get_run(parent).data.tags)
+    winner = select_winner(tracker.trial_runs(parent), objective=metric, maximize=maximize)
+    if winner is None:
+        raise NothingToExport(f"search run {parent} has no feasible trial and no baseline to export")
+    return winner
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "unknown" if value is None else format(value, spec) + suffix
+
+
+def search_default(tracker: Tracker, winner: Winner | None) -> dict[str, Any] | None:
+    """SGLang's default speculative config as the winner's search measured it, or None."""
+    parent = (winner.run.tags.get("mlflow.parentRunId") if winner is not None else None)
+    if not parent:
+        return None
+    try:
+        raw = tracker.client.get_run(parent).data.tags.get(TAG_SGLANG_DEFAULT)
+        return json.loads(raw) if raw else None
+    except Exception:  # noqa: BLE001 - an older store, an unreadable tag: the line is left out
+        return None
+
+
+def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
+               default: Mapping[str, Any] | None = None) -> list[str]:
+    """Lines saying where an export came from and what it measured (and, with ``default``, how it
+    compares with SGLang's default speculative config in the same search)."""
+    if winner is None:
+        return []
+    run = winner.run
+    confirmed = ", confirmed by re-measurement" if run.confirmed else ""
+    accept = "n/a (no speculation)" if winner.is_baseline else _fmt(winner.accept_length, ".2f")
+    measured = (f"measured: {_fmt(winner.output_tok_s, '.1f')} output tok/s, speedup "
+                f"{_fmt(winner.speedup, '.3f', 'x')} over the no-speculation baseline "
+                f"({_fmt(winner.baseline_tok_s, '.1f')} tok/s), accept length {accept}")
+    lines = [f"autotune export of search {search!r}" if search else "autotune export",
+             f"from {run.kind} {run.trial_id} (MLflow run {run.run_id}{confirmed})",
+             f"why: {winner.note}", measured]
+    if default is not None:
+        lines.append(versus_default(default, tok_s=winner.output_tok_s))
+    forced = None if winner.is_baseline else synthetic.forced_accept_length(
+        {synthetic.ENV: run.tags.get(TAG_SYNTHETIC_ACCEPT) or run.params.get(synthetic.ENV)})
+    if forced is not None:
+        lines.append(f"{synthetic.LABEL}: measured with {synthetic.ENV}={forced:g} forced on dummy "
+                     "weights (dropped here); with real weights the accept length is your draft's")
+    if run.tags.get("autotune.backend") == "sim":
+        lines.append("measured on the sim backend (the SGLang emulator): re-measure on real GPUs")
+    kept = "enable_metrics" in spec.server_args or any(k in spec.env for k in METRICS_ENV)
+    if kept:
+        lines.append("--enable-metrics and the device timer are kept as measured (--strip-metrics drops them)")
+    return lines
+
+
+def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: str | None = None,
+           default: Mapping[str, Any] | None = None) -> str:
+    """One export, checked by SGLang's parser (the built-in twin without SGLang).
+
+    Args:
+        spec: The launch (see :func:`real_spec`).
+        fmt: ``sh``, ``yaml`` or ``json``.
+        winner: Where it came from, for the header (sh and yaml comments, a json key).
+        search: The search name, for the header.
+        default: SGLang's default config as the search measured it (:func:`search_default`).
+
+    Raises:
+        LaunchArgsError: The parser rejects it.
+        ValueError: Unknown format.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r} is unknown; use one of {', '.join(FORMATS)}")
+    spec = spec.without_trial_only()  # an export is what a user runs, never a trial's shortcut
+    expected = spec.validate()
+    notes = provenance(winner, search=search, spec=spec, default=default)
+    if fmt == "sh":
+        head = ["#!/usr/bin/env bash", *(f"# {line}" for line in notes)]
+        text = "\n".join(head) + "\n" + spec.shell_command()
+        _check_sh(text, spec, expected)
+    elif fmt == "yaml":
+        text = "".join(f"# {line}\n" for line in notes) + spec.to_config_yaml()
+        _check_yaml(text, expected)
+    else:
+        data: dict[str, Any] = {"argv": spec.argv(python="python"), "env": dict(sorted(spec.env.items()))}
+        if notes:
+            data["autotune"] = _json_provenance(winner, search, notes)
+        text = json.dumps(data, indent=2) + "\n"
+        sglang_args.parse_server_args(data["argv"][3:])
+    return text
+
+
+def _json_provenance(winner: Winner, search: str | None, notes: list[str]) -> dict[str, Any]:
+    return {"search": search, "run_id": winner.run.run_id, "trial_id": winner.run.trial_id,
+            "kind": winner.run.kind, "confirmed": winner.run.confirmed, "is_baseline": winner.is_baseline,
+            "output_tok_s": winner.output_tok_s, "speedup": winner.speedup,
+            "baseline_tok_s": winner.baseline_tok_s, "accept_length": winner.accept_length,
+            "notes": notes}
+
+
+def _check_sh(text: str, spec: LaunchSpec, expected: dict[str, Any]) -> None:
+    """Read the script back as bash would and parse its command with SGLang's parser."""
+    env: dict[str, str] = {}
+    command: list[str] = []
+    joined = text.replace("\\\n", " ")
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if words[0] == "export" and len(words) == 2 and "=" in words[1]:
+            name, value = words[1].split("=", 1)
+            env[name] = value
+        elif command:
+            raise LaunchArgsError(f"the script has more than one command: {line!r}")
+        else:
+            command = words
+    if command[:3] != ["python", "-m", SGLANG_MODULE] or env != dict(spec.env):
+        raise LaunchArgsError(f"the script does not run {SGLANG_MODULE} with the launch's environment",
+                              argv=command)
+    if sglang_args.parse_server_args(command[3:]) != expected:
+        raise LaunchArgsError("the script's command line parses differently from the launch", argv=command)
+
+
+def _check_yaml(text: str, expected: dict[str, Any]) -> None:
+    """Parse the config the way ``launch_server --config FILE`` does and compare with the argv."""
+    with tempfile.TemporaryDirectory(prefix="autotune-export-") as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(text)
+        parsed = sglang_args.parse_server_args(["--config", str(path)])
+    if parsed != expected:
+        diff = sorted(k for k in set(parsed) | set(expected) if parsed.get(k) != expected.get(k))
+        raise LaunchArgsError(f"the --config file parses differently from the command line: {diff}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autotune.export --name NAME [--run-id ID] [--format sh|yaml|json] [-o FILE]``."""
+    from autotune.tracking.tracker import Tracker
+
+    parser = argparse.ArgumentParser(
+        prog="python -m autotune.export",
+        description="Write the winning launch command of a search, checked by SGLang's parser. "
+                    "The winner is the best confirmed feasible trial by the search's objective "
+                    "(else the best feasible one; the no-speculation baseline when nothing beats "
+                    "it) of the newest search run, or of --run-id. Exit codes: 0 written, 1 nothing "
+                    "to export, 2 bad input.")
+    cli.add_version(parser)
+    parser.add_argument("--name", required=True, help="search name (the MLflow experiment)")
+    parser.add_argument("--run-id", help="a search run to choose within, or a trial run to export as is")
+    parser.add_argument("--format", choices=FORMATS, default="sh",
+                        help="sh: export lines + command; yaml: SGLang --config file; json: argv and env")
+    parser.add_argument("-o", "--output", help="write here instead of standard output")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: the store under <root>/mlruns)")
+    parser.add_argument("--root", help="project directory of the local store (default: the working directory)")
+    parser.add_argument("--strip-metrics", action="store_true",
+                        help="drop --enable-metrics and SGLANG_ENABLE_METRICS_DEVICE_TIMER (kept by default: "
+                             "the numbers were measured with them)")
+    parser.add_argument("--host", help="bind address of the exported server (default: the trial's)")
+    parser.add_argument("--port", type=int, help="port of the exported server (default: SGLang's)")
+    args = parser.parse_args(argv)
+    try:
+        tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
+        winner = choose(tracker, run_id=args.run_id)
+        spec = winner_spec(tracker, winner, strip_metrics=args.strip_metrics, host=args.host, port=args.port)
+        default = search_default(tracker, winner)
+        text = render(spec, args.format, winner=winner, search=args.name, default=default)
+    except NothingToExport as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (AutotuneError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        out = Path(args.output)
+        out.write_text(text)
+        if args.format == "sh":
+            out.chmod(out.stat().st_mode | 0o111)
+    else:
+        sys.stdout.write(text)
+    for line in provenance(winner, search=args.name, spec=spec, default=default):
+        print(line, file=sys.stderr)
+    if args.output:
+        print(f"wrote {args.format} to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

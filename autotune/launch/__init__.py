@@ -1,0 +1,1 @@
+"""A trial's launch: the server argv and environment, shown, checked and exported the same way."""

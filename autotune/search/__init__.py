@@ -1,0 +1,1 @@
+"""The search: Ray Tune running a constrained Optuna search over a space."""

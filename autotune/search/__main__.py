@@ -1,0 +1,7 @@
+"""``python -m autotune.search``."""
+
+import sys
+
+from autotune.search.run import main
+
+sys.exit(main())

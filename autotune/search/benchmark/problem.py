@@ -1,0 +1,350 @@
+"""What ``bench_search`` measures against: a space's truth, and the oracle of one run.
+
+Two sources of truth go through the same judging code (:class:`Oracle`, :func:`load_problem`):
+
+- :class:`EmulatorTruth`: the model-only evaluator (:mod:`autotune.sim.evaluate`), with
+  log-normal noise on tok/s and accepted-drafts histograms drawn from the model's acceptance;
+- :class:`autotune.search.benchmark.landscape.LandscapeEvaluator`: a recorded sweep of real measurements, whose
+  noise is drawn from each config's recorded repeats.
+
+A source has ``space``, ``expected(params)`` (``status`` ``"ok"`` or ``"failed"``,
+``output_tok_s``, ``phases``, ``accept_length``, ...), ``accept_probs(params)``,
+``draw(params, truth, *, seed, n, noise_cv)`` (the n-th noisy measurement in seed ``seed``) and
+``info()`` (what the report header says about it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autotune.errors import AutotuneError
+from autotune.space.search_space import config_key
+from autotune.sim.evaluate import ModelEvaluator
+from autotune.sim.model import ModelConfig, PerformanceModel
+
+
+def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
+    """The generator of measurement ``n`` of config ``key`` in seed ``seed``, whoever asks."""
+    digest = hashlib.blake2b(repr((seed, key, n)).encode(), digest_size=8).digest()
+    return np.random.default_rng(int.from_bytes(digest, "big"))
+
+
+def min_speedup(space: Any) -> float:
+    return float(getattr(space.constraints, "min_speedup", 1.0) or 1.0)
+
+
+def pays(speedup: float | None, space: Any) -> bool:
+    """Whether a speculative config with this speedup over its baseline is feasible.
+
+    Strictly more than the space's ``min_speedup``: a tie is not a win (as the trainable judges).
+    """
+    return speedup is not None and speedup > min_speedup(space)
+
+
+def runs(truth: Mapping[str, Any]) -> bool:
+    """Whether a config ran and has a tok/s; unknown tok/s is a failure, never 0."""
+    return truth.get("status") == "ok" and truth.get("output_tok_s") is not None
+
+
+class EmulatorTruth:
+    """The emulator's expectation as the truth, with bench_search's synthetic noise.
+
+    Args:
+        evaluator: A noise-free :class:`ModelEvaluator`.
+        requests: Requests per trial (num_prompts x repeats), for the histogram counts.
+    """
+
+    def __init__(self, evaluator: ModelEvaluator, *, requests: int) -> None:
+        self.evaluator = evaluator
+        self.space = evaluator.space
+        self.requests = requests
+        self._hist: dict[tuple, np.ndarray | None] = {}
+
+    def info(self) -> dict[str, Any]:
+        return {"oracle": "emulator", "profile": self.evaluator.profile.name}
+
+    def expected(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return self.evaluator.expected(params)
+
+    def accept_probs(self, params: Mapping[str, Any]) -> np.ndarray | None:
+        """P(j drafts accepted per cycle), averaged over the workload's prompts."""
+        key = config_key(params)
+        if key not in self._hist:
+            cfg = self.space.trial_config(dict(params))
+            model = PerformanceModel(self.evaluator.profile,
+                                     ModelConfig.from_server_args(cfg.server_args, cfg.env))
+            if model.config.spec is None:
+                self._hist[key] = None
+            else:
+                # Each prompt scales acceptance by its own factor, as the emulator does.
+                texts = getattr(self.evaluator.shape, "prompts", ()) or ()
+                factors = [model.prompt_factor(t) for t in texts] or [1.0]
+                dists = [model.acceptance(f).probs for f in factors]
+                width = max(len(d) for d in dists)
+                mix = np.zeros(width)
+                for d in dists:
+                    mix[:len(d)] += np.asarray(d)
+                self._hist[key] = mix / mix.sum()
+        return self._hist[key]
+
+    def draw(self, params: Mapping[str, Any], truth: Mapping[str, Any], *, seed: int, n: int,
+             noise_cv: float) -> dict[str, Any]:
+        """Log-normal tok/s noise; phase times move with the same draw (``cycle_ms = wall /
+        cycles``); accept length and histogram from a multinomial draw of the cycles run."""
+        rng = noise_rng(seed, config_key(params), n)
+        cv = noise_cv
+        f = math.exp(rng.normal(0.0, cv) - cv * cv / 2) if cv > 0 else 1.0
+        out: dict[str, Any] = {
+            "tok_s": truth["output_tok_s"] * f,
+            "phases": {k: (v / f if isinstance(v, (int, float)) else None)
+                       for k, v in (truth.get("phases") or {}).items() if k.endswith("_ms")}}
+        probs = self.accept_probs(params)
+        if probs is not None:
+            accept = truth["accept_length"]
+            cycles = max(int(self.requests * (self.evaluator.shape.output_len - 1) / accept), 1)
+            hist = rng.multinomial(cycles, probs)
+            out["histogram"] = [int(h) for h in hist]
+            out["accept_length"] = 1.0 + float(np.dot(np.arange(len(hist)), hist)) / hist.sum()
+        return out
+
+
+@dataclass
+class Problem:
+    """One space and its truth: the configs, the true optimum and the target.
+
+    Attributes:
+        space: The loaded space.
+        evaluator: The source of truth and noise (:class:`EmulatorTruth` or a
+            :class:`autotune.search.benchmark.landscape.LandscapeEvaluator`).
+        configs: Every config of the space (enumeration order).
+        optimum: Best true feasible tok/s (speculative configs and baselines).
+        optimum_params: Its config.
+        target: ``threshold * optimum``.
+        groups: Number of non-speculative groups.
+    """
+
+    space: Any
+    evaluator: Any
+    configs: list[dict[str, Any]]
+    optimum: float
+    optimum_params: dict[str, Any]
+    target: float
+    groups: int
+    _feasible: dict[tuple, bool] = field(default_factory=dict, repr=False)
+
+    def truth(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return self.evaluator.expected(params)
+
+    @functools.cached_property
+    def warm_start(self) -> Any:
+        """SGLang's default speculative config in this space (:func:`autotune.space.warm_start.sglang_default`),
+        found once: every strategy and seed starts from it."""
+        from autotune.space.warm_start import sglang_default
+
+        return sglang_default(self.space)
+
+    def baseline_truth(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return self.evaluator.expected(self.space.baseline_params(dict(params)))
+
+    def accept_probs(self, params: Mapping[str, Any]) -> np.ndarray | None:
+        return self.evaluator.accept_probs(params)
+
+    def truly_feasible(self, params: Mapping[str, Any]) -> bool:
+        """Feasible on the truth (noise-free, or the recorded medians)."""
+        key = config_key(params)
+        if key not in self._feasible:
+            rec = self.truth(params)
+            if not self.space.is_speculative(params):
+                ok = runs(rec)
+            else:
+                base = self.baseline_truth(params)
+                ok = runs(rec) and runs(base) and pays(
+                    rec["output_tok_s"] / base["output_tok_s"], self.space)
+            self._feasible[key] = ok
+        return self._feasible[key]
+
+
+def load_problem(space_path: str | None = None, *, profile: str | None = None,
+                 threshold: float = 0.98, landscape: str | None = None) -> Problem:
+    """Load a space (on the emulator, or replayed from a recorded landscape), enumerate it and
+    find its true optimum (baselines included).
+
+    Args:
+        space_path: The space; with ``landscape``, overrides the landscape's own ``space``.
+        profile: Emulator profile override (not with ``landscape``).
+        threshold: Fraction of the optimum that counts as reached.
+        landscape: A recorded landscape file (:mod:`autotune.search.benchmark.landscape`).
+    """
+    from autotune.space.search_space import load_space
+
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    if landscape is not None:
+        from autotune.search.benchmark.landscape import LandscapeEvaluator, load_landscape
+
+        if profile is not None:
+            raise ValueError("--profile does not apply to a recorded landscape (its numbers are "
+                             "measured, not modelled)")
+        source: Any = LandscapeEvaluator(load_landscape(landscape, space=space_path))
+        space, where = source.space, landscape
+    else:
+        if space_path is None:
+            raise ValueError("give a space (--space) or a recorded landscape (--landscape)")
+        space = load_space(space_path)
+        workload = space.workload or {}
+        requests = (int(workload.get("num_prompts") or 8)
+                    * int(getattr(space.measure, "repeats", 1) or 1))
+        source = EmulatorTruth(ModelEvaluator(space, profile=profile, noise_cv=0.0),
+                               requests=requests)
+        where = space_path
+    configs = [dict(c) for c in space.enumerate()]
+    problem = Problem(space=space, evaluator=source, configs=configs, optimum=math.nan,
+                      optimum_params={}, target=math.nan, groups=0)
+    best, best_params = None, None
+    groups: set[tuple] = set()
+    for cfg in configs:
+        candidates = [cfg]
+        base = space.baseline_params(cfg)
+        gk = config_key(base)
+        if gk not in groups:
+            groups.add(gk)
+            candidates.append(base)
+        for params in candidates:
+            tok_s = problem.truth(params).get("output_tok_s")
+            if problem.truly_feasible(params) and (best is None or tok_s > best):
+                best, best_params = tok_s, params
+    if best is None:
+        raise AutotuneError(f"no config of {where} runs" + ("" if landscape else " on this profile"))
+    problem.optimum, problem.optimum_params = best, dict(best_params)
+    problem.target, problem.groups = threshold * best, len(groups)
+    return problem
+
+
+@dataclass
+class Measured:
+    """What one trial reports to Optuna."""
+
+    value: float
+    attrs: dict[str, Any]
+    constraints: dict[str, float]
+
+
+class Oracle:
+    """Measures configs for one run (one strategy, one seed) and tracks its pick.
+
+    Args:
+        problem: The space and its truth.
+        seed: Seed of the measurement noise.
+        noise_cv: Relative spread of measured tok/s (the emulator's; a landscape ignores it).
+        phase_data: Whether trials report phases and accept data (off: only tok/s and verdict).
+    """
+
+    def __init__(self, problem: Problem, *, seed: int, noise_cv: float,
+                 phase_data: bool = True) -> None:
+        self.p = problem
+        self.seed = seed
+        self.cv = noise_cv
+        self.phase_data = phase_data
+        self.trials = 0
+        self.baselines = 0
+        self.failed = 0
+        self.duplicates = 0
+        self.success_at: int | None = None
+        self._counts: dict[tuple, int] = {}
+        self._sums: dict[tuple, float] = {}
+        self._feasible: dict[tuple, bool] = {}
+        self._true: dict[tuple, float] = {}
+        self._baseline: dict[tuple, dict[str, Any]] = {}
+
+    def _measure(self, params: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, Any]:
+        key = config_key(params)
+        n = self._counts.get(key, 0)
+        if n:
+            self.duplicates += 1
+        self._counts[key] = n + 1
+        self.trials += 1
+        if not runs(truth):
+            self.failed += 1
+            return {"ok": False}
+        out = {"ok": True, **self.p.evaluator.draw(params, truth, seed=self.seed, n=n,
+                                                   noise_cv=self.cv)}
+        self._sums[key] = self._sums.get(key, 0.0) + out["tok_s"]
+        self._true[key] = truth["output_tok_s"]
+        return out
+
+    def _update_pick(self) -> None:
+        if self.success_at is not None:
+            return
+        best_key, best = None, -math.inf
+        for key, ok in self._feasible.items():
+            if ok:
+                mean = self._sums[key] / self._counts[key]
+                if mean > best:
+                    best_key, best = key, mean
+        if best_key is not None and self._true[best_key] >= self.p.target:
+            self.success_at = self.trials
+
+    def run(self, params: Mapping[str, Any]) -> Measured:
+        """Measure one proposed config (and its group's baseline first, if new)."""
+        space = self.p.space
+        base_params = space.baseline_params(dict(params))
+        gkey = config_key(base_params)
+        is_baseline = not space.is_speculative(params)
+        if gkey not in self._baseline:
+            self.baselines += 1
+            m = self._measure(base_params, self.p.truth(base_params))
+            self._baseline[gkey] = m
+            if m["ok"]:
+                self._feasible[gkey] = True
+            self._update_pick()
+            if is_baseline:
+                return self._report(m, None, is_baseline=True)
+        if is_baseline:
+            # The stored baseline is reused, as the trainable does; nothing new is run.
+            return self._report(self._baseline[gkey], None, is_baseline=True)
+        base = self._baseline[gkey]
+        m = self._measure(params, self.p.truth(params))
+        key = config_key(params)
+        if m["ok"]:
+            mean = self._sums[key] / self._counts[key]
+            self._feasible[key] = bool(base["ok"] and pays(mean / base["tok_s"], space))
+        self._update_pick()
+        return self._report(m, base, is_baseline=False)
+
+    def _report(self, m: Mapping[str, Any], base: Mapping[str, Any] | None, *,
+                is_baseline: bool) -> Measured:
+        """The objective, constraints and user attrs a trial reports (as the trainable does)."""
+        base_status = None if base is None else ("failed" if not base["ok"] else "feasible")
+        if not m["ok"]:
+            attrs = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
+                     "objective_unmeasured": True, "baseline_status": base_status}
+            return Measured(value=0.0, attrs=attrs,
+                            constraints={"failed": 1.0, "break_even": 1.0})
+        tok_s = m["tok_s"]
+        attrs: dict[str, Any] = {"is_baseline": is_baseline, "output_tok_s": tok_s}
+        if is_baseline:
+            attrs.update(status="feasible", baseline_tok_s=tok_s, speedup=1.0)
+            if self.phase_data:
+                attrs["baseline_decode_step_ms"] = m["phases"].get("cycle_ms")
+                attrs["phases"] = m["phases"]
+            return Measured(value=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": 0.0})
+        base_ok = base is not None and base["ok"]
+        speedup = tok_s / base["tok_s"] if base_ok else None
+        feasible = pays(speedup, self.p.space)
+        attrs.update(status="feasible" if feasible else "infeasible",
+                     baseline_tok_s=base["tok_s"] if base_ok else None, speedup=speedup,
+                     baseline_status=base_status)
+        if self.phase_data:
+            attrs["baseline_decode_step_ms"] = base["phases"].get("cycle_ms") if base_ok else None
+            attrs["phases"] = m["phases"]
+            attrs["accept_length"] = m.get("accept_length")
+            attrs["spec_correct_drafts_histogram"] = m.get("histogram")
+        be = (min_speedup(self.p.space) - speedup + 1e-9) if speedup is not None else 1.0
+        return Measured(value=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": be})

@@ -1,0 +1,1 @@
+"""The server process: started in its own group on a free port, dead on every path."""

@@ -1,0 +1,102 @@
+"""``measure.fast_start``: trial servers start without prefill CUDA graphs.
+
+On real SGLang, start-up is dominated by capturing the prefill CUDA graphs (87 s of 106 s in one
+0.5.17 run on an H200, 90 s against 62 s without them). Every trial starts a server, so a search
+whose objective is decode throughput can skip that capture on every trial server, baselines and
+speculative configs alike (the comparison stays fair). The switch is *trial-only*
+(:attr:`autotune.launch.spec.LaunchSpec.trial_only`): the trial's logged command shows it, the exported
+winner never carries it.
+
+Which flag does it: whatever the SGLang in use offers (:func:`fast_start_args`):
+``--disable-prefill-cuda-graph`` where it exists (0.5.17, 0.5.23), else
+``--cuda-graph-backend-prefill disabled``, else an error.
+
+Refused for objectives and SLOs that time prefill (TTFT, end-to-end latency): without prefill
+graphs those figures would not be what the exported server does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from autotune.sglang import flags as sglang_flags
+from autotune.sglang.args import canonical_args
+from autotune.errors import LaunchArgsError
+
+#: Metric names containing one of these time the prefill (``p99_ttft_ms``, ``p50_e2e_ms``, ...).
+PREFILL_METRIC_MARKERS = ("ttft", "e2e")
+
+
+def prefill_dependent(metric: str) -> bool:
+    """Whether a trial metric includes prefill time (TTFT or end-to-end latency)."""
+    return any(marker in metric for marker in PREFILL_METRIC_MARKERS)
+
+
+def refusal(objective: str, slo_metrics: Iterable[str]) -> str | None:
+    """Why ``fast_start`` cannot be used with this objective and these SLOs, or None.
+
+    Args:
+        objective: The objective's metric name.
+        slo_metrics: The metric of every SLO.
+    """
+    bad = [f"objective {objective}"] if prefill_dependent(objective) else []
+    bad += [f"SLO on {m}" for m in slo_metrics if prefill_dependent(m)]
+    if not bad:
+        return None
+    return (f"fast_start starts trial servers without prefill CUDA graphs, so prefill-timed figures "
+            f"would not be the exported server's; it is only for decode-throughput objectives, but "
+            f"this space has {', '.join(bad)}. Remove fast_start, or optimise output_tok_s / "
+            "decode_tok_s / itl without TTFT or e2e SLOs")
+
+
+def fast_start_args(flag_set: sglang_flags.FlagSet | None = None) -> dict[str, Any]:
+    """The server args that start SGLang without prefill CUDA graphs, for the SGLang in use.
+
+    Raises:
+        LaunchArgsError: When this SGLang has no such flag.
+    """
+    flag_set = flag_set or sglang_flags.active_flags()
+    if flag_set.has_option("--disable-prefill-cuda-graph"):
+        return {"disable_prefill_cuda_graph": True}
+    ref = flag_set.lookup("cuda_graph_backend_prefill")
+    if (ref is not None and ref.flag == "--cuda-graph-backend-prefill" and ref.action.nargs != 0
+            and (ref.action.choices is None or "disabled" in ref.action.choices)):
+        return {"cuda_graph_backend_prefill": "disabled"}
+    raise LaunchArgsError(f"measure.fast_start needs --disable-prefill-cuda-graph or --cuda-graph-backend-prefill "
+                          f"disabled, and {flag_set.describe()} has neither; remove fast_start")
+
+
+def conflicts(server_args: Mapping[str, Any], flag_set: sglang_flags.FlagSet | None = None) -> list[str]:
+    """``name=value`` of args that set what fast_start sets to something else."""
+    return _clashes(server_args, fast_start_args(flag_set))
+
+
+def _clashes(server_args: Mapping[str, Any], extra: Mapping[str, Any]) -> list[str]:
+    return [f"{name}={server_args[name]!r}" for name, value in extra.items()
+            if server_args.get(name) is not None and server_args[name] != value]
+
+
+def apply(server_args: Mapping[str, Any], flag_set: sglang_flags.FlagSet | None = None
+          ) -> tuple[dict[str, Any], frozenset[str]]:
+    """Server args with fast start on, and which of them are trial-only.
+
+    An arg the config already sets to the same value is the user's own, so it is not trial-only
+    (an export keeps it).
+
+    Raises:
+        LaunchArgsError: No such flag in this SGLang, or the config sets it to another value.
+    """
+    extra = fast_start_args(flag_set)
+    server_args, _ = canonical_args(server_args, flag_set=flag_set)
+    clash = _clashes(server_args, extra)
+    if clash:
+        raise LaunchArgsError(f"measure.fast_start sets {', '.join(f'{k}={v!r}' for k, v in extra.items())}, "
+                              f"but the config sets {', '.join(clash)}")
+    args = dict(server_args)
+    trial_only = {name for name in extra if args.get(name) is None}
+    args.update(extra)
+    return args, frozenset(trial_only)
+
+
+__all__ = ["PREFILL_METRIC_MARKERS", "apply", "conflicts", "fast_start_args", "prefill_dependent", "refusal"]

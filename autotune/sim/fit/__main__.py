@@ -1,0 +1,7 @@
+"""``python -m autotune.sim.fit``."""
+
+import sys
+
+from autotune.sim.fit.command import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""MLflow: one parent run per search, one nested run per trial."""

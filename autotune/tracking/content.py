@@ -1,0 +1,218 @@
+"""What one trial run holds in MLflow, and what can be rebuilt from it. No MLflow import here.
+
+:func:`trial_metrics` and :func:`trial_params` decide a trial run's metrics and params;
+:func:`spec_from_argv` rebuilds a launch from the argv a result carries; :func:`study_from_runs`
+rebuilds an Optuna study from runs read back, for the search-level plots.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from autotune.tracking.runs import KIND_TRIAL, TrialRun
+from autotune.launch.spec import BACKEND_MODULES, LaunchSpec
+
+if TYPE_CHECKING:
+    from autotune.trial.measure import TrialResult
+
+MAX_PARAM = 6000
+"""MLflow's longest param value (mlflow.utils.validation)."""
+
+_RESULT_METRICS = (
+    "output_tok_s", "output_tok_s_spread", "decode_tok_s_p50", "decode_tok_s_p90",
+    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99",
+    "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99", "completed", "failed_requests",
+    "accept_length", "accept_length_meta_info", "accept_length_server_info",
+    "break_even_accept_length", "speedup", "baseline_tok_s", "baseline_decode_step_ms",
+    "duration_s", "startup_s",
+)
+# PhaseProfile.to_dict keys logged as phase_<key>.
+_PHASE_METRICS = (
+    "cycle_ms", "decode_cycle_ms", "draft_ms", "verify_ms", "extend_ms", "decode_ms", "prefill_ms",
+    "gpu_other_ms", "other_ms", "draft_pct", "verify_pct", "extend_pct", "decode_pct", "prefill_pct",
+    "gpu_other_pct", "other_pct", "cycles",
+)
+
+
+def finite_number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def trial_metrics(result: TrialResult) -> dict[str, float]:
+    """The metrics of a trial run: every known figure, and nothing for an unknown one.
+
+    Names are the :class:`~autotune.trial.measure.TrialResult` field names, plus ``phase_<key>`` for the
+    phase profile (``phase_draft_ms``, ``phase_draft_pct``, ``phase_cycle_ms``, ...).
+    """
+    out: dict[str, float] = {}
+    for name in _RESULT_METRICS:
+        value = finite_number(getattr(result, name, None))
+        if value is not None:
+            out[name] = value
+    for key in _PHASE_METRICS:
+        value = finite_number((result.phases or {}).get(key))
+        if value is not None:
+            out[f"phase_{key}"] = value
+    return out
+
+
+def param_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def trial_params(result: TrialResult, spec: LaunchSpec | None) -> dict[str, str]:
+    """The params of a trial run: every server arg and env var of its launch, by its own name.
+
+    Server args use ServerArgs underscore names (``speculative_num_steps``, ``model_path``,
+    ``speculative_draft_model_path``), env vars their own (``NCCL_ALGO``); the same names the search
+    space uses. The port is left out: it is picked per run. Searched values with no launch
+    (a trial that failed before it had one) come from ``result.params``.
+    """
+    out: dict[str, str] = {}
+    if spec is not None:
+        out["model_path"] = spec.model_path
+        if spec.draft_model_path:
+            out["speculative_draft_model_path"] = spec.draft_model_path
+        for name, value in spec.server_args.items():
+            if value is not None:
+                out[name] = param_text(value)
+        for name, value in spec.env.items():
+            out[name] = value
+    for name, value in (result.params or {}).items():
+        if value is not None:
+            out.setdefault(name, param_text(value))
+    return {k: v[:MAX_PARAM] for k, v in out.items()}
+
+
+def spec_from_argv(argv: list[str], env: Mapping[str, str] | None = None) -> LaunchSpec:
+    """Rebuild a :class:`LaunchSpec` from the argv it rendered (``[python, "-m", module, ...]``).
+
+    Values are typed by SGLang's flag table (int, float, switch); unknown flags keep their text.
+
+    Raises:
+        ValueError: For an argv that is not ``python -m <backend module> ...``.
+    """
+    from autotune.sglang import _parser_twin as builtin
+
+    backends = {module: name for name, module in BACKEND_MODULES.items()}
+    if len(argv) < 3 or argv[1] != "-m" or argv[2] not in backends:
+        raise ValueError(f"not a server command (python -m {' | '.join(backends)} ...): {argv[:3]}")
+    options = builtin.flags_by_option()
+    words = argv[3:]
+    args: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--"):
+            raise ValueError(f"unexpected word {word!r} in the server command")
+        info = options.get(word)
+        values: list[str] = []
+        i += 1
+        while i < len(words) and not words[i].startswith("--"):
+            values.append(words[i])
+            i += 1
+        if info is None:
+            name = word[2:].replace("-", "_")
+            args[name] = values[0] if len(values) == 1 else (values or True)
+            continue
+        if info.arity in ("0", "D"):
+            args[info.dest] = True
+        elif info.arity == "B":
+            args[info.dest] = not word.startswith("--no-")
+        else:
+            cast: Callable[[str], Any] = {"i": int, "f": float}.get(info.type_code, str)
+            typed = [cast(v) for v in values]
+            args[info.dest] = typed if info.arity in ("+", "*") else (typed[0] if typed else True)
+    model = args.pop("model_path", None)
+    if not model:
+        raise ValueError("the server command has no --model-path")
+    return LaunchSpec(model_path=str(model), draft_model_path=args.pop("speculative_draft_model_path", None),
+                      host=str(args.pop("host", "127.0.0.1")), port=args.pop("port", None),
+                      server_args=args, env=dict(env or {}), backend=backends[argv[2]])
+
+
+def spec_of(result: TrialResult) -> LaunchSpec | None:
+    """The launch of a result, rebuilt from its argv and env; None when it never had one."""
+    if not result.argv:
+        return None
+    try:
+        return spec_from_argv(list(result.argv), result.env)
+    except ValueError:
+        return None
+
+
+def trial_point(run: TrialRun) -> Any:
+    """The figures of a run that the search-level plots use (an ``autotune.tracking._plots.TrialPoint``)."""
+    from autotune.tracking._plots import TrialPoint
+
+    def as_int(name: str) -> int | None:
+        try:
+            return int(run.params[name])
+        except (KeyError, ValueError):
+            return None
+
+    return TrialPoint(trial_id=run.trial_id or run.run_id, kind=run.kind, status=run.status,
+                      steps=as_int("speculative_num_steps"), topk=as_int("speculative_eagle_topk"),
+                      output_tok_s=run.output_tok_s, accept_length=run.metric("accept_length"),
+                      break_even_accept_length=run.metric("break_even_accept_length"))
+
+
+def study_from_runs(runs: Iterable[TrialRun]) -> Any:
+    """An Optuna study rebuilt from trial runs, for the importance and slice plots.
+
+    Searched parameters (``autotune.searched_params``) that took more than one value become
+    distributions inferred from the logged values (int, float, or categorical text); the value
+    is ``output_tok_s``. Trials without it are left out.
+
+    Returns:
+        The study, or None with fewer than two usable trials or no varying parameter.
+    """
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    usable = [r for r in runs if r.kind == KIND_TRIAL and r.output_tok_s is not None]
+    names = sorted({n for r in usable for n in r.searched})
+    values = {n: [r.params[n] for r in usable if n in r.params] for n in names}
+    dists: dict[str, Any] = {}
+    for name, texts in values.items():
+        if len(set(texts)) < 2:
+            continue
+        try:
+            ints = [int(t) for t in texts]
+            dists[name] = IntDistribution(min(ints), max(ints))
+            continue
+        except ValueError:
+            pass
+        try:
+            floats = [float(t) for t in texts]
+            dists[name] = FloatDistribution(min(floats), max(floats))
+        except ValueError:
+            dists[name] = CategoricalDistribution(sorted(set(texts)))
+    if len(usable) < 2 or not dists:
+        return None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", study_name="from-mlflow")
+    for run in usable:
+        params, own = {}, {}
+        for name, dist in dists.items():
+            if name not in run.params:
+                continue
+            text = run.params[name]
+            params[name] = (int(text) if isinstance(dist, IntDistribution) else
+                            float(text) if isinstance(dist, FloatDistribution) else text)
+            own[name] = dist
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=own, value=run.output_tok_s))
+    return study
+
+
+__all__ = ["MAX_PARAM", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs", "trial_metrics", "trial_params",
+           "trial_point"]

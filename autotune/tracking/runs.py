@@ -1,0 +1,193 @@
+"""Reading trial runs back from MLflow, and choosing the winner.
+
+Shared by :mod:`autotune.tracking.tracker` (the parent run's summary) and :mod:`autotune.export.command` (the
+command it writes); the winner comes from :mod:`autotune.trial.winner`, as the search's own does.
+Nothing here imports MLflow: it works on the ``Run`` objects a client returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_winner
+
+# Tag names. Every tag autotune writes starts with "autotune.".
+TAG_KIND = "autotune.kind"
+TAG_TRIAL_ID = "autotune.trial_id"
+TAG_STATUS = "autotune.status"
+TAG_REASON = "autotune.reason"
+TAG_CONFIRMED = "autotune.confirmed"
+TAG_IS_BASELINE = "autotune.is_baseline"
+TAG_SEARCHED = "autotune.searched_params"
+TAG_STALE_METRICS = "autotune.stale_metrics"
+TAG_BACKEND = "autotune.backend"
+TAG_ACCEPTANCE = "autotune.acceptance"  # synthetic | measured (autotune.space.synthetic)
+TAG_SGLANG_DEFAULT = "autotune.sglang_default"  # on the search run: autotune.space.warm_start.compare_to_default
+TAG_SYNTHETIC_ACCEPT = "autotune.synthetic_accept_length"
+TAG_PARENT = "mlflow.parentRunId"
+TAG_OBJECTIVE = "autotune.objective"  # on the search run: "<metric>:<maximize|minimize>"
+
+KIND_SEARCH = "search"
+KIND_TRIAL = "trial"
+KIND_BASELINE = "baseline"
+KIND_FINALIST = "finalist"
+TRIAL_KINDS = (KIND_TRIAL, KIND_BASELINE, KIND_FINALIST)
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """One nested trial run as read back from MLflow.
+
+    Attributes:
+        run_id: The MLflow run id.
+        trial_id: The Ray trial id it is keyed by.
+        kind: ``trial``, ``baseline`` or ``finalist``.
+        status: autotune's verdict (``feasible``, ``infeasible``, ``failed``), None while running.
+        reason: Why it is not feasible, if it is not.
+        mlflow_status: ``RUNNING``, ``FINISHED``, ``FAILED`` or ``KILLED``.
+        is_baseline: Speculation off.
+        confirmed: Re-measured as a finalist and still feasible (set by the search).
+        metrics: Latest value of each metric, minus metrics a later re-log did not report.
+        params: The launch's server args and env vars, as strings (MLflow params are text).
+        searched: Names of the searched parameters (the rest are fixed for the search).
+        start_time: Milliseconds since the epoch.
+    """
+
+    run_id: str
+    trial_id: str | None
+    kind: str
+    status: str | None
+    reason: str | None
+    mlflow_status: str
+    is_baseline: bool
+    confirmed: bool
+    metrics: Mapping[str, float]
+    params: Mapping[str, str]
+    searched: tuple[str, ...] = ()
+    start_time: int | None = None
+    tags: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_run(cls, run: Any) -> TrialRun:
+        """Summarise an ``mlflow.entities.Run``."""
+        tags = dict(run.data.tags)
+        stale = set(_json_list(tags.get(TAG_STALE_METRICS)))
+        metrics = {k: v for k, v in run.data.metrics.items() if k not in stale}
+        kind = tags.get(TAG_KIND, KIND_TRIAL)
+        return cls(
+            run_id=run.info.run_id, trial_id=tags.get(TAG_TRIAL_ID), kind=kind,
+            status=tags.get(TAG_STATUS), reason=tags.get(TAG_REASON) or None,
+            mlflow_status=run.info.status,
+            is_baseline=tags.get(TAG_IS_BASELINE, str(kind == KIND_BASELINE).lower()) == "true",
+            confirmed=tags.get(TAG_CONFIRMED) == "true", metrics=metrics,
+            params=dict(run.data.params), searched=tuple(_json_list(tags.get(TAG_SEARCHED))),
+            start_time=run.info.start_time, tags=tags)
+
+    def metric(self, name: str) -> float | None:
+        """A metric's latest value, None when it was never measured."""
+        return self.metrics.get(name)
+
+    @property
+    def output_tok_s(self) -> float | None:
+        return self.metric("output_tok_s")
+
+
+def _json_list(text: str | None) -> list[str]:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The run to export and what it measured.
+
+    Attributes:
+        run: The chosen run.
+        derived_baseline: True when no baseline run was logged and the winner is the
+            no-speculation twin of ``run``'s launch (export strips its speculative settings, and
+            the measured figures are that run's ``baseline_tok_s``).
+        note: One line on why this run won.
+    """
+
+    run: TrialRun
+    derived_baseline: bool
+    note: str
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.derived_baseline or self.run.is_baseline
+
+    @property
+    def output_tok_s(self) -> float | None:
+        return self.run.metric("baseline_tok_s") if self.derived_baseline else self.run.output_tok_s
+
+    @property
+    def baseline_tok_s(self) -> float | None:
+        return self.run.metric("baseline_tok_s") if not self.run.is_baseline else self.run.output_tok_s
+
+    @property
+    def speedup(self) -> float | None:
+        return 1.0 if self.is_baseline and self.output_tok_s is not None else self.run.metric("speedup")
+
+    @property
+    def accept_length(self) -> float | None:
+        return None if self.is_baseline else self.run.metric("accept_length")
+
+
+def objective_of(tags: Mapping[str, str] | None) -> tuple[str, bool]:
+    """The search's objective from its parent run's tags: (metric, maximize).
+
+    Searches logged before the tag existed ranked by ``output_tok_s``, maximised.
+    """
+    text = (tags or {}).get(TAG_OBJECTIVE) or ""
+    metric, _, direction = text.partition(":")
+    return (metric or "output_tok_s"), direction != "minimize"
+
+
+def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
+                  maximize: bool = True) -> Winner | None:
+    """The winner of a search's runs, by the one policy (:mod:`autotune.trial.winner`).
+
+    Runs of kind ``trial`` and ``finalist`` are its candidates, a confirmed finalist is a
+    ``finalist``-stage candidate, and baseline runs are baselines. One fallback is MLflow's own:
+    with no baseline run logged at all and no speculative winner, the winner is derived, the
+    no-speculation twin of the run whose measured ``baseline_tok_s`` is best (by tok/s).
+
+    Args:
+        runs: The search's trial runs (:meth:`Tracker.trial_runs`).
+        objective: The metric the search ranked by (a schema name such as ``p99_ttft_ms``).
+        maximize: Its direction.
+
+    Returns:
+        The winner, or None when nothing feasible was measured.
+    """
+    field_name = metric_field(objective)
+    runs = [r for r in runs if r.kind in TRIAL_KINDS]
+    cands = [Candidate(ref=r, value=known(r.metric(field_name)), is_baseline=r.is_baseline,
+                       feasible=r.status == "feasible",
+                       stage=FINALIST if r.kind == KIND_FINALIST else TRIAL) for r in runs]
+    pick = pick_winner(cands, maximize=maximize)
+    if pick is not None:
+        return Winner(pick.ref, False, pick.note)
+    if any(r.is_baseline for r in runs):
+        return None  # baselines were measured and none is feasible (an SLO): nothing to derive
+    measured = [r for r in runs if r.metric("baseline_tok_s") is not None]
+    source = max(measured, key=lambda r: r.metric("baseline_tok_s"), default=None)
+    if source is not None:
+        return Winner(source, True, "no speculative config beat its baseline; exporting the baseline "
+                                    f"measured for trial {source.trial_id} (speculation removed)")
+    return None
+
+
+__all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
+           "TAG_IS_BASELINE", "TAG_KIND", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
+           "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner", "objective_of",
+           "select_winner"]

@@ -1,0 +1,1 @@
+"""One trial: measure a config, its outcome, the break-even and SLO verdicts, and the winner policy."""

@@ -1,0 +1,131 @@
+"""The one winner policy, and the objective it ranks by.
+
+The search's summary (:mod:`autotune.search.run`), MLflow's winner tags (:meth:`autotune.tracking.tracker.Tracker.
+finish_search`) and the export (:mod:`autotune.export.command`) all pick the winner here, each from its
+own records wrapped as :class:`Candidate`, so the printed winner, ``autotune.winner_run_id`` and the
+exported command name the same config.
+
+The rules, in order:
+
+1. Speculative candidates are feasible configs with a known objective value. If finalists were
+   re-measured, only the finalists that held up (feasible again) compete: a config whose gain
+   did not survive its confirmation is not recommended, and neither is one that was never
+   confirmed when others were. Otherwise every feasible trial competes. The best by the
+   objective wins.
+2. A feasible baseline that is better still wins instead: feasibility only says a config beats
+   the baseline of *its own* non-speculative settings, and another group's baseline can be better
+   overall. A baseline that broke an SLO is not feasible and never wins.
+3. With no speculative candidate, the best feasible baseline wins.
+4. Otherwise nothing wins (None). An unknown value never competes, so an unmeasured trial can
+   never be the best, in either direction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+TRIAL, FINALIST = "trial", "finalist"
+
+
+def metric_field(name: str) -> str:
+    """The record field of an objective or SLO metric: ``p99_ttft_ms`` is ``ttft_ms_p99``.
+
+    Objectives and SLOs name latencies percentile first (the schema's names); trial records,
+    their JSON and MLflow metrics keep the field names. Other names are fields already.
+    """
+    if name.startswith("p") and "_" in name and name[1:].split("_", 1)[0].isdigit():
+        q, rest = name[1:].split("_", 1)
+        return f"{rest}_p{q}"
+    return name
+
+
+def known(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None (unknown)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def unmeasured_value(*, maximize: bool) -> float:
+    """What Optuna is told for a trial that measured nothing: worse than any measured value.
+
+    It always comes with a violated ``failed`` constraint and the ``objective_unmeasured`` user
+    attr, and it never leaves Optuna (Ray's result, MLflow and the export keep None).
+    """
+    return -math.inf if maximize else math.inf
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One record as the winner policy sees it.
+
+    Attributes:
+        ref: The caller's own record (a ``TrialResult``, an MLflow run, ...), handed back.
+        value: The objective's value, None when unknown.
+        is_baseline: The config runs without speculation.
+        feasible: The record's verdict is feasible (constraints and SLOs hold).
+        stage: ``"trial"`` (measured by the search) or ``"finalist"`` (re-measured to confirm).
+    """
+
+    ref: Any
+    value: float | None
+    is_baseline: bool
+    feasible: bool
+    stage: str = TRIAL
+
+    def __post_init__(self) -> None:
+        if self.stage not in (TRIAL, FINALIST):
+            raise ValueError(f"stage must be {TRIAL!r} or {FINALIST!r}, not {self.stage!r}")
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The winner: the caller's record, whether it is a baseline, and one line on why."""
+
+    ref: Any
+    is_baseline: bool
+    note: str
+
+
+def _best(pool: Sequence[Candidate], maximize: bool) -> Candidate | None:
+    scored = [c for c in pool if known(c.value) is not None]
+    if not scored:
+        return None
+    return (max if maximize else min)(scored, key=lambda c: c.value)
+
+
+def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | None:
+    """The winner by the rules of the module doc, or None when nothing feasible was measured.
+
+    Args:
+        candidates: Every measured record: trials, finalists and baselines.
+        maximize: The objective's direction.
+    """
+    cands = list(candidates)
+    finalists = [c for c in cands if c.stage == FINALIST and not c.is_baseline]
+    if finalists:
+        pool = [c for c in finalists if c.feasible]
+        which = "confirmed "
+    else:
+        pool = [c for c in cands if c.stage == TRIAL and not c.is_baseline and c.feasible]
+        which = ""
+    best = _best(pool, maximize)
+    best_base = _best([c for c in cands if c.is_baseline and c.feasible], maximize)
+    if best is not None and (best_base is None or (best.value > best_base.value if maximize
+                                                   else best.value < best_base.value)):
+        return Pick(best.ref, False, f"best {which}feasible speculative config")
+    if best_base is not None:
+        if best is not None:
+            why = "a no-speculation baseline is better than every feasible speculative config"
+        elif finalists:
+            why = "no finalist held up when re-measured"
+        else:
+            why = "no speculative config beat its baseline"
+        return Pick(best_base.ref, True, why)
+    return None
+
+
+__all__ = ["FINALIST", "TRIAL", "Candidate", "Pick", "known", "metric_field", "pick_winner",
+           "unmeasured_value"]
