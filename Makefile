@@ -32,8 +32,12 @@ $(VENV)/.chromium:
 
 venv: $(STAMP)
 
+# The run is named, and the reliability outcomes it recorded must all come from it (none empty,
+# none left by an earlier run): scripts/reliability_report.py --check.
 test: $(STAMP) $(VENV)/.chromium
-	$(BIN)/python -m pytest -q
+	session=make-$$(date +%Y%m%d-%H%M%S)-$$$$; \
+	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q && \
+	$(BIN)/python scripts/reliability_report.py --check --session $$session
 
 clean-mlruns:
 	find mlruns -mindepth 1 ! -name .gitkeep -exec rm -rf {} +

@@ -7,7 +7,11 @@ Writes ``docs/reliability.md`` from what the reliability tests recorded
 
 Nothing in the page is typed by hand: every row is an outcome a test recorded, with the time it
 was recorded. ``--check`` exits 1 when any recorded case failed, a trial was lost or an orphan was
-found (for CI after the test run).
+found, and also when the outcomes cannot stand for one test run: no file, no case at all, a section
+with no case, or a case left by another session (``--session ID``: the run ``make test`` just
+made, which it names in ``AUTOTUNE_RELIABILITY_SESSION``; by default the newest session in the
+file). With ``--check`` the page is written only when ``--output`` is given, so a CI run leaves the
+checkout as it was.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_INPUT = REPO / "test-artifacts" / "reliability.json"
 DEFAULT_LOAD = REPO / "test-artifacts" / "load_200.json"
 DEFAULT_OUTPUT = REPO / "docs" / "reliability.md"
+
+sys.path.insert(0, str(REPO / "tests"))
+from reliability.record import SECTIONS  # noqa: E402  (every section a full run records)
 
 
 def _cell(value: Any) -> str:
@@ -74,6 +81,29 @@ def totals(doc: dict[str, Any], load: dict[str, Any] | None) -> dict[str, Any]:
                      and out["orphans"] == 0
                      and (load is None or (load.get("trials_lost") == 0 and load.get("gpu_overlaps") == 0)))
     return out
+
+
+def staleness(doc: dict[str, Any], *, session: str | None = None) -> list[str]:
+    """Why the outcomes do not stand for one complete run, one line each (empty when they do).
+
+    Args:
+        doc: The recorded outcomes.
+        session: The run they must all come from; None: the newest session in ``doc``.
+    """
+    sections = doc.get("sections") or {}
+    entries = [(name, case, e) for name, cases in sections.items() for case, e in cases.items()]
+    if not entries:
+        return ["no case is recorded: the reliability tests did not run"]
+    if session is None:
+        newest = max(entries, key=lambda t: str(t[2].get("recorded_at") or ""))
+        session = newest[2].get("session")
+    problems = [f"section {name!r} has no recorded case" for name in SECTIONS if not sections.get(name)]
+    old = [f"{name}: {case!r} (session {e.get('session')}, {e.get('recorded_at')})"
+           for name, case, e in entries if e.get("session") != session]
+    if old:
+        problems.append(f"{len(old)} case(s) left by another session than {session}, so not re-run: "
+                        + "; ".join(old[:5]) + ("; ..." if len(old) > 5 else ""))
+    return problems
 
 
 def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
@@ -233,9 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", default=str(DEFAULT_INPUT), help="outcomes the tests recorded")
     parser.add_argument("--load", default=str(DEFAULT_LOAD),
                         help="figures of the 200-trial load run (skipped if missing)")
-    parser.add_argument("--output", default=str(DEFAULT_OUTPUT), help="the Markdown page to write")
+    parser.add_argument("--output", help=f"the Markdown page to write (default {DEFAULT_OUTPUT.relative_to(REPO)}; "
+                                          "with --check, none unless given)")
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a case failed, a trial was lost or an orphan was found")
+                        help="exit 1 if a case failed, a trial was lost or an orphan was found, or the "
+                             "outcomes are empty or stale")
+    parser.add_argument("--session", help="with --check: the test session every case must come from "
+                                          "(default: the newest in the file)")
     args = parser.parse_args(argv)
     source = Path(args.input)
     if not source.exists():
@@ -258,14 +292,21 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             return str(p)
 
-    page = render(doc, load, input_name=shown(source) or "", load_name=shown(load_path) if load else None)
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page)
     t = totals(doc, load)
-    print(f"wrote {out}: trials lost {t['trials_lost']}, orphans {t['orphans']}, "
-          f"everything as required: {t['all_ok']}")
-    return 0 if (t["all_ok"] or not args.check) else 1
+    output = args.output or (None if args.check else str(DEFAULT_OUTPUT))
+    if output is not None:
+        page = render(doc, load, input_name=shown(source) or "", load_name=shown(load_path) if load else None)
+        out = Path(output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page)
+    print(f"{f'wrote {output}' if output else f'checked {shown(source)}'}: trials lost {t['trials_lost']}, "
+          f"orphans {t['orphans']}, everything as required: {t['all_ok']}")
+    if not args.check:
+        return 0
+    problems = staleness(doc, session=args.session)
+    for line in problems:
+        print(f"error: {shown(source)}: {line}", file=sys.stderr)
+    return 0 if (t["all_ok"] and not problems) else 1
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def test_report_renders_the_recorded_numbers(outcomes: Path, tmp_path: Path) -> 
         "overhead_s": {"median": 0.61, "p90": 1.7, "max": 3.0, "median_first_quarter": 0.5,
                        "median_last_quarter": 0.7}}))
     page = tmp_path / "reliability.md"
-    proc = _report("--input", str(outcomes), "--load", str(load), "--output", str(page), "--check")
+    proc = _report("--input", str(outcomes), "--load", str(load), "--output", str(page))
     assert proc.returncode == 0, proc.stderr
     text = page.read_text()
     assert "| faults injected and survived | 1 of 1 |" in text
@@ -67,6 +67,7 @@ def test_report_renders_the_recorded_numbers(outcomes: Path, tmp_path: Path) -> 
 
 
 def test_check_fails_on_a_lost_trial_or_an_orphan(outcomes: Path, tmp_path: Path) -> None:
+    _every_section()  # complete and fresh: only the lost trial and the orphan fail it
     record.search_outcome("interrupts", planned=10, completed=9, orphans=1)
     page = tmp_path / "reliability.md"
     proc = _report("--input", str(outcomes), "--load", str(tmp_path / "none.json"),
@@ -80,3 +81,46 @@ def test_check_fails_on_a_lost_trial_or_an_orphan(outcomes: Path, tmp_path: Path
 def test_missing_input_is_one_clear_error(tmp_path: Path) -> None:
     proc = _report("--input", str(tmp_path / "absent.json"), "--output", str(tmp_path / "x.md"))
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+
+
+def _every_section(**data: object) -> None:
+    for section in record.SECTIONS:
+        record.record(section, f"a {section} case", ok=True, **data)
+
+
+def test_check_passes_a_complete_run_and_writes_no_page_unless_asked(outcomes: Path, tmp_path: Path) -> None:
+    _every_section()
+    proc = _report("--input", str(outcomes), "--load", str(tmp_path / "none.json"), "--check",
+                   "--session", record.SESSION)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("checked ") and not (tmp_path / "reliability.md").exists()
+
+
+def test_check_refuses_empty_outcomes(outcomes: Path, tmp_path: Path) -> None:
+    outcomes.write_text(json.dumps({"sections": {}}))
+    proc = _report("--input", str(outcomes), "--load", str(tmp_path / "none.json"), "--check")
+    assert proc.returncode == 1 and "no case is recorded" in proc.stderr, proc.stderr
+
+
+def test_check_refuses_a_section_that_did_not_run(outcomes: Path, tmp_path: Path) -> None:
+    _every_section()
+    doc = json.loads(outcomes.read_text())
+    del doc["sections"]["placement"]
+    outcomes.write_text(json.dumps(doc))
+    proc = _report("--input", str(outcomes), "--load", str(tmp_path / "none.json"), "--check")
+    assert proc.returncode == 1 and "section 'placement' has no recorded case" in proc.stderr, proc.stderr
+
+
+def test_check_refuses_a_case_left_by_an_earlier_session(outcomes: Path, tmp_path: Path) -> None:
+    _every_section()
+    doc = json.loads(outcomes.read_text())
+    doc["sections"]["faults"]["old oom"] = {"ok": True, "session": "earlier-run", "recorded_at": "2026-01-01T00:00:00"}
+    outcomes.write_text(json.dumps(doc))
+    for extra in ([], ["--session", record.SESSION]):
+        proc = _report("--input", str(outcomes), "--load", str(tmp_path / "none.json"), "--check", *extra)
+        assert proc.returncode == 1, proc.stderr
+        assert "left by another session" in proc.stderr and "'old oom' (session earlier-run" in proc.stderr
+    # The run it names is the one every case must come from: this session's cases are stale to another.
+    proc = _report("--input", str(outcomes), "--load", str(tmp_path / "none.json"), "--check",
+                   "--session", "earlier-run")
+    assert proc.returncode == 1 and f"session {record.SESSION}" in proc.stderr

@@ -20,7 +20,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_PATH = REPO / "test-artifacts" / "reliability.json"
-SESSION = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+# `make test` names its run, so that the report's --check can refuse a case an earlier run left.
+SESSION = (os.environ.get("AUTOTUNE_RELIABILITY_SESSION")
+           or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
 
 SECTIONS = ("placement", "faults", "interrupts", "bad_inputs", "load", "searches")
 
