@@ -149,7 +149,7 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
                   and rc3 == 0, worker=worker.cmdline[:40], server_gone=not server_left,
                   seconds_until_server_gone=round(gone_after_s, 1), search_exit_code=rc3)
     assert not server_left and not group_left, f"server {server.pid} outlived its worker {worker.pid}"
-    assert not pid_alive(worker.pid)
+    assert not wait_gone([worker.pid], timeout_s=30), f"worker {worker.pid} outlived its SIGKILL"
     assert rc3 == 0, text3[-4000:]
 
     # What the three runs add up to.

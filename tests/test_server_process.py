@@ -70,13 +70,15 @@ def pids_from_http(server: ServerProcess) -> dict[str, int]:
 
 
 def assert_all_gone(*pids: int | None, pgid: int | None = None, port: int | None = None) -> None:
+    # A SIGKILLed grandchild dies a moment after the signal, and a port is released when its last
+    # holder is gone: wait (bounded) for each to happen rather than assume it already has.
     for pid in pids:
         assert pid is not None
-        assert not pid_alive(pid), f"process {pid} is still alive"
+        assert wait_until(lambda: not pid_alive(pid)), f"process {pid} is still alive"
     if pgid is not None:
-        assert not group_alive(pgid), f"process group {pgid} still has members"
+        assert wait_until(lambda: not group_alive(pgid)), f"process group {pgid} still has members"
     if port is not None:
-        assert not port_in_use(port), f"port {port} is still bound"
+        assert wait_until(lambda: not port_in_use(port)), f"port {port} is still bound"
         reservation = PortReservation.try_acquire(port)
         assert reservation is not None, f"port {port} is still reserved"
         reservation.release()
