@@ -13,6 +13,7 @@ import pytest
 
 from autotune.sglang import _parser_twin as builtin
 from autotune.sglang import args as sa
+from autotune.sglang import parser_tables
 from autotune.errors import ConfigError, LaunchArgsError
 
 needs_sglang = pytest.mark.skipif(
@@ -37,10 +38,10 @@ def outcome(argv: list[str], *, use_sglang: bool, **kw) -> tuple[str, object]:
 
 @needs_sglang
 def test_flag_table_matches_installed_sglang():
-    fresh = builtin.table_from_sglang()
-    assert fresh == builtin.FLAG_TABLE.strip(), (
-        "SGLang's flags changed; regenerate FLAG_TABLE in autotune/sglang/_parser_twin.py with\n"
-        '  .venv/bin/python -c "from autotune.sglang._parser_twin import table_from_sglang as t; print(t())"'
+    fresh = parser_tables.table_from_sglang()
+    assert fresh == builtin.flag_table(), (
+        "SGLang's flags changed; regenerate autotune/sglang/data/parser-*.json with\n"
+        "  .venv/bin/python -m autotune.sglang.parser_tables --write"
     )
 
 
@@ -57,7 +58,7 @@ def test_builtin_parser_has_the_same_spellings_in_the_same_order():
 
 
 @needs_sglang
-@pytest.mark.parametrize("dest", sorted(builtin.COVERED))
+@pytest.mark.parametrize("dest", sorted(builtin.covered()))
 def test_covered_flag_matches_sglang(dest):
     real = [a for a in sa.real_parser()._actions if a.dest == dest]
     ours = [a for a in builtin.build_parser()._actions if a.dest == dest]

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from autotune.sglang import _parser_twin as builtin
+from autotune.sglang import parser_tables
 from autotune.sglang import flags
 from autotune.errors import AutotuneError, LaunchArgsError
 
@@ -144,7 +145,7 @@ def _merge_config(argv: list[str], flag_set: flags.FlagSet) -> list[str]:
         return argv
     try:
         if _is_installed(flag_set):
-            return builtin.config_merger_class()(flag_set.parser).merge_config_with_args(argv)
+            return parser_tables.config_merger_class()(flag_set.parser).merge_config_with_args(argv)
         return _builtin_merge_config(argv, flag_set)
     except Exception as exc:  # ValueError, OSError, yaml.YAMLError: all mean a bad --config
         raise LaunchArgsError(str(exc), argv=argv) from None
@@ -603,7 +604,7 @@ def default_value(name: str) -> Any:
     Raises:
         KeyError: For a field neither the built-in table covers nor an installed SGLang knows.
     """
-    if name in builtin.COVERED:
+    if name in builtin.covered():
         return builtin.default_of(name)
     if sglang_available():
         for action in real_parser()._actions:
