@@ -17,7 +17,7 @@ import yaml
 from autotune.export import command as export
 from autotune.sglang import fast_start
 from autotune.sglang import flags as sglang_flags
-from autotune.sglang import _parser_twin as builtin
+from autotune.sglang import parser_tables
 from autotune.errors import ConfigError, LaunchArgsError
 from autotune.launch.spec import LaunchSpec
 from autotune.server.process import ServerProcess
@@ -115,7 +115,7 @@ def test_decode_objectives_and_itl_slos_are_allowed(tmp_path):
 
 def _without(rows: list[dict], *options: str) -> sglang_flags.FlagSet:
     kept = [r for r in rows if not set(r["options"]) & set(options)]
-    return sglang_flags.FlagSet(builtin.parser_from_rows(kept), version="9.9.9", origin="test table",
+    return sglang_flags.FlagSet(parser_tables.parser_from_rows(kept), version="9.9.9", origin="test table",
                                 config_keys={"store_true": [], "unsupported": {}})
 
 

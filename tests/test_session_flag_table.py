@@ -42,7 +42,7 @@ def test_subprocesses_get_the_table_and_this_process_keeps_the_real_parser(
         assert exported == installed_flag_table
         assert os.environ[sglang_flags.FLAG_TABLE_ENV] == str(installed_flag_table)
         assert sglang_flags.active_flags() is sglang_flags.installed_flags()
-        code = ("from autotune import sglang_flags as f; a = f.active_flags(); "
+        code = ("from autotune.sglang import flags as f; a = f.active_flags(); "
                 "import sys; print(a.version, a.origin, 'sglang.srt.server_args' in sys.modules)")
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                              timeout=120, check=True)

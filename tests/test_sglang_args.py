@@ -13,6 +13,7 @@ import pytest
 
 from autotune.sglang import _parser_twin as builtin
 from autotune.sglang import args as sa
+from autotune.sglang import parser_tables, speculative
 from autotune.errors import ConfigError, LaunchArgsError
 
 needs_sglang = pytest.mark.skipif(
@@ -37,10 +38,10 @@ def outcome(argv: list[str], *, use_sglang: bool, **kw) -> tuple[str, object]:
 
 @needs_sglang
 def test_flag_table_matches_installed_sglang():
-    fresh = builtin.table_from_sglang()
-    assert fresh == builtin.FLAG_TABLE.strip(), (
-        "SGLang's flags changed; regenerate FLAG_TABLE in autotune/sglang/_parser_twin.py with\n"
-        '  .venv/bin/python -c "from autotune.sglang._parser_twin import table_from_sglang as t; print(t())"'
+    fresh = parser_tables.table_from_sglang()
+    assert fresh == builtin.flag_table(), (
+        "SGLang's flags changed; regenerate autotune/sglang/data/parser-*.json with\n"
+        "  .venv/bin/python -m autotune.sglang.parser_tables --write"
     )
 
 
@@ -57,7 +58,7 @@ def test_builtin_parser_has_the_same_spellings_in_the_same_order():
 
 
 @needs_sglang
-@pytest.mark.parametrize("dest", sorted(builtin.COVERED))
+@pytest.mark.parametrize("dest", sorted(builtin.covered()))
 def test_covered_flag_matches_sglang(dest):
     real = [a for a in sa.real_parser()._actions if a.dest == dest]
     ours = [a for a in builtin.build_parser()._actions if a.dest == dest]
@@ -250,7 +251,7 @@ def test_auto_pick_matches_sglangs_own_function(arch, algorithm):
 
     namespace = sa.real_parser().parse_args(["--model-path", "m", "--speculative-algorithm", algorithm])
     server_args = ServerArgs.from_cli_args(namespace)
-    assert sa.auto_speculative_params(algorithm, arch) == hook._auto_choose_speculative_params(server_args, arch)
+    assert speculative.auto_speculative_params(algorithm, arch) == hook._auto_choose_speculative_params(server_args, arch)
 
 
 @needs_sglang
@@ -266,7 +267,7 @@ def test_algorithm_names_match_sglang(name):
     args = {"model_path": "m", "speculative_algorithm": name, "speculative_num_steps": 3,
             "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
     try:
-        resolved, _ = sa.resolve_speculative(args)
+        resolved, _ = speculative.resolve_speculative(args)
         got = resolved["speculative_algorithm"]
     except LaunchArgsError:
         got = None
@@ -276,7 +277,7 @@ def test_algorithm_names_match_sglang(name):
 def test_topk1_forces_draft_tokens_with_a_note():
     args = {"model_path": "m", "speculative_algorithm": "EAGLE", "speculative_num_steps": 4,
             "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 9}
-    resolved, notes = sa.resolve_speculative(args)
+    resolved, notes = speculative.resolve_speculative(args)
     assert resolved["speculative_num_draft_tokens"] == 5
     assert any("adjusted to speculative_num_steps + 1" in n for n in notes)
     assert args["speculative_num_draft_tokens"] == 9  # the input is not modified
@@ -284,7 +285,7 @@ def test_topk1_forces_draft_tokens_with_a_note():
 
 def test_topk_gt1_keeps_draft_tokens_even_above_the_tree_size():
     # SGLang does not check draft tokens <= steps * topk + 1; neither do we.
-    resolved, _ = sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE3",
+    resolved, _ = speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE3",
                                           "speculative_num_steps": 2, "speculative_eagle_topk": 2,
                                           "speculative_num_draft_tokens": 16})
     assert resolved["speculative_num_draft_tokens"] == 16
@@ -308,40 +309,40 @@ def test_max_running_requests_default_only_with_speculation(use_sglang):
 ])
 def test_partial_spec_values_are_rejected(partial):
     with pytest.raises(LaunchArgsError, match="together or not at all"):
-        sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE3", **partial})
+        speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE3", **partial})
 
 
 def test_nextn_is_eagle_and_draft_gets_main_revision():
-    resolved, _ = sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "nextn",
+    resolved, _ = speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "nextn",
                                           "speculative_draft_model_path": "d"})
     assert resolved["speculative_algorithm"] == "EAGLE"
     assert resolved["speculative_draft_model_revision"] == "main"
 
 
 def test_adaptive_rules():
-    on, _ = sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
+    on, _ = speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
                                     "speculative_adaptive": True})
     assert (on["speculative_num_steps"], on["speculative_eagle_topk"], on["speculative_num_draft_tokens"]) == (3, 1, 4)
-    off, notes = sa.resolve_speculative({"model_path": "meta-llama/Llama-3.1-8B", "speculative_algorithm": "EAGLE",
+    off, notes = speculative.resolve_speculative({"model_path": "meta-llama/Llama-3.1-8B", "speculative_algorithm": "EAGLE",
                                          "speculative_adaptive": True, "speculative_num_steps": 3,
                                          "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8})
     assert off["speculative_adaptive"] is False and any("adaptive disabled" in n for n in notes)
     with pytest.raises(LaunchArgsError, match="candidate_steps"):
-        sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
+        speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
                                 "speculative_adaptive": True, "speculative_num_steps": 4})
 
 
 def test_adaptive_config_file(tmp_path):
     path = tmp_path / "adaptive.json"
     path.write_text(json.dumps({"1": {"candidate_steps": [2, 6]}, "16": {"candidate_steps": [1]}}))
-    resolved, _ = sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE3",
+    resolved, _ = speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE3",
                                           "speculative_adaptive": True, "speculative_adaptive_config": str(path)})
     assert resolved["speculative_num_steps"] == 2  # sorted [1, 2, 6], middle one
     assert resolved["speculative_num_draft_tokens"] == 3
 
 
 def test_ngram_rules():
-    resolved, _ = sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "NGRAM",
+    resolved, _ = speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "NGRAM",
                                           "speculative_ngram_max_bfs_breadth": 4})
     assert (resolved["speculative_eagle_topk"], resolved["speculative_num_draft_tokens"],
             resolved["speculative_num_steps"], resolved["max_running_requests"]) == (4, 12, 3, 48)
@@ -349,10 +350,10 @@ def test_ngram_rules():
 
 def test_draft_window_rules():
     with pytest.raises(LaunchArgsError, match="requires --speculative-draft-window-size"):
-        sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
+        speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
                                 "speculative_draft_sink_size": 4})
     with pytest.raises(LaunchArgsError, match="must be positive"):
-        sa.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
+        speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
                                 "speculative_draft_window_size": 0})
 
 
@@ -360,17 +361,17 @@ def test_infer_model_arch(tmp_path):
     ckpt = tmp_path / "my-checkpoint"
     ckpt.mkdir()
     (ckpt / "config.json").write_text(json.dumps({"architectures": ["Grok1ForCausalLM"]}))
-    assert sa.infer_model_arch(str(ckpt)) == "Grok1ForCausalLM"
-    assert sa.infer_model_arch("meta-llama/Llama-3.1-8B-Instruct") == "LlamaForCausalLM"
-    assert sa.infer_model_arch("meta-llama/Llama-4-Scout-17B-16E") == "Llama4ForConditionalGeneration"
-    assert sa.infer_model_arch("xai-org/grok-1") == "Grok1ForCausalLM"
-    assert sa.infer_model_arch("Qwen/Qwen3-8B") is None
+    assert speculative.infer_model_arch(str(ckpt)) == "Grok1ForCausalLM"
+    assert speculative.infer_model_arch("meta-llama/Llama-3.1-8B-Instruct") == "LlamaForCausalLM"
+    assert speculative.infer_model_arch("meta-llama/Llama-4-Scout-17B-16E") == "Llama4ForConditionalGeneration"
+    assert speculative.infer_model_arch("xai-org/grok-1") == "Grok1ForCausalLM"
+    assert speculative.infer_model_arch("Qwen/Qwen3-8B") is None
     # A folder named for its role (scripts/gpu/make_models.py writes llama-8b/target): the parent
     # names the model when no config.json is there to read.
-    assert sa.infer_model_arch("../../.gpu/models/llama-8b/target") == "LlamaForCausalLM"
-    assert sa.infer_model_arch(".gpu/models/qwen3-30b-a3b/target") is None
-    assert sa.infer_model_arch(str(ckpt / "target")) is None  # the checkpoint's parent names no model
-    assert sa.auto_speculative_params("EAGLE", sa.infer_model_arch("meta-llama/Llama-4-Scout")) == (3, 1, 4)
+    assert speculative.infer_model_arch("../../.gpu/models/llama-8b/target") == "LlamaForCausalLM"
+    assert speculative.infer_model_arch(".gpu/models/qwen3-30b-a3b/target") is None
+    assert speculative.infer_model_arch(str(ckpt / "target")) is None  # the checkpoint's parent names no model
+    assert speculative.auto_speculative_params("EAGLE", speculative.infer_model_arch("meta-llama/Llama-4-Scout")) == (3, 1, 4)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -155,7 +155,7 @@ def test_snapshot_of_server_args_matches_installed_sglang() -> None:
     installed = installed_sglang_fields()
     if not installed:
         pytest.skip("sglang is not importable here")
-    missing = set(_sglang_fields.FIELDS) - installed
+    missing = set(_sglang_fields.fields()) - installed
     assert not missing, f"snapshot names unknown to the installed SGLang: {sorted(missing)[:5]}"
 
 

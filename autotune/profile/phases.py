@@ -64,12 +64,7 @@ import httpx
 
 from autotune.errors import BenchError
 from autotune.profile.prom import Exposition, Sample, parse_exposition
-
-FORWARD_SECONDS = "sglang:forward_execution_seconds_total"
-DECODE_PASSES = "sglang:cuda_graph_passes_total"
-GEN_TOKENS = "sglang:generation_tokens_total"
-VERIFY_CALLS = "sglang:spec_verify_calls_total"
-NUM_REQUESTS = "sglang:num_requests_total"
+from autotune.sglang.metrics import DECODE_PASSES, FORWARD_SECONDS, GEN_TOKENS, NUM_REQUESTS, VERIFY_CALLS
 
 #: forward category -> phase. Unlisted categories count as ``gpu_other``.
 PHASE_OF_CATEGORY = {
@@ -429,7 +424,7 @@ class PhaseProfile:
                      notes: list[str]) -> tuple[dict[str, float], bool, tuple | None]:
         """GPU seconds per phase in the window, whether the device timer is on, the series used."""
         if after.exposition is None or not after.exposition.series(FORWARD_SECONDS):
-            notes.append("no sglang:forward_execution_seconds_total (set "
+            notes.append(f"no {FORWARD_SECONDS} (set "
                          "SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 and --enable-metrics); "
                          "phase times unknown")
             return {}, False, None

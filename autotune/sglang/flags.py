@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.sglang import _parser_twin as builtin
+from autotune.sglang import parser_tables
 from autotune.errors import AutotuneError, LaunchArgsError
 
 FLAG_TABLE_ENV = "AUTOTUNE_SGLANG_FLAG_TABLE"
@@ -102,7 +103,7 @@ class FlagSet:
         origin: Where it came from, for messages (``installed SGLang``, ``flag table <file>``).
         config_keys: How SGLang's ``--config`` loader reads YAML keys:
             ``{"store_true": [key, ...], "unsupported": {key: action class}}``; None derives it
-            from each action's ``config_kind`` attribute (the built-in twin's ``FLAG_TABLE``).
+            from each action's ``config_kind`` attribute (the built-in twin's flag table).
     """
 
     def __init__(self, parser: argparse.ArgumentParser, *, version: str, origin: str,
@@ -272,7 +273,7 @@ def installed_flags() -> FlagSet:
 
     parser = installed_parser()
     try:
-        keys: Mapping[str, Any] = builtin.config_keys_of(parser)
+        keys: Mapping[str, Any] = parser_tables.config_keys_of(parser)
     except Exception:  # a release without a config loader: every key is a plain value
         keys = {"store_true": [], "unsupported": {}}
     return FlagSet(parser, version=str(getattr(sglang, "__version__", "unknown")), origin="installed SGLang",
@@ -297,7 +298,7 @@ def flags_from_table(path: str) -> FlagSet:
         rows = data["flags"]
         version = str(data["sglang_version"])
         config_keys = data["config_keys"]
-        parser = builtin.parser_from_rows(rows)
+        parser = parser_tables.parser_from_rows(rows)
     except (OSError, ValueError, KeyError, TypeError, argparse.ArgumentError) as exc:
         raise AutotuneError(f"cannot read the SGLang flag table {path}: {type(exc).__name__}: {exc}") from None
     return FlagSet(parser, version=version, origin=f"flag table {Path(path).name}", config_keys=config_keys)
@@ -316,7 +317,7 @@ def flag_table_text(flags: FlagSet, *, generated_by: str = "autotune.sglang.flag
         "sglang_version": flags.version,
         "generated_by": generated_by,
         "config_keys": {"store_true": sorted(store_true), "unsupported": dict(sorted(unsupported.items()))},
-        "flags": builtin.describe_rows(flags.parser),
+        "flags": parser_tables.describe_rows(flags.parser),
     }
     text = json.dumps(data, indent=None, separators=(",", ":"))
     # One flag per line: small diffs when a table is regenerated.

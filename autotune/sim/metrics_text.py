@@ -27,6 +27,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
+from autotune.sglang import metrics as sglang_metrics
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _SCHED_LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
@@ -102,11 +104,11 @@ def render_metrics(stats: Any, counters: RequestCounters, ctx: MetricsContext) -
     sched = [ctx.model_name, "unified", "0", "0", "0"]
     tok = [ctx.model_name, "unified"]
     out: list[Metric | None] = [
-        _gauge("sglang:num_running_reqs", "The number of running requests.", sched,
+        _gauge(sglang_metrics.NUM_RUNNING_REQS, "The number of running requests.", sched,
                getattr(stats, "num_running_reqs", None)),
-        _gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", sched,
+        _gauge(sglang_metrics.NUM_QUEUE_REQS, "The number of requests in the waiting queue.", sched,
                getattr(stats, "num_queue_reqs", None)),
-        _gauge("sglang:gen_throughput", "The generation throughput (token/s).", sched,
+        _gauge(sglang_metrics.GEN_THROUGHPUT, "The generation throughput (token/s).", sched,
                getattr(stats, "gen_throughput", None)),
     ]
     if ctx.spec_enabled:
@@ -117,21 +119,21 @@ def render_metrics(stats: Any, counters: RequestCounters, ctx: MetricsContext) -
         accept_len = accept_rate = 0.0
         steps = draft = 0
     out += [
-        _gauge("sglang:spec_accept_length",
+        _gauge(sglang_metrics.SPEC_ACCEPT_LENGTH,
                "Mean acceptance length of speculative decoding (accepted drafts + bonus token per "
                "forward).", sched, accept_len),
-        _gauge("sglang:spec_accept_rate",
+        _gauge(sglang_metrics.SPEC_ACCEPT_RATE,
                "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", sched,
                accept_rate),
-        _gauge("sglang:spec_num_steps", "Currently active speculative_num_steps.", sched, steps),
-        _gauge("sglang:spec_num_draft_tokens",
+        _gauge(sglang_metrics.SPEC_NUM_STEPS, "Currently active speculative_num_steps.", sched, steps),
+        _gauge(sglang_metrics.SPEC_NUM_DRAFT_TOKENS,
                "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
                sched, draft),
     ]
     if ctx.device_timer:
         fwd: Mapping[str, float] = getattr(stats, "forward_seconds", None) or {}
         c = CounterMetricFamily(
-            "sglang:forward_execution_seconds_total",
+            sglang_metrics.FORWARD_SECONDS,
             "Total time that GPU is busy executing model forward passes. Refer to ForwardMode for "
             "category labels.",
             labels=[*_SCHED_LABELS, "category"])
@@ -141,7 +143,7 @@ def render_metrics(stats: Any, counters: RequestCounters, ctx: MetricsContext) -
 
     # One count per scheduler decode iteration (one speculative cycle): the cycle count that holds
     # at any batch size. The emulator "captures" every batch size, as SGLang's CUDA graphs do.
-    passes = CounterMetricFamily("sglang:cuda_graph_passes_total",
+    passes = CounterMetricFamily(sglang_metrics.DECODE_PASSES,
                                  "Number of forward passes by CUDA graph mode.",
                                  labels=[*_SCHED_LABELS, "mode"])
     passes.add_metric([*sched, "decode_cuda_graph"],
@@ -156,13 +158,13 @@ def render_metrics(stats: Any, counters: RequestCounters, ctx: MetricsContext) -
         return c
 
     out += [
-        by_stream("sglang:prompt_tokens_total", "Number of prefill tokens processed.",
+        by_stream(sglang_metrics.PROMPT_TOKENS, "Number of prefill tokens processed.",
                   counters.prompt_tokens),
-        by_stream("sglang:generation_tokens_total", "Number of generation tokens processed.",
+        by_stream(sglang_metrics.GEN_TOKENS, "Number of generation tokens processed.",
                   counters.generation_tokens),
-        by_stream("sglang:num_requests_total", "Number of requests processed.", counters.requests),
+        by_stream(sglang_metrics.NUM_REQUESTS, "Number of requests processed.", counters.requests),
     ]
-    verify = CounterMetricFamily("sglang:spec_verify_calls_total",
+    verify = CounterMetricFamily(sglang_metrics.VERIFY_CALLS,
                                  "Number of speculative decoding verification calls.",
                                  labels=list(_TOK_LABELS))
     if counters.spec_verify_calls is not None:

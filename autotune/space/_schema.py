@@ -252,7 +252,7 @@ def _other_installed_version_has(name: str) -> bool:
 
 def arg_kind(name: str) -> tuple[str, tuple[Any, ...] | None] | None:
     """(kind, choices) of a known server arg, or None when unknown to the snapshot."""
-    return _sglang_fields.FIELDS.get(name)
+    return _sglang_fields.fields().get(name)
 
 
 def check_name(reader: Reader, name: Any, field: str, line: int | None) -> None:
@@ -268,16 +268,16 @@ def check_name(reader: Reader, name: Any, field: str, line: int | None) -> None:
                     line=line)
     from autotune.sglang.flags import active_flags  # here: the first call may import SGLang
 
-    if name in _sglang_fields.NO_CLI and not _other_installed_version_has(name):
+    if name in _sglang_fields.no_cli() and not _other_installed_version_has(name):
         if active_flags().lookup(name) is None:  # the SGLang in use may still have the flag
             reader.fail(f"{name!r} cannot be set on SGLang's command line", field=field, line=line)
         return
-    if name in _sglang_fields.FIELDS or name in installed_sglang_fields():
+    if name in _sglang_fields.fields() or name in installed_sglang_fields():
         return
     flags = active_flags()
     if flags.lookup(name) is not None:  # e.g. a deprecated alias the SGLang in use still has
         return
-    hint = closest(name, _sglang_fields.FIELDS)
+    hint = closest(name, _sglang_fields.fields())
     if flags.abbreviates(name):
         hint += f" ({flags.unknown_message(name)})"
     reader.fail(f"unknown server argument {name!r}{hint}; allowed: fields of SGLang's "

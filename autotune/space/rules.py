@@ -13,9 +13,9 @@ that too.
 
 from __future__ import annotations
 
-# SGLang facts live in sglang_args (EAGLE_FAMILY: the algorithms that go through SGLang's EAGLE
+# SGLang facts live in autotune.sglang.speculative (EAGLE_FAMILY: the algorithms that go through SGLang's EAGLE
 # rules); the space modules read them from here.
-from autotune.sglang.args import EAGLE_FAMILY, PAGED_TREE_BACKENDS  # noqa: F401
+from autotune.sglang.speculative import EAGLE_FAMILY, PAGED_TREE_BACKENDS  # noqa: F401
 
 ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"

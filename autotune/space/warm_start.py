@@ -2,7 +2,7 @@
 
 A user who turns speculation on and sets none of ``--speculative-num-steps``, ``--speculative-eagle-topk``
 and ``--speculative-num-draft-tokens`` gets what SGLang auto-picks for the target
-(:func:`autotune.sglang.args.auto_speculative_params`: 5/4/8 for Llama and Grok targets, 3/1/4
+(:func:`autotune.sglang.speculative.auto_speculative_params`: 5/4/8 for Llama and Grok targets, 3/1/4
 otherwise). That is the config a tuned one has to beat, so a search measures it first, and its summary,
 MLflow and the export say how much faster the winner is than it, also when it loses to plain decoding.
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.sglang import args as sglang_args
+from autotune.sglang import speculative
 from autotune.space.replay import ReplayTrial, UnfitValue
 from autotune.space.rules import ALGO, DRAFT, EAGLE_FAMILY, STEPS, TOPK
 from autotune.space.search_space import config_key
@@ -104,8 +105,8 @@ def sglang_default(space: Any) -> WarmStart:
     if not algos:
         return WarmStart(None, None, None, None, None, "the space has no EAGLE-family speculative algorithm")
     algorithm = algos[0]
-    arch = sglang_args.infer_model_arch(getattr(space, "model_path", None))
-    triple = sglang_args.auto_speculative_params(algorithm, arch)
+    arch = speculative.infer_model_arch(getattr(space, "model_path", None))
+    triple = speculative.auto_speculative_params(algorithm, arch)
     want = dict(zip((STEPS, TOPK, DRAFT), triple))
     values: dict[str, Any] = {}
     for name, p in space.parameters.items():

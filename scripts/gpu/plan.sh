@@ -46,7 +46,7 @@ done
 # (AUTOTUNE_GPU_IMPORT_TIMES=0 skips it: the emulator rehearsals have no launcher to time).
 if [ "${AUTOTUNE_GPU_IMPORT_TIMES:-1}" = 1 ] && [ "$(left)" -gt 45 ]; then
   timeout 40 "$PY" -X importtime -c "import sglang.launch_server" 2> "$RES/importtime-launch-server.txt" > /dev/null
-  timeout 40 "$PY" -c "import time; t = time.perf_counter(); from autotune import sglang_flags; sglang_flags.installed_flags(); print(f'installed_flags {time.perf_counter() - t:.2f} s')" > "$RES/import-parser.txt" 2>&1
+  timeout 40 "$PY" -c "import time; t = time.perf_counter(); from autotune.sglang import flags as sglang_flags; sglang_flags.installed_flags(); print(f'installed_flags {time.perf_counter() - t:.2f} s')" > "$RES/import-parser.txt" 2>&1
   echo "== import times taken, $(left) s left"
 fi
 echo "== plan done after $(( $(date +%s) - T0 )) s"

@@ -87,13 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     import sglang
     from sglang.srt.server_args import ServerArgs
 
-    from autotune.sglang import _parser_twin as builtin
     from autotune.sglang import flags as sglang_flags
+    from autotune.sglang import parser_tables
 
     real = argparse.ArgumentParser()
     ServerArgs.add_cli_args(real)
     flags = sglang_flags.FlagSet(real, version=sglang.__version__, origin="make_sglang_flags.py",
-                                 config_keys=builtin.config_keys_of(real))
+                                 config_keys=parser_tables.config_keys_of(real))
     count = sglang_flags.write_flag_table(flags, args.out,
                                           generated_by="tests/data/make_sglang_flags.py (see tests/data/README.md)")
     print(f"wrote {count} flags of SGLang {sglang.__version__} to {args.out}")
