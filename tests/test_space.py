@@ -150,7 +150,7 @@ def test_check_paths_passes_for_existing_weights_hub_ids_and_sim(tmp_path: Path)
 
 def test_snapshot_of_server_args_matches_installed_sglang() -> None:
     from autotune.sglang import _fields as _sglang_fields
-    from autotune.space._schema import installed_sglang_fields
+    from autotune.space._schema_names import installed_sglang_fields
 
     installed = installed_sglang_fields()
     if not installed:

@@ -26,29 +26,28 @@ from autotune.space.rules import (
     TOPK,
     TRIPLE,
 )
+from autotune.names import is_env_name
 from autotune.space._schema import (
-    Parameter,
     Reader,
-    check_arg_value,
-    check_name,
     closest,
     env_text,
-    is_env_name,
     is_int,
     is_number,
     items,
+    show,
+    type_name,
+)
+from autotune.space._schema_names import check_arg_value, check_name, read_forbidden
+from autotune.space._schema_params import Parameter, read_parameter
+from autotune.space._schema_sections import (
     read_budget,
     read_constraints,
-    read_forbidden,
     read_measure,
     read_nccl_prescreen,
     read_objective,
-    read_parameter,
     read_resources,
     read_search,
     read_workload,
-    show,
-    type_name,
 )
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError

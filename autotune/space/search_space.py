@@ -42,25 +42,18 @@ from autotune.space.rules import (
     TOPK,
     TRIPLE,
 )
-from autotune.space._schema import (
+from autotune.names import is_env_name
+from autotune.space._schema import closest, env_text, is_int, is_number, join, show, type_name
+from autotune.space._schema_names import Forbidden, is_speculation_only
+from autotune.space._schema_params import Parameter
+from autotune.space._schema_sections import (
     Budget,
     Constraints,
-    Forbidden,
     Measure,
     NcclPrescreen,
     Objective,
-    Parameter,
     Resources,
     SearchSettings,
-    closest,
-    env_text,
-    is_env_name,
-    is_speculation_only,
-    is_int,
-    is_number,
-    join,
-    show,
-    type_name,
 )
 from autotune._yaml_lines import load_yaml_text
 from autotune.space.synthetic import ENV as SYNTHETIC_ENV, AcceptanceModel, forced_value
