@@ -13,7 +13,9 @@ import pytest
 
 from autotune.space._build import _RandomTrial
 from autotune.errors import ConfigError
-from autotune.space.search_space import RULES, SearchSpace, TrialConfig, load_space
+from autotune.space.rules import RULES
+from autotune.space.search_space import SearchSpace, load_space
+from autotune.space.trial_config import TrialConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT / "search_spaces"
