@@ -11,7 +11,7 @@ from typing import Any
 import optuna
 import pytest
 
-from autotune.space._build import _RandomTrial
+from autotune.space._cross_checks import _RandomTrial
 from autotune.errors import ConfigError
 from autotune.space.rules import RULES
 from autotune.space.search_space import SearchSpace, load_space
