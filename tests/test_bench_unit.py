@@ -23,7 +23,7 @@ import pytest
 from autotune.bench._sse import SSEDecoder
 from autotune.bench.client import (BenchResult, RequestRecord, build_request, percentile,
                             poisson_arrivals, run_benchmark, run_benchmark_sync)
-from autotune.space.workload import Prompt
+from autotune.space.prompts import Prompt
 
 # ---------------------------------------------------------------------------------------------
 # helpers

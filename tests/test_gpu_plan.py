@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.space.search_space import config_key
+from autotune.space.trial_config import config_key
 from autotune.space.search_space import load_space
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.space.search_space import config_key
+from autotune.space.trial_config import config_key
 from autotune.space.search_space import load_space
 from tests.test_gpu_plan import sim_twin
 

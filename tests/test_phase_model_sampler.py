@@ -21,7 +21,7 @@ from autotune.search.samplers import (
 )
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._candidates import CandidateTable
-from autotune.space.search_space import config_key
+from autotune.space.trial_config import config_key
 from autotune.search.samplers._fit import Settings, predict
 from autotune.search.samplers._observations import Observation, read_observation
 from autotune.search.samplers.phase_model import expected_improvement

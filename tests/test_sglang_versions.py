@@ -31,7 +31,7 @@ from autotune.profile.prom import parse_exposition
 from autotune.sglang.args import parse_server_args
 from autotune.space.search_space import SearchSpace
 from autotune.trial.measure import launch_spec
-from autotune.space.workload import Prompt
+from autotune.space.prompts import Prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"

@@ -11,9 +11,11 @@ from typing import Any
 import optuna
 import pytest
 
-from autotune.space._build import _RandomTrial
+from autotune.space._cross_checks import _RandomTrial
 from autotune.errors import ConfigError
-from autotune.space.search_space import RULES, SearchSpace, TrialConfig, load_space
+from autotune.space.rules import RULES
+from autotune.space.search_space import SearchSpace, load_space
+from autotune.space.trial_config import TrialConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT / "search_spaces"
@@ -150,7 +152,7 @@ def test_check_paths_passes_for_existing_weights_hub_ids_and_sim(tmp_path: Path)
 
 def test_snapshot_of_server_args_matches_installed_sglang() -> None:
     from autotune.sglang import _fields as _sglang_fields
-    from autotune.space._schema import installed_sglang_fields
+    from autotune.space._schema_names import installed_sglang_fields
 
     installed = installed_sglang_fields()
     if not installed:

@@ -44,7 +44,8 @@ from autotune.trial.measure import (
     judge,
     measure,
 )
-from autotune.space.workload import Prompt, Workload
+from autotune.space.prompts import Prompt
+from autotune.space.workload import Workload
 
 pytestmark = pytest.mark.timeout(120)
 

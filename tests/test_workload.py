@@ -10,7 +10,8 @@ import pytest
 
 from autotune.data import make_prompts
 from autotune.errors import ConfigError
-from autotune.space.workload import Prompt, Workload, read_jsonl, read_sharegpt
+from autotune.space.prompts import Prompt, read_jsonl, read_sharegpt
+from autotune.space.workload import Workload
 
 
 def write(path: Path, text: str) -> Path:

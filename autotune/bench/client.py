@@ -60,7 +60,7 @@ import httpx
 from autotune.bench._sse import ChatAccumulator, GenerateAccumulator, SSEDecoder, StreamAccumulator
 
 if TYPE_CHECKING:
-    from autotune.space.workload import Prompt
+    from autotune.space.prompts import Prompt
 
 try:
     import orjson as _orjson

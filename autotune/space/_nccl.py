@@ -21,7 +21,8 @@ from autotune.nccl.candidates import (
     nccl_dims,
     parse_name,
 )
-from autotune.space._schema import Parameter, join, show
+from autotune.space._schema import join, show
+from autotune.space._schema_params import Parameter
 
 NCCL_BUNDLE = "nccl_candidate"
 

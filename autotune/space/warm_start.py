@@ -24,7 +24,7 @@ from autotune.sglang import args as sglang_args
 from autotune.sglang import speculative
 from autotune.space.replay import ReplayTrial, UnfitValue
 from autotune.space.rules import ALGO, DRAFT, EAGLE_FAMILY, STEPS, TOPK
-from autotune.space.search_space import config_key
+from autotune.space.trial_config import config_key
 
 __all__ = ["WarmStart", "compare_to_default", "gain", "sglang_default", "versus_default"]
 

@@ -45,7 +45,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from autotune.space.search_space import config_key  # noqa: E402
+from autotune.space.trial_config import config_key  # noqa: E402
 from autotune.space.search_space import load_space  # noqa: E402
 
 # Seconds one trial server run takes at most, for the deadline (8B warm start-up plus the workload).

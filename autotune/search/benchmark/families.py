@@ -44,7 +44,7 @@ import numpy as np
 
 from autotune.errors import AutotuneError
 from autotune.search.benchmark.landscape import FORMAT, load_landscape
-from autotune.space.search_space import config_key
+from autotune.space.trial_config import config_key
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
              "speculative_num_draft_tokens")

@@ -36,7 +36,7 @@ from typing import Any
 from autotune.search.benchmark.problem import noise_rng
 from autotune.search.benchmark._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
 from autotune.errors import ConfigError
-from autotune.space.search_space import config_key
+from autotune.space.trial_config import config_key
 
 __all__ = ["FORMAT", "PHASE_KEYS", "STATUSES", "Entry", "Landscape", "LandscapeEvaluator",
            "canonical", "load_landscape", "missing_configs"]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import AutotuneError
-from autotune.space.search_space import config_key
+from autotune.space.trial_config import config_key
 from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.model import ModelConfig, PerformanceModel
 

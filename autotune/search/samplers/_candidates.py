@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import AutotuneError
-from autotune.space.search_space import config_key, freeze
+from autotune.space.trial_config import config_key, freeze
 
 ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"
@@ -59,7 +59,7 @@ class CandidateTable:
         self.group = np.zeros(n, dtype=int)
         self.groups: list[dict[str, Any]] = []
         group_index: dict[tuple, int] = {}
-        from autotune.space.search_space import EAGLE_FAMILY
+        from autotune.sglang.args import EAGLE_FAMILY
 
         fixed = dict(getattr(space, "fixed_args", {}) or {})
         for i, cfg in enumerate(self.configs):

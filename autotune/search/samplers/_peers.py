@@ -65,7 +65,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.space.replay import ReplayTrial, UnfitValue
-from autotune.space._schema import is_speculation_only
+from autotune.space._schema_names import is_speculation_only
 from autotune.errors import ConfigError
 from autotune.search.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
 from autotune.search.samplers._observations import finished, read_observation

@@ -1,0 +1,342 @@
+"""The settings sections of a search-space file: measure, objective, constraints, budget,
+resources, search, nccl_prescreen and workload.
+
+Each section has a frozen dataclass with its defaults and a ``read_*`` function that checks the raw
+YAML and fills it in. They sit apart from :mod:`autotune.space._schema_params` because they only
+configure how a search runs and is judged, never what it tries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune._yaml_lines import key_line_of, line_of
+from autotune.space._expr import ExprError, parse_slo
+from autotune.space._schema import Reader, closest, join, type_name
+from autotune.space.workload import Workload
+
+_LATENCIES = ("ttft", "itl", "e2e")
+_PERCENTILES = (50, 90, 99)
+#: Metrics a trial reports (``autotune.trial.measure.TrialResult.metric`` names) and which way is better;
+#: objectives and SLOs may name any of them.
+METRICS: dict[str, str] = {
+    "output_tok_s": "maximize",
+    "decode_tok_s_p50": "maximize",
+    "decode_tok_s_p90": "maximize",
+    "accept_length": "maximize",
+    "speedup": "maximize",
+    **{f"p{q}_{lat}_ms": "minimize" for lat in _LATENCIES for q in _PERCENTILES},
+}
+
+SAMPLERS = ("tpe", "random", "grid", "phase-model")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """A service-level objective: ``metric op value`` must hold for a trial to count."""
+
+    metric: str
+    op: str
+    value: float
+    text: str
+
+    def is_met(self, measured: float | None) -> bool | None:
+        """True or False, or None when the metric is unknown."""
+        if measured is None:
+            return None
+        return {"<": measured < self.value, "<=": measured <= self.value,
+                ">": measured > self.value, ">=": measured >= self.value}[self.op]
+
+    def violation(self, measured: float | None) -> float | None:
+        """Optuna-style constraint value (<= 0 is feasible); None when unknown."""
+        if measured is None:
+            return None
+        gap = measured - self.value if self.op in ("<", "<=") else self.value - measured
+        if self.op in ("<", ">") and gap == 0:
+            return 1e-9
+        return gap
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Break-even (always on) plus optional SLOs.
+
+    Attributes:
+        min_speedup: A speculative config counts only if speedup over its baseline is strictly
+            greater than this (>= 1.0; 1.0 is plain break-even).
+        slos: Extra service-level objectives.
+    """
+
+    min_speedup: float = 1.0
+    slos: tuple[SLO, ...] = ()
+
+
+def read_constraints(reader: Reader, value: Any, line: int | None) -> Constraints:
+    """Parse ``constraints: {min_speedup, slos, break_even}``."""
+    if value is None:
+        return Constraints()
+    reader.mapping(value, "constraints", line, allowed=("min_speedup", "slos", "break_even"))
+    if "break_even" in value and value["break_even"] is not True:
+        reader.fail("break-even cannot be turned off: a speculative config must beat the "
+                    "no-speculation baseline; raise min_speedup for a margin instead",
+                    field="constraints.break_even", line=line_of(value, "break_even"))
+    min_speedup = reader.number(value.get("min_speedup", 1.0), "constraints.min_speedup",
+                                line_of(value, "min_speedup"))
+    if min_speedup < 1.0:
+        reader.fail(f"must be >= 1.0 (break-even is always on), got {min_speedup}",
+                    field="constraints.min_speedup", line=line_of(value, "min_speedup"))
+    slos: list[SLO] = []
+    raw = value.get("slos", [])
+    if not isinstance(raw, list):
+        reader.fail(f"must be a list of strings like 'p99_ttft_ms <= 500', got "
+                    f"{type_name(raw)}", field="constraints.slos", line=line_of(value, "slos"))
+    for index, text in enumerate(raw):
+        ifield, iline = join("constraints.slos", index), line_of(raw, index)
+        try:
+            metric, op, bound = parse_slo(text)
+        except ExprError as exc:
+            reader.fail(str(exc), field=ifield, line=iline)
+        if metric not in METRICS:
+            reader.fail(f"unknown metric {metric!r}{closest(metric, METRICS)}; allowed: "
+                        + ", ".join(METRICS), field=ifield, line=iline)
+        slos.append(SLO(metric, op, bound, " ".join(text.split())))
+    return Constraints(min_speedup, tuple(slos))
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What the search optimises."""
+
+    metric: str = "output_tok_s"
+    direction: str = "maximize"
+
+
+def read_objective(reader: Reader, value: Any, line: int | None) -> Objective:
+    """Parse ``objective: {metric, direction}``; direction defaults to the metric's natural one."""
+    if value is None:
+        return Objective()
+    reader.mapping(value, "objective", line, allowed=("metric", "direction"))
+    metric = reader.string(value.get("metric", "output_tok_s"), "objective.metric",
+                           line_of(value, "metric"), choices=METRICS)
+    natural = METRICS[metric]
+    direction = reader.string(value.get("direction", natural), "objective.direction",
+                              line_of(value, "direction"), choices=("maximize", "minimize"))
+    if direction != natural:
+        reader.fail(f"{metric} should be {natural}d, not {direction}d",
+                    field="objective.direction", line=line_of(value, "direction"))
+    return Objective(metric, direction)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When the search stops."""
+
+    trials: int = 40
+    wall_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Per-trial resources; GPUs per trial always equal the trial's tp_size."""
+
+    cpus_per_trial: float = 1.0
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How trials are proposed and confirmed."""
+
+    sampler: str = "tpe"
+    seed: int = 0
+    finalists: int = 3
+    finalist_repeats: int = 3
+    max_concurrent: int | None = None
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How one trial measures."""
+
+    repeats: int = 3
+    startup_timeout_s: float = 900.0
+    trial_timeout_s: float | None = None
+    phase_profile: bool = True
+    fast_start: bool = False
+    warmup_until_stable_pct: float | None = None
+    warmup_max_rounds: int = 6
+
+
+def read_budget(reader: Reader, value: Any, line: int | None) -> Budget:
+    """Parse ``budget: {trials, wall_time_s}``."""
+    if value is None:
+        return Budget()
+    reader.mapping(value, "budget", line, allowed=("trials", "wall_time_s"))
+    return Budget(
+        trials=reader.integer(value.get("trials", 40), "budget.trials",
+                              line_of(value, "trials"), minimum=1),
+        wall_time_s=reader.number(value.get("wall_time_s"), "budget.wall_time_s",
+                                  line_of(value, "wall_time_s"), positive=True,
+                                  allow_none=True))
+
+
+def read_resources(reader: Reader, value: Any, line: int | None) -> Resources:
+    """Parse ``resources: {cpus_per_trial}``."""
+    if value is None:
+        return Resources()
+    if isinstance(value, dict) and "gpus_per_trial" in value:
+        reader.fail("GPUs per trial always equal the trial's tp_size; remove gpus_per_trial",
+                    field="resources.gpus_per_trial", line=key_line_of(value, "gpus_per_trial"))
+    reader.mapping(value, "resources", line, allowed=("cpus_per_trial",))
+    return Resources(reader.number(value.get("cpus_per_trial", 1), "resources.cpus_per_trial",
+                                   line_of(value, "cpus_per_trial"), positive=True))
+
+
+def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
+    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent}``."""
+    if value is None:
+        return SearchSettings()
+    reader.mapping(value, "search", line, allowed=("sampler", "seed", "finalists",
+                                                   "finalist_repeats", "max_concurrent"))
+    return SearchSettings(
+        sampler=reader.string(value.get("sampler", "tpe"), "search.sampler",
+                              line_of(value, "sampler"), choices=SAMPLERS),
+        seed=reader.integer(value.get("seed", 0), "search.seed", line_of(value, "seed"),
+                            minimum=0),
+        finalists=reader.integer(value.get("finalists", 3), "search.finalists",
+                                 line_of(value, "finalists"), minimum=0),
+        finalist_repeats=reader.integer(value.get("finalist_repeats", 3),
+                                        "search.finalist_repeats",
+                                        line_of(value, "finalist_repeats"), minimum=1),
+        max_concurrent=reader.integer(value.get("max_concurrent"), "search.max_concurrent",
+                                      line_of(value, "max_concurrent"), minimum=1,
+                                      allow_none=True))
+
+
+def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
+    """Parse ``measure: {repeats, startup_timeout_s, trial_timeout_s, phase_profile, fast_start}``."""
+    if value is None:
+        return Measure()
+    reader.mapping(value, "measure", line, allowed=("repeats", "startup_timeout_s",
+                                                    "trial_timeout_s", "phase_profile",
+                                                    "fast_start", "warmup_until_stable_pct",
+                                                    "warmup_max_rounds"))
+    return Measure(
+        repeats=reader.integer(value.get("repeats", 3), "measure.repeats",
+                               line_of(value, "repeats"), minimum=1),
+        startup_timeout_s=reader.number(value.get("startup_timeout_s", 900),
+                                        "measure.startup_timeout_s",
+                                        line_of(value, "startup_timeout_s"), positive=True),
+        trial_timeout_s=reader.number(value.get("trial_timeout_s"), "measure.trial_timeout_s",
+                                      line_of(value, "trial_timeout_s"), positive=True,
+                                      allow_none=True),
+        phase_profile=reader.boolean(value.get("phase_profile", True), "measure.phase_profile",
+                                     line_of(value, "phase_profile")),
+        fast_start=reader.boolean(value.get("fast_start", False), "measure.fast_start",
+                                  line_of(value, "fast_start")),
+        warmup_until_stable_pct=reader.number(value.get("warmup_until_stable_pct"),
+                                              "measure.warmup_until_stable_pct",
+                                              line_of(value, "warmup_until_stable_pct"),
+                                              positive=True, allow_none=True),
+        warmup_max_rounds=reader.integer(value.get("warmup_max_rounds", 6),
+                                         "measure.warmup_max_rounds",
+                                         line_of(value, "warmup_max_rounds"), minimum=2))
+
+
+@dataclass(frozen=True)
+class NcclPrescreen:
+    """``nccl_prescreen:``: narrow the NCCL_* parameters with the NCCL probe before a search.
+
+    Attributes:
+        keep: How many candidate combinations of the NCCL_* parameters the search keeps.
+        tokens: Message sizes of the probe, in tokens (``tokens x hidden`` bf16).
+        hidden: Hidden size; None takes the sim profile's or the model's config.json.
+        iters, warmup: Timed and untimed all-reduces per size.
+        rounds: Passes over all candidates; with 2 or more, a best candidate that is not ahead
+            of the default in every round does not push the default out of the kept set.
+        backend: Probe backend: ``auto`` (sim for the emulator, nccl otherwise), ``nccl``,
+            ``gloo`` or ``sim``.
+        timeout_s: Per candidate.
+        kept: The kept candidate names; when given, the space is narrowed to them at load and
+            the search does not probe (the search writes it into its narrowed copy).
+    """
+
+    keep: int
+    tokens: tuple[int, ...] = (1, 4, 8, 64)
+    hidden: int | None = None
+    iters: int = 200
+    warmup: int = 20
+    backend: str = "auto"
+    timeout_s: float = 60.0
+    kept: tuple[str, ...] | None = None
+    rounds: int = 1
+
+
+NCCL_PRESCREEN_BACKENDS = ("auto", "nccl", "gloo", "sim")
+
+
+def read_nccl_prescreen(reader: Reader, value: Any, line: int | None) -> NcclPrescreen | None:
+    """Parse ``nccl_prescreen: {keep, tokens, hidden, iters, warmup, rounds, backend, timeout_s, kept}``."""
+    if value is None:
+        return None
+    fld = "nccl_prescreen"
+    reader.mapping(value, fld, line, allowed=("keep", "tokens", "hidden", "iters", "warmup",
+                                              "rounds", "backend", "timeout_s", "kept"),
+                   required=("keep",))
+    tokens = value.get("tokens", [1, 4, 8, 64])
+    if not isinstance(tokens, list) or not tokens:
+        reader.fail(f"must be a non-empty list of token counts, got {type_name(tokens)}",
+                    field=f"{fld}.tokens", line=line_of(value, "tokens"))
+    for index, item in enumerate(tokens):
+        reader.integer(item, join(f"{fld}.tokens", index), line_of(tokens, index), minimum=1)
+    kept = value.get("kept")
+    if kept is not None:
+        if not isinstance(kept, list) or not kept:
+            reader.fail(f"must be a non-empty list of candidate names, got {type_name(kept)}",
+                        field=f"{fld}.kept", line=line_of(value, "kept"))
+        for index, item in enumerate(kept):
+            reader.string(item, join(f"{fld}.kept", index), line_of(kept, index))
+        kept = tuple(kept)
+    return NcclPrescreen(
+        keep=reader.integer(value["keep"], f"{fld}.keep", line_of(value, "keep"), minimum=1),
+        tokens=tuple(tokens),
+        hidden=reader.integer(value.get("hidden"), f"{fld}.hidden", line_of(value, "hidden"),
+                              minimum=1, allow_none=True),
+        iters=reader.integer(value.get("iters", 200), f"{fld}.iters", line_of(value, "iters"),
+                             minimum=1),
+        warmup=reader.integer(value.get("warmup", 20), f"{fld}.warmup", line_of(value, "warmup"),
+                              minimum=0),
+        backend=reader.string(value.get("backend", "auto"), f"{fld}.backend",
+                              line_of(value, "backend"), choices=NCCL_PRESCREEN_BACKENDS),
+        timeout_s=reader.number(value.get("timeout_s", 60), f"{fld}.timeout_s",
+                                line_of(value, "timeout_s"), positive=True),
+        kept=kept,
+        rounds=reader.integer(value.get("rounds", 1), f"{fld}.rounds", line_of(value, "rounds"),
+                              minimum=1))
+
+
+def read_workload(reader: Reader, value: Any, line: int | None, *,
+                  base_dir: str) -> dict[str, Any]:
+    """Check ``workload:`` with :class:`autotune.space.workload.Workload` and return it as given.
+
+    ``autotune.space.workload`` owns the keys and defaults; the returned dict holds only the keys in
+    the file, with a relative ``path`` made absolute (trials run in other directories).
+
+    Args:
+        reader: Error helper.
+        value: The raw section (None for all defaults).
+        line: Its line.
+        base_dir: Folder of the space file, for a relative ``path``.
+    """
+    if value is None:
+        value = {}
+    reader.mapping(value, "workload", line)
+    out = {key: (list(item) if isinstance(item, list) else item) for key, item in value.items()}
+    path = out.get("path")
+    if isinstance(path, str) and path:
+        expanded = Path(path).expanduser()
+        out["path"] = str(expanded if expanded.is_absolute() else Path(base_dir) / expanded)
+    lines = {key: n for key in value if (n := line_of(value, key)) is not None}
+    Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
+    return out
