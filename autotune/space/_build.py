@@ -16,7 +16,6 @@ from autotune.space.rules import (
     ALGO,
     ARG_IMPLIED_ENV,
     ATTENTION_ARGS,
-    BACKENDS,
     DRAFT,
     NEEDS_DRAFT_MODEL,
     RESERVED,
@@ -52,6 +51,7 @@ from autotune.space._schema import (
 )
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
+from autotune.sglang.backend import BACKENDS, get_backend
 from autotune.sim.profile import builtin_profiles, load_profile
 from autotune.space import synthetic
 
@@ -133,7 +133,7 @@ class _Builder:
         lines = {key: key_line_of(data, key) for key in data}
 
         backend = r.string(data.get("backend", "sglang"), "backend", lines.get("backend"),
-                           choices=BACKENDS)
+                           choices=tuple(BACKENDS))
         profile = self._profile(backend, data.get("profile"), lines.get("profile"))
         if "model_path" not in data:
             self.fail("missing required key 'model_path' (the target model)",
@@ -200,7 +200,7 @@ class _Builder:
     # -- sections
 
     def _profile(self, backend: str, value: Any, line: int | None) -> str | None:
-        if backend != "sim":
+        if not get_backend(backend).emulated:
             if value is not None:
                 self.fail("profile is only for backend: sim", field="profile", line=line)
             return None

@@ -24,7 +24,6 @@ DRAFT = "speculative_num_draft_tokens"
 TRIPLE = (STEPS, TOPK, DRAFT)
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
-BACKENDS = ("sglang", "sim")
 ATTENTION_ARGS = ("attention_backend", "decode_attention_backend", "prefill_attention_backend")
 #: Server flags that make SGLang set environment variables itself.
 ARG_IMPLIED_ENV: dict[str, dict[str, str]] = {"enable_symm_mem": {"NCCL_NVLS_ENABLE": "1"},
