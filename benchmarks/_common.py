@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.sim.evaluate import ModelEvaluator
-from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.config import ModelConfig
+from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
 from autotune.space.search_space import SearchSpace
 

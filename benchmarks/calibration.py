@@ -32,7 +32,8 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.sim.evaluate import ModelEvaluator
-from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.config import ModelConfig
+from autotune.sim.model import PerformanceModel
 from autotune.space.search_space import SearchSpace
 from autotune.trial.measure import MeasureSettings, TrialResult, measure
 from autotune.space.workload import Workload

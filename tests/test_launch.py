@@ -11,8 +11,9 @@ import textwrap
 import pytest
 
 from autotune.sglang import args as sa
+from autotune.sglang.backend import BACKENDS
 from autotune.errors import LaunchArgsError
-from autotune.launch.spec import BACKEND_MODULES, LaunchSpec
+from autotune.launch.spec import LaunchSpec
 
 needs_sglang = pytest.mark.skipif(
     not sa.sglang_available(),
@@ -48,7 +49,7 @@ def test_argv_shape_and_backends_differ_only_in_module():
                           "--host", "127.0.0.1", "--port", "31000"]
     assert "--disable-custom-all-reduce" not in real  # False switches are left out
     assert real[real.index("--cuda-graph-bs-decode") + 1:][:3] == ["1", "2", "4"]
-    assert set(BACKEND_MODULES) == {"sglang", "sim"}
+    assert set(BACKENDS) == {"sglang", "sim"}
 
 
 def test_argv_order_is_deterministic():

@@ -40,7 +40,7 @@ from reliability.procs import (
 from reliability.searchrun import SearchDir, start_cli
 from reliability.spaces import base_space, merged, write_space
 
-from autotune.server.process import group_alive, pid_alive
+from autotune.server._reaper import group_alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(560)]
 

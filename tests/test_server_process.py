@@ -22,14 +22,9 @@ import httpx
 import pytest
 
 from autotune.errors import ServerCrashed, ServerError, ServerStartupCrash, ServerStartupTimeout
-from autotune.server.process import (
-    PortReservation,
-    ServerProcess,
-    group_alive,
-    pid_alive,
-    port_in_use,
-    reserve_port,
-)
+from autotune.server._reaper import group_alive, pid_alive
+from autotune.server.ports import PortReservation, port_in_use, reserve_port
+from autotune.server.process import ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,7 +20,8 @@ from autotune.sim.engine import SimEngine
 from autotune.sim.fit.command import fit_profile
 from autotune.sim.fit.data import Observation, load_measurements, split
 from autotune.sim.fit.report import predict_window
-from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.config import ModelConfig
+from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from autotune.errors import ConfigError
-from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.config import ModelConfig
+from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import builtin_profiles, load_profile
 
 KIMI = "kimi-k2.5-eagle3-tp8"

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from autotune import cli
 from autotune.sglang import args as sglang_args
+from autotune.sglang.backend import BACKENDS
 from autotune.space import synthetic
 from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
                             objective_of, select_winner)
 from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
-from autotune.launch.spec import BACKEND_MODULES, LaunchSpec
+from autotune.launch.spec import LaunchSpec
 from autotune.space.warm_start import versus_default
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 FORMATS = ("sh", "yaml", "json")
 SIM_ENV_PREFIX = "AUTOTUNE_SIM_"
 METRICS_ENV = ("SGLANG_ENABLE_METRICS_DEVICE_TIMER",)
-SGLANG_MODULE = BACKEND_MODULES["sglang"]
+SGLANG_MODULE = BACKENDS["sglang"].module
 
 
 class NothingToExport(AutotuneError):
@@ -171,7 +172,8 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
     if forced is not None:
         lines.append(f"{synthetic.LABEL}: measured with {synthetic.ENV}={forced:g} forced on dummy "
                      "weights (dropped here); with real weights the accept length is your draft's")
-    if run.tags.get("autotune.backend") == "sim":
+    tagged = BACKENDS.get(run.tags.get("autotune.backend") or "")
+    if tagged is not None and tagged.emulated:
         lines.append("measured on the sim backend (the SGLang emulator): re-measure on real GPUs")
     kept = "enable_metrics" in spec.server_args or any(k in spec.env for k in METRICS_ENV)
     if kept:

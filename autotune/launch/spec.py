@@ -17,10 +17,8 @@ from typing import Any
 import yaml
 
 from autotune.sglang import args as sglang_args
+from autotune.sglang.backend import BACKENDS
 from autotune.names import is_env_name
-
-BACKEND_MODULES = {"sglang": "sglang.launch_server", "sim": "autotune.sim.server"}
-"""Backend name -> the module run with ``python -m``."""
 
 # Set from the spec's own fields, so a server-args mapping must not carry them too.
 _FIELD_ARGS = ("model_path", "speculative_draft_model_path", "host", "port")
@@ -50,7 +48,8 @@ class LaunchSpec:
         server_args: Other ``ServerArgs`` fields by underscore name -> value; None values are left
             out of the command line.
         env: Environment variables to set for the server (``NCCL_ALGO`` -> ``Ring``).
-        backend: ``"sglang"`` (the real server) or ``"sim"`` (the emulator).
+        backend: A name in :data:`~autotune.sglang.backend.BACKENDS`: ``"sglang"`` (the real
+            server) or ``"sim"`` (the emulator).
         host: The address the server binds.
         port: The port, or None to leave it to the caller (:mod:`autotune.server.process` picks a free one)
             or, in an exported script, to SGLang's default.
@@ -76,8 +75,8 @@ class LaunchSpec:
     def __post_init__(self) -> None:
         if not self.model_path:
             raise ValueError("LaunchSpec.model_path is empty; give the target model's path or hub id")
-        if self.backend not in BACKEND_MODULES:
-            raise ValueError(f"LaunchSpec.backend {self.backend!r} is unknown; use one of {sorted(BACKEND_MODULES)}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"LaunchSpec.backend {self.backend!r} is unknown; use one of {sorted(BACKENDS)}")
         if self.port is not None and not (0 < int(self.port) < 65536):
             raise ValueError(f"LaunchSpec.port {self.port} is not a TCP port (1-65535)")
         for name in dict(self.server_args):
@@ -108,7 +107,7 @@ class LaunchSpec:
     @property
     def module(self) -> str:
         """The module run with ``python -m``."""
-        return BACKEND_MODULES[self.backend]
+        return BACKENDS[self.backend].module
 
     def server_argv(self, *, port: int | None = None) -> list[str]:
         """The arguments after the module name, in a fixed order.
@@ -313,4 +312,4 @@ class LaunchSpec:
                    backend=backend, host=host, port=port)
 
 
-__all__ = ["BACKEND_MODULES", "LaunchSpec", "TRIAL_ONLY_ENV", "env_value"]
+__all__ = ["LaunchSpec", "TRIAL_ONLY_ENV", "env_value"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.names import is_env_name
+from autotune.sglang.backend import get_backend
 
 DEFAULT_NAME = "default"
 NVLS_VAR = "NCCL_NVLS_ENABLE"
@@ -291,7 +292,7 @@ def hidden_of_space(space: Any) -> int:
     settings = getattr(space, "nccl_prescreen", None)
     if settings is not None and settings.hidden is not None:
         return int(settings.hidden)
-    if space.backend == "sim" and space.profile:
+    if get_backend(space.backend).emulated and space.profile:
         from autotune.nccl.sim import profile_hidden
 
         return profile_hidden(space.profile)

@@ -25,7 +25,8 @@ def sim_rows(candidates: Sequence[Candidate], *, profile: str, tp: int, hidden: 
         hidden: Hidden size (the profile's own is what the emulator uses; pass it to match).
         tokens: Token counts, one message size each.
     """
-    from autotune.sim.model import ModelConfig, PerformanceModel
+    from autotune.sim.config import ModelConfig
+    from autotune.sim.model import PerformanceModel
     from autotune.sim.profile import load_profile
 
     prof = load_profile(profile)

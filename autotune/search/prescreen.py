@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from autotune.errors import AutotuneError
+from autotune.sglang.backend import get_backend
 
 NARROWED_NAME = "space-nccl-prescreen.yaml"
 REPORT_NAME = "nccl-probe.json"
@@ -57,7 +58,7 @@ def probe_backend(space: Any) -> str:
     """The probe backend of a space: ``auto`` is sim on the emulator and nccl otherwise."""
     backend = space.nccl_prescreen.backend
     if backend == "auto":
-        return "sim" if space.backend == "sim" else "nccl"
+        return "sim" if get_backend(space.backend).emulated else "nccl"
     return backend
 
 

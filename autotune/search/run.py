@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
+from autotune.sglang.backend import get_backend
 from autotune.space.warm_start import compare_to_default, sglang_default, versus_default
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 
@@ -156,7 +157,7 @@ def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
     # (/tmp/ray/ray_current_cluster) instead of starting the embedded one it was asked for.
     kwargs: dict[str, Any] = {"address": "local", "include_dashboard": False,
                               "log_to_driver": False, "configure_logging": False}
-    if space.backend == "sim":
+    if not get_backend(space.backend).needs_gpus:
         kwargs["num_gpus"] = _sim_logical_gpus(space, concurrency)
         kwargs["num_cpus"] = max(os.cpu_count() or 1, int(kwargs["num_gpus"]))
     if space.exclusive_node:
@@ -338,7 +339,7 @@ def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space
 
     # Emulators share this machine's cores, so concurrent finalists would slow each other down;
     # with exclusive_node the user asked for one benchmark per node. Then confirm one at a time.
-    one_at_a_time = space.backend == "sim" or space.exclusive_node
+    one_at_a_time = get_backend(space.backend).shares_cores or space.exclusive_node
     print(f"\nConfirming {len(candidates)} finalist(s), {repeats} repeats each, beside fresh "
           f"baselines{', one at a time' if one_at_a_time else ''}...", file=out, flush=True)
     refs, done = [], []
@@ -362,7 +363,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
 
     space_path = str(Path(opts.space).resolve())
     space = load_space(space_path)
-    if space.backend == "sglang":
+    if not get_backend(space.backend).emulated:
         space.check_paths()
     name = opts.name or space.name
     root = Path(opts.root).resolve()

@@ -17,7 +17,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
-from autotune.sim.model import AcceptanceDist, PerformanceModel
+from autotune.sim.acceptance import AcceptanceDist
+from autotune.sim.model import PerformanceModel
 
 _STATS_EVERY = 40  # SGLang refreshes its averaged spec stats every 40 decode iterations.
 _CATCH_UP_S = 0.05

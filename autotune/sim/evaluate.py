@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 
 from autotune import cli
 from autotune.errors import AutotuneError
-from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.config import ModelConfig
+from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile, load_profile
 
 

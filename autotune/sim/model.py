@@ -14,128 +14,23 @@ A target forward at TP ``t`` shards its weight-bound time by ``reference_tp / t`
 ``layers * allreduce_per_layer`` all-reduces whose cost depends on the NCCL environment
 (``NCCL_ALGO``, ``NCCL_PROTO``, channel counts) or on SGLang's custom all-reduce.
 
-Acceptance decays with depth, a top-k tree recovers part of the top-1 misses, and each prompt scales
-acceptance by a deterministic factor drawn from a hash of its text.
+Acceptance decays with depth, a top-k tree recovers part of the top-1 misses
+(:mod:`autotune.sim.acceptance`), and each prompt scales acceptance by a deterministic factor drawn
+from a hash of its text. The launch settings read come from :mod:`autotune.sim.config`.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Mapping
 
+from autotune.sim.acceptance import (AcceptanceDist, accept_moments, cached_acceptance, expected_cycles,
+                                     forced_acceptance)
+from autotune.sim.config import ModelConfig
 from autotune.sim.profile import Profile
-
-_ALL_NCCL_ALGOS = ("ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat")
-_ALL_NCCL_PROTOS = ("ll", "ll128", "simple")
-
-
-@dataclass(frozen=True)
-class SpecSettings:
-    """Resolved speculative settings (after SGLang's rules)."""
-
-    algorithm: str
-    num_steps: int
-    topk: int
-    num_draft_tokens: int
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """The launch settings the performance model depends on."""
-
-    tp_size: int = 1
-    spec: SpecSettings | None = None
-    custom_all_reduce: bool = True
-    nccl_algo: str | None = None
-    nccl_proto: str | None = None
-    nccl_min_channels: int | None = None
-    nccl_max_channels: int | None = None
-    attention_backend: str | None = None
-    speculative_attention_mode: str = "prefill"
-    mem_fraction_static: float | None = None
-    max_running_requests: int | None = None
-    disable_overlap_schedule: bool = False
-    invalid_env: tuple[str, ...] = ()
-    # SGLANG_SIMULATE_ACC_LEN: a forced mean accept length (tokens per cycle, bonus included).
-    simulate_acc_len: float | None = None
-
-    @classmethod
-    def from_server_args(cls, args: Mapping[str, Any], env: Mapping[str, str]) -> "ModelConfig":
-        """Build from resolved ``ServerArgs`` fields (underscore names) and the process env."""
-        algo = args.get("speculative_algorithm")
-        spec = None
-        if algo:
-            algo = str(algo).upper()
-            spec = SpecSettings(
-                algorithm="EAGLE" if algo == "NEXTN" else algo,
-                num_steps=int(args["speculative_num_steps"]),
-                topk=int(args["speculative_eagle_topk"]),
-                num_draft_tokens=int(args["speculative_num_draft_tokens"]),
-            )
-        invalid: list[str] = []
-
-        def _choice(name: str, allowed: tuple[str, ...]) -> str | None:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return None
-            # NCCL accepts a list and a leading ^ for exclusion; the model keys on the first entry.
-            first = raw.lstrip("^").split(",")[0].strip().lower()
-            if first not in allowed:
-                invalid.append(f"{name}={raw}")
-                return None
-            return first
-
-        def _int(name: str) -> int | None:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return None
-            try:
-                value = int(raw)
-            except ValueError:
-                invalid.append(f"{name}={raw}")
-                return None
-            if value < 1:
-                invalid.append(f"{name}={raw}")
-                return None
-            return value
-
-        return cls(
-            tp_size=int(args.get("tp_size") or 1),
-            spec=spec,
-            custom_all_reduce=not bool(args.get("disable_custom_all_reduce")),
-            nccl_algo=_choice("NCCL_ALGO", _ALL_NCCL_ALGOS),
-            nccl_proto=_choice("NCCL_PROTO", _ALL_NCCL_PROTOS),
-            nccl_min_channels=_int("NCCL_MIN_NCHANNELS"),
-            nccl_max_channels=_int("NCCL_MAX_NCHANNELS"),
-            attention_backend=args.get("attention_backend"),
-            speculative_attention_mode=str(args.get("speculative_attention_mode") or "prefill"),
-            mem_fraction_static=args.get("mem_fraction_static"),
-            max_running_requests=args.get("max_running_requests"),
-            disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
-            invalid_env=tuple(invalid),
-            simulate_acc_len=_simulate_acc_len(env.get("SGLANG_SIMULATE_ACC_LEN")),
-        )
-
-
-def _simulate_acc_len(raw: str | None) -> float | None:
-    """SGLang's reading of ``SGLANG_SIMULATE_ACC_LEN``: a float, off when <= 0 or unparsable.
-
-    SGLang (``srt/environ.py`` ``EnvFloat``) warns and falls back to its default of -1 (off) on a
-    value that is not a float, so the emulator does the same rather than failing start-up.
-    """
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        return None
-    return value if value > 0 and math.isfinite(value) else None
-
 
 @dataclass(frozen=True)
 class CyclePhases:
@@ -162,47 +57,6 @@ class CyclePhases:
     def scaled(self, factor: float) -> "CyclePhases":
         return CyclePhases(self.draft_ms * factor, self.verify_ms * factor, self.extend_ms * factor,
                            self.decode_ms * factor, self.other_ms * factor)
-
-
-@dataclass(frozen=True)
-class AcceptanceDist:
-    """Distribution of tokens produced by one cycle for one request (the bonus token included).
-
-    Attributes:
-        probs: ``probs[j]`` is P(j draft tokens accepted), j = 0..depth.
-        widths: tree width per depth (1 for a chain).
-        num_proposed: draft tokens proposed per cycle (N - 1).
-    """
-
-    probs: tuple[float, ...]
-    widths: tuple[int, ...]
-    num_proposed: int
-    _cum: tuple[float, ...] = field(default=(), repr=False)
-
-    @property
-    def mean(self) -> float:
-        return 1.0 + sum(j * p for j, p in enumerate(self.probs))
-
-    @property
-    def max_tokens(self) -> int:
-        return len(self.probs)
-
-    def sample(self, rng: random.Random) -> int:
-        """Tokens produced by one cycle (accepted drafts + 1)."""
-        u = rng.random()
-        cum = self._cum or tuple(_accumulate(self.probs))
-        for j, c in enumerate(cum):
-            if u < c:
-                return j + 1
-        return len(self.probs)
-
-
-def _accumulate(values: tuple[float, ...]) -> list[float]:
-    out, total = [], 0.0
-    for v in values:
-        total += v
-        out.append(total)
-    return out
 
 
 @dataclass(frozen=True)
@@ -419,9 +273,9 @@ class PerformanceModel:
             return AcceptanceDist(probs=(1.0,), widths=(), num_proposed=0, _cum=(1.0,))
         s = self.config.spec
         if self.config.simulate_acc_len is not None:
-            return _forced_acceptance(self.profile.acceptance, s.num_steps, s.topk,
+            return forced_acceptance(self.profile.acceptance, s.num_steps, s.topk,
                                       s.num_draft_tokens, self.config.simulate_acc_len)
-        return _cached_acceptance(self.profile.acceptance, s.num_steps, s.topk, s.num_draft_tokens,
+        return cached_acceptance(self.profile.acceptance, s.num_steps, s.topk, s.num_draft_tokens,
                                   round(factor, 4))
 
     def expected_accept_length(self) -> float | None:
@@ -451,7 +305,7 @@ class PerformanceModel:
             # A forced length takes only two values, so the cut last cycle is counted exactly.
             dist = self.acceptance()
             accept = dist.mean
-            cycles = _expected_cycles(dist.probs, output_len - 1)
+            cycles = expected_cycles(dist.probs, output_len - 1)
             mean_tokens = accept
         else:
             if prompt_factors:
@@ -460,7 +314,7 @@ class PerformanceModel:
                 spread = self.profile.acceptance.prompt_spread
                 points = tuple((_factor(spread, z), w) for z, w in zip(_GH_NODES, _GH_WEIGHTS))
             s = self.config.spec
-            accept, inv = _accept_moments(self.profile.acceptance, s.num_steps, s.topk,
+            accept, inv = accept_moments(self.profile.acceptance, s.num_steps, s.topk,
                                           s.num_draft_tokens, points)
             # The last cycle is cut at max_tokens: on average half a cycle's worth is wasted.
             cycles = (output_len - 1.5) * inv + 0.5
@@ -482,110 +336,3 @@ def _lookup(table: Mapping[str, tuple[float, float]], key: str, default: tuple[f
         if k.lower() == key:
             return v
     return default
-
-
-@functools.lru_cache(maxsize=65536)
-def _tree_widths(acc, steps: int, topk: int, draft_tokens: int) -> tuple[int, ...]:
-    """How many of the N - 1 verified slots sit at each depth.
-
-    SGLang keeps the N - 1 draft nodes with the best cumulative draft score. Scoring a node by
-    the chance that it is the accepted token (its ancestors being the top-1 chain) reproduces
-    that: each slot goes where it is most likely to be accepted.
-    """
-    slots = draft_tokens - 1
-    if topk == 1:
-        return tuple(1 for _ in range(min(steps, slots)))
-    p = _position_probs(acc, steps, 1.0)
-    nodes = []
-    reach = 1.0
-    for d in range(steps):
-        for j in range(1, topk + 1):
-            nodes.append((reach * _rank_prob(acc, p[d], j), d, j))
-        reach *= p[d]
-    nodes.sort(key=lambda n: (-n[0], n[1], n[2]))
-    widths = [0] * steps
-    for _, d, _ in nodes[:slots]:
-        widths[d] += 1
-    depth = 0
-    while depth < steps and widths[depth] > 0:
-        depth += 1
-    return tuple(widths[:depth])
-
-
-def _position_probs(acc, steps: int, factor: float) -> list[float]:
-    return [min(acc.cap, acc.first * factor * acc.decay ** i * (acc.after_first if i else 1.0))
-            for i in range(steps)]
-
-
-def _rank_prob(acc, p: float, rank: int) -> float:
-    """P(the rank-th draft candidate is the accepted token) at a position with top-1 rate p."""
-    if rank == 1:
-        return p
-    return (1 - p) * acc.topk_recall * (acc.rank_decay ** (rank - 2)) * (1 - acc.rank_decay)
-
-
-@functools.lru_cache(maxsize=262144)
-def _cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: float) -> AcceptanceDist:
-    widths = _tree_widths(acc, steps, topk, draft_tokens)
-    p = _position_probs(acc, len(widths), factor)
-    reach = [1.0]
-    for d, w in enumerate(widths):
-        covered = p[d] + (1 - p[d]) * acc.topk_recall * (1 - acc.rank_decay ** (w - 1))
-        reach.append(reach[-1] * covered)
-    depth = len(widths)
-    probs = tuple(reach[j] - (reach[j + 1] if j < depth else 0.0) for j in range(depth + 1))
-    return AcceptanceDist(probs=probs, widths=widths, num_proposed=draft_tokens - 1,
-                          _cum=tuple(_accumulate(probs)))
-
-
-@functools.lru_cache(maxsize=4096)
-def _forced_acceptance(acc, steps: int, topk: int, draft_tokens: int,
-                       forced: float) -> AcceptanceDist:
-    """SGLang's ``SGLANG_SIMULATE_ACC_LEN`` with its default method ``match-expected``.
-
-    As ``_sample_simulated_acc_len`` in SGLang 0.5.17 ``srt/speculative/spec_utils.py``: the
-    forced length is clamped to ``[1, steps + 1]`` and each verify produces ``floor(x)`` tokens or
-    one more, the latter with probability ``x - floor(x)``, so the mean is exactly ``x``.
-    SGLang draws once per verify for the whole batch; the emulator draws per request, which has
-    the same mean at any batch size and is identical at batch 1.
-    """
-    max_len = steps + 1
-    x = max(1.0, min(float(max_len), forced))
-    lower = int(x // 1)
-    upper = lower + 1 if lower < max_len else lower
-    probs = [0.0] * max_len
-    probs[lower - 1] += 1.0 - (x - lower)
-    probs[upper - 1] += x - lower
-    return AcceptanceDist(probs=tuple(probs), widths=_tree_widths(acc, steps, topk, draft_tokens),
-                          num_proposed=draft_tokens - 1, _cum=tuple(_accumulate(tuple(probs))))
-
-
-@functools.lru_cache(maxsize=4096)
-def _expected_cycles(probs: tuple[float, ...], tokens: int) -> float:
-    """Expected verify cycles until ``tokens`` tokens are made, each cycle making ``j + 1`` with
-    probability ``probs[j]`` (the last cycle's surplus is cut, as at ``max_tokens``)."""
-    need = [0.0] * (tokens + 1)
-    for n in range(1, tokens + 1):
-        need[n] = 1.0 + sum(p * need[max(n - j - 1, 0)] for j, p in enumerate(probs) if p)
-    return need[tokens]
-
-
-@functools.lru_cache(maxsize=65536)
-def _accept_moments(acc, steps: int, topk: int, draft_tokens: int,
-                    points: tuple[tuple[float, float], ...]) -> tuple[float, float]:
-    """E[accept length] and E[1 / accept length] over weighted prompt factors."""
-    widths = _tree_widths(acc, steps, topk, draft_tokens)
-    gains = [acc.topk_recall * (1 - acc.rank_decay ** (w - 1)) for w in widths]
-    base = [acc.first * acc.decay ** i * (acc.after_first if i else 1.0) for i in range(len(widths))]
-    cap = acc.cap
-    mean = inv = 0.0
-    for f, w in points:
-        f = round(f, 4)  # as _cached_acceptance rounds, so sampling and expectation agree
-        a = reach = 1.0
-        for b, g in zip(base, gains):
-            p = min(cap, b * f)
-            reach *= p + (1 - p) * g
-            a += reach
-        mean += w * a
-        inv += w / a
-    return mean, inv

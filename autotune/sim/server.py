@@ -239,7 +239,7 @@ async def _startup(state: Any, *, startup_s: float, fatal: str | None,
                 args.get("chunked_prefill_size"), args.get("max_prefill_tokens"),
                 state.sim_info.get("max_running_requests"), state.context_len, extra=tp0)
     # SGLang's own warm-up: one /generate of 8 tokens, counted in the metrics like any request.
-    from autotune.sim.app import GenRequest, drive
+    from autotune.sim.api_common import GenRequest, drive
 
     warm = GenRequest(prompt="The capital city of France is", prompt_tokens=7, max_new_tokens=8,
                       ignore_eos=True, client=False)
@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"(AUTOTUNE_SIM_PROFILE): {exc}", 1)
 
     from autotune.sim.engine import SimEngine
-    from autotune.sim.model import ModelConfig, PerformanceModel
+    from autotune.sim.config import ModelConfig
+    from autotune.sim.model import PerformanceModel
 
     host = str(args.get("host") or "127.0.0.1")
     port = int(args.get("port") or 30000)
@@ -335,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                 "faults": faults.active,
                 "max_total_num_tokens": None, "pid": os.getpid()}
 
-    from autotune.sim.app import SimState, create_app
+    from autotune.sim.api_common import SimState
+    from autotune.sim.app import create_app
 
     engine = SimEngine(model, max_running_requests=args.get("max_running_requests"), seed=seed,
                        noise_cv=noise_cv)

@@ -15,6 +15,7 @@ from typing import Any
 
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
+from autotune.sglang.backend import BACKENDS, get_backend
 from autotune.names import is_env_name
 from autotune.sim.profile import builtin_profiles, load_profile
 from autotune.space import synthetic
@@ -32,7 +33,7 @@ from autotune.space._schema_sections import (
     read_search,
     read_workload,
 )
-from autotune.space.rules import ALGO, BACKENDS, RESERVED, RULES, SPEC_ALGORITHMS, TRIPLE
+from autotune.space.rules import ALGO, RESERVED, RULES, SPEC_ALGORITHMS, TRIPLE
 
 _TOP_KEYS = ("name", "description", "backend", "profile", "model_path", "draft_model_path",
              "fixed_args", "fixed_env", "parameters", "rules", "forbidden", "workload",
@@ -86,7 +87,7 @@ class _Builder(CrossChecks):
         lines = {key: key_line_of(data, key) for key in data}
 
         backend = r.string(data.get("backend", "sglang"), "backend", lines.get("backend"),
-                           choices=BACKENDS)
+                           choices=tuple(BACKENDS))
         profile = self._profile(backend, data.get("profile"), lines.get("profile"))
         if "model_path" not in data:
             self.fail("missing required key 'model_path' (the target model)",
@@ -143,7 +144,7 @@ class _Builder(CrossChecks):
     # -- sections
 
     def _profile(self, backend: str, value: Any, line: int | None) -> str | None:
-        if backend != "sim":
+        if not get_backend(backend).emulated:
             if value is not None:
                 self.fail("profile is only for backend: sim", field="profile", line=line)
             return None

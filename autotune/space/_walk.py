@@ -23,14 +23,13 @@ from autotune.space.rules import (
     ARG_IMPLIED_ENV,
     ATTENTION_ARGS,
     DRAFT,
-    EAGLE_FAMILY,
     NEEDS_DRAFT_MODEL,
-    PAGED_TREE_BACKENDS,
     STEPS,
     TOPK,
     TRIPLE,
 )
 from autotune.space.synthetic import ENV as SYNTHETIC_ENV, forced_value
+from autotune.sglang.speculative import EAGLE_FAMILY, PAGED_TREE_BACKENDS
 
 #: What :meth:`SpaceWalk.step` says of a parameter.
 SKIP, SET, CHOOSE, INVALID = "skip", "set", "choose", "invalid"

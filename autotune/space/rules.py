@@ -13,9 +13,8 @@ that too.
 
 from __future__ import annotations
 
-# SGLang facts live in autotune.sglang.speculative (EAGLE_FAMILY: the algorithms that go through SGLang's EAGLE
-# rules); the space modules read them from here.
-from autotune.sglang.speculative import EAGLE_FAMILY, PAGED_TREE_BACKENDS  # noqa: F401
+# SGLang's own facts (EAGLE_FAMILY, PAGED_TREE_BACKENDS) live in autotune.sglang.speculative; these are
+# the space's names for the parameters those rules read.
 
 ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"
@@ -24,7 +23,6 @@ DRAFT = "speculative_num_draft_tokens"
 TRIPLE = (STEPS, TOPK, DRAFT)
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
-BACKENDS = ("sglang", "sim")
 ATTENTION_ARGS = ("attention_backend", "decode_attention_backend", "prefill_attention_backend")
 #: Server flags that make SGLang set environment variables itself.
 ARG_IMPLIED_ENV: dict[str, dict[str, str]] = {"enable_symm_mem": {"NCCL_NVLS_ENABLE": "1"},

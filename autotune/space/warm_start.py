@@ -23,7 +23,7 @@ from typing import Any
 from autotune.sglang import args as sglang_args
 from autotune.sglang import speculative
 from autotune.space.replay import ReplayTrial, UnfitValue
-from autotune.space.rules import ALGO, DRAFT, EAGLE_FAMILY, STEPS, TOPK
+from autotune.space.rules import ALGO, DRAFT, STEPS, TOPK
 from autotune.space.trial_config import config_key
 
 __all__ = ["WarmStart", "compare_to_default", "gain", "sglang_default", "versus_default"]
@@ -99,9 +99,9 @@ def sglang_default(space: Any) -> WarmStart:
     algo_param = space.parameters.get(ALGO)
     fixed = dict(getattr(space, "fixed_args", {}) or {})
     if algo_param is not None:
-        algos = [a for a in (_choices(algo_param) or []) if a in EAGLE_FAMILY]
+        algos = [a for a in (_choices(algo_param) or []) if a in speculative.EAGLE_FAMILY]
     else:
-        algos = [fixed[ALGO]] if fixed.get(ALGO) in EAGLE_FAMILY else []
+        algos = [fixed[ALGO]] if fixed.get(ALGO) in speculative.EAGLE_FAMILY else []
     if not algos:
         return WarmStart(None, None, None, None, None, "the space has no EAGLE-family speculative algorithm")
     algorithm = algos[0]

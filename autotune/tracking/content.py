@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from autotune.tracking.runs import KIND_TRIAL, TrialRun
-from autotune.launch.spec import BACKEND_MODULES, LaunchSpec
+from autotune.launch.spec import LaunchSpec
+from autotune.sglang.backend import BACKENDS
 
 if TYPE_CHECKING:
     from autotune.trial.measure import TrialResult
@@ -103,7 +104,7 @@ def spec_from_argv(argv: list[str], env: Mapping[str, str] | None = None) -> Lau
     """
     from autotune.sglang import _parser_twin as builtin
 
-    backends = {module: name for name, module in BACKEND_MODULES.items()}
+    backends = {b.module: b.name for b in BACKENDS.values()}
     if len(argv) < 3 or argv[1] != "-m" or argv[2] not in backends:
         raise ValueError(f"not a server command (python -m {' | '.join(backends)} ...): {argv[:3]}")
     options = builtin.flags_by_option()

@@ -33,6 +33,7 @@ from autotune.bench.client import BenchResult, run_benchmark
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
                              ServerStartupCrash, ServerStartupTimeout)
 from autotune.launch.spec import LaunchSpec
+from autotune.sglang.backend import get_backend
 from autotune.profile.phases import PhaseProfile, break_even, scrape, speedup
 from autotune.server.process import ServerProcess
 from autotune.space.workload import Workload
@@ -280,7 +281,7 @@ def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchS
     env = {k: str(v) for k, v in config.env.items()}
     if settings is None or settings.device_timer:
         env.update(DEVICE_TIMER_ENV)
-    if config.backend == "sim":
+    if get_backend(config.backend).emulated:
         env["AUTOTUNE_SIM_PROFILE"] = str(config.profile)
     args.pop("model_path", None)
     args.pop("speculative_draft_model_path", None)
@@ -487,7 +488,7 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     unset = set(getattr(config, "unset_env", ()) or ())
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(spec.env)
-    if config.backend == "sim" and settings.sim_seed is not None:
+    if get_backend(config.backend).emulated and settings.sim_seed is not None:
         env["AUTOTUNE_SIM_SEED"] = str(settings.sim_seed)
     workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="autotune-trial-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.server.process import PortReservation, pid_alive, port_in_use
+from autotune.server._reaper import pid_alive
+from autotune.server.ports import PortReservation, port_in_use
 
 TOKEN_ENV = "AUTOTUNE_RELIABILITY_TOKEN"
 SERVER_MODULE = "autotune.sim.server"

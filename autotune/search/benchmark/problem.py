@@ -27,7 +27,8 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.space.trial_config import config_key
 from autotune.sim.evaluate import ModelEvaluator
-from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.config import ModelConfig
+from autotune.sim.model import PerformanceModel
 
 
 def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:

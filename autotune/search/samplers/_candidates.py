@@ -59,7 +59,7 @@ class CandidateTable:
         self.group = np.zeros(n, dtype=int)
         self.groups: list[dict[str, Any]] = []
         group_index: dict[tuple, int] = {}
-        from autotune.sglang.args import EAGLE_FAMILY
+        from autotune.sglang.speculative import EAGLE_FAMILY
 
         fixed = dict(getattr(space, "fixed_args", {}) or {})
         for i, cfg in enumerate(self.configs):

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.sim.fit.data import Observation
-from autotune.sim.model import ModelConfig, PerformanceModel
+from autotune.sim.config import ModelConfig
+from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile
 
 SHARES = ("draft", "verify", "extend", "other")

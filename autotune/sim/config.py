@@ -1,0 +1,121 @@
+"""The launch settings the emulator's performance model reads, parsed from server args and env.
+
+:class:`ModelConfig` is what :class:`~autotune.sim.model.PerformanceModel` depends on: the
+resolved speculative settings, TP size, all-reduce and NCCL choices, attention backend and a
+forced accept length. Reading them from ``ServerArgs`` fields and the environment the way SGLang
+does (a bad NCCL value is recorded, not fatal) is kept apart from the timing model itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = ["ModelConfig", "SpecSettings"]
+
+_ALL_NCCL_ALGOS = ("ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat")
+_ALL_NCCL_PROTOS = ("ll", "ll128", "simple")
+
+
+@dataclass(frozen=True)
+class SpecSettings:
+    """Resolved speculative settings (after SGLang's rules)."""
+
+    algorithm: str
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The launch settings the performance model depends on."""
+
+    tp_size: int = 1
+    spec: SpecSettings | None = None
+    custom_all_reduce: bool = True
+    nccl_algo: str | None = None
+    nccl_proto: str | None = None
+    nccl_min_channels: int | None = None
+    nccl_max_channels: int | None = None
+    attention_backend: str | None = None
+    speculative_attention_mode: str = "prefill"
+    mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
+    disable_overlap_schedule: bool = False
+    invalid_env: tuple[str, ...] = ()
+    # SGLANG_SIMULATE_ACC_LEN: a forced mean accept length (tokens per cycle, bonus included).
+    simulate_acc_len: float | None = None
+
+    @classmethod
+    def from_server_args(cls, args: Mapping[str, Any], env: Mapping[str, str]) -> "ModelConfig":
+        """Build from resolved ``ServerArgs`` fields (underscore names) and the process env."""
+        algo = args.get("speculative_algorithm")
+        spec = None
+        if algo:
+            algo = str(algo).upper()
+            spec = SpecSettings(
+                algorithm="EAGLE" if algo == "NEXTN" else algo,
+                num_steps=int(args["speculative_num_steps"]),
+                topk=int(args["speculative_eagle_topk"]),
+                num_draft_tokens=int(args["speculative_num_draft_tokens"]),
+            )
+        invalid: list[str] = []
+
+        def _choice(name: str, allowed: tuple[str, ...]) -> str | None:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return None
+            # NCCL accepts a list and a leading ^ for exclusion; the model keys on the first entry.
+            first = raw.lstrip("^").split(",")[0].strip().lower()
+            if first not in allowed:
+                invalid.append(f"{name}={raw}")
+                return None
+            return first
+
+        def _int(name: str) -> int | None:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return None
+            try:
+                value = int(raw)
+            except ValueError:
+                invalid.append(f"{name}={raw}")
+                return None
+            if value < 1:
+                invalid.append(f"{name}={raw}")
+                return None
+            return value
+
+        return cls(
+            tp_size=int(args.get("tp_size") or 1),
+            spec=spec,
+            custom_all_reduce=not bool(args.get("disable_custom_all_reduce")),
+            nccl_algo=_choice("NCCL_ALGO", _ALL_NCCL_ALGOS),
+            nccl_proto=_choice("NCCL_PROTO", _ALL_NCCL_PROTOS),
+            nccl_min_channels=_int("NCCL_MIN_NCHANNELS"),
+            nccl_max_channels=_int("NCCL_MAX_NCHANNELS"),
+            attention_backend=args.get("attention_backend"),
+            speculative_attention_mode=str(args.get("speculative_attention_mode") or "prefill"),
+            mem_fraction_static=args.get("mem_fraction_static"),
+            max_running_requests=args.get("max_running_requests"),
+            disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
+            invalid_env=tuple(invalid),
+            simulate_acc_len=_simulate_acc_len(env.get("SGLANG_SIMULATE_ACC_LEN")),
+        )
+
+
+def _simulate_acc_len(raw: str | None) -> float | None:
+    """SGLang's reading of ``SGLANG_SIMULATE_ACC_LEN``: a float, off when <= 0 or unparsable.
+
+    SGLang (``srt/environ.py`` ``EnvFloat``) warns and falls back to its default of -1 (off) on a
+    value that is not a float, so the emulator does the same rather than failing start-up.
+    """
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if value > 0 and math.isfinite(value) else None
