@@ -35,7 +35,7 @@ ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
 _LATENCIES = ("ttft", "itl", "e2e")
 _PERCENTILES = (50, 90, 99)
-#: Metrics a trial reports (``autotune.trial.measure.TrialResult.metric`` names) and which way is better;
+#: Metrics a trial reports (``autotune.trial.result.TrialResult.metric`` names) and which way is better;
 #: objectives and SLOs may name any of them.
 METRICS: dict[str, str] = {
     "output_tok_s": "maximize",

@@ -43,7 +43,7 @@ from autotune.launch.spec import LaunchSpec
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from autotune.trial.measure import TrialResult
+    from autotune.trial.result import TrialResult
 
 T = TypeVar("T")
 
