@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.space.warm_start import compare_to_default, sglang_default, versus_default
+from autotune.trial.outcome import Status
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 
 EXIT_CONFIG = cli.BAD_INPUT
@@ -497,7 +498,7 @@ def errored_report(space: Any, config: dict[str, Any],
                    error: BaseException | None) -> tuple[Any, dict[str, Any]]:
     """A trial that errored inside Ray: its failed result (the error as its reason) and the
     report it stands in for."""
-    from autotune.trial.outcome import Failure, Status
+    from autotune.trial.outcome import Failure
     from autotune.trial.result import TrialResult
 
     cause = getattr(error, "cause", None) or error
@@ -575,8 +576,8 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
     outcome = SearchOutcome(
         name=name, winner=winner.to_dict() if winner else None,
         baseline=baseline.to_dict() if baseline else None, trials=len(results),
-        feasible=statuses.count("feasible"), infeasible=statuses.count("infeasible"),
-        failed=statuses.count("failed"), interrupted=interrupted, baseline_wins=baseline_wins,
+        feasible=statuses.count(Status.FEASIBLE), infeasible=statuses.count(Status.INFEASIBLE),
+        failed=statuses.count(Status.FAILED), interrupted=interrupted, baseline_wins=baseline_wins,
         finalists=finalists_out, tracking_uri=getattr(tracker, "tracking_uri", None),
         parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
         experiment_id=getattr(tracker, "experiment_id", None),
@@ -599,7 +600,7 @@ def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
     """A trial result as the winner policy sees it, valued by the space's objective."""
     return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),
-                     feasible=result.status == "feasible", stage=stage)
+                     feasible=result.status == Status.FEASIBLE, stage=stage)
 
 
 def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:
@@ -609,7 +610,7 @@ def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:
 
     found = []
     for _, _, m in results:
-        if m.get("is_baseline") and m.get("status") == "feasible" and m.get("trial_result"):
+        if m.get("is_baseline") and m.get("status") == Status.FEASIBLE and m.get("trial_result"):
             found.append(TrialResult.from_dict(json.loads(m["trial_result"])))
         elif m.get("baseline_result"):
             b = TrialResult.from_dict(json.loads(m["baseline_result"]))
