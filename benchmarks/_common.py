@@ -186,7 +186,7 @@ def median(values: Sequence[float]) -> float | None:
 
 
 def half_range(values: Sequence[float]) -> float | None:
-    """(max - min) / 2, the spread :mod:`autotune.trial.measure` reports; None below two values."""
+    """(max - min) / 2, the spread :func:`autotune.trial.result.summarise` reports; None below two values."""
     return (max(values) - min(values)) / 2 if len(values) > 1 else None
 
 

@@ -35,7 +35,8 @@ from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.space.search_space import SearchSpace
-from autotune.trial.measure import MeasureSettings, TrialResult, measure
+from autotune.trial.measure import MeasureSettings, measure
+from autotune.trial.result import TrialResult
 from autotune.space.workload import Workload
 from benchmarks._common import (
     KIMI,

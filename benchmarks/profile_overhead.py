@@ -35,7 +35,8 @@ import httpx
 from autotune.bench.client import run_benchmark
 from autotune.errors import AutotuneError
 from autotune.launch.spec import LaunchSpec
-from autotune.profile.phases import PhaseProfile, scrape
+from autotune.profile.phases import PhaseProfile
+from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
 from autotune.trial.measure import DEVICE_TIMER_ENV, launch_spec
 from autotune.space.workload import Workload

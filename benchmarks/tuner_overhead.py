@@ -164,7 +164,8 @@ def zero_work_trainable(config: dict[str, Any], ctx: Any) -> None:
 
     from autotune.sim.evaluate import ModelEvaluator
     from autotune.search.trainable import _space, to_report
-    from autotune.trial.measure import TrialResult, judge
+    from autotune.trial.result import TrialResult
+    from autotune.trial.verdict import judge
 
     space = _space(ctx.space_path)
     params = space.coerce_params(dict(config))

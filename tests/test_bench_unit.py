@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from autotune.bench._sse import SSEDecoder
-from autotune.bench.client import (BenchResult, RequestRecord, build_request, percentile,
-                            poisson_arrivals, run_benchmark, run_benchmark_sync)
+from autotune.bench.client import build_request, poisson_arrivals, run_benchmark, run_benchmark_sync
+from autotune.bench.records import BenchResult, RequestRecord, percentile
 from autotune.space.prompts import Prompt
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from autotune.launch.spec import LaunchSpec
 from autotune.server.process import ServerProcess
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
-from autotune.trial.measure import TrialResult, evaluate, launch_spec, settings_for, slos_of
+from autotune.trial.measure import evaluate, launch_spec, settings_for, slos_of
+from autotune.trial.result import TrialResult
 from autotune.space.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]

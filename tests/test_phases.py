@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from autotune.errors import BenchError
-from autotune.profile.phases import (MetricsSnapshot, PhaseProfile, break_even, scrape, scrape_sync,
-                             speedup)
+from autotune.profile.phases import PhaseProfile, break_even, speedup
+from autotune.profile.snapshot import MetricsSnapshot, scrape, scrape_sync
 from autotune.profile.prom import parse_exposition
 
 

@@ -154,7 +154,8 @@ def test_searcher_reads_flattened_results_as_constraints() -> None:
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
     from autotune.space.search_space import load_space
     from autotune.search.trainable import to_report
-    from autotune.trial.measure import TrialResult, judge
+    from autotune.trial.result import TrialResult
+    from autotune.trial.verdict import judge
 
     space = load_space(SPACES / "slo.yaml")
     searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective", mode="max",

@@ -25,7 +25,8 @@ from autotune.sglang import flags as sglang_flags
 from autotune.bench.client import run_benchmark
 from autotune.errors import ConfigError, LaunchArgsError
 from autotune.launch.spec import LaunchSpec
-from autotune.profile.phases import MetricsSnapshot, PhaseProfile
+from autotune.profile.phases import PhaseProfile
+from autotune.profile.snapshot import MetricsSnapshot
 from autotune.sglang.metrics import FORWARD_SECONDS
 from autotune.profile.prom import parse_exposition
 from autotune.sglang.args import parse_server_args

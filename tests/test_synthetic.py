@@ -21,7 +21,7 @@ from autotune.space import synthetic
 from autotune.errors import ConfigError
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
-from autotune.trial.measure import TrialResult, spread_pct
+from autotune.trial.result import TrialResult, spread_pct
 
 REPO = Path(__file__).resolve().parents[1]
 RATES = [0.8, 0.7, 0.6, 0.5]

@@ -6,8 +6,10 @@ from pathlib import Path
 
 from autotune.space.search_space import load_space
 from autotune.search.trainable import constraint_values, sampler_attrs, to_report
-from autotune.trial.measure import Failure, FileBaselineStore, TrialResult, judge
-from autotune.trial.measure import reusable_baseline as _reusable
+from autotune.trial.baselines import FileBaselineStore, reusable_baseline as _reusable
+from autotune.trial.outcome import Failure
+from autotune.trial.result import TrialResult
+from autotune.trial.verdict import judge
 
 DEMO = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
 

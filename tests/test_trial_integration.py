@@ -30,20 +30,18 @@ import httpx
 import pytest
 from reliability.procs import pid_alive, wait_until
 
-from autotune.bench.client import BenchResult, run_benchmark
+from autotune.bench.client import run_benchmark
+from autotune.bench.records import BenchResult
 from autotune.launch.spec import LaunchSpec
-from autotune.profile.phases import PhaseProfile, scrape
+from autotune.profile.phases import PhaseProfile
+from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
 from autotune.space.search_space import SearchSpace
-from autotune.trial.measure import (
-    FAILED,
-    FileBaselineStore,
-    MeasureSettings,
-    TrialResult,
-    evaluate,
-    judge,
-    measure,
-)
+from autotune.trial.baselines import FileBaselineStore
+from autotune.trial.measure import MeasureSettings, evaluate, measure
+from autotune.trial.outcome import Status
+from autotune.trial.result import TrialResult
+from autotune.trial.verdict import judge
 from autotune.space.prompts import Prompt
 from autotune.space.workload import Workload
 
@@ -278,7 +276,7 @@ def test_crash_during_measurement_fails_the_trial_and_leaks_nothing(
     before = set(live_children())
     result = measure(space.trial_config(chain(3)), Workload.from_spec(space.workload),
                      settings(tmp_path, python))
-    assert result.status == FAILED and not result.ok and result.feasible is False
+    assert result.status == Status.FAILED and not result.ok and result.feasible is False
     assert "crashed during measurement" in (result.reason or "")
     assert result.failure == "crash_during_measurement"
     assert "crash_after_requests:3" in (result.log_tail or "")
@@ -298,7 +296,7 @@ def test_stream_hung_mid_request_ends_the_trial_at_its_timeout(
     result = measure(space.trial_config(chain(2)), Workload.from_spec(space.workload),
                      settings(tmp_path, python, trial_timeout_s=8.0))
     assert time.monotonic() - t0 < 8.0 + 10  # the timeout, plus stopping the server
-    assert result.status == FAILED and "trial timeout" in (result.reason or "")
+    assert result.status == Status.FAILED and "trial timeout" in (result.reason or "")
     assert result.output_tok_s is None and result.log_tail
     [(pid, argv)] = launches.all()
     assert wait_until(lambda: not pid_alive(pid), timeout_s=10) and port_free(Launches.port(argv))
@@ -334,7 +332,7 @@ def test_startup_oom_is_a_failed_result_with_an_oom_reason(sim_env: None, tmp_pa
     space = sim_space(KIMI, tp_choices=(4, 8))
     result = measure(space.trial_config(baseline(tp=4)), Workload.from_spec(space.workload),
                      settings(tmp_path))
-    assert result.status == FAILED and result.feasible is False
+    assert result.status == Status.FAILED and result.feasible is False
     assert "out of memory" in (result.reason or "") and result.failure == "oom"
     assert "OutOfMemoryError" in (result.log_tail or "")
     assert result.output_tok_s is None and result.phases is None

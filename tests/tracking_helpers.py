@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.launch.spec import LaunchSpec
-from autotune.trial.measure import DEVICE_TIMER_ENV, TrialResult
+from autotune.trial.measure import DEVICE_TIMER_ENV
+from autotune.trial.result import TrialResult
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DRAFT = "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B"

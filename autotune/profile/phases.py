@@ -55,15 +55,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+from autotune.profile.snapshot import MetricsSnapshot, delta, grouped_deltas, pick_group
 
-from autotune.errors import BenchError
-from autotune.profile.prom import Exposition, Sample, parse_exposition
 from autotune.sglang.metrics import DECODE_PASSES, FORWARD_SECONDS, GEN_TOKENS, NUM_REQUESTS, VERIFY_CALLS
 
 #: forward category -> phase. Unlisted categories count as ``gpu_other``.
@@ -76,167 +72,6 @@ PHASE_OF_CATEGORY = {
 }
 PHASES = ("draft", "verify", "extend", "decode", "prefill", "gpu_other")
 _DECODE_MODES = ("decode_cuda_graph", "decode_none")
-_RANK_LABELS = ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank", "moe_ep_rank")
-
-
-# --------------------------------------------------------------------------------------------
-# Scraping
-# --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class MetricsSnapshot:
-    """``/metrics`` and ``/server_info`` at one moment.
-
-    Attributes:
-        t: When it was taken (``time.perf_counter``).
-        exposition: The parsed metrics page; None when ``/metrics`` was unavailable.
-        server_info: The ``/server_info`` JSON; None when unavailable.
-        error: Why something was unavailable, if it was.
-    """
-
-    t: float
-    exposition: Exposition | None
-    server_info: Mapping[str, Any] | None = None
-    error: str | None = None
-
-    def counter_total(self, name: str) -> float | None:
-        """Sum of a counter over every label set; 0.0 if declared without series; else None."""
-        if self.exposition is None:
-            return None
-        series = self.exposition.series(name)
-        if series:
-            return math.fsum(s.value for s in series)
-        return 0.0 if self.exposition.declared(name) else None
-
-    def avg_spec_accept_length(self) -> float | None:
-        """``/server_info`` ``internal_states[0].avg_spec_accept_length``, if reported."""
-        info = self.server_info or {}
-        states = info.get("internal_states")
-        if isinstance(states, list) and states and isinstance(states[0], Mapping):
-            v = states[0].get("avg_spec_accept_length")
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                return float(v)
-        return None
-
-
-def _snapshot(t: float, metrics: httpx.Response | Exception,
-              info: httpx.Response | Exception | None) -> MetricsSnapshot:
-    errors = []
-    expo = None
-    if isinstance(metrics, Exception):
-        errors.append(f"/metrics: {type(metrics).__name__}: {metrics}")
-    elif metrics.status_code != 200:
-        errors.append(f"/metrics: HTTP {metrics.status_code} (is --enable-metrics set?)")
-    else:
-        try:
-            expo = parse_exposition(metrics.text)
-        except ValueError as exc:
-            raise BenchError(f"malformed /metrics page: {exc}") from exc
-    server_info = None
-    if isinstance(info, Exception):
-        errors.append(f"/server_info: {type(info).__name__}: {info}")
-    elif info is not None:
-        if info.status_code == 200:
-            try:
-                server_info = info.json()
-            except ValueError:
-                errors.append("/server_info: not JSON")
-        else:
-            errors.append(f"/server_info: HTTP {info.status_code}")
-    return MetricsSnapshot(t=t, exposition=expo, server_info=server_info,
-                           error="; ".join(errors) or None)
-
-
-async def scrape(client: httpx.AsyncClient, base_url: str, *,
-                 server_info: bool = True) -> MetricsSnapshot:
-    """Take a snapshot of ``/metrics`` (and ``/server_info``) over an async client.
-
-    Missing endpoints give a snapshot with None parts and ``error`` set; a malformed metrics
-    page raises :class:`~autotune.errors.BenchError`.
-    """
-    base = base_url.rstrip("/")
-    t = time.perf_counter()
-    metrics: httpx.Response | Exception
-    info: httpx.Response | Exception | None = None
-    try:
-        metrics = await client.get(base + "/metrics")
-    except httpx.HTTPError as exc:
-        metrics = exc
-    if server_info:
-        try:
-            info = await client.get(base + "/server_info")
-        except httpx.HTTPError as exc:
-            info = exc
-    return _snapshot(t, metrics, info)
-
-
-def scrape_sync(client: httpx.Client, base_url: str, *,
-                server_info: bool = True) -> MetricsSnapshot:
-    """:func:`scrape` over a synchronous client."""
-    base = base_url.rstrip("/")
-    t = time.perf_counter()
-    metrics: httpx.Response | Exception
-    info: httpx.Response | Exception | None = None
-    try:
-        metrics = client.get(base + "/metrics")
-    except httpx.HTTPError as exc:
-        metrics = exc
-    if server_info:
-        try:
-            info = client.get(base + "/server_info")
-        except httpx.HTTPError as exc:
-            info = exc
-    return _snapshot(t, metrics, info)
-
-
-# --------------------------------------------------------------------------------------------
-# Deltas
-# --------------------------------------------------------------------------------------------
-
-def _key(labels: Mapping[str, str], drop: str) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in labels.items() if k != drop))
-
-
-def _grouped_deltas(before: Exposition | None, after: Exposition, name: str,
-                    by: str) -> dict[tuple, dict[str, float]] | None:
-    """Per label set (minus ``by``), the delta of each ``by`` value. None on a counter reset."""
-    prev: dict[tuple, float] = {}
-    if before is not None:
-        for s in before.series(name):
-            prev[_key(s.labels, "")] = s.value
-    out: dict[tuple, dict[str, float]] = {}
-    for s in after.series(name):
-        d = s.value - prev.get(_key(s.labels, ""), 0.0)
-        if d < 0:
-            return None  # the server restarted between the snapshots
-        group = out.setdefault(_key(s.labels, by), {})
-        cat = s.labels.get(by, "")
-        group[cat] = group.get(cat, 0.0) + d
-    return out
-
-
-def _is_rank0(key: tuple[tuple[str, str], ...]) -> bool:
-    return all(v == "0" for k, v in key if k in _RANK_LABELS)
-
-
-def _pick_group(groups: Mapping[tuple, Mapping[str, float]],
-                prefer: tuple | None = None) -> tuple | None:
-    if not groups:
-        return None
-    if prefer is not None and prefer in groups:
-        return prefer
-    rank0 = [k for k in groups if _is_rank0(k)]
-    pool = rank0 or list(groups)
-    return max(pool, key=lambda k: (sum(groups[k].values()), k))
-
-
-def _delta(before: MetricsSnapshot, after: MetricsSnapshot, name: str) -> float | None:
-    a = after.counter_total(name)
-    if a is None or before.exposition is None:
-        return None  # a failed "before" scrape is unknown, not zero: warm-up would leak in
-    b = before.counter_total(name)
-    b = 0.0 if b is None else b  # a page without the counter: not yet incremented
-    return None if a < b else a - b
 
 
 def _rel_diff(a: float | None, b: float | None) -> float | None:
@@ -350,9 +185,9 @@ class PhaseProfile:
             notes.append("no metrics page before the window: every count over it is unknown")
             after = dataclasses.replace(after, exposition=None)
 
-        d_gen = _delta(before, after, GEN_TOKENS)
-        d_verify = _delta(before, after, VERIFY_CALLS)
-        d_req = _delta(before, after, NUM_REQUESTS)
+        d_gen = delta(before, after, GEN_TOKENS)
+        d_verify = delta(before, after, VERIFY_CALLS)
+        d_req = delta(before, after, NUM_REQUESTS)
         if speculative is None and d_verify is not None:
             speculative = d_verify > 0
 
@@ -428,12 +263,12 @@ class PhaseProfile:
                          "SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 and --enable-metrics); "
                          "phase times unknown")
             return {}, False, None
-        groups = _grouped_deltas(before.exposition, after.exposition, FORWARD_SECONDS,
+        groups = grouped_deltas(before.exposition, after.exposition, FORWARD_SECONDS,
                                  "category")
         if groups is None:
             notes.append("forward_execution_seconds_total went down: server restarted")
             return {}, False, None
-        group = _pick_group(groups)
+        group = pick_group(groups)
         phases: dict[str, float] = {}
         for cat, secs in (groups[group] if group is not None else {}).items():
             phase = PHASE_OF_CATEGORY.get(cat, "gpu_other")
@@ -448,9 +283,9 @@ class PhaseProfile:
                 d_req: float | None, max_batch: int | None,
                 notes: list[str]) -> tuple[float | None, str | None]:
         if after.exposition is not None and after.exposition.series(DECODE_PASSES):
-            groups = _grouped_deltas(before.exposition, after.exposition, DECODE_PASSES, "mode")
+            groups = grouped_deltas(before.exposition, after.exposition, DECODE_PASSES, "mode")
             if groups:
-                g = _pick_group(groups, prefer=group)
+                g = pick_group(groups, prefer=group)
                 n = math.fsum(groups[g].get(m, 0.0) for m in _DECODE_MODES)  # type: ignore[index]
                 if n > 0:
                     return n, "decode_passes"
@@ -496,5 +331,4 @@ class PhaseProfile:
         return out
 
 
-__all__ = ["MetricsSnapshot", "PhaseProfile", "Sample", "break_even", "scrape", "scrape_sync",
-           "speedup"]
+__all__ = ["PhaseProfile", "break_even", "speedup"]

@@ -6,6 +6,7 @@ import sys
 from typing import Any, Mapping, TextIO
 
 from autotune.space import synthetic
+from autotune.trial.outcome import Status
 
 # Parameters worth a column, in this order, when the space searches them.
 _KEY_PARAMS = (("speculative_num_steps", "steps"), ("speculative_eagle_topk", "topk"),
@@ -74,5 +75,5 @@ class ProgressTable:
               f"{_fmt(result.get('speedup'), '7.3f')} {status:<10} {_fmt(self.best, '10.1f')}",
               file=self.out, flush=True)
         reason = result.get("reason")
-        if reason and status != "feasible":
+        if reason and status != Status.FEASIBLE:
             print(f"{'':>18}-> {reason[:110]}", file=self.out, flush=True)

@@ -25,6 +25,7 @@ from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.sglang.backend import get_backend
 from autotune.space.warm_start import compare_to_default, sglang_default, versus_default
+from autotune.trial.outcome import Status
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 
 EXIT_CONFIG = cli.BAD_INPUT
@@ -238,7 +239,7 @@ class _Callbacks:
     def make(table: Any, tracker: Any, state: dict[str, Any], *, key: str) -> Any:
         from ray.tune import Callback
 
-        from autotune.trial.measure import TrialResult
+        from autotune.trial.result import TrialResult
 
         # Tuner overhead of a trial: from the moment its slot was free (the previous trial's
         # bookkeeping done, or the start of the run) to the end of its own bookkeeping, minus what
@@ -498,7 +499,8 @@ def errored_report(space: Any, config: dict[str, Any],
                    error: BaseException | None) -> tuple[Any, dict[str, Any]]:
     """A trial that errored inside Ray: its failed result (the error as its reason) and the
     report it stands in for."""
-    from autotune.trial.measure import FAILED, Failure, TrialResult
+    from autotune.trial.outcome import Failure
+    from autotune.trial.result import TrialResult
 
     cause = getattr(error, "cause", None) or error
     what = f"{type(cause).__name__}: {cause}" if cause is not None else "no error recorded"
@@ -509,9 +511,9 @@ def errored_report(space: Any, config: dict[str, Any],
             is_baseline = bool(space.trial_config(space.coerce_params(config)).is_baseline)
         except Exception:  # noqa: BLE001 - a config the space rejects is still a failed trial
             is_baseline = not config.get("speculative_algorithm")
-    result = TrialResult(status=FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
+    result = TrialResult(status=Status.FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
                          feasible=False, failure=Failure.ERROR.value)
-    return result, {"status": FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
+    return result, {"status": Status.FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
                      "objective": None, "output_tok_s": None, "speedup": None, "accept_length": None,
                      "trial_result": json.dumps(result.to_dict(), default=str)}
 
@@ -519,7 +521,7 @@ def errored_report(space: Any, config: dict[str, Any],
 def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state: dict,
               *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
               opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
-    from autotune.trial.measure import TrialResult
+    from autotune.trial.result import TrialResult
 
     statuses = [m.get("status") for _, _, m in results]
     maximize = space.objective.direction == "maximize"
@@ -575,8 +577,8 @@ def _conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state
     outcome = SearchOutcome(
         name=name, winner=winner.to_dict() if winner else None,
         baseline=baseline.to_dict() if baseline else None, trials=len(results),
-        feasible=statuses.count("feasible"), infeasible=statuses.count("infeasible"),
-        failed=statuses.count("failed"), interrupted=interrupted, baseline_wins=baseline_wins,
+        feasible=statuses.count(Status.FEASIBLE), infeasible=statuses.count(Status.INFEASIBLE),
+        failed=statuses.count(Status.FAILED), interrupted=interrupted, baseline_wins=baseline_wins,
         finalists=finalists_out, tracking_uri=getattr(tracker, "tracking_uri", None),
         parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
         experiment_id=getattr(tracker, "experiment_id", None),
@@ -599,16 +601,17 @@ def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
     """A trial result as the winner policy sees it, valued by the space's objective."""
     return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),
-                     feasible=result.status == "feasible", stage=stage)
+                     feasible=result.status == Status.FEASIBLE, stage=stage)
 
 
 def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:
     """Every measured baseline of the search (trials with speculation off, and the store)."""
-    from autotune.trial.measure import FileBaselineStore, TrialResult
+    from autotune.trial.baselines import FileBaselineStore
+    from autotune.trial.result import TrialResult
 
     found = []
     for _, _, m in results:
-        if m.get("is_baseline") and m.get("status") == "feasible" and m.get("trial_result"):
+        if m.get("is_baseline") and m.get("status") == Status.FEASIBLE and m.get("trial_result"):
             found.append(TrialResult.from_dict(json.loads(m["trial_result"])))
         elif m.get("baseline_result"):
             b = TrialResult.from_dict(json.loads(m["baseline_result"]))
@@ -653,7 +656,7 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     """The end-of-search report: winner, baseline, speedup, accept vs break-even, phases."""
     out = sys.stdout if out is None else out  # the stream of the moment, not of import time
     from autotune.trial.report import phase_table
-    from autotune.trial.measure import TrialResult
+    from autotune.trial.result import TrialResult
 
     s = outcome.summary()
     print("\n" + "=" * 78, file=out)

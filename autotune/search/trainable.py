@@ -15,8 +15,11 @@ from typing import Any, Mapping
 
 from autotune.search.searcher import ATTRS, CONSTRAINTS, OBJECTIVE
 from autotune.trial.winner import known
-from autotune.trial.measure import (FAILED, Failure, FileBaselineStore, MeasureSettings, TrialResult, baseline_for,
-                            group_key, judge, measure, slo_margin, slos_of)
+from autotune.trial.baselines import FileBaselineStore, group_key
+from autotune.trial.measure import MeasureSettings, baseline_for, measure, slos_of
+from autotune.trial.outcome import Failure, Status
+from autotune.trial.result import TrialResult
+from autotune.trial.verdict import judge, slo_margin
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "tri
     params = space.coerce_params(dict(params))
     reason = space.validate_config(params)
     if reason:
-        failed = TrialResult(status=FAILED, reason=f"invalid config: {reason}", params=dict(params),
+        failed = TrialResult(status=Status.FAILED, reason=f"invalid config: {reason}", params=dict(params),
                              is_baseline=not space.is_speculative(params), feasible=False,
                              failure=Failure.BAD_CONFIG.value)
         return failed, None, "invalid"

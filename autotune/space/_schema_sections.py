@@ -19,7 +19,7 @@ from autotune.space.workload import Workload
 
 _LATENCIES = ("ttft", "itl", "e2e")
 _PERCENTILES = (50, 90, 99)
-#: Metrics a trial reports (``autotune.trial.measure.TrialResult.metric`` names) and which way is better;
+#: Metrics a trial reports (``autotune.trial.result.TrialResult.metric`` names) and which way is better;
 #: objectives and SLOs may name any of them.
 METRICS: dict[str, str] = {
     "output_tok_s": "maximize",

@@ -15,6 +15,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from autotune.trial.outcome import Status
+
 # Phase keys of PhaseProfile.to_dict, in drawing order; decode replaces draft/verify/extend
 # without speculation. Together they make up cycle_ms.
 PHASES = ("draft", "verify", "extend", "decode", "prefill", "gpu_other", "other")
@@ -94,8 +96,8 @@ def tok_s_by_steps_figure(points: Sequence[TrialPoint], *,
         group = [p for p in usable if p.topk == topk]
         colour = palette[i % len(palette)]
         label = f"topk={topk}" if topk is not None else "topk unknown"
-        feasible = [p for p in group if p.status == "feasible"]
-        other = [p for p in group if p.status != "feasible"]
+        feasible = [p for p in group if p.status == Status.FEASIBLE]
+        other = [p for p in group if p.status != Status.FEASIBLE]
         if feasible:
             ax.scatter([p.steps for p in feasible], [p.output_tok_s for p in feasible],
                        color=colour, label=f"{label} (feasible)", zorder=3)
@@ -128,9 +130,9 @@ def accept_vs_break_even_figure(points: Sequence[TrialPoint]) -> Figure | None:
         return None
     fig = Figure(figsize=(6, 5))
     ax = fig.add_subplot()
-    for status, style in (("feasible", {"color": "#55A868"}),
+    for status, style in ((Status.FEASIBLE, {"color": "#55A868"}),
                           (None, {"facecolors": "none", "edgecolors": "#C44E52"})):
-        group = [p for p in usable if (p.status == "feasible") == (status == "feasible")]
+        group = [p for p in usable if (p.status == Status.FEASIBLE) == (status == Status.FEASIBLE)]
         if group:
             ax.scatter([p.break_even_accept_length for p in group],
                        [p.accept_length for p in group], zorder=3,

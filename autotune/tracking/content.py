@@ -17,7 +17,7 @@ from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import BACKENDS
 
 if TYPE_CHECKING:
-    from autotune.trial.measure import TrialResult
+    from autotune.trial.result import TrialResult
 
 MAX_PARAM = 6000
 """MLflow's longest param value (mlflow.utils.validation)."""
@@ -47,7 +47,7 @@ def finite_number(value: Any) -> float | None:
 def trial_metrics(result: TrialResult) -> dict[str, float]:
     """The metrics of a trial run: every known figure, and nothing for an unknown one.
 
-    Names are the :class:`~autotune.trial.measure.TrialResult` field names, plus ``phase_<key>`` for the
+    Names are the :class:`~autotune.trial.result.TrialResult` field names, plus ``phase_<key>`` for the
     phase profile (``phase_draft_ms``, ``phase_draft_pct``, ``phase_cycle_ms``, ...).
     """
     out: dict[str, float] = {}

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.trial.outcome import Status
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_winner
 
 # Tag names. Every tag autotune writes starts with "autotune.".
@@ -172,7 +173,7 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
     field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
     cands = [Candidate(ref=r, value=known(r.metric(field_name)), is_baseline=r.is_baseline,
-                       feasible=r.status == "feasible",
+                       feasible=r.status == Status.FEASIBLE,
                        stage=FINALIST if r.kind == KIND_FINALIST else TRIAL) for r in runs]
     pick = pick_winner(cands, maximize=maximize)
     if pick is not None:

@@ -39,11 +39,12 @@ from autotune.tracking.runs import (KIND_BASELINE, KIND_FINALIST, KIND_SEARCH, K
 from autotune.cli import versions
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
+from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from autotune.trial.measure import TrialResult
+    from autotune.trial.result import TrialResult
 
 T = TypeVar("T")
 
@@ -518,7 +519,7 @@ class Tracker:
                         params=_new_params(existing, trial_params(result, spec)))
         self._log_trial_artifacts(run_id, trial_id, result, spec)
         if finish:
-            status = "FAILED" if result.status == "failed" else "FINISHED"
+            status = "FAILED" if result.status == Status.FAILED else "FINISHED"
             _retry(lambda: self.client.set_terminated(run_id, status=status))
         return run_id
 
@@ -663,9 +664,9 @@ class Tracker:
             "trials": sum(r.kind == KIND_TRIAL for r in runs),
             "baselines": sum(r.kind == KIND_BASELINE for r in runs),
             "finalists": sum(r.kind == KIND_FINALIST for r in runs),
-            "feasible": sum(r.status == "feasible" for r in runs),
-            "infeasible": sum(r.status == "infeasible" for r in runs),
-            "failed": sum(r.status == "failed" for r in runs),
+            "feasible": sum(r.status == Status.FEASIBLE for r in runs),
+            "infeasible": sum(r.status == Status.INFEASIBLE for r in runs),
+            "failed": sum(r.status == Status.FAILED for r in runs),
         }
         metrics: dict[str, float] = {f"{k}_total": float(v) for k, v in counts.items()}
         tags: dict[str, str] = {}
@@ -785,7 +786,7 @@ def _new_params(run: Any, params: Mapping[str, Any]) -> dict[str, str]:
 
 def _note(result: TrialResult) -> str:
     lines = [f"**{result.status}**" + (f": {result.reason}" if result.reason else "")]
-    if result.status == "failed" and result.log_tail:
+    if result.status == Status.FAILED and result.log_tail:
         tail = "\n".join(result.log_tail.splitlines()[-20:])
         lines.append("Server log tail (full tail in server_log_tail.txt):\n\n```\n" + tail + "\n```")
     return "\n\n".join(lines)

@@ -2,6 +2,6 @@
 
 import sys
 
-from autotune.trial.measure import main
+from autotune.trial.command import main
 
 sys.exit(main())

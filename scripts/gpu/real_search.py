@@ -95,11 +95,11 @@ def search_results(name: str) -> list[dict]:
 
 
 def save_search_records(rows: list[dict], folder: Path) -> int:
-    """The search's trial results (:func:`search_results`) as ``autotune.trial.measure --json`` objects, one
+    """The search's trial results (:func:`search_results`) as ``python -m autotune.trial --json`` objects, one
     file each, in the order Ray wrote them (a finalist's re-measurement and its fresh baseline
     included). Paths under this checkout are written relative to it, so the files can be committed."""
     from autotune.trial.report import portable_paths, summary_json
-    from autotune.trial.measure import TrialResult
+    from autotune.trial.result import TrialResult
 
     folder.mkdir(parents=True, exist_ok=True)
     for i, row in enumerate(rows):

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.errors import ConfigError
+from autotune.trial.outcome import Status
 
 PHASE_KEYS = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms")
-STATUSES = ("ok", "feasible", "infeasible", "failed")  # autotune.trial.measure's statuses
+STATUSES = tuple(s.value for s in Status)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def read_entry(rec: Any, i: int, space: Any, file: str) -> Entry:
     repeats = tuple(float(number(f"output_tok_s_repeats[{j}]", v, low=0.0, strict=True))
                     for j, v in enumerate(raw_repeats))
     reason = rec.get("reason") if isinstance(rec.get("reason"), str) else None
-    if status == "failed" or tok_s is None:
+    if status == Status.FAILED or tok_s is None:
         tok_s, repeats = None, ()
         reason = reason or "no output_tok_s recorded"
     elif not repeats:

@@ -45,6 +45,7 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.search.benchmark.landscape import FORMAT, load_landscape
 from autotune.space.trial_config import config_key
+from autotune.trial.outcome import Status
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
              "speculative_num_draft_tokens")
@@ -322,7 +323,7 @@ def generate(family: str, space_path: str, *, seed: int = 0, noise_cv: float = 0
             records.append(record(truth(fam, space, cfg), cfg, baseline=baselines[key],
                                   seed=seed, noise_cv=noise_cv, repeats=reps,
                                   min_speedup=limit))
-    paying = [r for r in records if r["status"] == "feasible" and not r["is_baseline"]]
+    paying = [r for r in records if r["status"] == Status.FEASIBLE and not r["is_baseline"]]
     if fam.never_pays and paying:
         raise ValueError(f"family {family} must never pay, but {len(paying)} configs beat "
                          f"their baseline, e.g. {paying[0]['params']}")
@@ -373,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     recs = doc["records"]
     spec = [r for r in recs if not r["is_baseline"]]
-    best = max((r for r in recs if r["status"] == "feasible"), key=lambda r: r["output_tok_s"])
+    best = max((r for r in recs if r["status"] == Status.FEASIBLE), key=lambda r: r["output_tok_s"])
     print(f"wrote {out}: {len(recs)} records ({len(recs) - len(spec)} baselines), "
           f"{sum(r['status'] == 'feasible' for r in spec)} of {len(spec)} speculative configs "
           f"pay; best {best['output_tok_s']:.1f} tok/s at {best['params']}")

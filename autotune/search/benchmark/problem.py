@@ -29,6 +29,7 @@ from autotune.space.trial_config import config_key
 from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
+from autotune.trial.outcome import Status
 
 
 def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
@@ -51,7 +52,7 @@ def pays(speedup: float | None, space: Any) -> bool:
 
 def runs(truth: Mapping[str, Any]) -> bool:
     """Whether a config ran and has a tok/s; unknown tok/s is a failure, never 0."""
-    return truth.get("status") == "ok" and truth.get("output_tok_s") is not None
+    return truth.get("status") == Status.OK and truth.get("output_tok_s") is not None
 
 
 class EmulatorTruth:

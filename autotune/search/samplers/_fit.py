@@ -29,7 +29,8 @@ import numpy as np
 from autotune.search.samplers import _blr
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._candidates import CandidateTable
-from autotune.search.samplers._observations import FEASIBLE, Observation
+from autotune.search.samplers._observations import Observation
+from autotune.trial.outcome import Status
 
 # Saturation rates of the verify curve: a MoE target's experts saturate within a few tokens
 # per request at high concurrency, or over tens of tokens at batch 1.
@@ -339,7 +340,7 @@ def _physics(table: CandidateTable, obs: Sequence[Observation], phys_obs: list[O
     phys = np.flatnonzero(table.physics)
     accept.fit([AcceptObs(int(table.steps[o.index]), int(table.topk[o.index]),
                           int(table.draft[o.index]), o.accept_length, o.histogram)
-                for o in obs if table.physics[o.index] and o.status != "failed"])
+                for o in obs if table.physics[o.index] and o.status != Status.FAILED])
     idx = np.array([o.index for o in phys_obs])
     dstep = np.array([o.baseline_decode_step_ms or float(np.exp(d_mu[table.group[o.index]]))
                       for o in phys_obs])
@@ -409,7 +410,7 @@ def _incumbent(table: CandidateTable, obs: Sequence[Observation], mu: np.ndarray
     reading should not stop the search from trying what could truly beat it)."""
     best = None
     for o in obs:
-        if not o.ok or not (o.status == FEASIBLE or o.is_baseline) or not table.spec[o.index]:
+        if not o.ok or not (o.status == Status.FEASIBLE or o.is_baseline) or not table.spec[o.index]:
             continue
         y = float(np.log(o.value))
         m, v = mu[o.index], sd[o.index] ** 2

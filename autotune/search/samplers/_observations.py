@@ -13,9 +13,10 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.trial.outcome import Status
+
 #: System attr holding the config a planning sampler chose for a trial.
 PLAN_KEY = "autotune:plan"
-FEASIBLE, INFEASIBLE, FAILED = "feasible", "infeasible", "failed"
 #: The user attrs the phase model reads (all optional; see docs/samplers.md).
 USER_ATTR_KEYS = ("status", "is_baseline", "output_tok_s", "accept_length", "baseline_tok_s",
                   "baseline_decode_step_ms", "baseline_status", "speedup", "phases",
@@ -62,7 +63,7 @@ class Observation:
 
     @property
     def ok(self) -> bool:
-        return self.status != FAILED and self.value is not None
+        return self.status != Status.FAILED and self.value is not None
 
     @property
     def has_phase_data(self) -> bool:
@@ -71,16 +72,16 @@ class Observation:
 
 def _status(trial: FrozenTrial, attrs: Mapping[str, Any]) -> str:
     status = attrs.get("status")
-    if status in (FEASIBLE, INFEASIBLE, FAILED):
+    if status in (Status.FEASIBLE, Status.INFEASIBLE, Status.FAILED):
         return status
-    if status == "ok":
-        return FEASIBLE
+    if status == Status.OK:
+        return Status.FEASIBLE
     constraints = trial.constraints
     if constraints.get("failed", 0.0) > 0 or attrs.get("objective_unmeasured"):
-        return FAILED
+        return Status.FAILED
     if any(v > 0 for v in constraints.values()):
-        return INFEASIBLE
-    return FEASIBLE
+        return Status.INFEASIBLE
+    return Status.FEASIBLE
 
 
 def read_observation(trial: FrozenTrial, index: int | None) -> Observation:
@@ -88,10 +89,10 @@ def read_observation(trial: FrozenTrial, index: int | None) -> Observation:
     attrs = trial.user_attrs
     status = _status(trial, attrs)
     value = _num(attrs.get("output_tok_s"))
-    if value is None and status != FAILED and not attrs.get("objective_unmeasured"):
+    if value is None and status != Status.FAILED and not attrs.get("objective_unmeasured"):
         value = _num(trial.value) if trial.values is not None and len(trial.values) == 1 else None
     if value is None:
-        status = FAILED
+        status = Status.FAILED
     phases_raw = attrs.get("phases")
     phases = {k: _num(v) for k, v in phases_raw.items()} if isinstance(phases_raw, Mapping) else {}
     hist = attrs.get("spec_correct_drafts_histogram")
@@ -101,7 +102,8 @@ def read_observation(trial: FrozenTrial, index: int | None) -> Observation:
         if sum(histogram) <= 0:
             histogram = None
     is_baseline = bool(attrs.get("is_baseline", False))
-    baseline_failed = attrs.get("baseline_status") == FAILED or (is_baseline and status == FAILED)
+    baseline_failed = (attrs.get("baseline_status") == Status.FAILED
+                       or (is_baseline and status == Status.FAILED))
     return Observation(
         number=trial.number, index=index, status=status, value=value,
         is_baseline=is_baseline, baseline_failed=baseline_failed,

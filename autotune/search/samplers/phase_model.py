@@ -30,14 +30,9 @@ from optuna.trial import FrozenTrial
 
 from autotune.search.samplers import _fit
 from autotune.search.samplers._acceptance import AcceptanceModel
-from autotune.search.samplers._observations import (
-    FAILED,
-    FEASIBLE,
-    PLAN_KEY,
-    finished,
-    read_observation,
-)
+from autotune.search.samplers._observations import PLAN_KEY, finished, read_observation
 from autotune.search.samplers._planned import PlannedSampler
+from autotune.trial.outcome import Status
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -181,7 +176,7 @@ class PhaseModelSampler(PlannedSampler):
             self.last_reason = "exhausted"
             return None
         spec_runs = [o for o in obs if o.index is not None and t.spec[o.index]
-                     and o.status != FAILED]
+                     and o.status != Status.FAILED]
         if spec_runs and not any(o.has_phase_data for o in spec_runs):
             self.last_reason = "no phase data: fallback"
             return None
@@ -246,7 +241,7 @@ class PhaseModelSampler(PlannedSampler):
         t = self.table
         best_val, best_idx, since = -np.inf, None, 0
         for o in obs:
-            if o.index is None or not o.ok or not t.spec[o.index] or o.status != FEASIBLE:
+            if o.index is None or not o.ok or not t.spec[o.index] or o.status != Status.FEASIBLE:
                 since += 1
                 continue
             if o.value > best_val:

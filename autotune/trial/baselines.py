@@ -1,0 +1,116 @@
+"""Where the no-speculation baselines of a search are kept, so each group is measured once.
+
+Every speculative config is judged against the baseline of its group (the same non-speculative
+settings with speculation off). A :class:`BaselineStore` keeps them by :func:`group_key`:
+:class:`MemoryBaselineStore` for one process, :class:`FileBaselineStore` for the trials of a
+search, with a per-group lock so concurrent trials wait for one measurement.
+:func:`reusable_baseline` decides whether a stored one that failed is worth measuring again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+from autotune.trial.outcome import Failure
+from autotune.trial.result import TrialResult
+
+
+class BaselineStore(Protocol):
+    """Where baselines of non-speculative groups are kept for reuse."""
+
+    def get(self, key: str) -> TrialResult | None: ...
+
+    def put(self, key: str, result: TrialResult) -> None: ...
+
+    def lock(self, key: str): ...
+
+
+class MemoryBaselineStore:
+    """Baselines in process memory (one CLI run)."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, TrialResult] = {}
+
+    def get(self, key: str) -> TrialResult | None:
+        return self._data.get(key)
+
+    def put(self, key: str, result: TrialResult) -> None:
+        self._data[key] = result
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        yield
+
+
+class FileBaselineStore:
+    """Baselines as JSON files in a directory shared by the trials of one search.
+
+    A per-group ``flock`` makes concurrent trials of the same group wait for one measurement
+    instead of each measuring the baseline.
+    """
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str, suffix: str) -> Path:
+        return self.dir / (hashlib.sha1(key.encode()).hexdigest()[:16] + suffix)
+
+    def get(self, key: str) -> TrialResult | None:
+        path = self._path(key, ".json")
+        try:
+            return TrialResult.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, result: TrialResult) -> None:
+        path = self._path(key, ".json")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result.to_dict()))
+        os.replace(tmp, path)
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        with open(self._path(key, ".lock"), "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def group_key(config: Any) -> str:
+    """Stable text key of a config's non-speculative settings."""
+    key = config.group_key()
+    return json.dumps(key, sort_keys=True, default=str) if not isinstance(key, str) else key
+
+
+def _deterministic(failure: str | None) -> bool:
+    try:
+        return Failure(failure).deterministic
+    except ValueError:  # no kind recorded (a store older than the field): worth one retry
+        return False
+
+
+def reusable_baseline(store: BaselineStore, key: str) -> TrialResult | None:
+    """The stored baseline of a group, unless it failed for a reason that may not recur.
+
+    A baseline that failed transiently (a start-up timeout, a crash mid-measurement) is measured
+    once more instead of marking its whole group infeasible for the rest of the search.
+    """
+    found = store.get(key)
+    if found is None or found.ok:
+        return found
+    retried = key + "#retried"
+    # A failure a second start cannot fix is final; re-measuring it would only cost a start.
+    if _deterministic(found.failure) or store.get(retried) is not None:
+        return found
+    store.put(retried, found)  # the first failure stays on record; a second one is final
+    return None
+

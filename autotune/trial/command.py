@@ -1,0 +1,80 @@
+"""``python -m autotune.trial``: one config of a search space and its baseline, from the shell.
+
+Loads the space, builds the trial config and its group's baseline config from ``--params``,
+measures and judges them (:func:`autotune.trial.measure.evaluate`, baselines reused from
+``--baseline-store DIR`` when given) and prints the phase table or the ``--json`` record that the
+landscapes, the emulator fit and the GPU scripts read. Exit code 0 when the trial ran, 1 when it
+failed, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from autotune import cli
+from autotune.errors import AutotuneError
+from autotune.space.workload import Workload
+from autotune.trial.baselines import FileBaselineStore
+from autotune.trial.measure import evaluate, settings_for, slos_of
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autotune.trial --space FILE --params JSON [--json]``."""
+    import argparse
+
+    from autotune.trial.report import phase_table, summary_json
+    from autotune.space.search_space import load_space
+
+    parser = argparse.ArgumentParser(
+        prog="python -m autotune.trial",
+        description="Evaluate one config of a search space and its no-speculation baseline.")
+    cli.add_version(parser)
+    parser.add_argument("--space", required=True, help="search space YAML")
+    parser.add_argument("--params", default="{}",
+                        help="JSON object of parameters, named as in ServerArgs or env vars")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--repeats", type=int, help="override measure.repeats")
+    parser.add_argument("--workdir", help="where server logs go")
+    parser.add_argument("--baseline-store", metavar="DIR",
+                        help="reuse baselines kept in DIR (measured once, then shared by every "
+                             "later call that names the same DIR)")
+    args = parser.parse_args(argv)
+    cli.interruptible()
+    try:
+        params = json.loads(args.params)
+        if not isinstance(params, dict):
+            raise ValueError("--params must be a JSON object")
+    except ValueError as exc:
+        print(f"error: --params: {exc}", file=sys.stderr)
+        return 2
+    try:
+        space = load_space(args.space)
+        reason = space.validate_config(params)
+        if reason:
+            print(f"error: --params: {reason}", file=sys.stderr)
+            return 2
+        if space.backend == "sglang":
+            space.check_paths()
+        config = space.trial_config(params)
+        base_cfg = None if config.is_baseline else space.trial_config(space.baseline_params(params))
+        settings = settings_for(space, workdir=args.workdir, repeats=args.repeats)
+        workload = Workload.from_spec(space.workload, file=space.file)
+        store = FileBaselineStore(args.baseline_store) if args.baseline_store else None
+        result = evaluate(config, workload=workload, baseline_config=base_cfg, settings=settings,
+                          store=store, slos=slos_of(space), min_speedup=space.constraints.min_speedup)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary_json(result), default=str))
+    else:
+        print(phase_table(result))
+        print(f"\nLaunch command:\n{result.launch_command}")
+        if not result.ok and result.log_tail:
+            print("\nServer log tail:\n" + result.log_tail)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

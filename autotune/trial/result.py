@@ -1,0 +1,187 @@
+"""What one trial measured: :class:`TrialResult`, and how a result is built from the runs.
+
+A result is one flat record (every unknown None) that travels as JSON between a trial process,
+the baseline store, Optuna, MLflow and the replay landscapes. :func:`summarise` turns the
+measured repeats and their phase profiles into one, the repeat with the median tok/s speaking for
+the others; :func:`failed_result` records a failure with its kind and log tail instead of raising.
+They live apart from the launch and the HTTP loop so that readers of results need neither.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from autotune.bench.records import BenchResult
+from autotune.launch.spec import LaunchSpec
+from autotune.profile.phases import PhaseProfile
+from autotune.space import synthetic
+from autotune.trial.outcome import Failure, Status
+from autotune.trial.winner import metric_field
+
+
+@dataclass
+class TrialResult:
+    """Everything one trial measured. Every unknown is None; a failure keeps its log tail and
+    its :class:`~autotune.trial.outcome.Failure` kind (``failure``, the enum's value)."""
+
+    status: str  # a Status (a plain string once read back from JSON)
+    reason: str | None
+    params: dict[str, Any]
+    is_baseline: bool
+    failure: str | None = None
+    launch_command: str | None = None
+    argv: list[str] | None = None
+    env: dict[str, str] | None = None
+    output_tok_s: float | None = None
+    output_tok_s_spread: float | None = None
+    output_tok_s_repeats: list[float] = field(default_factory=list)
+    # Robust spread: 1.4826 * MAD over the median, in percent; the range: (max - min) / median.
+    output_tok_s_spread_pct: float | None = None
+    output_tok_s_range_pct: float | None = None
+    warmup_tok_s: list[float] = field(default_factory=list)
+    warmup_stable: bool | None = None
+    decode_tok_s_p50: float | None = None
+    decode_tok_s_p90: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p90: float | None = None
+    ttft_ms_p99: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p90: float | None = None
+    itl_ms_p99: float | None = None
+    e2e_ms_p50: float | None = None
+    e2e_ms_p90: float | None = None
+    e2e_ms_p99: float | None = None
+    completed: int | None = None
+    failed_requests: int | None = None
+    accept_length: float | None = None
+    accept_length_meta_info: float | None = None
+    accept_length_server_info: float | None = None
+    # "synthetic" when SGLANG_SIMULATE_ACC_LEN forced the accept length (autotune.space.synthetic),
+    # "measured" for other speculative runs, None without speculation.
+    acceptance: str | None = None
+    synthetic_accept_length: float | None = None
+    phases: dict[str, Any] | None = None
+    baseline_tok_s: float | None = None
+    baseline_status: str | None = None
+    baseline_decode_step_ms: float | None = None
+    speedup: float | None = None
+    break_even_accept_length: float | None = None
+    feasible: bool | None = None
+    slo_violations: list[str] = field(default_factory=list)
+    log_tail: str | None = None
+    log_path: str | None = None
+    records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    server_info: dict[str, Any] | None = field(default=None, repr=False)
+    duration_s: float | None = None
+    startup_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (Status.OK, Status.FEASIBLE, Status.INFEASIBLE)
+
+    def metric(self, name: str) -> float | None:
+        """A metric by the name SLOs and objectives use (``p99_ttft_ms`` or ``ttft_ms_p99``)."""
+        value = getattr(self, metric_field(name), None)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def to_dict(self, *, records: bool = False) -> dict[str, Any]:
+        """JSON-ready form. Records are left out unless asked for."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("records", "server_info")}
+        if records:
+            out["records"] = self.records
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrialResult":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _acceptance(config: Any) -> dict[str, Any]:
+    env = getattr(config, "env", None) or {}
+    speculative = not config.is_baseline
+    return {"acceptance": synthetic.acceptance_source(env, speculative=speculative),
+            "synthetic_accept_length": synthetic.forced_accept_length(env) if speculative else None}
+
+
+def failed_result(config: Any, spec: LaunchSpec | None, reason: str, *, failure: Failure,
+                  log_tail: str | None = None, log_path: str | None = None,
+                  t0: float | None = None) -> TrialResult:
+    """A failed trial's result: its reason and kind, the launch (``spec``, None when refused)."""
+    return TrialResult(
+        status=Status.FAILED, reason=reason, params=dict(config.params),
+        is_baseline=config.is_baseline,
+        failure=failure.value,
+        launch_command=spec.shell_command() if spec else None,
+        argv=spec.argv(python="python") if spec else None, env=spec.record_env() if spec else None,
+        log_tail=log_tail, log_path=log_path, feasible=False,
+        duration_s=(time.monotonic() - t0) if t0 else None, **_acceptance(config))
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def spread_pct(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """(robust spread, range) of repeats in percent of their median; None below two values.
+
+    The robust spread is 1.4826 times the median absolute deviation (a standard deviation for
+    normal noise that one outlier cannot inflate); the range counts every repeat, the first too.
+    """
+    if len(values) < 2:
+        return None, None
+    mid = statistics.median(values)
+    if not mid:
+        return None, None
+    mad = statistics.median(abs(v - mid) for v in values)
+    return 100.0 * 1.4826 * mad / mid, 100.0 * (max(values) - min(values)) / mid
+
+
+def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
+              profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
+              t0: float, startup_s: float) -> TrialResult:
+    """One result from a server's measured repeats (``ok``, or ``failed`` if requests failed)."""
+    result = TrialResult(
+        status=Status.OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
+        launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=spec.record_env(),
+        log_tail=tail, log_path=log_path, server_info=info, startup_s=startup_s,
+        **_acceptance(config))
+    rates = [b.output_tok_s for b in benches if b.output_tok_s is not None and not b.failed]
+    result.completed = sum(b.completed for b in benches)
+    result.failed_requests = sum(b.failed for b in benches)
+    if len(rates) < len(benches):
+        errors: dict[str, int] = {}
+        for b in benches:
+            for msg, n in b.errors.items():
+                errors[msg] = errors.get(msg, 0) + n
+        worst = max(errors, key=errors.get) if errors else "no request completed"
+        result.status, result.feasible = Status.FAILED, False
+        result.failure = Failure.REQUESTS_FAILED.value
+        result.reason = f"{result.failed_requests} request(s) failed: {worst}"
+        result.duration_s = time.monotonic() - t0
+        return result
+    result.output_tok_s_repeats = rates
+    result.output_tok_s = _median(rates)
+    result.output_tok_s_spread = (max(rates) - min(rates)) / 2 if len(rates) > 1 else None
+    result.output_tok_s_spread_pct, result.output_tok_s_range_pct = spread_pct(rates)
+    # The repeat whose tok/s is the median speaks for the others in every per-run figure.
+    mid = sorted(range(len(benches)), key=lambda i: benches[i].output_tok_s)[len(benches) // 2]
+    bench = benches[mid]
+    result.decode_tok_s_p50 = bench.decode_tok_s_p50
+    result.decode_tok_s_p90 = bench.decode_tok_s_p90
+    for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+        for q in (50, 90, 99):
+            setattr(result, f"{metric}_p{q}", getattr(bench, metric).get(q))
+    result.records = [r for b in benches for r in b.iter_record_dicts()]
+    profile = profiles[mid] if len(profiles) == len(benches) else (profiles[0] if profiles else None)
+    if profile is not None:
+        result.phases = profile.to_dict()
+        result.accept_length = profile.accept_length
+        result.accept_length_meta_info = profile.accept_length_meta_info
+        result.accept_length_server_info = profile.accept_length_server_info
+    result.duration_s = time.monotonic() - t0
+    return result
+

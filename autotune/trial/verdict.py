@@ -1,0 +1,87 @@
+"""The verdict on a measured trial: does speculation pay against its baseline, are the SLOs met.
+
+:func:`judge` attaches the baseline comparison (speedup, break-even accept length, the baseline's
+decode step) and the verdict to a result; a speculative config is feasible only above
+``min_speedup`` and within every SLO. :func:`slo_margin` is the one SLO check, shared by the
+verdict and by the search's Optuna constraint. Kept apart from the measurement so the search, the
+landscapes and the tests judge results without starting anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from autotune.profile.phases import break_even, speedup
+from autotune.trial.outcome import Status
+from autotune.trial.result import TrialResult
+
+
+def judge(result: TrialResult, baseline: TrialResult | None, *,
+          slos: Sequence[tuple[str, str, float]] = (), min_speedup: float = 1.0) -> TrialResult:
+    """Attach the baseline comparison and the verdict to a measured result.
+
+    A speculative config is feasible only if it beats its baseline by ``min_speedup`` and meets
+    every SLO. A baseline is feasible if it meets the SLOs. Failed stays failed.
+    """
+    result = replace(result, slo_violations=[],
+                     baseline_status=baseline.status if baseline is not None else None)
+    if not result.ok:
+        result.feasible = False
+        return result
+    violations = []
+    for metric, op, limit in slos:
+        value = result.metric(metric)
+        if value is None:
+            violations.append(f"{metric} unknown (SLO {metric} {op} {limit})")
+        elif slo_margin(value, op, limit) > 0:
+            violations.append(f"{metric} = {value:.4g} violates {metric} {op} {limit}")
+    result.slo_violations = violations
+    if result.is_baseline:
+        result.baseline_tok_s = result.output_tok_s
+        result.baseline_status = None
+        result.speedup = 1.0 if result.output_tok_s else None
+        result.baseline_decode_step_ms = (result.phases or {}).get("cycle_ms")
+        result.feasible = not violations
+        result.status = Status.FEASIBLE if result.feasible else Status.INFEASIBLE
+        result.reason = "; ".join(violations) or None
+        return result
+    if baseline is None or not baseline.ok or baseline.output_tok_s is None:
+        result.feasible = False
+        result.status = Status.INFEASIBLE
+        why = baseline.reason if baseline is not None else "not measured"
+        result.reason = f"baseline unknown ({why}): cannot prove speculation pays"
+        return result
+    result.baseline_tok_s = baseline.output_tok_s
+    result.baseline_decode_step_ms = (baseline.phases or {}).get("cycle_ms")
+    result.speedup = speedup(result.output_tok_s, baseline.output_tok_s)
+    cycle = (result.phases or {}).get("cycle_ms")
+    result.break_even_accept_length = break_even(cycle, result.baseline_decode_step_ms)
+    if result.phases is not None:
+        result.phases = {**result.phases, "break_even_accept_length": result.break_even_accept_length,
+                         "baseline_decode_step_ms": result.baseline_decode_step_ms,
+                         "speedup": result.speedup}
+    reasons = list(violations)
+    if result.speedup is None or result.speedup <= min_speedup:
+        sp = "unknown" if result.speedup is None else f"{result.speedup:.3f}x"
+        reasons.insert(0, f"does not beat the baseline (speedup {sp}, needs > {min_speedup:g}x)")
+    result.feasible = not reasons
+    result.status = Status.FEASIBLE if result.feasible else Status.INFEASIBLE
+    result.reason = "; ".join(reasons) or None
+    return result
+
+
+def slo_margin(value: float | None, op: str, limit: float) -> float:
+    """The one SLO check: how far ``value`` is from meeting ``value op limit``, relative to the
+    limit; ``<= 0`` met, ``> 0`` violated (the verdict and Optuna's constraint both read it).
+
+    An unknown value violates (1.0). A strict bound is violated at equality.
+    """
+    if value is None:
+        return 1.0
+    if op not in ("<=", "<", ">=", ">"):
+        raise ValueError(f"unknown SLO operator {op!r}")
+    gap = (value - limit) if op in ("<=", "<") else (limit - value)
+    margin = gap / max(abs(limit), 1e-9)
+    return max(margin, 1e-12) if (op in ("<", ">") and gap >= 0) else margin
+
