@@ -164,7 +164,8 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
     """Start the cluster, run the search as its driver, and return the figures."""
     import ray
 
-    from autotune.search.run import SearchOptions, run_search
+    from autotune.search.options import SearchOptions
+    from autotune.search.run import run_search
 
     space_path = workdir / f"{NAME}.yaml"
     space_path.write_text(yaml.safe_dump(space_dict(trials, concurrency), sort_keys=False))

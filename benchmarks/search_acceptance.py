@@ -109,7 +109,9 @@ def describe(params: Mapping[str, Any] | None) -> str:
 
 def run_space(source: Path, workdir: Path, cuts: Mapping[str, Any]) -> dict[str, Any]:
     """One search on a reduced copy of ``source``; the winner, its report and the truth."""
-    from autotune.search.run import SearchOptions, print_summary, run_search
+    from autotune.search.console import print_summary
+    from autotune.search.options import SearchOptions
+    from autotune.search.run import run_search
 
     space = derive_space(source, workdir, cuts)
     out = io.StringIO()

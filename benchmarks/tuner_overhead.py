@@ -140,7 +140,8 @@ def gap_overheads(windows: Mapping[str, list[tuple[float, float]]],
 
 def run_real_search(trials: int, workdir: Path) -> dict[str, Any]:
     """Figures 1 and 2 from one real search at concurrency 1."""
-    from autotune.search.run import SearchOptions, run_search
+    from autotune.search.options import SearchOptions
+    from autotune.search.run import run_search
 
     space = overhead_space(workdir, trials=trials)
     t0 = time.monotonic()
@@ -188,8 +189,11 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
     import ray
     from ray import tune
 
+    from autotune.search.callbacks import Callbacks
+    from autotune.search.cluster import init_ray
+    from autotune.search.options import SearchOptions
     from autotune.search.progress import ProgressTable
-    from autotune.search.run import SearchOptions, _Callbacks, _make_sampler, init_ray
+    from autotune.search.run import _make_sampler
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
     from autotune.space.search_space import load_space
     from autotune.tracking.tracker import Tracker
@@ -211,7 +215,7 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
         fn = tune.with_resources(tune.with_parameters(zero_work_trainable, ctx=ctx),
                                  TrialResources(fixed_tp=1, cpus=1))
         state: dict[str, Any] = {"started": {}, "results": [], "errors": 0, "overheads": []}
-        callback = _Callbacks.make(ProgressTable(io.StringIO()), tracker, state)
+        callback = Callbacks.make(ProgressTable(io.StringIO()), tracker, state)
         done: list[float] = []
 
         class Completions(tune.Callback):

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from autotune.search.benchmark.command import STRATEGIES, Oracle, benchmark, load_problem, render
+from autotune.search.benchmark.command import render
+from autotune.search.benchmark.problem import Oracle, load_problem
+from autotune.search.benchmark.strategies import STRATEGIES, benchmark
 from autotune.errors import ConfigError
 from autotune.search.benchmark.landscape import FORMAT, load_landscape
 from autotune.space.search_space import load_space

@@ -20,8 +20,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.search.benchmark.command import (AUTO_TIERS, OURS, PEERS, STRATEGIES, Oracle, benchmark,
-                                   load_problem, render)
+from autotune.search.benchmark.command import render
+from autotune.search.benchmark.problem import Oracle, load_problem
+from autotune.search.benchmark.strategies import AUTO_TIERS, OURS, PEERS, STRATEGIES, benchmark
 from autotune.search.samplers import (SAMPLER_NAMES, AutoBenchmarkTierSampler, AutoTier1Sampler,
                                AutoTier2Sampler, make_sampler)
 from autotune.search.samplers._observations import PLAN_KEY
@@ -383,7 +384,7 @@ def test_sampler_pickles_mid_study(fixed_path):
 
 
 def test_best_peer_bounds_and_wording(fixed_path):
-    from autotune.search.benchmark.command import best_peer
+    from autotune.search.benchmark.strategies import best_peer
 
     out = benchmark(fixed_path, seeds=2, budget=8, strategies=["random", "auto-tier1", OURS])
     for name, median in (("random", None), ("auto-tier1", None), (OURS, 4.0)):

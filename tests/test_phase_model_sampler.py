@@ -11,7 +11,7 @@ import optuna
 import pytest
 from optuna.samplers import RandomSampler, TPESampler
 
-from autotune.search.benchmark.command import Oracle, load_problem
+from autotune.search.benchmark.problem import Oracle, load_problem
 from autotune.search.samplers import (
     SAMPLER_NAMES,
     GridOrderSampler,

@@ -25,14 +25,9 @@ from typing import Any
 
 import pytest
 
-from autotune.search.run import (
-    EXIT_CONFIG,
-    EXIT_INTERRUPTED,
-    SearchOptions,
-    main,
-    print_summary,
-    run_search,
-)
+from autotune.search.console import print_summary
+from autotune.search.options import SearchOptions
+from autotune.search.run import EXIT_CONFIG, EXIT_INTERRUPTED, main, run_search
 from autotune.tracking.tracker import Tracker
 
 SPACES = Path(__file__).parent / "spaces"
@@ -389,7 +384,7 @@ def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
 
 
 def test_the_closing_hint_fits_the_kind_of_store() -> None:
-    from autotune.search.run import browse_hint
+    from autotune.search.console import browse_hint
 
     server = browse_hint("http://127.0.0.1:5005/", "7")
     assert server == ["Browse trials:  http://127.0.0.1:5005/#/experiments/7/runs?workflowType=machine_learning"]
@@ -447,8 +442,8 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     callback and the tracker are the real ones; only Ray's Trial object is a stand-in (Ray calls
     ``on_trial_error`` with it after its retries), since making Ray lose a trial three times on
     purpose is the business of the cluster fault tests."""
+    from autotune.search.callbacks import Callbacks
     from autotune.search.progress import ProgressTable
-    from autotune.search.run import _Callbacks
     from autotune.space.search_space import load_space
 
     space = load_space(SPACES / "slo.yaml")
@@ -457,7 +452,7 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     out = io.StringIO()
     state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
                              "space": space}
-    callback = _Callbacks.make(ProgressTable(out), tracker, state, key="errored-test")
+    callback = Callbacks.make(ProgressTable(out), tracker, state, key="errored-test")
 
     class LostTrial:
         trial_id = "abc_00001"

@@ -20,7 +20,10 @@ from tracking_helpers import SIM_ENV, eagle, failed, launch, result
 from autotune.tracking.runs import TrialRun, select_winner
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
-from autotune.tracking.tracker import STALE_REASON, Tracker, default_store, spec_from_argv, trial_metrics, trial_params
+from autotune.tracking.content import spec_from_argv, trial_metrics, trial_params
+from autotune.tracking.stale import STALE_REASON
+from autotune.tracking.store import default_store
+from autotune.tracking.tracker import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.search.run import SearchOptions, print_summary, run_search
+from autotune.search.console import print_summary
+from autotune.search.options import SearchOptions
+from autotune.search.run import run_search
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 from autotune.space.warm_start import compare_to_default, sglang_default
@@ -114,7 +116,7 @@ def test_the_search_measures_the_default_first_and_reports_the_gain(
 
 
 def test_the_benchmark_runs_the_default_first_for_every_strategy() -> None:
-    from autotune.search.benchmark.command import benchmark
+    from autotune.search.benchmark.strategies import benchmark
 
     # On this landscape SGLang's default 3/1/4 is the optimum: with the warm start every strategy
     # reaches the target at its second trial (the group's baseline is the first), without it not.

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from autotune.export.command import choose
-from autotune.search.run import SearchOptions, print_summary, run_search
+from autotune.search.console import print_summary
+from autotune.search.options import SearchOptions
+from autotune.search.run import run_search
 from autotune.tracking.tracker import Tracker
 from autotune.trial.winner import FINALIST, Candidate, metric_field, pick_winner, unmeasured_value
 from tests.test_search import _study, sim_env  # noqa: F401  (sim_env is a fixture)

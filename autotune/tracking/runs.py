@@ -30,6 +30,13 @@ TAG_SGLANG_DEFAULT = "autotune.sglang_default"  # on the search run: autotune.sp
 TAG_SYNTHETIC_ACCEPT = "autotune.synthetic_accept_length"
 TAG_PARENT = "mlflow.parentRunId"
 TAG_OBJECTIVE = "autotune.objective"  # on the search run: "<metric>:<maximize|minimize>"
+TAG_DRIVER_HOST = "autotune.driver_host"
+TAG_DRIVER_PID = "autotune.driver_pid"
+TAG_SEARCH_NAME = "autotune.search"
+TAG_WINNER_RUN = "autotune.winner_run_id"
+TAG_WINNER_TRIAL = "autotune.winner_trial_id"
+TAG_WINNER_NOTE = "autotune.winner_note"
+TAG_ATTEMPT = "autotune.attempt"
 
 KIND_SEARCH = "search"
 KIND_TRIAL = "trial"

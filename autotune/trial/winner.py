@@ -1,6 +1,6 @@
 """The one winner policy, and the objective it ranks by.
 
-The search's summary (:mod:`autotune.search.run`), MLflow's winner tags (:meth:`autotune.tracking.tracker.Tracker.
+The search's summary (:mod:`autotune.search.conclude`), MLflow's winner tags (:meth:`autotune.tracking.tracker.Tracker.
 finish_search`) and the export (:mod:`autotune.export.command`) all pick the winner here, each from its
 own records wrapped as :class:`Candidate`, so the printed winner, ``autotune.winner_run_id`` and the
 exported command name the same config.

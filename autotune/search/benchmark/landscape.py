@@ -18,7 +18,7 @@ params, derived values filled in, keyed by :func:`autotune.search.samplers._cand
 records of one config are an error: separate runs are not pooled. A record with status
 ``failed`` or no ``output_tok_s`` is a failed config; unknown stays None, never 0.
 
-:class:`LandscapeEvaluator` replays it as the truth of :func:`autotune.search.benchmark.command.load_problem`:
+:class:`LandscapeEvaluator` replays it as the truth of :func:`autotune.search.benchmark.problem.load_problem`:
 the truth is each record's median tok/s, phases, accept length and its group's baseline; the
 n-th measurement of a config in seed s is one of its recorded repeats (see
 :meth:`LandscapeEvaluator.draw`). Judging (feasibility against the baseline by the space's

@@ -1,0 +1,226 @@
+"""The sampler benchmark itself: each strategy run through an Optuna study against the oracle, summarised.
+
+:func:`benchmark` runs every strategy (:data:`STRATEGIES`) for a number of seeds on one problem
+(:mod:`autotune.search.benchmark.problem`) and summarises trials-to-target per strategy, the
+phase model's median set against its peers' (:func:`best_peer`). How trials are counted and
+when a run succeeds is said in :mod:`autotune.search.benchmark.command`, the command that
+prints it; kept apart from it so that tests and other tools call the benchmark without the CLI.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.search.benchmark.problem import Oracle, Problem, load_problem
+from autotune.search.benchmark.problem import runs as ran  # "runs" names run lists here
+from autotune.search.samplers import SAMPLER_NAMES, make_sampler
+from autotune.search.samplers._observations import PLAN_KEY
+
+DEFAULT_NOISE_CV = 0.02
+
+OURS = "phase-model"
+AUTO_TIERS = ("auto-tier1", "auto-tier2")
+STRATEGIES = ("grid", "random", "tpe", *AUTO_TIERS, OURS)
+#: The strategies the phase model's median is set against (issue 15: at least 2x fewer trials).
+PEERS = ("random", "tpe", *AUTO_TIERS)
+
+
+@dataclass
+class RunResult:
+    """One strategy, one seed."""
+
+    trials_to_target: int | None
+    trials: int
+    baselines: int
+    failed: int
+    duplicates: int
+    seconds: float
+    reached_by: str | None = None  # the plan reason of the trial that reached the target
+
+
+def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noise_cv: float,
+                 phase_data: bool = True, warm_start: bool = True) -> RunResult:
+    """Run one strategy through an Optuna study until it reaches the target or the budget.
+
+    With ``warm_start`` the study's first trial is SGLang's default speculative config where the
+    space can run it (``problem.warm_start``), as every search does.
+    """
+    import optuna
+
+    t0 = time.perf_counter()
+    sampler = make_sampler(strategy, seed=seed, space=problem.space)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    warm = problem.warm_start if warm_start else None
+    if warm is not None and warm.asked:
+        study.enqueue_trial(warm.asked)
+    oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=phase_data)
+    reached_by = None
+    while oracle.trials < budget and oracle.success_at is None:
+        trial = study.ask()
+        params = problem.space.suggest(trial)
+        measured = oracle.run(params)
+        for k, v in measured.attrs.items():
+            trial.set_user_attr(k, v)
+        for k, v in measured.constraints.items():
+            trial.set_constraint(k, v)
+        study.tell(trial, measured.value)
+        if oracle.success_at is not None:
+            plan = study._storage.get_trial_system_attrs(trial._trial_id).get(PLAN_KEY)
+            reached_by = plan.get("reason") if isinstance(plan, dict) else None
+    hit = oracle.success_at if oracle.success_at is not None and oracle.success_at <= budget \
+        else None
+    return RunResult(trials_to_target=hit, trials=oracle.trials, baselines=oracle.baselines,
+                     failed=oracle.failed, duplicates=oracle.duplicates,
+                     seconds=time.perf_counter() - t0,
+                     reached_by=reached_by if hit is not None else None)
+
+
+def grid_full(problem: Problem, *, seed: int, noise_cv: float) -> int | None:
+    """Trials the grid needs with no budget (it runs through the whole space at most)."""
+    from autotune.search.samplers import GridOrderSampler
+
+    grid = GridOrderSampler(problem.space, seed=seed)
+    oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=False)
+    for i in grid.order:
+        oracle.run(grid.table.configs[i])
+        if oracle.success_at is not None:
+            return oracle.success_at
+    return None
+
+
+def _warm_start_truth(problem: Problem) -> dict[str, Any]:
+    """SGLang's default speculative config on the truth: its tok/s, share of the optimum, verdict."""
+    warm = problem.warm_start
+    if warm.params is None:
+        return {"describe": warm.describe(), "tok_s": None, "of_optimum": None, "reaches_target": None}
+    truth = problem.truth(warm.params)
+    tok = truth.get("output_tok_s") if ran(truth) else None
+    feasible = problem.truly_feasible(warm.params)
+    return {"describe": warm.describe(), "params": warm.params, "tok_s": tok, "feasible": feasible,
+            "of_optimum": (tok / problem.optimum) if tok is not None else None,
+            "reaches_target": bool(feasible and tok is not None and tok >= problem.target)}
+
+
+def _quantile(values: Sequence[int | None], q: float) -> float | None:
+    """Quantile with unreached runs as +inf; None when it falls on an unreached run."""
+    xs = sorted(math.inf if v is None else float(v) for v in values)
+    if not xs:
+        return None
+    pos = q * (len(xs) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    if math.isinf(xs[hi]):
+        return None
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summarize(runs: Sequence[RunResult], *, budget: int) -> dict[str, Any]:
+    """Median and p90 trials to target, success rate and run costs of one strategy."""
+    hits = [r.trials_to_target for r in runs]
+    return {
+        "trials_to_target": hits,
+        "median": _quantile(hits, 0.5),
+        "p90": _quantile(hits, 0.9),
+        "success_rate": sum(h is not None for h in hits) / len(hits) if hits else None,
+        "budget": budget,
+        "mean_trials_run": float(np.mean([r.trials for r in runs])),
+        "mean_baselines": float(np.mean([r.baselines for r in runs])),
+        "mean_failed": float(np.mean([r.failed for r in runs])),
+        "mean_duplicates": float(np.mean([r.duplicates for r in runs])),
+        "seconds": float(sum(r.seconds for r in runs)),
+        "reached_by": dict(Counter(r.reached_by or "-" for r in runs
+                                   if r.trials_to_target is not None)),
+    }
+
+
+def benchmark(space_path: str | None = None, *, profile: str | None = None, seeds: int = 20,
+              budget: int = 60, noise_cv: float | None = None, threshold: float = 0.98,
+              strategies: Sequence[str] = STRATEGIES, phase_data: bool = True,
+              first_seed: int = 0, landscape: str | None = None,
+              warm_start: bool = True) -> dict[str, Any]:
+    """Run every strategy on ``seeds`` seeds; one summary per strategy, keyed by name.
+
+    Args:
+        space_path: The space (with ``landscape``: an override of the landscape's own space).
+        profile: Emulator profile override (not with ``landscape``).
+        seeds: Runs per strategy.
+        budget: Trials per run.
+        noise_cv: The emulator's tok/s noise CV (default 0.02). A landscape's noise is its
+            recorded repeats: giving ``noise_cv`` with ``landscape`` is a ValueError.
+        threshold: Fraction of the optimum that counts as reached.
+        strategies: Which strategies to run.
+        phase_data: Whether trials report phases and accept data.
+        first_seed: First seed of the range.
+        landscape: A recorded landscape file to replay instead of the emulator.
+        warm_start: Every strategy's first trial is SGLang's default speculative config, as in a
+            search; the result's ``warm_start`` says how good that config alone is.
+    """
+    if seeds < 1 or budget < 1:
+        raise ValueError("seeds and budget must be >= 1")
+    if landscape is not None and noise_cv is not None:
+        raise ValueError("--noise does not apply to a recorded landscape: its noise is drawn from "
+                         "each config's recorded repeats")
+    if noise_cv is None:
+        noise_cv = 0.0 if landscape is not None else DEFAULT_NOISE_CV
+    if noise_cv < 0:
+        raise ValueError(f"noise must be >= 0, got {noise_cv}")
+    unknown = [s for s in strategies if s not in SAMPLER_NAMES]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(SAMPLER_NAMES)}")
+    problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
+    seed_list = range(first_seed, first_seed + seeds)
+    out: dict[str, Any] = {}
+    for name in strategies:
+        runs = [run_strategy(problem, name, seed=s, budget=budget, noise_cv=noise_cv,
+                             phase_data=phase_data, warm_start=warm_start) for s in seed_list]
+        out[name] = summarize(runs, budget=budget)
+    info = problem.evaluator.info()
+    common = {"space": space_path if landscape is None else info["space"],
+              "profile": info.get("profile"), **info,
+              "configs": len(problem.configs), "groups": problem.groups,
+              "optimum_tok_s": problem.optimum, "optimum_params": problem.optimum_params,
+              "target_tok_s": problem.target,
+              "noise_cv": None if landscape is not None else noise_cv, "seeds": seeds,
+              "warm_start": _warm_start_truth(problem) if warm_start else None}
+    if "grid" in out:
+        full = [grid_full(problem, seed=s, noise_cv=noise_cv) for s in seed_list]
+        out["grid"]["grid_size"] = len(problem.configs)
+        out["grid"]["unbudgeted_trials_to_target"] = full
+        out["grid"]["unbudgeted_median"] = _quantile(full, 0.5)
+    ours = out.get(OURS, {}).get("median")
+    for name, summary in out.items():
+        summary.update(common)
+        theirs = summary["median"]
+        summary["ratio_ours_to_this"] = (ours / theirs) if ours and theirs else None
+        summary["times_fewer_with_ours"] = (theirs / ours) if ours and theirs else None
+    if "grid" in out and ours:
+        out["grid"]["grid_size_over_ours"] = len(problem.configs) / ours
+    if OURS in out:
+        out[OURS].update(best_peer(out, budget=budget))
+    return out
+
+
+def best_peer(out: Mapping[str, Mapping[str, Any]], *, budget: int) -> dict[str, Any]:
+    """The phase model against the best median of the peers that ran (:data:`PEERS`).
+
+    Returns ``best_peer`` (its name, None when no peer ran or none has a median within the
+    budget), ``best_peer_median``, ``peers`` (those that ran) and ``times_fewer_than_best_peer``
+    (its median over ours). When peers ran but none has a median (each missed the target in more
+    than half of the runs), their medians exceed the budget: ``times_fewer_than_best_peer`` is
+    None and ``times_fewer_than_best_peer_above`` gives the bound, budget / our median.
+    """
+    ours = out[OURS]["median"]
+    peers = [p for p in PEERS if p in out]
+    reached = [p for p in peers if out[p]["median"] is not None]
+    best = min(reached, key=lambda p: (out[p]["median"], peers.index(p))) if reached else None
+    theirs = out[best]["median"] if best else None
+    return {"peers": peers, "best_peer": best, "best_peer_median": theirs,
+            "times_fewer_than_best_peer": theirs / ours if ours and theirs else None,
+            "times_fewer_than_best_peer_above": (budget / ours if ours and peers and not reached
+                                                 else None)}

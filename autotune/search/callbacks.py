@@ -1,0 +1,138 @@
+"""The Ray Tune callback of a search (progress table, MLflow trial runs, tuner overhead) and its registry.
+
+The callback pickles by reference to this module and is looked up again in
+:data:`LIVE_CALLBACKS` (the comment there says why). The class and its registry live together in
+one importable module so that whatever runs the search, ``python -m autotune.search.run``
+included, shares one registry. Also :func:`errored_report`, how a trial that errored inside Ray
+is reported, by the callback and by the driver alike.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from typing import Any
+
+
+# The live table, tracker and counters of each search running in this process, by experiment
+# directory. Ray Tune pickles the run's callbacks into tuner.pkl, and a restored Tuner uses those
+# copies; a callback pickles as its key only, so a resumed search reports through this run's
+# objects (not stale copies), and any ``out`` stream works (an open file does not pickle).
+LIVE_CALLBACKS: dict[str, tuple[Any, Any, dict[str, Any]]] = {}
+
+
+def _callback_from_key(key: str) -> Any:
+    """Unpickle a search callback: the live one of this process, or a no-op if there is none."""
+    from ray.tune import Callback
+
+    live = LIVE_CALLBACKS.get(key)
+    return Callbacks.make(*live, key=key) if live is not None else Callback()
+
+
+class Callbacks:
+    """Builds the Ray Tune callback that prints progress and tracks trials in MLflow."""
+
+    @staticmethod
+    def make(table: Any, tracker: Any, state: dict[str, Any], *, key: str) -> Any:
+        from ray.tune import Callback
+
+        from autotune.trial.result import TrialResult
+
+        # Tuner overhead of a trial: from the moment its slot was free (the previous trial's
+        # bookkeeping done, or the start of the run) to the end of its own bookkeeping, minus what
+        # it measured (duration_s of the trial and of a baseline it measured). A clock started
+        # at on_trial_start would miss the suggestion and the trial process start-up, and one
+        # stopped before the MLflow logging would miss the bookkeeping.
+        class SearchCallback(Callback):
+            def __reduce__(self):
+                return _callback_from_key, (key,)
+
+            def setup(self, **info):
+                state["free"] = []
+                state["t0"] = time.monotonic()
+
+            def on_trial_start(self, iteration, trials, trial, **info):
+                free = state.setdefault("free", [])
+                if free:
+                    began = heapq.heappop(free)
+                elif not state.get("freed"):
+                    began = state.get("t0", time.monotonic())  # one of the first slots
+                else:
+                    # A slot no earlier trial freed (resources allowed one more trial at once):
+                    # it was free from now, not from the start of the run.
+                    began = time.monotonic()
+                state["started"][trial.trial_id] = began
+
+            def on_trial_complete(self, iteration, trials, trial, **info):
+                result = trial.last_result or {}
+                started = state["started"].pop(trial.trial_id, None)
+                measured = None
+                if result.get("trial_result"):
+                    measured = json.loads(result["trial_result"]).get("duration_s") or 0.0
+                    if result.get("baseline_result"):
+                        measured += json.loads(result["baseline_result"]).get("duration_s") or 0.0
+                if "status" in result:
+                    state["results"].append((trial.trial_id, dict(trial.config), result))
+                    table.row(trial=trial.trial_id, params=trial.config, result=result)
+                    if tracker is not None:
+                        if result.get("baseline_result"):
+                            base = TrialResult.from_dict(json.loads(result["baseline_result"]))
+                            tracker.log_trial(f"baseline-{_short(result.get('baseline_key'))}",
+                                              base, kind="baseline")
+                        tracker.log_trial(trial.trial_id, TrialResult.from_dict(
+                            json.loads(result["trial_result"])),
+                            kind="baseline" if result.get("is_baseline") else "trial")
+                self._free(started, measured)
+
+            def on_trial_error(self, iteration, trials, trial, **info):
+                # An error inside Ray (the trial process lost, an exception outside the measured
+                # trial) is a failed trial like any other: in the table, MLflow and the counts.
+                self._free(state["started"].pop(trial.trial_id, None), None)
+                err = trial.get_error() if hasattr(trial, "get_error") else None
+                result, report = errored_report(state.get("space"), dict(trial.config or {}), err)
+                state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
+                table.row(trial=trial.trial_id, params=trial.config, result=report)
+                if tracker is not None:
+                    tracker.log_trial(trial.trial_id, result,
+                                      kind="baseline" if result.is_baseline else "trial")
+
+            def _free(self, started: float | None, measured: float | None) -> None:
+                if started is None:
+                    return
+                now = time.monotonic()
+                state["freed"] = True
+                heapq.heappush(state.setdefault("free", []), now)
+                if measured is not None:
+                    state["overheads"].append(max(now - started - measured, 0.0))
+
+        return SearchCallback()
+
+
+def _short(key: str | None) -> str:
+    import hashlib
+
+    return hashlib.sha1((key or "").encode()).hexdigest()[:12]
+
+
+def errored_report(space: Any, config: dict[str, Any],
+                   error: BaseException | None) -> tuple[Any, dict[str, Any]]:
+    """A trial that errored inside Ray: its failed result (the error as its reason) and the
+    report it stands in for."""
+    from autotune.trial.outcome import Failure, Status
+    from autotune.trial.result import TrialResult
+
+    cause = getattr(error, "cause", None) or error
+    what = f"{type(cause).__name__}: {cause}" if cause is not None else "no error recorded"
+    reason = "the trial errored inside Ray: " + " ".join(what.split())[:500]
+    is_baseline = False
+    if space is not None:
+        try:
+            is_baseline = bool(space.trial_config(space.coerce_params(config)).is_baseline)
+        except Exception:  # noqa: BLE001 - a config the space rejects is still a failed trial
+            is_baseline = not config.get("speculative_algorithm")
+    result = TrialResult(status=Status.FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
+                         feasible=False, failure=Failure.ERROR.value)
+    return result, {"status": Status.FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
+                     "objective": None, "output_tok_s": None, "speedup": None, "accept_length": None,
+                     "trial_result": json.dumps(result.to_dict(), default=str)}

@@ -1,0 +1,165 @@
+"""The end of a search: finalists re-measured beside fresh baselines, the winner, the MLflow summary.
+
+:func:`conclude` turns the trials Ray Tune ran into a :class:`~autotune.search.options.SearchOutcome`:
+the best feasible configs are confirmed as Ray tasks, every measured baseline competes, the one
+winner policy (:func:`autotune.trial.winner.pick_winner`) picks, and the tracker's parent run gets
+the summary and the winner's exported files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.sglang.backend import get_backend
+from autotune.search.cluster import EXCLUSIVE_RESOURCE
+from autotune.search.console import num
+from autotune.search.options import SearchOptions, SearchOutcome
+from autotune.space.warm_start import compare_to_default
+from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
+from autotune.trial.outcome import Status
+
+
+def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space: Any,
+                       repeats: int, out: TextIO) -> list[tuple[dict, Any, Any]]:
+    """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs."""
+    import ray
+
+    from autotune.search.trainable import TrialResources, run_config
+    from autotune.trial.measure import MeasureSettings
+
+    settings = MeasureSettings(**{**ctx.settings.__dict__, "repeats": repeats,
+                                  "workdir": os.path.join(ctx.workdir, "finalists")})
+    # The same request as a trial's, the node-exclusive resource included: finalists run at
+    # once, and with exclusive_node two of them must not share a node either.
+    resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
+                               cpus=space.resources.cpus_per_trial,
+                               exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
+
+    def confirm(params: dict) -> tuple[dict, Any, Any]:
+        result, baseline, _ = run_config(params, ctx, name="finalist", settings=settings,
+                                         fresh_baseline=True)
+        return params, result, baseline
+
+    # Emulators share this machine's cores, so concurrent finalists would slow each other down;
+    # with exclusive_node the user asked for one benchmark per node. Then confirm one at a time.
+    one_at_a_time = get_backend(space.backend).shares_cores or space.exclusive_node
+    print(f"\nConfirming {len(candidates)} finalist(s), {repeats} repeats each, beside fresh "
+          f"baselines{', one at a time' if one_at_a_time else ''}...", file=out, flush=True)
+    refs, done = [], []
+    for _, params, _ in candidates:
+        res = resources(params)
+        custom = {k: v for k, v in res.items() if k not in ("CPU", "GPU")}
+        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,
+                          max_retries=1)(confirm)
+        refs.append(task.remote(params))
+        if one_at_a_time:
+            done.extend(ray.get(refs))
+            refs = []
+    return done + ray.get(refs)
+
+
+def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state: dict,
+              *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
+              opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
+    from autotune.trial.result import TrialResult
+
+    statuses = [m.get("status") for _, _, m in results]
+    maximize = space.objective.direction == "maximize"
+
+    def key(item: tuple[str, dict, dict]) -> float:
+        v = item[2].get("objective")
+        return v if maximize else -v
+
+    spec_ok = [r for r in results if r[2].get("feasible") and not r[2].get("is_baseline")
+               and r[2].get("objective") is not None]
+    spec_ok.sort(key=key, reverse=True)
+    finalists_out: list[dict[str, Any]] = []
+    finalist_cands: list[Candidate] = []
+    fresh_baseline: dict[int, TrialResult] = {}  # id of a finalist's result -> its fresh baseline
+    winner: TrialResult | None = None
+    baseline: TrialResult | None = None
+    baseline_wins = False
+    if interrupted:
+        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
+              f"autotune.search.run --space {opts.space} --name {name} --resume", file=out, flush=True)
+    elif spec_ok:
+        chosen = spec_ok[: max(1, space.search.finalists)]
+        confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
+        for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
+            finalists_out.append({"trial_id": tid, "params": params,
+                                  "search_tok_s": first.get("output_tok_s"),
+                                  "confirmed_tok_s": result.output_tok_s,
+                                  "confirmed_speedup": result.speedup,
+                                  "status": result.status, "reason": result.reason})
+            if tracker is not None:
+                tracker.log_trial(f"finalist-{tid}", result, kind="finalist",
+                                  confirmed=bool(result.feasible))
+                if base is not None:
+                    tracker.log_trial(f"finalist-{tid}-baseline", base, kind="baseline")
+            print(f"  finalist {tid}: search {num(first.get('output_tok_s'), '.1f')} tok/s -> "
+                  f"confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
+                  f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
+            finalist_cands.append(_candidate(result, space, stage=FINALIST))
+            if base is not None:
+                finalist_cands.append(_candidate(base, space))
+                fresh_baseline[id(result)] = base
+    if not interrupted:
+        trial_cands = [_candidate(TrialResult.from_dict(json.loads(m["trial_result"])), space)
+                       for _, _, m in results if m.get("trial_result")]
+        base_cands = [_candidate(b, space) for b in _baselines(results, ctx)]
+        pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
+        if pick is not None:
+            winner, baseline_wins = pick.ref, pick.is_baseline
+            # A speculative winner is a confirmed finalist (finalists always run before this).
+            baseline = winner if baseline_wins else fresh_baseline.get(id(winner))
+    default = compare_to_default(warm, [{**m, "params": cfg} for _, cfg, m in results],
+                                 winner.to_dict() if winner else None, space=space)
+    outcome = SearchOutcome(
+        name=name, winner=winner.to_dict() if winner else None,
+        baseline=baseline.to_dict() if baseline else None, trials=len(results),
+        feasible=statuses.count(Status.FEASIBLE), infeasible=statuses.count(Status.INFEASIBLE),
+        failed=statuses.count(Status.FAILED), interrupted=interrupted, baseline_wins=baseline_wins,
+        finalists=finalists_out, tracking_uri=getattr(tracker, "tracking_uri", None),
+        parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
+        experiment_id=getattr(tracker, "experiment_id", None),
+        overheads_s=list(state["overheads"]), sglang_default=default)
+    if tracker is not None:
+        from autotune.export.command import winner_files
+
+        tracker.finish_search(study=state.get("study"), sglang_default=default, winner_files=winner_files,
+                              status="KILLED" if interrupted else "FINISHED")
+    return outcome
+
+
+def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
+    """A trial result as the winner policy sees it, valued by the space's objective."""
+    return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
+                     is_baseline=bool(result.is_baseline),
+                     feasible=result.status == Status.FEASIBLE, stage=stage)
+
+
+def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:
+    """Every measured baseline of the search (trials with speculation off, and the store)."""
+    from autotune.trial.baselines import FileBaselineStore
+    from autotune.trial.result import TrialResult
+
+    found = []
+    for _, _, m in results:
+        if m.get("is_baseline") and m.get("status") == Status.FEASIBLE and m.get("trial_result"):
+            found.append(TrialResult.from_dict(json.loads(m["trial_result"])))
+        elif m.get("baseline_result"):
+            b = TrialResult.from_dict(json.loads(m["baseline_result"]))
+            if b.ok:
+                found.append(b)
+    store = FileBaselineStore(ctx.baseline_dir)
+    for path in sorted(store.dir.glob("*.json")):
+        try:
+            b = TrialResult.from_dict(json.loads(path.read_text()))
+        except ValueError:
+            continue
+        if b.ok:
+            found.append(b)
+    return found

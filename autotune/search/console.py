@@ -1,0 +1,86 @@
+"""What a search prints at its end: the winner, its phases, and how to browse and export it.
+
+:func:`print_summary` is the report ``python -m autotune.search`` ends with; :func:`browse_hint`
+says how to open the trials in MLflow's UI; :func:`num` is how every console figure of the search
+is written (``-`` for unknown, never a made-up 0).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.search.options import SearchOutcome
+from autotune.space.warm_start import versus_default
+from autotune.trial.winner import known
+
+
+def num(value: Any, spec: str) -> str:
+    """A figure for the console: "-" when it is unknown, never a made-up 0."""
+    v = known(value)
+    return "-" if v is None else format(v, spec)
+
+
+def _bin_dir() -> str:
+    """Prefix that runs this environment's tools: ``.venv/bin/`` after ``make demo``, else ''."""
+    bindir = Path(sys.executable).parent
+    if (bindir / "mlflow").exists():
+        try:
+            return str(bindir.relative_to(Path.cwd())) + "/"
+        except ValueError:
+            return str(bindir) + "/"
+    return ""
+
+
+def browse_hint(tracking_uri: str, experiment_id: str | None, *, bindir: str = "") -> list[str]:
+    """How to see the trials: the runs view's URL, and for a local store the UI command first.
+
+    A tracking server is its own UI (``mlflow ui --backend-store-uri http://...`` would be wrong).
+    ``workflowType=machine_learning`` opens MLflow 3's runs table, not its GenAI traces view.
+    """
+    view = f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning" if experiment_id else ""
+    if tracking_uri.startswith(("http://", "https://")):
+        return [f"Browse trials:  {tracking_uri.rstrip('/')}{view}"]
+    return [f"Browse trials:  {bindir}mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 "
+            "--port 5000", f"  then open:     http://127.0.0.1:5000{view}"]
+
+
+def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_file: str = "") -> None:
+    """The end-of-search report: winner, baseline, speedup, accept vs break-even, phases."""
+    out = sys.stdout if out is None else out  # the stream of the moment, not of import time
+    from autotune.trial.report import phase_table
+    from autotune.trial.result import TrialResult
+
+    s = outcome.summary()
+    print("\n" + "=" * 78, file=out)
+    if outcome.interrupted:
+        print(f"Search {outcome.name!r} interrupted after {outcome.trials} trial(s).", file=out)
+        return
+    print(f"Search {outcome.name!r}: {outcome.trials} trials "
+          f"({outcome.feasible} feasible, {outcome.infeasible} infeasible, "
+          f"{outcome.failed} failed)", file=out)
+    if outcome.winner is None:
+        print("No config ran successfully: nothing to recommend.", file=out)
+        return
+    w = TrialResult.from_dict(outcome.winner)
+    if outcome.baseline_wins:
+        print("No speculative config beat its no-speculation baseline. The winner is the "
+              "BASELINE: serve without speculative decoding.", file=out)
+    else:
+        print("Winner (confirmed beside a fresh baseline):", file=out)
+    print(f"  params: {json.dumps(w.params, default=str)}", file=out)
+    if outcome.sglang_default is not None:
+        print(f"  {versus_default(outcome.sglang_default, tok_s=w.output_tok_s)}", file=out)
+    print(phase_table(w), file=out)
+    if s.get("tuner_overhead_s_median") is not None:
+        print(f"Tuner overhead per trial (median): {s['tuner_overhead_s_median']:.2f} s", file=out)
+    if outcome.tracking_uri:
+        print("\nNext steps:", file=out)
+        bindir = _bin_dir()
+        for line in browse_hint(outcome.tracking_uri, outcome.experiment_id, bindir=bindir):
+            print(f"  {line}", file=out)
+        print(f"  Export winner:  {bindir}python -m autotune.export --name {outcome.name} "
+              "--format sh", file=out)
+    print(f"\nLaunch command:\n{w.launch_command}", file=out, flush=True)

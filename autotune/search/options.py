@@ -1,0 +1,82 @@
+"""What a search is asked to do and what it found: :class:`SearchOptions` and :class:`SearchOutcome`.
+
+Both are plain data shared by the driver (:mod:`autotune.search.run`), its ending
+(:mod:`autotune.search.conclude`) and its console report (:mod:`autotune.search.console`), and
+used by callers that run a search in-process (tests, benchmarks); kept apart so that none of
+them imports the driver to name them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class SearchOptions:
+    """Everything ``python -m autotune.search`` takes."""
+
+    space: str
+    trials: int | None = None
+    concurrency: int | None = None
+    name: str | None = None
+    address: str | None = None
+    resume: bool = False
+    seed: int | None = None
+    summary_json: str | None = None
+    tracking_uri: str | None = None
+    root: str = field(default_factory=os.getcwd)
+    tracking: bool = True
+
+
+@dataclass
+class SearchOutcome:
+    """What a finished (or interrupted) search found."""
+
+    name: str
+    winner: dict[str, Any] | None
+    baseline: dict[str, Any] | None
+    trials: int
+    feasible: int
+    infeasible: int
+    failed: int
+    interrupted: bool
+    baseline_wins: bool
+    finalists: list[dict[str, Any]]
+    tracking_uri: str | None
+    parent_run_id: str | None
+    experiment_path: str | None
+    overheads_s: list[float]
+    sglang_default: dict[str, Any] | None = None
+    experiment_id: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        w = self.winner or {}
+        return {
+            "name": self.name,
+            "interrupted": self.interrupted,
+            "baseline_wins": self.baseline_wins,
+            "winner_params": w.get("params"),
+            "winner_is_baseline": w.get("is_baseline"),
+            "output_tok_s": w.get("output_tok_s"),
+            "output_tok_s_spread": w.get("output_tok_s_spread"),
+            "baseline_tok_s": w.get("baseline_tok_s"),
+            "speedup": w.get("speedup"),
+            "accept_length": w.get("accept_length"),
+            "acceptance": w.get("acceptance"),
+            "synthetic_accept_length": w.get("synthetic_accept_length"),
+            "break_even_accept_length": w.get("break_even_accept_length"),
+            "phases": w.get("phases"),
+            "launch_command": w.get("launch_command"),
+            "trials": {"total": self.trials, "feasible": self.feasible,
+                       "infeasible": self.infeasible, "failed": self.failed},
+            "finalists": self.finalists,
+            # SGLang's auto-picked speculative config as measured here, and the winner's gain on it.
+            "sglang_default": self.sglang_default,
+            "gain_over_sglang_default": (self.sglang_default or {}).get("gain"),
+            "tracking_uri": self.tracking_uri,
+            "parent_run_id": self.parent_run_id,
+            "tuner_overhead_s_median": (sorted(self.overheads_s)[len(self.overheads_s) // 2]
+                                        if self.overheads_s else None),
+        }

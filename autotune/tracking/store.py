@@ -1,0 +1,230 @@
+"""The MLflow store under a :class:`~autotune.tracking.tracker.Tracker`: where it is, and plain calls.
+
+Here are the local store's location, the client (MLflow imported on first use), the tracking
+server's health probe, opening the experiment, reading a trial's stored launch, and the calls
+every part of the tracker makes: retried while sqlite is locked by another process, chunked to
+``log_batch``'s maxima, paged through ``search_runs``. Nothing here holds state: each function
+takes the client or URI it works on, so the tracker stays a picklable bag of strings and the
+trial and summary logging share one way of writing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from autotune.errors import ConfigError
+from autotune.launch.spec import LaunchSpec
+from autotune.tracking.content import MAX_PARAM, finite_number
+from autotune.tracking.runs import TAG_SEARCH_NAME
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+T = TypeVar("T")
+
+# MLflow's limits (mlflow.utils.validation) and log_batch's per-call maxima.
+MAX_TAG = 8000
+_BATCH_METRICS, _BATCH_PARAMS, _BATCH_TAGS = 1000, 100, 100
+
+
+def default_store(root: str | os.PathLike[str] | None = None) -> tuple[str, str]:
+    """The local store of a project directory: ``(tracking_uri, artifact_root)``.
+
+    Args:
+        root: The project directory; the current working directory if None.
+    """
+    base = Path(root if root is not None else os.getcwd()).resolve() / "mlruns"
+    return f"sqlite:///{base}/mlflow.db", f"file://{base}/artifacts"
+
+
+def _safe_dir(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "search"
+
+
+def _is_locked(exc: BaseException) -> bool:
+    return "database is locked" in str(exc)
+
+
+def retry(fn: Callable[[], T], *, attempts: int = 8) -> T:
+    """Run a store call, retrying while sqlite is locked by another process."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:  # MlflowException wraps sqlalchemy's OperationalError; re-raised
+            if not _is_locked(exc) or i == attempts - 1:
+                raise
+            time.sleep(0.05 * 2 ** i)
+    raise AssertionError("unreachable")
+
+
+def make_client(tracking_uri: str) -> MlflowClient:
+    """An MLflow client of ``tracking_uri`` (imports MLflow)."""
+    if tracking_uri.startswith(("http://", "https://")):
+        # MLflow's defaults retry for minutes; a search should fail fast and say why.
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    # A progress bar on stderr for every artifact read is noise in a CLI's output.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def probe_server(tracking_uri: str) -> None:
+    """Fail fast with :class:`ConfigError` when a tracking server does not answer or is broken."""
+    import httpx
+
+    url = tracking_uri.rstrip("/") + "/health"
+    try:
+        resp = httpx.get(url, timeout=5.0)
+    except httpx.HTTPError as exc:
+        raise ConfigError(
+            f"the MLflow tracking server {tracking_uri} does not answer ({type(exc).__name__}: "
+            f"{exc}); start it (mlflow server --host ... --port ...) or leave --tracking-uri out "
+            "to track in the local store under mlruns/", field="tracking_uri") from None
+    if resp.status_code >= 500:
+        raise ConfigError(f"the MLflow tracking server {tracking_uri} answers {url} with HTTP "
+                          f"{resp.status_code}; check the server's log", field="tracking_uri")
+
+
+def prepare_local(root: str, *, create: bool) -> None:
+    """Make the directory of the local store under ``root`` (or, not ``create``, check it is there).
+
+    Raises:
+        ConfigError: ``create`` is False and there is no store, or the directory cannot be made.
+    """
+    db = Path(root) / "mlruns" / "mlflow.db"
+    if not create and not db.exists():
+        raise ConfigError(f"no MLflow store at {db}: run a search from {root} first, or "
+                          "pass --tracking-uri / --root", field="tracking_uri")
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the MLflow store directory {db.parent}: {exc}",
+                          field="tracking_uri") from None
+
+
+def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artifact_root: str | None,
+                    create: bool) -> str:
+    """The id of the experiment ``name``, created first if missing and ``create``.
+
+    Raises:
+        ConfigError: The store cannot be opened, the experiment was deleted, or (``create=False``)
+            it does not exist.
+    """
+    try:
+        experiment = retry(lambda: client.get_experiment_by_name(name))
+        if experiment is None and create:
+            experiment = create_experiment(client, name, artifact_root)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - MlflowException, sqlalchemy and requests errors
+        raise ConfigError(f"cannot open the MLflow store {tracking_uri}: "
+                          f"{type(exc).__name__}: {exc}", field="tracking_uri") from None
+    if experiment is None:
+        raise ConfigError(f"no experiment named {name!r} in {tracking_uri}; "
+                          "check --name (it is the search name)", field="name")
+    if experiment.lifecycle_stage == "deleted":
+        raise ConfigError(f"the experiment {name!r} was deleted in {tracking_uri}; restore "
+                          f"it (mlflow experiments restore --experiment-id {experiment.experiment_id}) "
+                          "or use another search name", field="name")
+    return experiment.experiment_id
+
+
+def create_experiment(client: MlflowClient, name: str, artifact_root: str | None) -> Any:
+    """Create the experiment of a search (or find the one another process just made)."""
+    from mlflow.exceptions import MlflowException
+
+    location = f"{artifact_root.rstrip('/')}/{_safe_dir(name)}" if artifact_root else None
+    try:
+        retry(lambda: client.create_experiment(name, artifact_location=location,
+                                               tags=_experiment_tags(name)))
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":  # another process made it first
+            raise
+    return retry(lambda: client.get_experiment_by_name(name))
+
+
+def _experiment_tags(name: str) -> dict[str, str]:
+    # MLflow 3's UI opens an experiment in its GenAI (traces) view unless told it holds runs.
+    return {TAG_SEARCH_NAME: name, "mlflow.experimentKind": "custom_model_development",
+            "mlflow.note.content": f"autotune search **{name}**: one parent run per search, one nested "
+                                   "run per trial, baseline and finalist."}
+
+
+def search_runs(client: MlflowClient, experiment_id: str, filter_string: str, *,
+                order_by: list[str] | None = None, limit: int | None = None) -> list[Any]:
+    """The runs of an experiment that match a filter, every page of them (at most ``limit``)."""
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = retry(lambda token=token: client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=min(limit or 1000, 1000),
+            order_by=order_by, page_token=token))
+        runs.extend(page)
+        token = page.token
+        if not token or (limit is not None and len(runs) >= limit):
+            return runs[:limit] if limit else runs
+
+
+def log_batch(client: MlflowClient, run_id: str, *, metrics: list[Any] = (),
+              params: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None) -> None:
+    """Log metrics, params and tags on a run, in chunks ``log_batch`` accepts; tags cut to length."""
+    from mlflow.entities import Param, RunTag
+
+    param_list = [Param(k, v) for k, v in (params or {}).items()]
+    tag_list = [RunTag(k, str(v)[:MAX_TAG]) for k, v in (tags or {}).items()]
+    metrics = list(metrics)
+    while metrics or param_list or tag_list:
+        chunk_m, metrics = metrics[:_BATCH_METRICS], metrics[_BATCH_METRICS:]
+        chunk_p, param_list = param_list[:_BATCH_PARAMS], param_list[_BATCH_PARAMS:]
+        chunk_t, tag_list = tag_list[:_BATCH_TAGS], tag_list[_BATCH_TAGS:]
+        retry(lambda m=chunk_m, p=chunk_p, t=chunk_t: client.log_batch(run_id, metrics=m, params=p, tags=t))
+
+
+def new_params(run: Any, params: Mapping[str, Any]) -> dict[str, str]:
+    """Params the run does not have yet (MLflow params cannot change once logged)."""
+    have = run.data.params
+    return {k: str(v)[:MAX_PARAM] for k, v in params.items() if v is not None and k not in have}
+
+
+def log_facts(client: MlflowClient, run_id: str, *, params: Mapping[str, Any] | None = None,
+              metrics: Mapping[str, float | None] | None = None, tags: Mapping[str, str] | None = None,
+              files: Mapping[str, str | os.PathLike[str]] | None = None,
+              texts: Mapping[str, str] | None = None, artifact_dir: str | None = None) -> None:
+    """Log facts on a run: see :meth:`autotune.tracking.tracker.Tracker.log_to_search`."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    metric_list = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()
+                   if finite_number(v) is not None]
+    fresh = new_params(retry(lambda: client.get_run(run_id)),
+                       {k: v for k, v in (params or {}).items() if v is not None})
+    log_batch(client, run_id, metrics=metric_list, params=fresh, tags=dict(tags or {}))
+    if files or texts:
+        with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
+            for name, path in (files or {}).items():
+                Path(tmp, name).write_bytes(Path(path).read_bytes())
+            for name, text in (texts or {}).items():
+                Path(tmp, name).write_text(text)
+            retry(lambda: client.log_artifacts(run_id, tmp, artifact_dir))
+
+
+def load_spec(client: MlflowClient, run_id: str) -> LaunchSpec:
+    """The launch a trial run stored (see :meth:`~autotune.tracking.tracker.Tracker.load_spec`)."""
+    with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
+        try:
+            path = retry(lambda: client.download_artifacts(run_id, "launch.json", tmp))
+            data = json.loads(Path(path).read_text())
+        except Exception as exc:  # noqa: BLE001 - missing artifact (MlflowException, OSError) or bad JSON
+            raise ConfigError(f"run {run_id} has no readable launch.json artifact ({type(exc).__name__}: "
+                              f"{exc})", field="run_id") from None
+    return LaunchSpec.from_json(data)

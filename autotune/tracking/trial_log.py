@@ -1,0 +1,148 @@
+"""What a trial's nested run gets when its result is logged: tags, metrics, params and artifacts.
+
+:meth:`autotune.tracking.tracker.Tracker.log_trial` finds or creates the run (it keeps the
+trial-id cache); :func:`log_result` writes the result on it, so the tracker holds the runs'
+bookkeeping and this module the shape of one trial run. Also the checks on a trial id and a run
+kind that every trial call makes first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune.launch.spec import LaunchSpec
+from autotune.tracking.content import finite_number, param_text, trial_metrics, trial_params
+from autotune.tracking.runs import (TAG_ACCEPTANCE, TAG_ATTEMPT, TAG_BACKEND, TAG_CONFIRMED,
+                                    TAG_IS_BASELINE, TAG_KIND, TAG_REASON, TAG_SEARCHED,
+                                    TAG_STALE_METRICS, TAG_STATUS, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS)
+from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
+from autotune.trial.outcome import Status
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from autotune.trial.result import TrialResult
+
+_TRIAL_ID = re.compile(r"[A-Za-z0-9_.:@+-]{1,200}")
+
+
+def check_trial_id(trial_id: str) -> None:
+    """Raise ValueError unless ``trial_id`` is 1-200 characters MLflow filters can quote."""
+    if not isinstance(trial_id, str) or not _TRIAL_ID.fullmatch(trial_id):
+        raise ValueError(f"trial id {trial_id!r} must be 1-200 letters, digits or _.:@+- characters")
+
+
+def check_kind(kind: str) -> None:
+    """Raise ValueError unless ``kind`` is a trial run's kind."""
+    if kind not in TRIAL_KINDS:
+        raise ValueError(f"run kind {kind!r} is unknown; use one of {', '.join(TRIAL_KINDS)}")
+
+
+def start_params(spec: LaunchSpec | None, params: Mapping[str, Any] | None) -> dict[str, str]:
+    """The params a trial's run gets when it starts: its launch's args and env, and its sampled values."""
+    logged = {}
+    if spec is not None:
+        logged["model_path"] = spec.model_path
+        logged.update({k: param_text(v) for k, v in spec.server_args.items() if v is not None})
+        logged.update(spec.env)
+    logged.update({k: param_text(v) for k, v in (params or {}).items() if v is not None})
+    return logged
+
+
+def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialResult, *, kind: str,
+               spec: LaunchSpec | None, confirmed: bool | None, tags: Mapping[str, str] | None,
+               finish: bool) -> None:
+    """Write a trial's result on its run (the arguments are :meth:`Tracker.log_trial`'s).
+
+    The run gets params (every server arg and env var of the launch), the known metrics
+    (:func:`~autotune.tracking.content.trial_metrics`), the status and reason tags, and the
+    artifacts ``launch.sh``, ``launch.json`` (what export reads), ``result.json``, ``phases.json``,
+    ``phases.png``, ``server_log_tail.txt`` and ``requests.jsonl`` (each only when there is
+    something to put in it). A run logged again keeps one run: tags and artifacts are replaced,
+    metrics get a new step, and metrics the new result does not know are listed in
+    ``autotune.stale_metrics`` so readers ignore their old values.
+    """
+    existing = retry(lambda: client.get_run(run_id))
+    attempt = int(existing.data.tags.get(TAG_ATTEMPT, "0")) + 1
+    metrics = trial_metrics(result)
+    stale = sorted(set(existing.data.metrics) - set(metrics) - {"output_tok_s_repeat"})
+    run_tags = {
+        TAG_KIND: kind, TAG_STATUS: result.status, TAG_REASON: (result.reason or "")[:MAX_TAG],
+        TAG_IS_BASELINE: str(bool(result.is_baseline)).lower(), TAG_ATTEMPT: str(attempt),
+        TAG_SEARCHED: json.dumps(sorted(result.params or {})),
+        TAG_STALE_METRICS: json.dumps(stale),
+        "mlflow.note.content": _note(result)[:MAX_TAG],
+    }
+    if result.feasible is not None:
+        run_tags["autotune.feasible"] = str(bool(result.feasible)).lower()
+    if result.failure:
+        run_tags["autotune.failure"] = result.failure
+    if result.slo_violations:
+        run_tags["autotune.slo_violations"] = "; ".join(result.slo_violations)[:MAX_TAG]
+    if spec is not None:
+        run_tags[TAG_BACKEND] = spec.backend
+    if result.phases and "device_timer" in result.phases:
+        run_tags["autotune.device_timer"] = str(bool(result.phases["device_timer"])).lower()
+    if confirmed is not None:
+        run_tags[TAG_CONFIRMED] = str(bool(confirmed)).lower()
+    if result.acceptance is not None:
+        run_tags[TAG_ACCEPTANCE] = result.acceptance
+    if result.synthetic_accept_length is not None:
+        run_tags[TAG_SYNTHETIC_ACCEPT] = f"{result.synthetic_accept_length:g}"
+    run_tags.update(tags or {})
+    now = int(time.time() * 1000)
+    from mlflow.entities import Metric
+
+    metric_list = [Metric(k, v, now, attempt - 1) for k, v in metrics.items()]
+    metric_list += [Metric("output_tok_s_repeat", float(v), now, i)
+                    for i, v in enumerate(result.output_tok_s_repeats or []) if finite_number(v) is not None]
+    log_batch(client, run_id, metrics=metric_list, tags=run_tags,
+              params=new_params(existing, trial_params(result, spec)))
+    _log_artifacts(client, run_id, trial_id, result, spec)
+    if finish:
+        status = "FAILED" if result.status == Status.FAILED else "FINISHED"
+        retry(lambda: client.set_terminated(run_id, status=status))
+
+
+def _log_artifacts(client: MlflowClient, run_id: str, trial_id: str, result: TrialResult,
+                   spec: LaunchSpec | None) -> None:
+    from autotune.tracking import _plots
+
+    with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
+        out = Path(tmp)
+        command = spec.shell_command() if spec is not None else result.launch_command
+        if command:
+            (out / "launch.sh").write_text("#!/usr/bin/env bash\n" + command)
+        if spec is not None:
+            (out / "launch.json").write_text(json.dumps(spec.to_json(), indent=2))
+        (out / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+        if result.phases:
+            (out / "phases.json").write_text(json.dumps(result.phases, indent=2, default=str))
+            # A picture is a convenience: a plotting library that cannot draw here (seen on
+            # the GPU machine) must not cost the trial, which Ray would then run again.
+            try:
+                fig = _plots.phase_figure(result.phases, title=f"{trial_id} ({result.status})")
+                if fig is not None:
+                    fig.savefig(out / "phases.png", dpi=100)
+            except Exception as exc:  # noqa: BLE001 - any plotting failure
+                (out / "phases_png_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+        if result.log_tail:
+            (out / "server_log_tail.txt").write_text(result.log_tail)
+        if result.records:
+            with open(out / "requests.jsonl", "w") as fh:
+                fh.writelines(json.dumps(record, default=str) + "\n" for record in result.records)
+        retry(lambda: client.log_artifacts(run_id, tmp))
+
+
+def _note(result: TrialResult) -> str:
+    lines = [f"**{result.status}**" + (f": {result.reason}" if result.reason else "")]
+    if result.status == Status.FAILED and result.log_tail:
+        tail = "\n".join(result.log_tail.splitlines()[-20:])
+        lines.append("Server log tail (full tail in server_log_tail.txt):\n\n```\n" + tail + "\n```")
+    return "\n\n".join(lines)
