@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.sglang.backend import get_backend
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
 from autotune.space._build import build_space
@@ -239,7 +240,7 @@ class SearchSpace(SpaceWalk):
         Raises:
             ConfigError: Naming the missing path, its field and line.
         """
-        if self.backend == "sglang":
+        if not get_backend(self.backend).emulated:  # the emulator reads no model files
             checks = [("model_path", self.model_path)]
             if self.draft_model_path and self._can_speculate():
                 checks.append(("draft_model_path", self.draft_model_path))

@@ -13,6 +13,7 @@ import json
 import sys
 
 from autotune import cli
+from autotune.sglang.backend import get_backend
 from autotune.errors import AutotuneError
 from autotune.space.workload import Workload
 from autotune.trial.baselines import FileBaselineStore
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if reason:
             print(f"error: --params: {reason}", file=sys.stderr)
             return 2
-        if space.backend == "sglang":
+        if not get_backend(space.backend).emulated:
             space.check_paths()
         config = space.trial_config(params)
         base_cfg = None if config.is_baseline else space.trial_config(space.baseline_params(params))
