@@ -164,7 +164,7 @@ def zero_work_trainable(config: dict[str, Any], ctx: Any) -> None:
     from ray import tune
 
     from autotune.sim.evaluate import ModelEvaluator
-    from autotune.search.trainable import _space, to_report
+    from autotune.search.trainable import _space, report_of
     from autotune.trial.result import TrialResult
     from autotune.trial.verdict import judge
 
@@ -181,7 +181,7 @@ def zero_work_trainable(config: dict[str, Any], ctx: Any) -> None:
 
     baseline = judge(result_of(base, baseline=True), None)
     result = judge(result_of(exp, baseline=False), baseline)
-    tune.report(to_report(result, space, baseline=None, baseline_key="zero-work"))
+    tune.report(report_of(result, space, baseline=None, baseline_key="zero-work").to_metrics())
 
 
 def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:

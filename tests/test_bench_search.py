@@ -94,6 +94,7 @@ def test_baselines_count_as_trials_and_failures_are_never_picked(tmp_path):
     out = oracle.run(tp4)
     assert oracle.trials == 2 and oracle.baselines == 1 and oracle.failed == 2
     assert out.constraints["failed"] == 1.0 and out.attrs["status"] == "failed"
+    assert out.objective is None  # unknown, never a made-up 0 tok/s
     assert out.attrs["baseline_status"] == "failed"
     assert oracle.success_at is None
 
@@ -119,13 +120,13 @@ def test_noise_is_common_across_strategies_and_repeats_differ(tmp_path):
     problem = load_problem(tiny(tmp_path))
     cfg = problem.configs[3]
     a, b = Oracle(problem, seed=5, noise_cv=0.02), Oracle(problem, seed=5, noise_cv=0.02)
-    first = a.run(cfg).value
-    assert b.run(cfg).value == first
-    again = a.run(cfg).value
+    first = a.run(cfg).objective
+    assert b.run(cfg).objective == first
+    again = a.run(cfg).objective
     assert again != first and a.duplicates == 1
     c = Oracle(problem, seed=6, noise_cv=0.02)
-    assert c.run(cfg).value != first
-    exact = Oracle(problem, seed=5, noise_cv=0.0).run(cfg).value
+    assert c.run(cfg).objective != first
+    exact = Oracle(problem, seed=5, noise_cv=0.0).run(cfg).objective
     assert exact == pytest.approx(problem.truth(cfg)["output_tok_s"])
 
 

@@ -203,7 +203,7 @@ def test_replayed_measurements_are_the_recorded_repeats(swept: Swept) -> None:
         for seed in (0, 0, 7):
             oracle = Oracle(problem, seed=seed, noise_cv=0.0)
             runs.append([oracle.run(cfg) for _ in range(4)])
-        values = [[m.value for m in run] for run in runs]
+        values = [[m.objective for m in run] for run in runs]
         assert values[0] == values[1]  # same seed, same draws
         for run, vals in zip(runs, values):
             # Each pass of two measurements walks through both recorded repeats.
@@ -214,8 +214,8 @@ def test_replayed_measurements_are_the_recorded_repeats(swept: Swept) -> None:
                 assert m.attrs["accept_length"] == rec["accept_length"]
                 # Phase times move with the draw, as cycle_ms = wall / cycles does.
                 assert m.attrs["phases"]["cycle_ms"] == pytest.approx(
-                    rec["phases"]["cycle_ms"] * rec["output_tok_s"] / m.value)
-                assert m.attrs["speedup"] == pytest.approx(m.value / m.attrs["baseline_tok_s"])
+                    rec["phases"]["cycle_ms"] * rec["output_tok_s"] / m.objective)
+                assert m.attrs["speedup"] == pytest.approx(m.objective / m.attrs["baseline_tok_s"])
 
 
 def test_min_speedup_of_a_space_override_decides_feasibility(swept: Swept) -> None:

@@ -97,12 +97,7 @@ def drive(problem, sampler, *, seed: int, trials: int, noise_cv: float = 0.0):
     oracle = Oracle(problem, seed=seed, noise_cv=noise_cv)
     for _ in range(trials):
         trial = study.ask()
-        measured = oracle.run(problem.space.suggest(trial))
-        for k, v in measured.attrs.items():
-            trial.set_user_attr(k, v)
-        for k, v in measured.constraints.items():
-            trial.set_constraint(k, v)
-        study.tell(trial, measured.value)
+        oracle.run(problem.space.suggest(trial)).tell(study, trial, maximize=True)
     return study, oracle
 
 

@@ -68,12 +68,7 @@ def drive(problem, sampler, *, seed: int, trials: int, phase_data: bool = True):
         trial = study.ask()
         params = problem.space.suggest(trial)
         proposed.append(params)
-        measured = oracle.run(params)
-        for k, v in measured.attrs.items():
-            trial.set_user_attr(k, v)
-        for k, v in measured.constraints.items():
-            trial.set_constraint(k, v)
-        study.tell(trial, measured.value)
+        oracle.run(params).tell(study, trial, maximize=True)
     return proposed, oracle, study
 
 

@@ -148,7 +148,7 @@ def test_searcher_reads_flattened_results_as_constraints() -> None:
 
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
     from autotune.space.search_space import load_space
-    from autotune.search.trainable import to_report
+    from autotune.search.trainable import report_of
     from autotune.trial.result import TrialResult
     from autotune.trial.verdict import judge
 
@@ -169,7 +169,7 @@ def test_searcher_reads_flattened_results_as_constraints() -> None:
     results = [judge(fast, base, slos=slos), judge(slow_ok, base, slos=slos), judge(crashed, base)]
     for i, result in enumerate(results):
         assert searcher.suggest(f"t{i}") is not None
-        flat = flatten_dict(to_report(result, space, baseline=None, baseline_key="k"))
+        flat = flatten_dict(report_of(result, space, baseline=None, baseline_key="k").to_metrics())
         assert "constraints" not in flat and "constraints/break_even" in flat
         searcher.on_trial_complete(f"t{i}", result=flat)
 
@@ -463,8 +463,8 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
 
     callback.on_trial_error(0, [], LostTrial())
     tid, config, report = state["errored"]["abc_00001"]
-    assert report["status"] == "failed" and report["objective"] is None and report["feasible"] is False
-    assert "errored inside Ray: RuntimeError: The actor died unexpectedly" in report["reason"]
+    assert report.status == "failed" and report.objective is None and report.feasible is False
+    assert "errored inside Ray: RuntimeError: The actor died unexpectedly" in report.reason
     assert "abc_00001" in out.getvalue() and "failed" in out.getvalue()
     run = next(r for r in tracker.trial_runs(tracker.parent_run_id) if r.trial_id == "abc_00001")
     assert run.mlflow_status == "FAILED" and run.status == "failed" and run.kind == "trial"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.space.search_space import load_space
-from autotune.search.trainable import constraint_values, sampler_attrs, to_report
+from autotune.search.trainable import constraint_values, report_of, sampler_attrs
 from autotune.trial.baselines import FileBaselineStore, reusable_baseline as _reusable
 from autotune.trial.outcome import Failure
 from autotune.trial.result import TrialResult
@@ -68,13 +68,13 @@ def test_report_never_turns_unknown_into_zero():
     space = load_space(DEMO)
     base = judge(result(is_baseline=True, output_tok_s=90.0), None)
     crash = judge(result(status="failed", reason="crashed", output_tok_s=None, phases=None), base)
-    rep = to_report(crash, space, baseline=None, baseline_key="g")
-    assert rep["objective"] is None
-    assert rep["output_tok_s"] is None and rep["speedup"] is None
+    rep = report_of(crash, space, baseline=None, baseline_key="g")
+    assert rep.objective is None
+    assert rep.output_tok_s is None and rep.speedup is None
     attrs = sampler_attrs(crash)
     assert attrs["baseline_status"] == "feasible"
     assert attrs["phases"]["cycle_ms"] is None
-    assert rep["feasible"] is False
+    assert rep.feasible is False and rep.to_metrics()["feasible"] is False
 
 
 

@@ -10,7 +10,6 @@ is reported, by the callback and by the driver alike.
 from __future__ import annotations
 
 import heapq
-import json
 import time
 from typing import Any
 
@@ -37,7 +36,7 @@ class Callbacks:
     def make(table: Any, tracker: Any, state: dict[str, Any], *, key: str) -> Any:
         from ray.tune import Callback
 
-        from autotune.trial.result import TrialResult
+        from autotune.search.report import TrialReport
 
         # Tuner overhead of a trial: from the moment its slot was free (the previous trial's
         # bookkeeping done, or the start of the run) to the end of its own bookkeeping, minus what
@@ -65,24 +64,19 @@ class Callbacks:
                 state["started"][trial.trial_id] = began
 
             def on_trial_complete(self, iteration, trials, trial, **info):
-                result = trial.last_result or {}
+                report = TrialReport.from_metrics(trial.last_result)
                 started = state["started"].pop(trial.trial_id, None)
-                measured = None
-                if result.get("trial_result"):
-                    measured = json.loads(result["trial_result"]).get("duration_s") or 0.0
-                    if result.get("baseline_result"):
-                        measured += json.loads(result["baseline_result"]).get("duration_s") or 0.0
-                if "status" in result:
-                    state["results"].append((trial.trial_id, dict(trial.config), result))
-                    table.row(trial=trial.trial_id, params=trial.config, result=result)
+                measured = report.measured_s if report is not None and report.result is not None else None
+                if report is not None:
+                    state["results"].append((trial.trial_id, dict(trial.config), report))
+                    table.row(trial=trial.trial_id, params=trial.config, report=report)
                     if tracker is not None:
-                        if result.get("baseline_result"):
-                            base = TrialResult.from_dict(json.loads(result["baseline_result"]))
-                            tracker.log_trial(f"baseline-{_short(result.get('baseline_key'))}",
-                                              base, kind="baseline")
-                        tracker.log_trial(trial.trial_id, TrialResult.from_dict(
-                            json.loads(result["trial_result"])),
-                            kind="baseline" if result.get("is_baseline") else "trial")
+                        if report.baseline is not None:
+                            tracker.log_trial(f"baseline-{_short(report.baseline_key)}",
+                                              report.baseline, kind="baseline")
+                        if report.result is not None:
+                            tracker.log_trial(trial.trial_id, report.result,
+                                              kind="baseline" if report.is_baseline else "trial")
                 self._free(started, measured)
 
             def on_trial_error(self, iteration, trials, trial, **info):
@@ -90,12 +84,12 @@ class Callbacks:
                 # trial) is a failed trial like any other: in the table, MLflow and the counts.
                 self._free(state["started"].pop(trial.trial_id, None), None)
                 err = trial.get_error() if hasattr(trial, "get_error") else None
-                result, report = errored_report(state.get("space"), dict(trial.config or {}), err)
+                report = errored_report(state.get("space"), dict(trial.config or {}), err)
                 state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
-                table.row(trial=trial.trial_id, params=trial.config, result=report)
+                table.row(trial=trial.trial_id, params=trial.config, report=report)
                 if tracker is not None:
-                    tracker.log_trial(trial.trial_id, result,
-                                      kind="baseline" if result.is_baseline else "trial")
+                    tracker.log_trial(trial.trial_id, report.result,
+                                      kind="baseline" if report.is_baseline else "trial")
 
             def _free(self, started: float | None, measured: float | None) -> None:
                 if started is None:
@@ -115,10 +109,10 @@ def _short(key: str | None) -> str:
     return hashlib.sha1((key or "").encode()).hexdigest()[:12]
 
 
-def errored_report(space: Any, config: dict[str, Any],
-                   error: BaseException | None) -> tuple[Any, dict[str, Any]]:
-    """A trial that errored inside Ray: its failed result (the error as its reason) and the
-    report it stands in for."""
+def errored_report(space: Any, config: dict[str, Any], error: BaseException | None) -> Any:
+    """A trial that errored inside Ray, as the report it stands in for: a failed result with the
+    error as its reason (a :class:`~autotune.search.report.TrialReport`)."""
+    from autotune.search.report import TrialReport
     from autotune.trial.outcome import Failure, Status
     from autotune.trial.result import TrialResult
 
@@ -133,6 +127,4 @@ def errored_report(space: Any, config: dict[str, Any],
             is_baseline = not config.get("speculative_algorithm")
     result = TrialResult(status=Status.FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
                          feasible=False, failure=Failure.ERROR.value)
-    return result, {"status": Status.FAILED, "reason": reason, "feasible": False, "is_baseline": is_baseline,
-                     "objective": None, "output_tok_s": None, "speedup": None, "accept_length": None,
-                     "trial_result": json.dumps(result.to_dict(), default=str)}
+    return TrialReport(objective=None, constraints={"failed": 1.0}, result=result)

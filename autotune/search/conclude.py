@@ -17,12 +17,13 @@ from autotune.sglang.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.options import SearchOptions, SearchOutcome
+from autotune.search.report import TrialReport
 from autotune.space.warm_start import compare_to_default
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
 
 
-def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space: Any,
+def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any, space: Any,
                        repeats: int, out: TextIO) -> list[tuple[dict, Any, Any]]:
     """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs."""
     import ray
@@ -61,20 +62,19 @@ def _confirm_finalists(candidates: list[tuple[str, dict, dict]], ctx: Any, space
     return done + ray.get(refs)
 
 
-def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state: dict,
+def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]], state: dict,
               *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
               opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
     from autotune.trial.result import TrialResult
 
-    statuses = [m.get("status") for _, _, m in results]
+    statuses = [r.status for _, _, r in results]
     maximize = space.objective.direction == "maximize"
 
-    def key(item: tuple[str, dict, dict]) -> float:
-        v = item[2].get("objective")
+    def key(item: tuple[str, dict, TrialReport]) -> float:
+        v = item[2].objective
         return v if maximize else -v
 
-    spec_ok = [r for r in results if r[2].get("feasible") and not r[2].get("is_baseline")
-               and r[2].get("objective") is not None]
+    spec_ok = [r for r in results if r[2].feasible and not r[2].is_baseline and r[2].objective is not None]
     spec_ok.sort(key=key, reverse=True)
     finalists_out: list[dict[str, Any]] = []
     finalist_cands: list[Candidate] = []
@@ -90,7 +90,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state:
         confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
         for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
             finalists_out.append({"trial_id": tid, "params": params,
-                                  "search_tok_s": first.get("output_tok_s"),
+                                  "search_tok_s": first.output_tok_s,
                                   "confirmed_tok_s": result.output_tok_s,
                                   "confirmed_speedup": result.speedup,
                                   "status": result.status, "reason": result.reason})
@@ -99,7 +99,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state:
                                   confirmed=bool(result.feasible))
                 if base is not None:
                     tracker.log_trial(f"finalist-{tid}-baseline", base, kind="baseline")
-            print(f"  finalist {tid}: search {num(first.get('output_tok_s'), '.1f')} tok/s -> "
+            print(f"  finalist {tid}: search {num(first.output_tok_s, '.1f')} tok/s -> "
                   f"confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
                   f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
             finalist_cands.append(_candidate(result, space, stage=FINALIST))
@@ -107,15 +107,14 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, dict]], state:
                 finalist_cands.append(_candidate(base, space))
                 fresh_baseline[id(result)] = base
     if not interrupted:
-        trial_cands = [_candidate(TrialResult.from_dict(json.loads(m["trial_result"])), space)
-                       for _, _, m in results if m.get("trial_result")]
+        trial_cands = [_candidate(r.result, space) for _, _, r in results if r.result is not None]
         base_cands = [_candidate(b, space) for b in _baselines(results, ctx)]
         pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
         if pick is not None:
             winner, baseline_wins = pick.ref, pick.is_baseline
             # A speculative winner is a confirmed finalist (finalists always run before this).
             baseline = winner if baseline_wins else fresh_baseline.get(id(winner))
-    default = compare_to_default(warm, [{**m, "params": cfg} for _, cfg, m in results],
+    default = compare_to_default(warm, [{**r.record(), "params": cfg} for _, cfg, r in results],
                                  winner.to_dict() if winner else None, space=space)
     outcome = SearchOutcome(
         name=name, winner=winner.to_dict() if winner else None,
@@ -141,19 +140,17 @@ def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
                      feasible=result.status == Status.FEASIBLE, stage=stage)
 
 
-def _baselines(results: list[tuple[str, dict, dict]], ctx: Any) -> list[Any]:
+def _baselines(results: list[tuple[str, dict, TrialReport]], ctx: Any) -> list[Any]:
     """Every measured baseline of the search (trials with speculation off, and the store)."""
     from autotune.trial.baselines import FileBaselineStore
     from autotune.trial.result import TrialResult
 
     found = []
-    for _, _, m in results:
-        if m.get("is_baseline") and m.get("status") == Status.FEASIBLE and m.get("trial_result"):
-            found.append(TrialResult.from_dict(json.loads(m["trial_result"])))
-        elif m.get("baseline_result"):
-            b = TrialResult.from_dict(json.loads(m["baseline_result"]))
-            if b.ok:
-                found.append(b)
+    for _, _, r in results:
+        if r.is_baseline and r.status == Status.FEASIBLE and r.result is not None:
+            found.append(r.result)
+        elif r.baseline is not None and r.baseline.ok:
+            found.append(r.baseline)
     store = FileBaselineStore(ctx.baseline_dir)
     for path in sorted(store.dir.glob("*.json")):
         try:

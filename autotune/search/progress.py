@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping, TextIO
 
+from autotune.search.report import TrialReport
 from autotune.space import synthetic
 from autotune.trial.outcome import Status
 
@@ -55,25 +56,25 @@ class ProgressTable:
         print(self.header_line, file=self.out, flush=True)
         print("-" * len(self.header_line), file=self.out, flush=True)
 
-    def row(self, *, trial: str, params: Mapping[str, Any], result: Mapping[str, Any],
+    def row(self, *, trial: str, params: Mapping[str, Any], report: TrialReport,
             label: str | None = None) -> None:
         if self.rows == 0:
             self.header()
         self.rows += 1
-        value = result.get("objective")
-        if result.get("feasible") and value is not None:
+        value = report.objective
+        if report.feasible and value is not None:
             if self.best is None or (value > self.best if self.maximize else value < self.best):
                 self.best = value
                 self.best_params = describe_params(params)
-        status = result.get("status") or "?"
+        status = report.status or "?"
         text = describe_params(params) if label is None else label
         # A forced accept length is marked "s": it is the synthetic model's, not a draft's.
-        forced = result.get("acceptance") == synthetic.SYNTHETIC and result.get("accept_length") is not None
-        accept = _fmt(result.get("accept_length"), "5.2f") + "s" if forced else _fmt(result.get("accept_length"), "6.2f")
+        forced = report.acceptance == synthetic.SYNTHETIC and report.accept_length is not None
+        accept = _fmt(report.accept_length, "5.2f") + "s" if forced else _fmt(report.accept_length, "6.2f")
         print(f"{self.rows:>3} {trial[:14]:<14} {text[:52]:<52} "
-              f"{_fmt(result.get('output_tok_s'), '8.1f')} {accept:>6} "
-              f"{_fmt(result.get('speedup'), '7.3f')} {status:<10} {_fmt(self.best, '10.1f')}",
+              f"{_fmt(report.output_tok_s, '8.1f')} {accept:>6} "
+              f"{_fmt(report.speedup, '7.3f')} {status:<10} {_fmt(self.best, '10.1f')}",
               file=self.out, flush=True)
-        reason = result.get("reason")
+        reason = report.reason
         if reason and status != Status.FEASIBLE:
             print(f"{'':>18}-> {reason[:110]}", file=self.out, flush=True)

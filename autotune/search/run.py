@@ -22,6 +22,7 @@ from autotune import cli
 from autotune.sglang.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
 from autotune.search.callbacks import LIVE_CALLBACKS, Callbacks, errored_report
+from autotune.search.report import TrialReport
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
 from autotune.search.conclude import conclude
 from autotune.search.console import print_summary
@@ -171,8 +172,9 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     errored = dict(state["errored"])
     for r in grid:
         metrics = r.metrics or {}
-        if "status" in metrics:
-            all_results.append((metrics.get("trial_id", ""), dict(r.config or {}), metrics))
+        report = TrialReport.from_metrics(metrics)
+        if report is not None:
+            all_results.append((metrics.get("trial_id", ""), dict(r.config or {}), report))
         elif r.error is not None:
             # Seen by this session's callback, or (after a resume) only in Ray's own record.
             same = [k for k, (_, cfg, _) in errored.items() if cfg == dict(r.config or {})]
@@ -181,7 +183,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
             else:
                 tid = Path(r.path).name if getattr(r, "path", None) else ""
                 all_results.append((tid, dict(r.config or {}),
-                                    errored_report(space, dict(r.config or {}), r.error)[1]))
+                                    errored_report(space, dict(r.config or {}), r.error)))
         else:
             unfinished += 1
     ended = len(all_results)

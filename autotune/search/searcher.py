@@ -1,7 +1,8 @@
 """Ray Tune's OptunaSearch, taught constraints and the phase data a model-based sampler needs.
 
-Ray's ``OptunaSearch.on_trial_complete`` only calls ``study.tell(value)``. Here, before telling,
-each Optuna trial gets:
+Ray's ``OptunaSearch.on_trial_complete`` only calls ``study.tell(value)``. Here the trial's
+:class:`~autotune.search.report.TrialReport` is told instead (:meth:`~autotune.search.report.TrialReport.tell`),
+so each Optuna trial gets:
 
 - its constraint values (``<= 0`` is feasible): break-even (speculation must beat its baseline),
   each SLO, and "the config failed";
@@ -15,43 +16,14 @@ Only infrastructure errors (a Ray worker lost) arrive with ``error=True`` and be
 from __future__ import annotations
 
 import logging
-import math
-from typing import Any, Mapping
+from typing import Any
 
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
-from autotune.trial.winner import unmeasured_value
+from autotune.search.report import TrialReport
 
 log = logging.getLogger(__name__)
-
-# Keys of a trial's reported result that this module reads.
-OBJECTIVE = "objective"
-CONSTRAINTS = "constraints"          # dict name -> float, <= 0 feasible
-ATTRS = "sampler_attrs"              # dict copied into Optuna user attrs
-
-
-def _section(result: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    """``result[key]`` as a nested dict, or None when the result has no such section.
-
-    Tune hands searchers the result flattened (``flatten_dict``: ``{"constraints/failed": 0.0,
-    "sampler_attrs/phases/draft_ms": ...}``); a caller outside Tune may pass it nested.
-    """
-    value = result.get(key)
-    if isinstance(value, Mapping):
-        return dict(value)
-    prefix = key + "/"
-    out: dict[str, Any] = {}
-    for name, leaf in result.items():
-        if not name.startswith(prefix):
-            continue
-        node = out
-        *parents, last = name[len(prefix):].split("/")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = leaf
-    return out or None
-
 
 class DefineByRun:
     """Picklable define-by-run function: the space's own ``suggest``."""
@@ -78,20 +50,12 @@ class ConstrainedOptunaSearch(OptunaSearch):
         ot_trial = self._ot_trials.get(trial_id)
         if ot_trial is None:
             return
-        constraints = _section(result, CONSTRAINTS) if result and not error else None
-        if constraints is None:
+        report = TrialReport.from_metrics(result) if not error else None
+        if report is None:
             super().on_trial_complete(trial_id, result=None, error=True)
             return
-        for key, value in (_section(result, ATTRS) or {}).items():
-            ot_trial.set_user_attr(key, value)
-        for key, value in constraints.items():
-            ot_trial.set_constraint(key, float(value))
-        value = result.get(OBJECTIVE)
-        if value is None or not math.isfinite(value):
-            ot_trial.set_user_attr("objective_unmeasured", True)
-            value = unmeasured_value(maximize=self._mode == "max")
         try:
-            self._ot_study.tell(ot_trial, float(value), state=optuna.trial.TrialState.COMPLETE)
+            report.tell(self._ot_study, ot_trial, maximize=self._mode == "max")
         except Exception as exc:  # Optuna refuses a value: keep the search going, say why.
             log.warning("Optuna refused trial %s: %s", trial_id, exc)
         self._completed_trials.add(trial_id)

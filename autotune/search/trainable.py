@@ -8,12 +8,11 @@ and the full ``TrialResult`` (and the baseline's, when measured here) for MLflow
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from autotune.search.searcher import ATTRS, CONSTRAINTS, OBJECTIVE
+from autotune.search.report import TrialReport
 from autotune.trial.winner import known
 from autotune.trial.baselines import FileBaselineStore, group_key
 from autotune.trial.measure import MeasureSettings, baseline_for, measure, slos_of
@@ -91,29 +90,13 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
     }
 
 
-def to_report(result: TrialResult, space: Any, *, baseline: TrialResult | None,
-              baseline_key: str | None) -> dict[str, Any]:
-    """The dict a trial reports to Ray Tune; its objective is the space's, None when unknown."""
+def report_of(result: TrialResult, space: Any, *, baseline: TrialResult | None,
+              baseline_key: str | None) -> TrialReport:
+    """What a judged trial tells the search; its objective is the space's, None when unknown."""
     objective = known(result.metric(space.objective.metric)) if result.ok else None
-    return {
-        OBJECTIVE: objective,
-        CONSTRAINTS: constraint_values(result, space),
-        ATTRS: sampler_attrs(result),
-        "status": result.status,
-        "reason": result.reason,
-        "feasible": bool(result.feasible),
-        "is_baseline": result.is_baseline,
-        "output_tok_s": result.output_tok_s,
-        "speedup": result.speedup,
-        "accept_length": result.accept_length,
-        "acceptance": result.acceptance,
-        "break_even_accept_length": result.break_even_accept_length,
-        "baseline_tok_s": result.baseline_tok_s,
-        "trial_result": json.dumps(result.to_dict(records=True), default=str),
-        "baseline_result": json.dumps(baseline.to_dict(records=True), default=str)
-        if baseline is not None else None,
-        "baseline_key": baseline_key,
-    }
+    return TrialReport(objective=objective, constraints=constraint_values(result, space),
+                       attrs=sampler_attrs(result), result=result, baseline=baseline,
+                       baseline_key=baseline_key)
 
 
 def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "trial",
@@ -171,7 +154,7 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
         settings = MeasureSettings(**{**settings.__dict__, "workdir": os.path.join(ctx.workdir, "logs")})
     result, baseline, key = run_config(config, ctx, name=trial_name, settings=settings)
     space = _space(ctx.space_path)
-    tune.report(to_report(result, space, baseline=baseline, baseline_key=key))
+    tune.report(report_of(result, space, baseline=baseline, baseline_key=key).to_metrics())
 
 
 class TrialResources:

@@ -30,6 +30,7 @@ from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.trial.outcome import Status
+from autotune.search.report import TrialReport
 
 
 def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
@@ -229,15 +230,6 @@ def load_problem(space_path: str | None = None, *, profile: str | None = None,
     return problem
 
 
-@dataclass
-class Measured:
-    """What one trial reports to Optuna."""
-
-    value: float
-    attrs: dict[str, Any]
-    constraints: dict[str, float]
-
-
 class Oracle:
     """Measures configs for one run (one strategy, one seed) and tracks its pick.
 
@@ -293,7 +285,7 @@ class Oracle:
         if best_key is not None and self._true[best_key] >= self.p.target:
             self.success_at = self.trials
 
-    def run(self, params: Mapping[str, Any]) -> Measured:
+    def run(self, params: Mapping[str, Any]) -> TrialReport:
         """Measure one proposed config (and its group's baseline first, if new)."""
         space = self.p.space
         base_params = space.baseline_params(dict(params))
@@ -321,14 +313,13 @@ class Oracle:
         return self._report(m, base, is_baseline=False)
 
     def _report(self, m: Mapping[str, Any], base: Mapping[str, Any] | None, *,
-                is_baseline: bool) -> Measured:
+                is_baseline: bool) -> TrialReport:
         """The objective, constraints and user attrs a trial reports (as the trainable does)."""
         base_status = None if base is None else ("failed" if not base["ok"] else "feasible")
         if not m["ok"]:
             attrs = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
-                     "objective_unmeasured": True, "baseline_status": base_status}
-            return Measured(value=0.0, attrs=attrs,
-                            constraints={"failed": 1.0, "break_even": 1.0})
+                     "baseline_status": base_status}
+            return TrialReport(objective=None, attrs=attrs, constraints={"failed": 1.0, "break_even": 1.0})
         tok_s = m["tok_s"]
         attrs: dict[str, Any] = {"is_baseline": is_baseline, "output_tok_s": tok_s}
         if is_baseline:
@@ -336,7 +327,7 @@ class Oracle:
             if self.phase_data:
                 attrs["baseline_decode_step_ms"] = m["phases"].get("cycle_ms")
                 attrs["phases"] = m["phases"]
-            return Measured(value=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": 0.0})
+            return TrialReport(objective=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": 0.0})
         base_ok = base is not None and base["ok"]
         speedup = tok_s / base["tok_s"] if base_ok else None
         feasible = pays(speedup, self.p.space)
@@ -349,4 +340,4 @@ class Oracle:
             attrs["accept_length"] = m.get("accept_length")
             attrs["spec_correct_drafts_histogram"] = m.get("histogram")
         be = (min_speedup(self.p.space) - speedup + 1e-9) if speedup is not None else 1.0
-        return Measured(value=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": be})
+        return TrialReport(objective=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": be})

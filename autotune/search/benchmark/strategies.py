@@ -65,12 +65,7 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
     while oracle.trials < budget and oracle.success_at is None:
         trial = study.ask()
         params = problem.space.suggest(trial)
-        measured = oracle.run(params)
-        for k, v in measured.attrs.items():
-            trial.set_user_attr(k, v)
-        for k, v in measured.constraints.items():
-            trial.set_constraint(k, v)
-        study.tell(trial, measured.value)
+        oracle.run(params).tell(study, trial, maximize=True)  # as the search's searcher tells it
         if oracle.success_at is not None:
             plan = study._storage.get_trial_system_attrs(trial._trial_id).get(PLAN_KEY)
             reached_by = plan.get("reason") if isinstance(plan, dict) else None

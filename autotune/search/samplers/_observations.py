@@ -14,6 +14,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.trial.outcome import Status
+from autotune.search.report import UNMEASURED_ATTR
 
 #: System attr holding the config a planning sampler chose for a trial.
 PLAN_KEY = "autotune:plan"
@@ -77,7 +78,7 @@ def _status(trial: FrozenTrial, attrs: Mapping[str, Any]) -> str:
     if status == Status.OK:
         return Status.FEASIBLE
     constraints = trial.constraints
-    if constraints.get("failed", 0.0) > 0 or attrs.get("objective_unmeasured"):
+    if constraints.get("failed", 0.0) > 0 or attrs.get(UNMEASURED_ATTR):
         return Status.FAILED
     if any(v > 0 for v in constraints.values()):
         return Status.INFEASIBLE
@@ -89,7 +90,7 @@ def read_observation(trial: FrozenTrial, index: int | None) -> Observation:
     attrs = trial.user_attrs
     status = _status(trial, attrs)
     value = _num(attrs.get("output_tok_s"))
-    if value is None and status != Status.FAILED and not attrs.get("objective_unmeasured"):
+    if value is None and status != Status.FAILED and not attrs.get(UNMEASURED_ATTR):
         value = _num(trial.value) if trial.values is not None and len(trial.values) == 1 else None
     if value is None:
         status = Status.FAILED
