@@ -1,18 +1,9 @@
 """``python -m autotune.nccl_probe``: rank NCCL settings by all-reduce latency at a model's sizes.
 
-A server restart costs minutes; an NCCL setting changes small all-reduce latency by up to ~1.6x
-(REFERENCE.md section 4). This probe measures bf16 all-reduce of ``tokens x hidden`` messages
-for each candidate environment, in fresh processes on this node's GPUs (torch.distributed,
-one new process group per candidate, CUDA events around each call, median after warm-up), and
-ranks the candidates by decode-size latency. See ``docs/nccl-probe.md``.
-
-Phases by message size: ``tokens <= decode_max_tokens`` (8) is decode, ``<= verify_max_tokens``
-(64) is verify, larger is prefill. A candidate's phase latency is the mean of its medians over
-that phase's sizes. Ranking is by decode latency, ties broken by verify, then prefill.
-
-Backends: ``nccl`` (GPUs), ``gloo`` (CPU processes: the same logic, for tests), ``sim`` (the
-emulator's modelled NCCL latency; nothing runs), ``auto`` (nccl when there are ``tp`` GPUs, else
-gloo). This module and its workers import neither Ray nor MLflow.
+The command: its arguments, a space's candidates (``--space``) or a file's, and the report. What
+is measured and how candidates are ranked is :mod:`autotune.nccl.probe`'s; see
+``docs/nccl-probe.md``. It sits above ``space/`` in the layout (reading a space's candidates), which
+is why it is not part of ``nccl/``.
 """
 
 from __future__ import annotations

@@ -71,6 +71,17 @@ def _finish_type(chunk: Any) -> tuple[str | None, int | None]:
     return "length", None
 
 
+async def _collect(state: SimState, req: GenRequest) -> tuple[list[int], str | None, int | None]:
+    """A non-streamed request run to its end: its token ids, finish reason and matched stop."""
+    ids: list[int] = []
+    last = None
+    async for chunk in drive(state, req):
+        ids.extend(chunk.token_ids)
+        last = chunk
+    finish, matched = _finish_type(last) if last is not None else ("length", None)
+    return ids, finish, matched
+
+
 async def completions(request: Request) -> Response:
     state: SimState = request.app.state.sim
     try:
@@ -98,12 +109,7 @@ async def completions(request: Request) -> Response:
     if req.streaming:
         return StreamingResponse(_completion_stream(state, req, model, created, include_usage, continuous),
                                  media_type="text/event-stream")
-    ids: list[int] = []
-    last = None
-    async for chunk in drive(state, req):
-        ids.extend(chunk.token_ids)
-        last = chunk
-    finish, matched = _finish_type(last) if last is not None else ("length", None)
+    ids, finish, matched = await _collect(state, req)
     return JSON({
         "id": req.rid, "object": "text_completion", "created": created, "model": model,
         "choices": [{"index": 0, "text": tokens.detokenize(ids), "logprobs": None,
@@ -159,12 +165,7 @@ async def chat_completions(request: Request) -> Response:
         return StreamingResponse(_chat_stream(state, req, model, created, include_usage, continuous,
                                               spec_details=spec_details),
                                  media_type="text/event-stream")
-    ids: list[int] = []
-    last = None
-    async for chunk in drive(state, req):
-        ids.extend(chunk.token_ids)
-        last = chunk
-    finish, matched = _finish_type(last) if last is not None else ("length", None)
+    ids, finish, matched = await _collect(state, req)
     return JSON({
         "id": req.rid, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0,
