@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "autotune"
 #: emulator tools are their own entries so that the core's rule can be checked apart from theirs.
 ORDER = ("errors", "names", "_yaml_lines", "cli", "sglang", "sim", "nccl", "space", "sim.evaluate", "launch",
          "server", "bench", "profile", "trial", "tracking", "sim.fit", "export", "search", "nccl_probe",
-         "bench_search", "data")
+         "bench_search", "__main__", "data")
 #: What the emulator core may import besides itself (the issue's rule: the core imports only sglang/).
 SIM_CORE_MAY_IMPORT = {"errors", "names", "sglang"}
 MAX_LINES = 400

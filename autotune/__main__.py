@@ -1,0 +1,60 @@
+"""``autotune COMMAND [ARGS]`` (also ``python -m autotune``): every command of the tool under one name.
+
+Each subcommand is the module command of the same job, given the rest of the arguments, with the
+same flags, output and exit codes (``autotune.cli``): ``autotune search --space S`` is
+``python -m autotune.search --space S``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from autotune import cli
+
+#: Subcommand -> (the module whose ``main(argv)`` runs it, what it does).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "search": ("autotune.search.run", "run a search over a space (Ray Tune + Optuna + MLflow)"),
+    "trial": ("autotune.trial.command", "measure one config of a space and its baseline"),
+    "export": ("autotune.export.command", "the winning launch command of a search"),
+    "probe": ("autotune.nccl_probe", "rank NCCL settings by all-reduce latency"),
+    "evaluate": ("autotune.sim.evaluate", "the emulator's model of every config of a space, no servers"),
+    "bench-search": ("autotune.search.benchmark.command", "trials each search strategy needs"),
+    "store-copy": ("autotune.tracking.store_copy", "a brought-back MLflow store, readable here"),
+}
+
+
+def usage() -> str:
+    """The list of subcommands, as ``--help`` prints it."""
+    width = max(len(name) for name in COMMANDS)
+    rows = "\n".join(f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items())
+    return (f"usage: autotune COMMAND [ARGS]   (or python -m autotune COMMAND [ARGS])\n\n"
+            f"commands:\n{rows}\n\n"
+            "autotune COMMAND --help shows a command's own flags; autotune --version the versions.\n"
+            "Example: autotune search --space search_spaces/demo.yaml")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand ``argv[0]`` with the rest; returns its exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        print(usage(), file=sys.stderr)
+        return cli.BAD_INPUT
+    name, rest = argv[0], argv[1:]
+    if name in ("-h", "--help"):
+        print(usage())
+        return cli.OK
+    if name == "--version":
+        print(cli.version_text())
+        return cli.OK
+    if name not in COMMANDS:
+        print(f"error: unknown command {name!r}; use one of {', '.join(COMMANDS)} "
+              "(autotune --help lists them)", file=sys.stderr)
+        return cli.BAD_INPUT
+    module = importlib.import_module(COMMANDS[name][0])
+    code = module.main(rest)
+    return cli.OK if code is None else int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
