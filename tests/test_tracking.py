@@ -275,6 +275,20 @@ def test_parent_run_has_settings_versions_and_space(store, tmp_path):
     assert p["version_mlflow"] == "3.17.2" and "version_optuna" in p and "version_sglang" in p
     assert "skip" not in p
     assert run.data.tags["autotune.kind"] == "search"
+    # Who ran it and from what code, on the parent and on every trial run.
+    import getpass
+    import subprocess
+
+    from autotune import __version__
+
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=False).stdout.strip()
+    trial = tr.client.get_run(tr.log_trial("t", result(eagle(3, 1), 1200.0)))
+    for tags in (run.data.tags, trial.data.tags):
+        assert tags["mlflow.user"] == getpass.getuser() and tags["autotune.version"] == __version__
+        assert tags.get("autotune.sglang_version") == (None if p["version_sglang"] == "not installed"
+                                                       else p["version_sglang"])
+        assert tags.get("mlflow.source.git.commit") == (commit or None)
     assert _read(tr, parent, "space/demo.yaml", tmp_path) == space.read_text()
     exp = tr.client.get_experiment(tr.experiment_id)
     assert exp.artifact_location == f"file://{store.resolve()}/mlruns/artifacts/{tr.name}"

@@ -2,16 +2,22 @@
 
 :func:`trial_metrics` and :func:`trial_params` decide a trial run's metrics and params;
 :func:`spec_from_argv` rebuilds a launch from the argv a result carries; :func:`study_from_runs`
-rebuilds an Optuna study from runs read back, for the search-level plots.
+rebuilds an Optuna study from runs read back, for the search-level plots; :func:`context_tags` says
+who ran a search and from what code.
 """
 
 from __future__ import annotations
 
+import functools
+import getpass
 import json
 import math
+import subprocess
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.cli import versions
 from autotune.tracking.runs import KIND_TRIAL, TrialRun
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import BACKENDS
@@ -151,6 +157,31 @@ def spec_of(result: TrialResult) -> LaunchSpec | None:
         return None
 
 
+@functools.cache
+def context_tags() -> dict[str, str]:
+    """Who ran a search and from what code, as tags on every run: MLflow's own ``mlflow.user`` and
+    ``mlflow.source.git.commit`` (the checkout autotune runs from; left out for an installed
+    package or without git), ``autotune.version`` and ``autotune.sglang_version``."""
+    from autotune import __version__
+
+    tags = {"autotune.version": __version__}
+    sglang = versions().get("sglang")
+    if sglang and sglang != "not installed":
+        tags["autotune.sglang_version"] = sglang
+    try:
+        tags["mlflow.user"] = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name (a container without one): leave it out
+        pass
+    try:
+        proc = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[2]), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        proc = None
+    if proc is not None and proc.returncode == 0 and proc.stdout.strip():
+        tags["mlflow.source.git.commit"] = proc.stdout.strip()
+    return tags
+
+
 def trial_point(run: TrialRun) -> Any:
     """The figures of a run that the search-level plots use (an ``autotune.tracking._plots.TrialPoint``)."""
     from autotune.tracking._plots import TrialPoint
@@ -215,5 +246,5 @@ def study_from_runs(runs: Iterable[TrialRun]) -> Any:
     return study
 
 
-__all__ = ["MAX_PARAM", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs", "trial_metrics", "trial_params",
+__all__ = ["MAX_PARAM", "context_tags", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs", "trial_metrics", "trial_params",
            "trial_point"]

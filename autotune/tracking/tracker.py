@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.cli import versions
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking import stale, store, summary, trial_log
-from autotune.tracking.content import spec_of
+from autotune.tracking.content import context_tags, spec_of
 from autotune.tracking.runs import (KIND_BASELINE, KIND_SEARCH, KIND_TRIAL, TAG_BACKEND, TAG_CONFIRMED,
                                     TAG_KIND, TAG_OBJECTIVE, TAG_PARENT, TAG_REASON, TAG_SEARCH_NAME,
                                     TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner)
@@ -212,7 +212,7 @@ class Tracker:
             for run in self.parent_runs():
                 if run.info.status == "RUNNING" and not stale.driver_alive(run.data.tags):
                     self.mark_stale_runs(parent_run_id=run.info.run_id, include_parent=True)
-            tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver}
+            tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver, **context_tags()}
             if objective is not None:
                 tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
             if backend:
@@ -330,7 +330,8 @@ class Tracker:
         parent = self._need_parent()
         label = " ".join(f"{k}={v}" for k, v in params.items() if v is not None)
         name = run_name or f"{kind} {trial_id}" + (f" {label}" if label else "")
-        tags = {TAG_PARENT: parent, TAG_TRIAL_ID: trial_id, TAG_KIND: kind, TAG_SEARCH_NAME: self.name}
+        tags = {TAG_PARENT: parent, TAG_TRIAL_ID: trial_id, TAG_KIND: kind, TAG_SEARCH_NAME: self.name,
+                **context_tags()}
         run = retry(lambda: self.client.create_run(self._need_experiment(), tags=tags, run_name=name[:250]))
         self._runs[trial_id] = run.info.run_id
         return run.info.run_id
