@@ -70,8 +70,8 @@ def portable_paths(value: Any, roots: Mapping[str, str]) -> Any:
 
     Records carry the paths of the machine that measured them (model paths in the launch
     command, log paths); a record committed to the repo names them relative to a root instead:
-    ``{"/work/main": "", "/tmp/autotune-gpu": "<results>"}`` turns
-    ``/work/main/.gpu/models/x`` into ``.gpu/models/x`` and ``/tmp/autotune-gpu/rs/c00.log`` into
+    ``{"/srv/checkout": "", "/scratch/results": "<results>"}`` turns
+    ``/srv/checkout/.gpu/models/x`` into ``.gpu/models/x`` and ``/scratch/results/rs/c00.log`` into
     ``<results>/rs/c00.log``. Every occurrence in a string is replaced (a path inside a command
     line too), on a path boundary only.
     """
