@@ -82,7 +82,7 @@ class TrialReport:
     @property
     def reason(self) -> str | None:
         """Why the trial failed or is infeasible, if it is."""
-        return self.result.reason if self.result is not None else self.attrs.get("reason")
+        return self._field("reason")
 
     @property
     def output_tok_s(self) -> float | None:
@@ -102,7 +102,7 @@ class TrialReport:
     @property
     def acceptance(self) -> str | None:
         """Where the accept length came from (``synthetic`` / ``measured``), when known."""
-        return self.result.acceptance if self.result is not None else self.attrs.get("acceptance")
+        return self._field("acceptance")
 
     @property
     def measured_s(self) -> float:
@@ -143,8 +143,7 @@ class TrialReport:
         """The dict a Ray Tune trial reports: this report on the wire."""
         out: dict[str, Any] = {_OBJECTIVE: self.objective, _CONSTRAINTS: dict(self.constraints),
                                _ATTRS: dict(self.attrs)}
-        for name in _SHOWN:
-            out[name] = getattr(self.result, name, None) if self.result is not None else self.attrs.get(name)
+        out.update({name: self._field(name) for name in _SHOWN})
         out["feasible"] = self.feasible
         out[_RESULT] = (json.dumps(self.result.to_dict(records=True), default=str)
                         if self.result is not None else None)
