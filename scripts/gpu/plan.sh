@@ -16,13 +16,16 @@ export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
 SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
 # Two servers start (each 50-75 s on the H200) before the 6 interleaved pairs: 170 s was too short.
 TIMER_S=${AUTOTUNE_GPU_TIMER_S:-300}
+# Time kept back from the first space for the timer; 0 gives the first space all of it (a session
+# whose device time fits one MoE search and nothing more), and the timer then runs only if time is left.
+TIMER_RESERVE_S=${AUTOTUNE_GPU_TIMER_RESERVE_S:-$TIMER_S}
 # A plan restored from an earlier machine's snapshot (scripts/gpu/state.sh) skips what that one did.
 RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 set -- $SPACES
 first=$1; shift
 
 "$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$first" .yaml)" \
-  --deadline-s $(( $(left) - TIMER_S )) "$first"
+  --deadline-s $(( $(left) - TIMER_RESERVE_S )) "$first"
 echo "== first space done, $(left) s left"
 
 if [ -s "$RES/timer-overhead.json" ]; then
