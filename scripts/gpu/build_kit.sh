@@ -4,7 +4,7 @@
 # mlflow-skinny 3.17.2 with what its sqlite tracking store needs, trimmed to fit a device call.
 #
 # Usage (here, from the repo root; needs PyPI): bash scripts/gpu/build_kit.sh [OUTDIR]   (default .gpu/kit)
-# Writes OUTDIR/site.tar.xz (at most 56 MiB) and OUTDIR/sizes.txt. Downloads are kept in
+# Writes OUTDIR/site.tar.xz (at most scripts/gpu/carry.py's KIT_LIMIT, 52 MiB) and OUTDIR/sizes.txt. Downloads are kept in
 # .gpu/kit-build/wheels, so a re-run downloads nothing. Env: KEEP_SITE=1 keeps the unpacked tree
 # (.gpu/kit-build/site); SIZES=raw skips the per-package xz estimate; XZ_THREADS (default 2);
 # SMOKE_PY=/path/to/python3.12 adds a real import/run test of the tuning stack (see step 6).
@@ -18,7 +18,8 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 OUTDIR=$(mkdir -p "${1:-$REPO/.gpu/kit}" && cd "${1:-$REPO/.gpu/kit}" && pwd)
 WORK=$REPO/.gpu/kit-build
 SITE=$WORK/site
-LIMIT=58720256   # 56 MiB
+# One call carries the repo, the kit and the plan's state: carry.py holds the budget.
+LIMIT=$(python3 "$REPO/scripts/gpu/carry.py" --kit-limit)
 XZ_THREADS=${XZ_THREADS:-2}
 PIP=${PIP:-python3 -m pip}
 mkdir -p "$WORK/wheels"
@@ -297,11 +298,11 @@ RAW=$(du -sb . | cut -f1)
 
 # ---------------------------------------------------------------- 8. size table
 step "size table"
-python3 - "$SITE" "$OUTDIR/sizes.txt" "$SIZE" "$RAW0" "$RAW" "${SIZES:-xz}" "$XZ_THREADS" <<'EOF'
+python3 - "$SITE" "$OUTDIR/sizes.txt" "$SIZE" "$RAW0" "$RAW" "${SIZES:-xz}" "$XZ_THREADS" "$LIMIT" <<'EOF'
 import os, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
-site, out, size, raw0, raw, mode, threads = sys.argv[1:8]
-size, raw0, raw = int(size), int(raw0), int(raw)
+site, out, size, raw0, raw, mode, threads, LIMIT = sys.argv[1:9]
+size, raw0, raw, LIMIT = int(size), int(raw0), int(raw), int(LIMIT)
 groups = {}
 for top in sorted(os.listdir(site)):
     key = top
@@ -331,7 +332,7 @@ if mode == "xz":
         for k, n in zip(keys, ex.map(lambda k: xz(groups[k]), keys)):
             rows[k][1] = n
 order = sorted(rows, key=lambda k: -(rows[k][1] or rows[k][0]))
-lines = [f"site.tar.xz: {size} bytes = {size / 1048576:.2f} MiB (limit 56 MiB = 58720256 bytes)",
+lines = [f"site.tar.xz: {size} bytes = {size / 1048576:.2f} MiB (limit {LIMIT / 1048576:.0f} MiB = {LIMIT} bytes)",
          f"raw tree: {raw / 1048576:.1f} MiB after trimming (installed: {raw0 / 1048576:.1f} MiB)",
          "per top-level entry: raw bytes; xz = that entry alone, xz --x86 -9e (the solid archive is smaller in sum,",
          "since entries share a dictionary; the xz column says where the bytes go, not exact shares)", "",
@@ -351,5 +352,5 @@ open(out, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
 [ "${KEEP_SITE:-0}" = 1 ] || { cd "$WORK" && rm -rf "$SITE"; }
-step "done: $OUTDIR/site.tar.xz $SIZE bytes ($(( SIZE * 100 / LIMIT ))% of 56 MiB)"
-if [ "$SIZE" -gt "$LIMIT" ]; then echo "ERROR: site.tar.xz is over 56 MiB" >&2; exit 1; fi
+step "done: $OUTDIR/site.tar.xz $SIZE bytes ($(( SIZE * 100 / LIMIT ))% of $(( LIMIT / 1048576 )) MiB)"
+if [ "$SIZE" -gt "$LIMIT" ]; then echo "ERROR: site.tar.xz is over $(( LIMIT / 1048576 )) MiB (scripts/gpu/carry.py)" >&2; exit 1; fi
