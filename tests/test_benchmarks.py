@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,28 @@ def test_profile_overhead_quick(tmp_path: Path) -> None:
     on = [r["accept_meta"] for r in data["runs"]["on"]]
     assert on == [r["accept_meta"] for r in data["runs"]["off"]] and all(a > 1 for a in on)
     assert "ratio of medians" in stdout
+    # Paired draws divide out: the per-cycle ratio is tok/s over accept length, pair by pair.
+    cyc = [a["tok_s"] / a["accept_meta"] / (b["tok_s"] / b["accept_meta"])
+           for a, b in zip(data["runs"]["on"], data["runs"]["off"])]
+    assert data["cycle_pair_ratio"] == pytest.approx(statistics.median(cyc))
+
+
+def test_profile_overhead_reprints_a_saved_run(tmp_path: Path) -> None:
+    """--from-json prints a saved run's figures without starting anything; the acceptance draws
+    differ between the two servers here, as on real SGLang, and divide out per cycle."""
+    saved = {"what": "device-timer", "profile": "p", "config": "s3/k1/n4", "machine": "m",
+             "runs": {"on": [{"tok_s": 99.0, "accept_meta": 3.0}, {"tok_s": 100.0, "accept_meta": 2.5}],
+                      "off": [{"tok_s": 100.0, "accept_meta": 3.0}, {"tok_s": 110.0, "accept_meta": 2.75}]}}
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(saved))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.profile_overhead", "--from-json", str(path)],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    # tok/s: pairs 0.99 and 0.909 (median 0.9495): over the 1% tolerance, so FAIL and exit 1;
+    # per cycle both pairs are 0.99 and 1.0: median 0.995.
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "median pair ratio 0.9495" in proc.stdout and "FAIL" in proc.stdout
+    assert "per cycle" in proc.stdout and "median pair ratio 0.9950" in proc.stdout
+    path.write_text("{}")
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.profile_overhead", "--from-json", str(path)],
+                         cwd=REPO, capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "not a saved run of this benchmark" in bad.stderr
