@@ -166,7 +166,8 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
              f"from {run.kind} {run.trial_id} (MLflow run {run.run_id}{confirmed})",
              f"why: {winner.note}", measured]
     if default is not None:
-        lines.append(versus_default(default, tok_s=winner.output_tok_s))
+        lines.append(versus_default(default, winner={"output_tok_s": winner.output_tok_s,
+                                                      "speedup": winner.speedup}))
     forced = None if winner.is_baseline else synthetic.forced_accept_length(
         {synthetic.ENV: run.tags.get(TAG_SYNTHETIC_ACCEPT) or run.params.get(synthetic.ENV)})
     if forced is not None:

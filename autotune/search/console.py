@@ -72,7 +72,8 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         print("Winner (confirmed beside a fresh baseline):", file=out)
     print(f"  params: {json.dumps(w.params, default=str)}", file=out)
     if outcome.sglang_default is not None:
-        print(f"  {versus_default(outcome.sglang_default, tok_s=w.output_tok_s)}", file=out)
+        print(f"  {versus_default(outcome.sglang_default, winner={'output_tok_s': w.output_tok_s, 'speedup': w.speedup})}",
+              file=out)
     print(phase_table(w), file=out)
     if s.get("tuner_overhead_s_median") is not None:
         print(f"Tuner overhead per trial (median): {s['tuner_overhead_s_median']:.2f} s", file=out)
