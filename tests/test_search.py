@@ -12,6 +12,7 @@ any that outlived the search. Nothing here kills a process it did not start.
 
 from __future__ import annotations
 
+import csv
 import io
 import itertools
 import json
@@ -230,6 +231,20 @@ def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path) -> None
     winner_run = next(r for r in runs if r.run_id == tags["autotune.winner_run_id"])
     assert winner_run.status == "feasible" and _param(winner_run, "speculative_num_steps") == "1"
     assert parent.info.status == "FINISHED"
+
+    # trials.csv and summary.md on the parent run say what MLflow's runs say: one row per run.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=outcome.tracking_uri)
+    local = client.download_artifacts(parent.info.run_id, "report", str(tmp_path / "dl"))
+    rows = list(csv.DictReader(open(Path(local) / "trials.csv")))
+    assert sorted(r["kind"] for r in rows) == sorted(r.kind for r in runs)
+    slow_row = next(r for r in rows if r["kind"] == "trial" and r["speculative_num_steps"] == "7")
+    assert slow_row["status"] == "infeasible" and "accept_length" in slow_row["reason"]
+    assert float(slow_row["output_tok_s"]) == pytest.approx(fastest.metrics["output_tok_s"], rel=1e-3)
+    md = (Path(local) / "summary.md").read_text()
+    assert md == outcome.report_files["summary.md"]
+    assert "**Winner: EAGLE3 1/" in md and "## Finalists" in md and "```" in md
     _assert_no_emulator_left(sim_env)
 
 
@@ -380,6 +395,11 @@ def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
     assert "No config ran successfully: nothing to recommend." in out
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["winner_params"] is None and summary["trials"]["failed"] == 1
+    # Beside the JSON, with tracking off too: the failed trial's figures are empty, not 0.
+    assert "nothing to recommend" in (tmp_path / "s.md").read_text()
+    rows = list(csv.DictReader(open(tmp_path / "s.trials.csv")))
+    assert [r["status"] for r in rows] == ["failed"] and rows[0]["output_tok_s"] == ""
+    assert rows[0]["reason"]
     _assert_no_emulator_left(sim_env)
 
 

@@ -18,6 +18,7 @@ from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.report import TrialReport
+from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.space.warm_start import compare_to_default
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
@@ -79,6 +80,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
     finalists_out: list[dict[str, Any]] = []
     finalist_cands: list[Candidate] = []
     fresh_baseline: dict[int, TrialResult] = {}  # id of a finalist's result -> its fresh baseline
+    confirmed_rows: list[tuple[str, TrialResult, TrialResult | None]] = []
     winner: TrialResult | None = None
     baseline: TrialResult | None = None
     baseline_wins = False
@@ -89,6 +91,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         chosen = spec_ok[: max(1, space.search.finalists)]
         confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
         for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
+            confirmed_rows.append((tid, result, base))
             finalists_out.append({"trial_id": tid, "params": params,
                                   "search_tok_s": first.output_tok_s,
                                   "confirmed_tok_s": result.output_tok_s,
@@ -125,10 +128,13 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
         experiment_id=getattr(tracker, "experiment_id", None),
         overheads_s=list(state["overheads"]), sglang_default=default)
+    rows = rows_of(results, confirmed_rows)
+    outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
     if tracker is not None:
         from autotune.export.command import winner_files
 
         tracker.finish_search(study=state.get("study"), sglang_default=default, winner_files=winner_files,
+                              report_files=outcome.report_files,
                               status="KILLED" if interrupted else "FINISHED")
     return outcome
 

@@ -50,6 +50,8 @@ class SearchOutcome:
     overheads_s: list[float]
     sglang_default: dict[str, Any] | None = None
     experiment_id: str | None = None
+    #: ``trials.csv`` and ``summary.md`` (:mod:`autotune.search.summary_files`), name -> text.
+    report_files: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}

@@ -27,6 +27,7 @@ from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init
 from autotune.search.conclude import conclude
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
+from autotune.search.summary_files import write_beside
 from autotune.space.warm_start import sglang_default
 
 EXIT_CONFIG = cli.BAD_INPUT
@@ -222,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(outcome)
     if opts.summary_json:
         Path(opts.summary_json).write_text(json.dumps(outcome.summary(), indent=2, default=str))
+        write_beside(opts.summary_json, outcome.report_files)
     if outcome.interrupted:
         return EXIT_INTERRUPTED
     # Ran, but nothing usable: no config (not even a baseline) ran feasibly.

@@ -53,7 +53,8 @@ class SearchSummary:
 
 def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
                   sglang_default: Mapping[str, Any] | None,
-                  winner_files: Callable[[Tracker, Winner], Mapping[str, str]] | None) -> SearchSummary:
+                  winner_files: Callable[[Tracker, Winner], Mapping[str, str]] | None,
+                  report_files: Mapping[str, str] | None = None) -> SearchSummary:
     """Summarise the search run ``parent`` and end it (the arguments are :meth:`Tracker.finish_search`'s).
 
     Reads every trial run back from the store (so trials logged by workers count), picks the
@@ -105,6 +106,8 @@ def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
     _log_plots(client, parent, runs, study, winner, summary)
     if winner is not None and winner_files is not None:
         summary.export_error = _log_winner_command(tracker, parent, winner, winner_files)
+    if report_files:
+        _log_files(client, parent, report_files, "report")
     retry(lambda: client.set_terminated(parent, status=status))
     return summary
 
@@ -159,8 +162,12 @@ def _log_winner_command(tracker: Tracker, parent: str, winner: Winner,
         error = f"{type(exc).__name__}: {exc}"
         log_batch(tracker.client, parent, tags={"autotune.export_error": error})
         return error
+    _log_files(tracker.client, parent, files, "winner")
+    return None
+
+
+def _log_files(client: MlflowClient, parent: str, files: Mapping[str, str], folder: str) -> None:
     with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
         for name, text in files.items():
             (Path(tmp) / name).write_text(text)
-        retry(lambda: tracker.client.log_artifacts(parent, tmp, "winner"))
-    return None
+        retry(lambda: client.log_artifacts(parent, tmp, folder))

@@ -365,7 +365,7 @@ class Tracker:
     def finish_search(self, *, study: Any = None, status: str = "FINISHED",
                       sglang_default: Mapping[str, Any] | None = None,
                       winner_files: Callable[[Tracker, Winner], Mapping[str, str]] | None = None,
-                      ) -> SearchSummary:
+                      report_files: Mapping[str, str] | None = None) -> SearchSummary:
         """Summarise the search on its parent run and end it: see
         :func:`autotune.tracking.summary.finish_search` for what it logs.
 
@@ -380,9 +380,12 @@ class Tracker:
                 (the search passes :func:`autotune.export.command.winner_files`: the real-SGLang
                 launch as ``launch.sh``, ``config.yaml`` and ``launch.json``). An error it raises is
                 logged as the tag ``autotune.export_error`` and loses nothing else.
+            report_files: ``{file name: text}`` logged under ``report/`` (the search's
+                ``trials.csv`` and ``summary.md``, :mod:`autotune.search.summary_files`).
         """
         return summary.finish_search(self, self._need_parent(), study=study, status=status,
-                                     sglang_default=sglang_default, winner_files=winner_files)
+                                     sglang_default=sglang_default, winner_files=winner_files,
+                                     report_files=report_files)
 
     def load_spec(self, run_id: str) -> LaunchSpec:
         """The launch a trial run stored (its ``launch.json`` artifact).

@@ -1,0 +1,184 @@
+"""A search's two files for people: ``trials.csv`` (one row per measurement) and ``summary.md``.
+
+The driver writes both from the records it concluded on (every trial, the baselines the trials
+measured, each finalist's re-measurement and fresh baseline), so they say what the console and the
+summary JSON say. They are logged on the search's parent run under ``report/`` and, with
+``--summary-json``, written beside that file. An unknown figure is an empty CSV cell and a ``-`` in
+the Markdown, never a 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.search.options import SearchOutcome
+from autotune.space.warm_start import gain
+from autotune.trial.result import TrialResult
+from autotune.trial.winner import known
+
+__all__ = ["Row", "TRIALS_CSV", "SUMMARY_MD", "rows_of", "trials_csv", "summary_md", "write_beside"]
+
+TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
+
+# What every row carries after the searched parameters; phases in ms per cycle.
+_FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "baseline_tok_s",
+            "speedup", "accept_length", "acceptance", "synthetic_accept_length",
+            "break_even_accept_length", "startup_s")
+_PHASES = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms", "verify_pct")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement: ``kind`` is ``trial``, ``baseline`` or ``finalist``."""
+
+    kind: str
+    trial_id: str
+    result: TrialResult
+
+
+def rows_of(results: Iterable[tuple[str, dict, Any]],
+            finalists: Iterable[tuple[str, TrialResult, TrialResult | None]] = ()) -> list[Row]:
+    """The rows of a search, in the order measured.
+
+    Args:
+        results: ``(trial id, config, TrialReport)`` for every trial Ray ran; a trial that also
+            measured its group's baseline adds that baseline as a row of its own.
+        finalists: ``(trial id, re-measured result, fresh baseline or None)`` per finalist.
+    """
+    rows: list[Row] = []
+    for tid, cfg, report in results:
+        result = report.result
+        if result is None:  # no measurement behind it: only its verdict is known
+            result = TrialResult(status=report.status or "failed", reason=report.reason,
+                                 params=dict(cfg), is_baseline=report.is_baseline)
+        if report.baseline is not None:
+            rows.append(Row("baseline", f"{tid}-baseline", report.baseline))
+        rows.append(Row("baseline" if result.is_baseline else "trial", tid, result))
+    for tid, result, base in finalists:
+        rows.append(Row("finalist", f"finalist-{tid}", result))
+        if base is not None:
+            rows.append(Row("baseline", f"finalist-{tid}-baseline", base))
+    return rows
+
+
+def _param_names(rows: Sequence[Row]) -> list[str]:
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row.result.params or {}))
+    return list(names)
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        v = known(value)
+        return "" if v is None else round(v, 4)
+    return value
+
+
+def trials_csv(rows: Sequence[Row]) -> str:
+    """``trials.csv``: kind, trial id, verdict, reason, each searched parameter, the figures."""
+    params = _param_names(rows)
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(["kind", "trial_id", "status", "reason", *params, *_FIGURES, *_PHASES])
+    for row in rows:
+        r, ph = row.result, row.result.phases or {}
+        out.writerow([row.kind, row.trial_id, r.status, r.reason or "",
+                      *(_cell((r.params or {}).get(p)) for p in params),
+                      *(_cell(getattr(r, f)) for f in _FIGURES),
+                      *(_cell(ph.get(p)) for p in _PHASES)])
+    return buf.getvalue()
+
+
+def _fmt(value: Any, spec: str) -> str:
+    v = known(value)
+    return "-" if v is None else format(v, spec)
+
+
+def _config(params: dict[str, Any] | None) -> str:
+    p = params or {}
+    if not p.get("speculative_algorithm"):
+        return "no speculation"
+    triple = "/".join(str(p.get(k, "-")) for k in ("speculative_num_steps", "speculative_eagle_topk",
+                                                    "speculative_num_draft_tokens"))
+    rest = {k: v for k, v in p.items() if not k.startswith("speculative_")}
+    return f"{p['speculative_algorithm']} {triple}" + (f" {json.dumps(rest, default=str)}" if rest else "")
+
+
+def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
+    """``summary.md``: the verdict, the winner with its phases and launch command, the finalists,
+    SGLang's default, and every measurement ranked."""
+    lines = [f"# autotune search `{outcome.name}`", ""]
+    lines.append(f"{outcome.trials} trials: {outcome.feasible} feasible, {outcome.infeasible} "
+                 f"infeasible, {outcome.failed} failed.")
+    if outcome.interrupted:
+        lines += ["", "**Interrupted**: no winner is given; resume the search to finish it."]
+    w = TrialResult.from_dict(outcome.winner) if outcome.winner else None
+    if w is None and not outcome.interrupted:
+        lines += ["", "**No config ran successfully: nothing to recommend.**"]
+    if w is not None:
+        head = ("No speculative config beat its no-speculation baseline: **serve without "
+                "speculative decoding**." if outcome.baseline_wins
+                else f"**Winner: {_config(w.params)}**, confirmed beside a fresh baseline.")
+        lines += ["", head, "", "| figure | value |", "|---|---|",
+                  f"| output tok/s | {_fmt(w.output_tok_s, '.1f')} (spread {_fmt(w.output_tok_s_spread, '.1f')}) |",
+                  f"| baseline tok/s | {_fmt(w.baseline_tok_s, '.1f')} |",
+                  f"| speedup | {_fmt(w.speedup, '.3f')}x |"]
+        if not w.is_baseline:
+            accept = _fmt(w.accept_length, ".2f")
+            if w.acceptance == "synthetic":
+                accept += " (synthetic acceptance: forced on dummy weights, not a draft's)"
+            lines += [f"| accept length | {accept} |",
+                      f"| break-even accept length | {_fmt(w.break_even_accept_length, '.2f')} |"]
+        ph = w.phases or {}
+        parts = ([("draft", "Draft steps"), ("verify", "Target verify"), ("extend", "Draft re-extend")]
+                 if not w.is_baseline else [("decode", "Decode")]) + [("other", "Other overhead")]
+        lines += ["", "| phase | ms per cycle | share |", "|---|---|---|"]
+        lines += [f"| {label} | {_fmt(ph.get(f'{k}_ms'), '.2f')} | {_fmt(ph.get(f'{k}_pct'), '.1f')}% |"
+                  for k, label in parts]
+        lines.append(f"| total | {_fmt(ph.get('cycle_ms'), '.2f')} | |")
+        if w.launch_command:
+            lines += ["", "Launch command:", "", "```", w.launch_command, "```"]
+    if outcome.finalists:
+        lines += ["", "## Finalists", "", "| config | search tok/s | confirmed tok/s | speedup | verdict |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {_config(f.get('params'))} | {_fmt(f.get('search_tok_s'), '.1f')} | "
+                  f"{_fmt(f.get('confirmed_tok_s'), '.1f')} | {_fmt(f.get('confirmed_speedup'), '.3f')}x | "
+                  f"{f.get('status')}{': ' + f['reason'] if f.get('reason') else ''} |"
+                  for f in outcome.finalists]
+    d = outcome.sglang_default
+    if d is not None:
+        g = gain(outcome.winner or {}, d) if w is not None else None
+        lines += ["", "## SGLang's default", "",
+                  f"{_config(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
+                  f"{d.get('status')}, {_fmt(d.get('output_tok_s'), '.1f')} tok/s, speedup "
+                  f"{_fmt(d.get('speedup'), '.3f')}x; the winner gives {_fmt(g, '.3f')}x that."]
+    measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
+    lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
+              "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.kind} | {r.trial_id} | {_config(r.result.params)} | {r.result.status} | "
+              f"{_fmt(r.result.output_tok_s, '.1f')} | {_fmt(r.result.speedup, '.3f')} | "
+              f"{_fmt(r.result.accept_length, '.2f')} | {(r.result.reason or '').replace('|', '/')} |"
+              for r in measured]
+    return "\n".join(lines) + "\n"
+
+
+def write_beside(summary_json: str | Path, files: dict[str, str]) -> list[Path]:
+    """Write ``files`` into the folder of ``summary_json``: ``summary.md`` takes that file's stem
+    (``out/s.json`` -> ``out/s.md``), ``trials.csv`` becomes ``out/s.trials.csv``, so two searches
+    writing into one folder keep their own files."""
+    target = Path(summary_json)
+    written = []
+    for name, text in files.items():
+        path = target.with_suffix(".md") if name == SUMMARY_MD else target.with_name(f"{target.stem}.{name}")
+        path.write_text(text)
+        written.append(path)
+    return written

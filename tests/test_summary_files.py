@@ -1,0 +1,73 @@
+"""trials.csv and summary.md (autotune.search.summary_files) from real trial results."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from autotune.search.options import SearchOutcome
+from autotune.search.report import TrialReport
+from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv, write_beside
+from autotune.trial.result import TrialResult
+
+SPEC = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4}
+
+
+def result(params: dict, **kw: object) -> TrialResult:
+    base = dict(status="feasible", reason=None, params=params, is_baseline=not params.get("speculative_algorithm"))
+    return TrialResult(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def outcome(winner: TrialResult | None, **kw: object) -> SearchOutcome:
+    data = dict(name="s", winner=winner.to_dict() if winner else None, baseline=None, trials=3,
+                feasible=1, infeasible=1, failed=1, interrupted=False, baseline_wins=False,
+                finalists=[], tracking_uri=None, parent_run_id=None, experiment_path=None, overheads_s=[])
+    return SearchOutcome(**{**data, **kw})  # type: ignore[arg-type]
+
+
+def test_rows_keep_every_measurement_and_unknowns_stay_empty() -> None:
+    plain = result({"speculative_algorithm": None}, output_tok_s=200.0, speedup=1.0)
+    spec = result(SPEC, output_tok_s=300.0, speedup=1.5, accept_length=2.76, baseline_tok_s=200.0,
+                  phases={"verify_ms": 5.4, "cycle_ms": 7.3, "verify_pct": 74.0})
+    failed = result({**SPEC, "speculative_num_steps": 5}, status="failed", reason="crashed at start-up")
+    again = result(SPEC, output_tok_s=290.0, speedup=1.4)
+    fresh = result({"speculative_algorithm": None}, output_tok_s=207.0, speedup=1.0)
+    reports = [("t1", SPEC, TrialReport(objective=300.0, constraints={}, result=spec, baseline=plain)),
+               ("t2", failed.params, TrialReport(objective=None, constraints={"failed": 1.0}, result=failed))]
+    rows = rows_of(reports, [("t1", again, fresh)])
+    assert [(r.kind, r.trial_id) for r in rows] == [
+        ("baseline", "t1-baseline"), ("trial", "t1"), ("trial", "t2"),
+        ("finalist", "finalist-t1"), ("baseline", "finalist-t1-baseline")]
+    table = list(csv.DictReader(io.StringIO(trials_csv(rows))))
+    assert table[1]["verify_ms"] == "5.4" and table[1]["accept_length"] == "2.76"
+    assert table[2]["status"] == "failed" and table[2]["reason"] == "crashed at start-up"
+    # Unknown is an empty cell, never a 0.
+    assert table[2]["output_tok_s"] == "" and table[2]["speedup"] == "" and table[0]["accept_length"] == ""
+    assert table[2]["speculative_num_steps"] == "5" and table[0]["speculative_num_steps"] == ""
+
+    md = summary_md(outcome(again, finalists=[{"params": SPEC, "search_tok_s": 300.0, "confirmed_tok_s": 290.0,
+                                               "confirmed_speedup": 1.4, "status": "feasible", "reason": None}]),
+                    rows)
+    assert "**Winner: EAGLE3 3/1/4**" in md and "| EAGLE3 3/1/4 | 300.0 | 290.0 | 1.400x | feasible |" in md
+    # Ranked by tok/s, the failed trial last with "-" for what it did not measure.
+    ranked = [ln for ln in md.splitlines() if ln.startswith("| ") and ln.count("|") == 9][1:]
+    assert ranked[0].startswith("| trial | t1 |") and ranked[-1].startswith("| trial | t2 |")
+    assert "| failed | - | - | - | crashed at start-up |" in ranked[-1]
+
+
+def test_no_winner_and_baseline_wins_say_so() -> None:
+    none = summary_md(outcome(None), [])
+    assert "nothing to recommend" in none and "Winner" not in none
+    plain = result({"speculative_algorithm": None}, output_tok_s=200.0, speedup=1.0, baseline_tok_s=200.0)
+    wins = summary_md(outcome(plain, baseline_wins=True), [])
+    assert "serve without speculative decoding" in wins and "accept length" not in wins
+    cut = summary_md(outcome(None, interrupted=True), [])
+    assert "**Interrupted**" in cut and "nothing to recommend" not in cut
+
+
+def test_files_land_beside_the_summary_json(tmp_path: Path) -> None:
+    paths = write_beside(tmp_path / "run1.json", {TRIALS_CSV: "a\n", SUMMARY_MD: "# s\n"})
+    assert sorted(p.name for p in paths) == ["run1.md", "run1.trials.csv"]
+    assert (tmp_path / "run1.md").read_text() == "# s\n"
