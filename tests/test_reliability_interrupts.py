@@ -76,7 +76,9 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
                    parameters={"tp_size": {"type": "categorical", "choices": [1, 2]},
                                "speculative_num_steps": {"type": "int", "low": 1, "high": 3},
                                "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 4}},
-                   budget={"trials": TRIALS}, search={"seed": 5, "max_concurrent": 2})
+                   budget={"trials": TRIALS},
+                   # The study in sqlite (search.storage), so the resumes are checked on it too.
+                   search={"seed": 5, "max_concurrent": 2, "storage": "sqlite"})
     path = write_space(tmp_path, space)
     search = SearchDir(tmp_path, space["name"])
     env_extra = {"AUTOTUNE_SIM_GPU_LOCK_DIR": str(lock_dir)}
@@ -184,4 +186,12 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     assert not view["running"], view["running"]
     assert [s for _, s in view["parents"]] == ["FINISHED"], view["parents"]
     assert optuna_ok, (mismatches, [(t.number, t.state.name, t.params) for t in study.trials])
+    # The study Ray restored twice is the one in mlruns/optuna.db, as optuna-dashboard would open it.
+    where = summary["optuna_study"]
+    assert where["storage"] == f"sqlite:///{(tmp_path / 'mlruns' / 'optuna.db').resolve()}", where
+    stored = optuna.load_study(study_name=where["name"], storage=where["storage"])
+    assert [(t.number, t.state, t.params, t.value) for t in stored.trials] == \
+        [(t.number, t.state, t.params, t.value) for t in study.trials]
+    assert all(t.constraints and t.constraints == s.constraints for t, s in zip(stored.trials, study.trials)
+               if t.state == optuna.trial.TrialState.COMPLETE), "constraints not stored"
     assert left3.count == 0, left3.describe()

@@ -52,6 +52,8 @@ class SearchOutcome:
     experiment_id: str | None = None
     #: ``trials.csv`` and ``summary.md`` (:mod:`autotune.search.summary_files`), name -> text.
     report_files: dict[str, str] = field(default_factory=dict)
+    #: ``{"storage", "name"}`` of the Optuna study when ``search.storage`` kept it outside Ray.
+    optuna_study: dict[str, str] | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -79,6 +81,7 @@ class SearchOutcome:
             "gain_over_sglang_default": (self.sglang_default or {}).get("gain"),
             "tracking_uri": self.tracking_uri,
             "parent_run_id": self.parent_run_id,
+            "optuna_study": self.optuna_study,
             "tuner_overhead_s_median": (sorted(self.overheads_s)[len(self.overheads_s) // 2]
                                         if self.overheads_s else None),
         }

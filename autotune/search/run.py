@@ -103,7 +103,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     from ray import tune
 
     from autotune.search.progress import ProgressTable
-    from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
+    from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun, study_name, study_storage
     from autotune.search.trainable import TrialContext, TrialResources, trainable
     from autotune.trial.measure import settings_for
 
@@ -135,6 +135,11 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     warm = sglang_default(space)
     print(f"Warm start: {warm.describe()}" if not restoring else
           f"Resuming; SGLang's default config: {warm.describe()}", file=out, flush=True)
+    # A restored searcher brings its storage back from Ray's pickle; name and place are the same.
+    study_store, study_where = study_storage(space.search.storage, root=Path(opts.root))
+    study = study_name(name, run_name)
+    if study_where is not None:
+        print(f"Optuna study {study!r}: optuna-dashboard {study_where}", file=out, flush=True)
     table = ProgressTable(out, maximize=maximize, objective=space.objective.metric)
     state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
                              "space": space}
@@ -155,7 +160,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
         searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
                                            mode="max" if maximize else "min",
                                            sampler=_make_sampler(space, seed),
-                                           points_to_evaluate=[warm.asked] if warm.asked else None)
+                                           points_to_evaluate=[warm.asked] if warm.asked else None,
+                                           storage=study_store, study_name=study)
         # reuse_actors: a trial process serves the next trial with the same resources, instead of
         # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=trials,
@@ -191,9 +197,12 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
     # planned means the run was stopped.
     interrupted = unfinished > 0 or (ended < trials and space.budget.wall_time_s is None)
-    return conclude(space, ctx, all_results, state, name=name, trials=trials,
-                    interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
-                    out=out, warm=warm)
+    outcome = conclude(space, ctx, all_results, state, name=name, trials=trials,
+                       interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
+                       out=out, warm=warm)
+    if study_where is not None:
+        outcome.optuna_study = {"storage": study_where, "name": study}
+    return outcome
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ Only infrastructure errors (a Ray worker lost) arrive with ``error=True`` and be
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -63,3 +64,31 @@ class ConstrainedOptunaSearch(OptunaSearch):
     @property
     def study(self) -> optuna.Study:
         return self._ot_study
+
+
+def study_storage(setting: str | None, *, root: Path) -> tuple[Any, str | None]:
+    """The Optuna storage ``search.storage`` names, and what ``optuna-dashboard`` opens.
+
+    None keeps the study in memory inside Ray's searcher (pickled in Ray's experiment state);
+    ``sqlite`` is ``<root>/mlruns/optuna.db``, ``journal`` ``<root>/mlruns/optuna.journal``, anything
+    else an RDB URL. Each search run is its own study (:func:`study_name`), so a new search of the
+    same name never loads an earlier one's trials.
+    """
+    if setting is None:
+        return None, None
+    if setting == "journal":
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        path = root / "mlruns" / "optuna.journal"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path))), str(path)
+    url = f"sqlite:///{(root / 'mlruns' / 'optuna.db').resolve()}" if setting == "sqlite" else setting
+    if setting == "sqlite":
+        (root / "mlruns").mkdir(parents=True, exist_ok=True)
+    return optuna.storages.RDBStorage(url), url
+
+
+def study_name(search: str, run_name: str) -> str:
+    """The Optuna study of one search run: ``<search name>/<Ray run dir>``."""
+    return f"{search}/{run_name}"

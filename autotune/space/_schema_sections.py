@@ -153,6 +153,13 @@ class SearchSettings:
     finalists: int = 3
     finalist_repeats: int = 3
     max_concurrent: int | None = None
+    #: Where the Optuna study lives: None (in memory, inside Ray's searcher), ``sqlite`` or
+    #: ``journal`` (files under ``mlruns/``), or an Optuna RDB URL.
+    storage: str | None = None
+
+
+STUDY_STORAGES = ("sqlite", "journal")
+_RDB_SCHEMES = ("sqlite:///", "postgresql://", "postgresql+", "mysql://", "mysql+")
 
 
 @dataclass(frozen=True)
@@ -194,12 +201,19 @@ def read_resources(reader: Reader, value: Any, line: int | None) -> Resources:
 
 
 def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
-    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent}``."""
+    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage}``."""
     if value is None:
         return SearchSettings()
     reader.mapping(value, "search", line, allowed=("sampler", "seed", "finalists",
-                                                   "finalist_repeats", "max_concurrent"))
+                                                   "finalist_repeats", "max_concurrent", "storage"))
+    storage = reader.string(value.get("storage"), "search.storage", line_of(value, "storage"),
+                            allow_none=True)
+    if storage is not None and storage not in STUDY_STORAGES and not storage.startswith(_RDB_SCHEMES):
+        reader.fail(f"{storage!r} is not a study storage; allowed: sqlite (mlruns/optuna.db), journal "
+                    "(mlruns/optuna.journal), or an Optuna RDB URL (sqlite:////abs/path.db, "
+                    "postgresql://..., mysql://...)", field="search.storage", line=line_of(value, "storage"))
     return SearchSettings(
+        storage=storage,
         sampler=reader.string(value.get("sampler", "tpe"), "search.sampler",
                               line_of(value, "sampler"), choices=SAMPLERS),
         seed=reader.integer(value.get("seed", 0), "search.seed", line_of(value, "seed"),
