@@ -23,6 +23,9 @@ TIMER_RESERVE_S=${AUTOTUNE_GPU_TIMER_RESERVE_S:-$TIMER_S}
 RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 set -- $SPACES
 first=$1; shift
+# The timer's two servers share one GPU at --mem-fraction 0.3 each: the 8B shape fits, the MoE
+# shape does not (SGLang asked for more than 0.42 on 2026-12-01), so name the space when the first is MoE.
+TIMER_SPACE=${AUTOTUNE_GPU_TIMER_SPACE:-$first}
 
 "$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$first" .yaml)" \
   --deadline-s $(( $(left) - TIMER_RESERVE_S )) "$first"
@@ -34,7 +37,7 @@ elif [ "${AUTOTUNE_GPU_TIMER_PAIRS:-6}" = 0 ]; then
   echo "== timer overhead not asked for (AUTOTUNE_GPU_TIMER_PAIRS=0)"
 elif [ "$(left)" -gt 120 ]; then
   timeout -k 15 $(( $(left) < TIMER_S ? $(left) : TIMER_S )) "$PY" -m benchmarks.profile_overhead \
-    --space "$first" --params '{"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}' \
+    --space "$TIMER_SPACE" --params '{"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}' \
     --timer-only --mem-fraction 0.3 --pairs ${AUTOTUNE_GPU_TIMER_PAIRS:-6} --json "$RES/timer-overhead.json" \
     > "$RES/timer-overhead.log" 2>&1
   echo "== timer overhead rc=$?, $(left) s left"
