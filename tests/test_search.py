@@ -244,7 +244,7 @@ def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path) -> None
     assert float(slow_row["output_tok_s"]) == pytest.approx(fastest.metrics["output_tok_s"], rel=1e-3)
     md = (Path(local) / "summary.md").read_text()
     assert md == outcome.report_files["summary.md"]
-    assert "**Winner: EAGLE3 1/" in md and "## Finalists" in md and "```" in md
+    assert "**Winner: steps=1" in md and "## Finalists" in md and "```" in md
     _assert_no_emulator_left(sim_env)
 
 
@@ -398,8 +398,9 @@ def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
     # Beside the JSON, with tracking off too: the failed trial's figures are empty, not 0.
     assert "nothing to recommend" in (tmp_path / "s.md").read_text()
     rows = list(csv.DictReader(open(tmp_path / "s.trials.csv")))
-    assert [r["status"] for r in rows] == ["failed"] and rows[0]["output_tok_s"] == ""
-    assert rows[0]["reason"]
+    # The trial and the baseline it measured first, both failed, both with their reasons.
+    assert sorted(r["kind"] for r in rows) == ["baseline", "trial"], rows
+    assert all(r["status"] == "failed" and r["output_tok_s"] == "" and r["reason"] for r in rows), rows
     _assert_no_emulator_left(sim_env)
 
 

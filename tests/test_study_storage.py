@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from autotune.errors import ConfigError
-from autotune.search.searcher import study_name, study_storage
+from autotune.search.searcher import mirror_study, study_name, study_storage
 from autotune.space.search_space import load_space
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,20 +36,26 @@ def test_a_bad_storage_is_refused_with_file_line_and_the_choices(tmp_path: Path)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
-def test_the_study_survives_the_pickle_ray_keeps_and_opens_by_name(tmp_path: Path, kind: str) -> None:
+def test_the_mirror_matches_the_searchers_study_and_replaces_itself(tmp_path: Path, kind: str) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage, where = study_storage(kind, root=tmp_path)
     assert where is not None and Path(where.removeprefix("sqlite:///")).parent == (tmp_path / "mlruns").resolve()
     name = study_name("demo", "run-20261201-000000")
-    study = optuna.create_study(storage=storage, study_name=name, load_if_exists=True)
-    study.optimize(lambda t: t.suggest_int("steps", 1, 5), n_trials=2)
-    # Ray pickles its searcher (and the study with it) into the experiment state; a resume
-    # unpickles it and goes on in the same storage.
-    again = pickle.loads(pickle.dumps(study))
+    live = optuna.create_study(direction="maximize")  # the searcher's, in memory
+    live.optimize(lambda t: t.suggest_int("steps", 1, 5), n_trials=2)
+    asked = live.ask()  # in flight when the search was interrupted
+    asked.suggest_int("steps", 1, 5)
+    assert mirror_study(live, storage, name) == 3
+    # Ray's resume restores the searcher from its pickle and goes on; the mirror is rewritten.
+    again = pickle.loads(pickle.dumps(live))
+    again.tell(asked.number, 4.0)
     again.optimize(lambda t: t.suggest_int("steps", 1, 5), n_trials=1)
+    assert mirror_study(again, storage, name) == 4
     # What optuna-dashboard does: open the storage, find the study by its name.
     opened = optuna.load_study(study_name=name, storage=where if kind == "sqlite" else storage)
-    assert [t.state for t in opened.trials] == [optuna.trial.TrialState.COMPLETE] * 3
-    # Another search run of the same search is another study: it starts empty.
-    other = optuna.create_study(storage=storage, study_name=study_name("demo", "run-2"), load_if_exists=True)
-    assert other.trials == []
+    assert [(t.number, t.state, t.params, t.value) for t in opened.trials] == \
+        [(t.number, t.state, t.params, t.value) for t in again.trials]
+    assert opened.direction == optuna.study.StudyDirection.MAXIMIZE
+    # Another search run is another study: the mirror of one never holds another's trials.
+    assert mirror_study(live, storage, study_name("demo", "run-2")) == 3
+    assert len(optuna.load_study(study_name=name, storage=storage).trials) == 4

@@ -50,7 +50,8 @@ def test_rows_keep_every_measurement_and_unknowns_stay_empty() -> None:
     md = summary_md(outcome(again, finalists=[{"params": SPEC, "search_tok_s": 300.0, "confirmed_tok_s": 290.0,
                                                "confirmed_speedup": 1.4, "status": "feasible", "reason": None}]),
                     rows)
-    assert "**Winner: EAGLE3 3/1/4**" in md and "| EAGLE3 3/1/4 | 300.0 | 290.0 | 1.400x | feasible |" in md
+    assert "**Winner: algorithm=EAGLE3, steps=3, topk=1, draft_tokens=4**" in md
+    assert "| algorithm=EAGLE3, steps=3, topk=1, draft_tokens=4 | 300.0 | 290.0 | 1.400x | feasible |" in md
     # Ranked by tok/s, the failed trial last with "-" for what it did not measure.
     ranked = [ln for ln in md.splitlines() if ln.startswith("| ") and ln.count("|") == 9][1:]
     assert ranked[0].startswith("| trial | t1 |") and ranked[-1].startswith("| trial | t2 |")

@@ -103,7 +103,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     from ray import tune
 
     from autotune.search.progress import ProgressTable
-    from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun, study_name, study_storage
+    from autotune.search.searcher import (ConstrainedOptunaSearch, DefineByRun, mirror_study, saved_study,
+                                          study_name, study_storage)
     from autotune.search.trainable import TrialContext, TrialResources, trainable
     from autotune.trial.measure import settings_for
 
@@ -135,11 +136,10 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     warm = sglang_default(space)
     print(f"Warm start: {warm.describe()}" if not restoring else
           f"Resuming; SGLang's default config: {warm.describe()}", file=out, flush=True)
-    # A restored searcher brings its storage back from Ray's pickle; name and place are the same.
+    # search.storage: the searcher's study stays in memory, where Ray's checkpoints keep it
+    # consistent with Tune's trials across resumes, and is mirrored to the storage once fit returns.
     study_store, study_where = study_storage(space.search.storage, root=Path(opts.root))
     study = study_name(name, run_name)
-    if study_where is not None:
-        print(f"Optuna study {study!r}: optuna-dashboard {study_where}", file=out, flush=True)
     table = ProgressTable(out, maximize=maximize, objective=space.objective.metric)
     state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
                              "space": space}
@@ -160,8 +160,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
         searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
                                            mode="max" if maximize else "min",
                                            sampler=_make_sampler(space, seed),
-                                           points_to_evaluate=[warm.asked] if warm.asked else None,
-                                           storage=study_store, study_name=study)
+                                           points_to_evaluate=[warm.asked] if warm.asked else None)
         # reuse_actors: a trial process serves the next trial with the same resources, instead of
         # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=trials,
@@ -173,6 +172,13 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
         grid = tuner.fit()
     finally:
         LIVE_CALLBACKS.pop(str(exp_dir), None)
+    if study_store is not None:
+        try:
+            n = mirror_study(state.get("study") or saved_study(exp_dir), study_store, study)
+            print(f"Optuna study {study!r} ({n} trials): optuna-dashboard {study_where}", file=out, flush=True)
+        except Exception as exc:  # noqa: BLE001 - the search's results stand without the mirror
+            print(f"warning: the Optuna study was not written to {study_where}: "
+                  f"{type(exc).__name__}: {exc}", file=out, flush=True)
 
     all_results = []
     unfinished = 0

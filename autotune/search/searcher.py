@@ -69,10 +69,10 @@ class ConstrainedOptunaSearch(OptunaSearch):
 def study_storage(setting: str | None, *, root: Path) -> tuple[Any, str | None]:
     """The Optuna storage ``search.storage`` names, and what ``optuna-dashboard`` opens.
 
-    None keeps the study in memory inside Ray's searcher (pickled in Ray's experiment state);
-    ``sqlite`` is ``<root>/mlruns/optuna.db``, ``journal`` ``<root>/mlruns/optuna.journal``, anything
-    else an RDB URL. Each search run is its own study (:func:`study_name`), so a new search of the
-    same name never loads an earlier one's trials.
+    None: the study lives only in Ray's searcher (pickled in Ray's experiment state). ``sqlite``
+    is ``<root>/mlruns/optuna.db``, ``journal`` ``<root>/mlruns/optuna.journal``, anything else an
+    RDB URL; the search mirrors its study there (:func:`mirror_study`). Each search run is its own
+    study (:func:`study_name`), so a new search of the same name never loads an earlier one's trials.
     """
     if setting is None:
         return None, None
@@ -92,3 +92,32 @@ def study_storage(setting: str | None, *, root: Path) -> tuple[Any, str | None]:
 def study_name(search: str, run_name: str) -> str:
     """The Optuna study of one search run: ``<search name>/<Ray run dir>``."""
     return f"{search}/{run_name}"
+
+
+def saved_study(exp_dir: Path) -> optuna.Study:
+    """The study of the searcher Ray saved last in ``exp_dir`` (after a resume the live one is
+    inside the restored Tuner)."""
+    searcher = OptunaSearch()
+    searcher.restore_from_dir(str(exp_dir))
+    return searcher._ot_study
+
+
+def mirror_study(study: optuna.Study, storage: Any, name: str) -> int:
+    """Write ``study`` to ``storage`` as study ``name``, replacing an earlier mirror of it.
+
+    The searcher's own study is the truth: Ray restores it from its checkpoint on a resume, so
+    trials asked or told after that checkpoint are forgotten there and asked again. A storage the
+    searcher wrote to directly would keep those as stale RUNNING trials and first verdicts that
+    Tune no longer has; a mirror written from the restored study agrees with Tune. Returns the
+    number of trials written.
+    """
+    try:
+        optuna.delete_study(study_name=name, storage=storage)
+    except KeyError:
+        pass
+    mirror = optuna.create_study(storage=storage, study_name=name, directions=study.directions)
+    for key, value in study.user_attrs.items():
+        mirror.set_user_attr(key, value)
+    trials = study.get_trials(deepcopy=False)
+    mirror.add_trials(trials)
+    return len(trials)

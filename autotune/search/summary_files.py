@@ -103,14 +103,18 @@ def _fmt(value: Any, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _config(params: dict[str, Any] | None) -> str:
-    p = params or {}
-    if not p.get("speculative_algorithm"):
+_SHORT = {"speculative_algorithm": "algorithm", "speculative_num_steps": "steps",
+          "speculative_eagle_topk": "topk", "speculative_num_draft_tokens": "draft_tokens"}
+
+
+def _config(params: dict[str, Any] | None, *, baseline: bool = False) -> str:
+    """A config by its searched parameters (``algorithm=EAGLE3, steps=3, topk=1, draft_tokens=4``).
+    ``params`` holds the searched ones only (a fixed algorithm is not among them), so whether it is
+    the no-speculation baseline is said by ``baseline``."""
+    if baseline:
         return "no speculation"
-    triple = "/".join(str(p.get(k, "-")) for k in ("speculative_num_steps", "speculative_eagle_topk",
-                                                    "speculative_num_draft_tokens"))
-    rest = {k: v for k, v in p.items() if not k.startswith("speculative_")}
-    return f"{p['speculative_algorithm']} {triple}" + (f" {json.dumps(rest, default=str)}" if rest else "")
+    p = params or {}
+    return ", ".join(f"{_SHORT.get(k, k)}={v}" for k, v in p.items()) or "the space's fixed config"
 
 
 def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
@@ -127,7 +131,7 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     if w is not None:
         head = ("No speculative config beat its no-speculation baseline: **serve without "
                 "speculative decoding**." if outcome.baseline_wins
-                else f"**Winner: {_config(w.params)}**, confirmed beside a fresh baseline.")
+                else f"**Winner: {_config(w.params, baseline=w.is_baseline)}**, confirmed beside a fresh baseline.")
         lines += ["", head, "", "| figure | value |", "|---|---|",
                   f"| output tok/s | {_fmt(w.output_tok_s, '.1f')} (spread {_fmt(w.output_tok_s_spread, '.1f')}) |",
                   f"| baseline tok/s | {_fmt(w.baseline_tok_s, '.1f')} |",
@@ -164,7 +168,7 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.kind} | {r.trial_id} | {_config(r.result.params)} | {r.result.status} | "
+    lines += [f"| {r.kind} | {r.trial_id} | {_config(r.result.params, baseline=r.result.is_baseline)} | {r.result.status} | "
               f"{_fmt(r.result.output_tok_s, '.1f')} | {_fmt(r.result.speedup, '.3f')} | "
               f"{_fmt(r.result.accept_length, '.2f')} | {(r.result.reason or '').replace('|', '/')} |"
               for r in measured]
