@@ -158,14 +158,14 @@ def test_script_collects_every_trial_and_skips_junk_with_a_warning(swept: Swept)
 def test_portable_paths_replace_roots_on_path_boundaries_only() -> None:
     from autotune.trial.report import portable_paths
 
-    roots = {"/work/main": "", "/tmp/res/": "<results>"}
-    rec = {"argv": ["python", "--model-path", "/work/main/.gpu/m/target"],
-           "launch_command": "cd /work/main && python x --log /tmp/res/a/b.log",
-           "other": ["/work/mainline/x", "/tmp/resx"], "n": 3, "none": None}
+    roots = {"/srv/checkout": "", "/scratch/res/": "<results>"}
+    rec = {"argv": ["python", "--model-path", "/srv/checkout/.gpu/m/target"],
+           "launch_command": "cd /srv/checkout && python x --log /scratch/res/a/b.log",
+           "other": ["/srv/checkoutline/x", "/scratch/resx"], "n": 3, "none": None}
     assert portable_paths(rec, roots) == {
         "argv": ["python", "--model-path", ".gpu/m/target"],
         "launch_command": "cd . && python x --log <results>/a/b.log",
-        "other": ["/work/mainline/x", "/tmp/resx"], "n": 3, "none": None}
+        "other": ["/srv/checkoutline/x", "/scratch/resx"], "n": 3, "none": None}
 
 
 def test_bench_search_replays_the_landscape_and_finds_the_recorded_optimum(swept: Swept) -> None:
