@@ -122,17 +122,18 @@ def report(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     on_tok = [r["tok_s"] for r in runs["on"]]
     off_tok = [r["tok_s"] for r in runs["off"]]
     ratio = median(on_tok) / median(off_tok)  # type: ignore[operator]
-    pair_ratio = median([a / b for a, b in zip(on_tok, off_tok)])
+    pairs = [a / b for a, b in zip(on_tok, off_tok)]
+    pair_ratio = median(pairs)
     ok = abs(ratio - 1) < TOLERANCE and abs(pair_ratio - 1) < TOLERANCE  # type: ignore[operator]
     print(table(["pair", "order", "on tok/s", "off tok/s", "on/off", "on cycle ms", "accept on/off"],
                 [[str(i + 1), "on-off" if i % 2 == 0 else "off-on", fmt(a["tok_s"]),
-                  fmt(b["tok_s"]), fmt(a["tok_s"] / b["tok_s"], ".4f"), fmt(a.get("cycle_ms")),
+                  fmt(b["tok_s"]), fmt(pair, ".4f"), fmt(a.get("cycle_ms")),
                   f"{fmt(a.get('accept_meta'), '.3f')}/{fmt(b.get('accept_meta'), '.3f')}"]
-                 for i, (a, b) in enumerate(zip(runs["on"], runs["off"]))]))
+                 for i, (a, b, pair) in enumerate(zip(runs["on"], runs["off"], pairs))]))
     print(f"\nmedian tok/s: on {fmt(median(on_tok))}, off {fmt(median(off_tok))}; "
           f"ratio of medians {ratio:.4f} ({pct(ratio - 1)}); median pair ratio "
           f"{pair_ratio:.4f} ({pct(pair_ratio - 1)}); pair ratios "
-          f"{min(a / b for a, b in zip(on_tok, off_tok)):.4f}-{max(a / b for a, b in zip(on_tok, off_tok)):.4f}")
+          f"{min(pairs):.4f}-{max(pairs):.4f}")
     on_c = [cycles_per_s(r) for r in runs["on"]]
     off_c = [cycles_per_s(r) for r in runs["off"]]
     figures: dict[str, Any] = {"median_on": median(on_tok), "median_off": median(off_tok),

@@ -83,9 +83,10 @@ def study_storage(setting: str | None, *, root: Path) -> tuple[Any, str | None]:
         path = root / "mlruns" / "optuna.journal"
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path))), str(path)
-    url = f"sqlite:///{(root / 'mlruns' / 'optuna.db').resolve()}" if setting == "sqlite" else setting
+    url = setting
     if setting == "sqlite":
         (root / "mlruns").mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{(root / 'mlruns' / 'optuna.db').resolve()}"
     return optuna.storages.RDBStorage(url), url
 
 

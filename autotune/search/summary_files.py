@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.search.console import num
 from autotune.search.options import SearchOutcome
-from autotune.space.warm_start import gain
+from autotune.trial.report import phase_rows
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 
@@ -98,11 +99,6 @@ def trials_csv(rows: Sequence[Row]) -> str:
     return buf.getvalue()
 
 
-def _fmt(value: Any, spec: str) -> str:
-    v = known(value)
-    return "-" if v is None else format(v, spec)
-
-
 _SHORT = {"speculative_algorithm": "algorithm", "speculative_num_steps": "steps",
           "speculative_eagle_topk": "topk", "speculative_num_draft_tokens": "draft_tokens"}
 
@@ -133,44 +129,41 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                 "speculative decoding**." if outcome.baseline_wins
                 else f"**Winner: {_config(w.params, baseline=w.is_baseline)}**, confirmed beside a fresh baseline.")
         lines += ["", head, "", "| figure | value |", "|---|---|",
-                  f"| output tok/s | {_fmt(w.output_tok_s, '.1f')} (spread {_fmt(w.output_tok_s_spread, '.1f')}) |",
-                  f"| baseline tok/s | {_fmt(w.baseline_tok_s, '.1f')} |",
-                  f"| speedup | {_fmt(w.speedup, '.3f')}x |"]
+                  f"| output tok/s | {num(w.output_tok_s, '.1f')} (spread {num(w.output_tok_s_spread, '.1f')}) |",
+                  f"| baseline tok/s | {num(w.baseline_tok_s, '.1f')} |",
+                  f"| speedup | {num(w.speedup, '.3f')}x |"]
         if not w.is_baseline:
-            accept = _fmt(w.accept_length, ".2f")
+            accept = num(w.accept_length, ".2f")
             if w.acceptance == "synthetic":
                 accept += " (synthetic acceptance: forced on dummy weights, not a draft's)"
             lines += [f"| accept length | {accept} |",
-                      f"| break-even accept length | {_fmt(w.break_even_accept_length, '.2f')} |"]
+                      f"| break-even accept length | {num(w.break_even_accept_length, '.2f')} |"]
         ph = w.phases or {}
-        parts = ([("draft", "Draft steps"), ("verify", "Target verify"), ("extend", "Draft re-extend")]
-                 if not w.is_baseline else [("decode", "Decode")]) + [("other", "Other overhead")]
         lines += ["", "| phase | ms per cycle | share |", "|---|---|---|"]
-        lines += [f"| {label} | {_fmt(ph.get(f'{k}_ms'), '.2f')} | {_fmt(ph.get(f'{k}_pct'), '.1f')}% |"
-                  for k, label in parts]
-        lines.append(f"| total | {_fmt(ph.get('cycle_ms'), '.2f')} | |")
+        lines += [f"| {label} | {num(ph.get(f'{k}_ms'), '.2f')} | {num(ph.get(f'{k}_pct'), '.1f')}% |"
+                  for label, k in phase_rows(speculative=not w.is_baseline)]
+        lines.append(f"| total | {num(ph.get('cycle_ms'), '.2f')} | |")
         if w.launch_command:
             lines += ["", "Launch command:", "", "```", w.launch_command, "```"]
     if outcome.finalists:
         lines += ["", "## Finalists", "", "| config | search tok/s | confirmed tok/s | speedup | verdict |",
                   "|---|---|---|---|---|"]
-        lines += [f"| {_config(f.get('params'))} | {_fmt(f.get('search_tok_s'), '.1f')} | "
-                  f"{_fmt(f.get('confirmed_tok_s'), '.1f')} | {_fmt(f.get('confirmed_speedup'), '.3f')}x | "
+        lines += [f"| {_config(f.get('params'))} | {num(f.get('search_tok_s'), '.1f')} | "
+                  f"{num(f.get('confirmed_tok_s'), '.1f')} | {num(f.get('confirmed_speedup'), '.3f')}x | "
                   f"{f.get('status')}{': ' + f['reason'] if f.get('reason') else ''} |"
                   for f in outcome.finalists]
     d = outcome.sglang_default
     if d is not None:
-        g = gain(outcome.winner or {}, d) if w is not None else None
         lines += ["", "## SGLang's default", "",
                   f"{_config(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
-                  f"{d.get('status')}, {_fmt(d.get('output_tok_s'), '.1f')} tok/s, speedup "
-                  f"{_fmt(d.get('speedup'), '.3f')}x; the winner gives {_fmt(g, '.3f')}x that."]
+                  f"{d.get('status')}, {num(d.get('output_tok_s'), '.1f')} tok/s, speedup "
+                  f"{num(d.get('speedup'), '.3f')}x; the winner gives {num(d.get('gain'), '.3f')}x that."]
     measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.kind} | {r.trial_id} | {_config(r.result.params, baseline=r.result.is_baseline)} | {r.result.status} | "
-              f"{_fmt(r.result.output_tok_s, '.1f')} | {_fmt(r.result.speedup, '.3f')} | "
-              f"{_fmt(r.result.accept_length, '.2f')} | {(r.result.reason or '').replace('|', '/')} |"
+              f"{num(r.result.output_tok_s, '.1f')} | {num(r.result.speedup, '.3f')} | "
+              f"{num(r.result.accept_length, '.2f')} | {(r.result.reason or '').replace('|', '/')} |"
               for r in measured]
     return "\n".join(lines) + "\n"
 

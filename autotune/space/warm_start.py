@@ -163,6 +163,11 @@ def compare_to_default(warm: WarmStart | None, results: Sequence[Mapping[str, An
             "gain": gain(winner or {}, found or {})}
 
 
+def _by_speedup(winner: Mapping[str, Any], default: Mapping[str, Any]) -> bool:
+    """Whether :func:`gain` can compare speedups: the winner's known, the default's known and not 0."""
+    return winner.get("speedup") is not None and bool(default.get("speedup"))
+
+
 def gain(winner: Mapping[str, Any], default: Mapping[str, Any]) -> float | None:
     """How many times the default's throughput the winner gives; None when unknown.
 
@@ -172,9 +177,8 @@ def gain(winner: Mapping[str, Any], default: Mapping[str, Any]) -> float | None:
     when both speedups are known the gain is their ratio, each against the baseline measured beside
     it, and drift between the two measurements divides out; otherwise it is the ratio of tok/s.
     """
-    ws, ds = winner.get("speedup"), default.get("speedup")
-    if ws is not None and ds:
-        return float(ws) / float(ds)
+    if _by_speedup(winner, default):
+        return float(winner["speedup"]) / float(default["speedup"])
     tok, dtok = winner.get("output_tok_s"), default.get("output_tok_s")
     if tok is None or not dtok:
         return None
@@ -191,8 +195,7 @@ def versus_default(default: Mapping[str, Any], *, winner: Mapping[str, Any]) -> 
         return f"vs {what}: {default.get('status')}, so there is no gain to give"
     slower = " (slower than plain decoding)" if speedup is not None and speedup < 1 else ""
     ratio = gain(winner, default)
-    basis = " (by speedup: each against its own baseline)" if (
-        winner.get("speedup") is not None and speedup) else ""
+    basis = " (by speedup: each against its own baseline)" if _by_speedup(winner, default) else ""
     return (f"vs {what}: it measured {tok:.1f} tok/s, speedup "
             f"{'unknown' if speedup is None else f'{speedup:.3f}x'}{slower}; this is "
             f"{'unknown' if ratio is None else f'{ratio:.3f}x'} that{basis}")

@@ -21,16 +21,20 @@ def _num(v: float | None, fmt: str = ".2f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
+def phase_rows(*, speculative: bool) -> list[tuple[str, str]]:
+    """The phases a profile table shows, as ``(label, key)``: ``PhaseProfile`` keeps ``<key>_ms``
+    and ``<key>_pct`` for each."""
+    rows = ([("Draft steps", "draft"), ("Target verify", "verify"), ("Draft re-extend", "extend")]
+            if speculative else [("Decode", "decode")])
+    return rows + [("Prefill (extend)", "prefill"), ("Other overhead", "other")]
+
+
 def phase_table(result: Any) -> str:
     """The seed's profile table: ms per cycle and share for each phase, then the verdict."""
     ph = result.phases or {}
     lines = []
     spec = not result.is_baseline
-    rows = ([("Draft steps", "draft"), ("Target verify", "verify"), ("Draft re-extend", "extend")]
-            if spec else [("Decode", "decode")])
-    rows.append(("Prefill (extend)", "prefill"))
-    rows.append(("Other overhead", "other"))
-    for label, key in rows:
+    for label, key in phase_rows(speculative=spec):
         lines.append(f"{label + ':':17s}{_ms(ph.get(f'{key}_ms'))} ms/cycle  ({_pct(ph.get(f'{key}_pct'))})")
     lines.append(f"{'TOTAL:':17s}{_ms(ph.get('cycle_ms'))} ms/cycle")
     if spec:
