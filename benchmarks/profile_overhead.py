@@ -6,7 +6,8 @@ seed: ``on`` has ``--enable-metrics`` and ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1
 (``/metrics`` and ``/server_info``) before and after every run, as a trial does; ``off`` has neither
 and is never scraped. Runs alternate between them (on-off, then off-on, ...), so drift in the
 machine's load hits both alike, and with the same seed each pair draws the same acceptance
-lengths. Printed: every run's output tok/s, the medians, the ratio of the medians and the median of
+lengths (on real SGLang both servers get ``--random-seed`` of that seed: it seeds the draws of
+forced acceptance). Printed: every run's output tok/s, the medians, the ratio of the medians and the median of
 the per-pair ratios. PASS when both ratios are within 1% of 1.
 
 With ``--space`` the two servers are that space's config ``--params`` (real SGLang on a GPU: both
@@ -109,6 +110,12 @@ async def one_run(url: str, workload: Workload, *, profiled: bool) -> dict[str, 
     return out
 
 
+def sim_backend(spec: LaunchSpec) -> bool:
+    from autotune.sglang.backend import get_backend
+
+    return get_backend(spec.backend).emulated
+
+
 def cycles_per_s(run: dict[str, Any]) -> float | None:
     """A run's tok/s over its accept length: speculative cycles a second. On real SGLang the forced
     acceptance draws differ between the two servers, and that noise divides out here."""
@@ -188,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.space:
             space, params, on = _from_space(args.space, args.params, args.mem_fraction)
+            if not sim_backend(on) and "random_seed" not in on.server_args:
+                # SGLang draws forced acceptance from its seeded RNG: one seed on both servers
+                # gives both the same draws, so a pair differs by the timer alone.
+                on = replace(on, server_args={**on.server_args, "random_seed": seed})
             label = space.name
             n, out = space.workload.get("num_prompts"), space.workload.get("output_len")
         else:
@@ -203,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workload = Workload.from_spec(space.workload, file=space.file)
     specs = {"on": on, "off": off_spec(on, timer_only=args.timer_only)}
-    sim = on.backend == "sim"
+    sim = sim_backend(on)
     base_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("AUTOTUNE_SIM_") and k not in DEVICE_TIMER_ENV}
     what = "device-timer" if args.timer_only else "phase-profile"

@@ -422,6 +422,13 @@ def test_trial_cli_json_has_the_promised_keys(sim_env: None, tmp_path: Path) -> 
     assert {"draft", "verify", "extend", "other"} <= set(shares)
     assert shares["verify"] > shares["draft"] > 0
     assert "--speculative-num-steps 3" in out["launch_command"]
+    # One breakdown a repeat, in order, whose parts add up to its wall time.
+    rows = out["repeat_breakdown"]
+    assert [r["tok_s"] for r in rows] == out["output_tok_s_repeats"] and len(rows) == 2
+    for r in rows:
+        assert r["accept_length"] > 1 and r["cycles"] > 0 and r["ttft_ms_p50"] > 0
+        assert r["prefill_s"] > 0 and r["cycle_gpu_s"] > 0
+        assert r["prefill_s"] + r["cycle_gpu_s"] + r["host_s"] == pytest.approx(r["wall_s"])
 
 
 # ----- the phase profile from a live server ------------------------------------------------------

@@ -9,6 +9,7 @@ They live apart from the launch and the HTTP loop so that readers of results nee
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ class TrialResult:
     # Robust spread: 1.4826 * MAD over the median, in percent; the range: (max - min) / median.
     output_tok_s_spread_pct: float | None = None
     output_tok_s_range_pct: float | None = None
+    # One dict a measured repeat, in order (repeat_breakdown), so a spread can be taken apart:
+    # tok/s against accept length, the decode cycle and the prefill GPU time of that repeat.
+    repeat_breakdown: list[dict[str, Any]] = field(default_factory=list)
     warmup_tok_s: list[float] = field(default_factory=list)
     warmup_stable: bool | None = None
     decode_tok_s_p50: float | None = None
@@ -140,6 +144,31 @@ def spread_pct(values: Sequence[float]) -> tuple[float | None, float | None]:
     return 100.0 * 1.4826 * mad / mid, 100.0 * (max(values) - min(values)) / mid
 
 
+def repeat_breakdown(benches: Sequence[BenchResult],
+                     profiles: Sequence[PhaseProfile]) -> list[dict[str, Any]]:
+    """Per measured repeat: tok/s, wall, TTFT and, when each repeat has its profile, its parts.
+
+    With the device timer, ``prefill_s`` is the repeat's prefill GPU seconds, ``cycle_gpu_s``
+    the GPU seconds of every other category (draft, verify, re-extend or decode) and ``host_s``
+    the rest of the wall: tok/s moves with ``accept_length`` or with one of the three.
+    """
+    paired = len(profiles) == len(benches)
+    out = []
+    for i, bench in enumerate(benches):
+        row: dict[str, Any] = {"tok_s": bench.output_tok_s, "wall_s": bench.duration_s,
+                               "ttft_ms_p50": bench.ttft_ms.get(50)}
+        p = profiles[i] if paired else None
+        if p is not None:
+            row.update(accept_length=p.accept_length, cycles=p.cycles)
+            if p.device_timer and p.gpu_seconds:
+                prefill = p.gpu_seconds.get("prefill", 0.0)
+                rest = math.fsum(v for k, v in p.gpu_seconds.items() if k != "prefill")
+                row.update(prefill_s=prefill, cycle_gpu_s=rest,
+                           host_s=(p.wall_s - prefill - rest) if p.wall_s is not None else None)
+        out.append(row)
+    return out
+
+
 def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
               profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
               t0: float, startup_s: float) -> TrialResult:
@@ -167,6 +196,7 @@ def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
     result.output_tok_s = _median(rates)
     result.output_tok_s_spread = (max(rates) - min(rates)) / 2 if len(rates) > 1 else None
     result.output_tok_s_spread_pct, result.output_tok_s_range_pct = spread_pct(rates)
+    result.repeat_breakdown = repeat_breakdown(benches, profiles)
     # The repeat whose tok/s is the median speaks for the others in every per-run figure.
     mid = sorted(range(len(benches)), key=lambda i: benches[i].output_tok_s)[len(benches) // 2]
     bench = benches[mid]
