@@ -67,7 +67,8 @@ def off_spec(on: LaunchSpec, *, timer_only: bool = False) -> LaunchSpec:
                       server_args=args, env=env, backend=on.backend, trial_only=on.trial_only)
 
 
-def _from_space(path: str, params_json: str, mem_fraction: float | None) -> tuple[Any, dict, LaunchSpec]:
+def _from_space(path: str, params_json: str, mem_fraction: float | None, *,
+                full_graphs: bool = False) -> tuple[Any, dict, LaunchSpec]:
     """(space, params, the 'on' launch) of a space's config, as its trials launch it."""
     import json
 
@@ -81,7 +82,8 @@ def _from_space(path: str, params_json: str, mem_fraction: float | None) -> tupl
         raise AutotuneError(f"--params: {reason}")
     if space.backend == "sglang":
         space.check_paths()
-    on = launch_spec(space.trial_config(params), settings_for(space))
+    overrides = {"fast_start": False} if full_graphs else {}
+    on = launch_spec(space.trial_config(params), settings_for(space, **overrides))
     if mem_fraction is not None:
         on = replace(on, server_args={**on.server_args, "mem_fraction_static": mem_fraction})
     return space, params, on
@@ -173,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mem-fraction", type=float,
                         help="with --space: two servers share one GPU; the first gets this "
                              "mem_fraction_static, the second twice it (SGLang's KV sizing)")
+    parser.add_argument("--full-graphs", action="store_true",
+                        help="with --space: prefill CUDA graphs on, whatever measure.fast_start says")
     parser.add_argument("--from-json", metavar="PATH",
                         help="print the figures of a run saved with --json; starts nothing")
     args = parser.parse_args(argv)
@@ -194,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.space:
-            space, params, on = _from_space(args.space, args.params, args.mem_fraction)
+            space, params, on = _from_space(args.space, args.params, args.mem_fraction,
+                                            full_graphs=args.full_graphs)
             if not sim_backend(on) and "random_seed" not in on.server_args:
                 # SGLang draws forced acceptance from its seeded RNG: one seed on both servers
                 # gives both the same draws, so a pair differs by the timer alone.
@@ -223,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(tempfile.mkdtemp(prefix="profile-overhead-"))
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     t0 = time.monotonic()
+    interrupted = False
     try:
         with ExitStack() as stack:
             servers = {}
@@ -255,13 +261,23 @@ def main(argv: list[str] | None = None) -> int:
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a deadline's SIGINT: the servers are stopped; whole pairs are kept
+        done = min(len(runs["on"]), len(runs["off"]))
+        runs = {name: r[:done] for name, r in runs.items()}
+        print(f"interrupted after {done} whole pair(s) of {pairs}", file=sys.stderr)
+        if not done:
+            return 130
+        interrupted = True
     elapsed = time.monotonic() - t0
     figures = report(runs)
     print(f"{elapsed:.0f} s")
     write_json(args.json, {"machine": machine_line(), "quick": args.quick, "what": what,
                            "timer_only": args.timer_only, "space": args.space,
                            "profile": label, "config": describe(params), "seed": seed,
-                           "runs": runs, **figures, "elapsed_s": elapsed})
+                           "runs": runs, **figures, "elapsed_s": elapsed,
+                           "pairs_asked": pairs, "interrupted": interrupted})
+    if interrupted:
+        return 130
     ok = figures["ok"]
     return 0 if ok else 1
 

@@ -127,7 +127,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/gpu/spread_probe.py",
                                      description=__doc__.split("\n\n")[1].strip())
-    parser.add_argument("--space", required=True)
+    parser.add_argument("--space")
     parser.add_argument("--params", default="{}", help="the config, as JSON")
     parser.add_argument("--variants", default=None,
                         help="comma-separated NxL workloads (default: the space's own)")
@@ -137,12 +137,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--full-graphs", action="store_true",
                         help="prefill CUDA graphs on, whatever the space's measure.fast_start says")
+    parser.add_argument("--from-json", metavar="PATH",
+                        help="print the runs and figures of a probe saved with --json; starts nothing")
     parser.add_argument("--log", metavar="PATH", help="the server's log (default: a temporary file)")
     args = parser.parse_args(argv)
     from autotune import cli
     from autotune.space.search_space import load_space
 
     cli.interruptible()
+    if args.from_json:
+        try:
+            saved = json.loads(Path(args.from_json).read_text())
+            print(f"{saved['space']} {json.dumps(saved['params'])}, prefill CUDA graphs "
+                  f"{'on' if saved['full_graphs'] else 'as the space says'}, from {args.from_json}")
+            report(saved["rows"], saved["variants"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"error: {args.from_json}: not a saved probe ({exc})", file=sys.stderr)
+            return 2
+        return 0
+    if not args.space:
+        parser.error("--space is required (or --from-json)")
 
     try:
         space = load_space(args.space)
@@ -198,12 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = 130
     finally:
         smi.stop()
-    measured = [r for r in rows if r["round"] >= 0]
-    by_variant = {v: summary([r for r in measured if r["variant"] == v]) for v in names
-                  if any(r["variant"] == v for r in measured)}
-    for v, s in by_variant.items():
-        parts = ", ".join(f"{k[:-7]} {fmt(s[k])}" for k in s if k.endswith("_spread"))
-        print(f"{v}: {s['runs']} runs, median {s['tok_s']:.1f} tok/s; robust spread / range %: {parts}")
+    by_variant = report(rows, names, table=False)
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"space": args.space, "params": params, "launch": spec.shell_command(),
@@ -211,6 +220,30 @@ def main(argv: list[str] | None = None) -> int:
              "warm_rounds": args.warm_rounds, "rows": rows, "summary": by_variant,
              "server_log": str(log)}, indent=1))
     return rc
+
+
+def report(rows: list[dict[str, Any]], names: list[str], *, table: bool = True) -> dict[str, Any]:
+    """Print the measured runs (``table``) and each variant's figures; return the figures."""
+    measured = [r for r in rows if r["round"] >= 0]
+    if table:
+        print("variant round   t s  tok/s  accept  cycle GPU ms  prefill s  host s  wall s  "
+              "TTFT p50 ms  SM MHz  W")
+        for r in measured:
+            print(f"{r['variant']:>7} {r['round']:5d} {r['t0_s']:5.0f} {r['tok_s']:6.1f}  "
+                  f"{num(r.get('accept_length'), '.3f'):>6}  {num(r.get('cycle_gpu_ms'), '.3f'):>12}  "
+                  f"{num(r.get('prefill_s'), '.3f'):>9}  {num(r.get('host_s'), '.3f'):>6}  "
+                  f"{r['wall_s']:6.2f}  {num(r.get('ttft_ms_p50'), '.1f'):>11}  "
+                  f"{num(r.get('clocks.sm'), '.0f'):>6}  {num(r.get('power.draw'), '.0f')}")
+    by_variant = {v: summary([r for r in measured if r["variant"] == v]) for v in names
+                  if any(r["variant"] == v for r in measured)}
+    for v, s in by_variant.items():
+        parts = ", ".join(f"{k[:-7]} {fmt(s[k])}" for k in s if k.endswith("_spread"))
+        print(f"{v}: {s['runs']} runs, median {s['tok_s']:.1f} tok/s; robust spread / range %: {parts}")
+    return by_variant
+
+
+def num(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def fmt(pair: tuple[float | None, float | None]) -> str:
