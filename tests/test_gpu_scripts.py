@@ -73,3 +73,34 @@ def test_lane_and_collect_on_the_emulator(tmp_path: Path, installed_flag_table: 
     assert spec_row["speedup"] == pytest.approx(spec["speedup"])
     assert spec_row["verify_ms"] > 0 and spec_row["accept"] == spec["accept_length"]
     assert bundle["rows"][0]["accept"] is None  # plain decode: no accept length, not 0
+
+
+def test_spread_probe_on_the_emulator(tmp_path: Path, installed_flag_table: Path) -> None:
+    space = tmp_path / "probe.yaml"
+    space.write_text(SPACE.format(kind="probe", extra=", fast_start: true"))
+    env = dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2", AUTOTUNE_SGLANG_FLAG_TABLE=str(installed_flag_table))
+    params = json.dumps({"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+                         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+                         "SGLANG_SIMULATE_ACC_LEN": "2.5"})
+    out = tmp_path / "probe.json"
+    proc = subprocess.run(
+        [sys.executable, "scripts/gpu/spread_probe.py", "--space", str(space), "--params", params,
+         "--variants", "2x32,1x64", "--rounds", "2", "--warm-rounds", "1", "--full-graphs",
+         "--json", str(out), "--log", str(tmp_path / "server.log")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=150, check=False)
+    assert proc.returncode == 0, proc.stderr
+    saved = json.loads(out.read_text())
+    # --full-graphs overrides the space's fast_start: the server ran with prefill graphs.
+    assert saved["full_graphs"] and "--disable-prefill-cuda-graph" not in saved["launch"]
+    rows = saved["rows"]
+    assert [(r["variant"], r["round"]) for r in rows] == [
+        ("2x32", -1), ("1x64", -1), ("1x64", 0), ("2x32", 0), ("2x32", 1), ("1x64", 1)]
+    for r in rows:  # each run's parts add up to its wall, and its accept length is the forced one
+        assert r["prefill_s"] + r["cycle_gpu_s"] + r["host_s"] == pytest.approx(r["wall_s"])
+        assert r["accept_length"] == pytest.approx(2.5, abs=0.5)
+    assert saved["summary"]["2x32"]["runs"] == 2 and saved["summary"]["1x64"]["runs"] == 2
+    again = subprocess.run([sys.executable, "scripts/gpu/spread_probe.py", "--from-json", str(out)],
+                           cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert again.returncode == 0, again.stderr
+    assert "2x32: 2 runs" in again.stdout and "1x64: 2 runs" in again.stdout
+    assert (tmp_path / "server.log").stat().st_size > 0
