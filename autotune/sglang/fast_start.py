@@ -1,18 +1,23 @@
 """``measure.fast_start``: trial servers start without prefill CUDA graphs.
 
-On real SGLang, start-up is dominated by capturing the prefill CUDA graphs (87 s of 106 s in one
-0.5.17 run on an H200, 90 s against 62 s without them). Every trial starts a server, so a search
-whose objective is decode throughput can skip that capture on every trial server, baselines and
-speculative configs alike (the comparison stays fair). The switch is *trial-only*
-(:attr:`autotune.launch.spec.LaunchSpec.trial_only`): the trial's logged command shows it, the exported
-winner never carries it.
+Every trial starts a server, and capturing prefill CUDA graphs is part of its start-up: 3.4 s of a
+57.5 s warm start-up for the 8B shape on an H200 (SGLang 0.5.17), and about 45-60 s for the
+Qwen3-30B-A3B MoE shape (104-121 s with graphs against 58.7 s without). A search can skip that
+capture on every trial server, baselines and speculative configs alike, so configs are compared on
+equal terms. The price is fidelity: prefill then runs eagerly, and every figure whose window holds
+a prefill is not the exported server's. On the MoE shape prefill took 0.74 s of a 4.84 s repeat
+(0.08-0.13 s with graphs), TTFT 118 ms against 23-37, and output tok/s read 10-16% low
+(``docs/measurements/README.md``, fifth session). The switch is *trial-only*
+(:attr:`autotune.launch.spec.LaunchSpec.trial_only`): the trial's logged command shows it, the
+exported winner never carries it.
 
 Which flag does it: whatever the SGLang in use offers (:func:`fast_start_args`):
 ``--disable-prefill-cuda-graph`` where it exists (0.5.17, 0.5.23), else
 ``--cuda-graph-backend-prefill disabled``, else an error.
 
-Refused for objectives and SLOs that time prefill (TTFT, end-to-end latency): without prefill
-graphs those figures would not be what the exported server does.
+Refused for objectives and SLOs that time prefill alone (TTFT, end-to-end latency). Output tok/s
+and the speedup (so the break-even rule) also hold the prefills of their window; they are allowed,
+since every trial pays alike, but read low by the prefill share.
 """
 
 from __future__ import annotations
