@@ -29,6 +29,7 @@ import pytest
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import EXIT_CONFIG, EXIT_INTERRUPTED, main, run_search
+from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 
 SPACES = Path(__file__).parent / "spaces"
@@ -245,6 +246,15 @@ def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path) -> None
     md = (Path(local) / "summary.md").read_text()
     assert md == outcome.report_files["summary.md"]
     assert "**Winner: steps=1" in md and "## Finalists" in md and "```" in md
+    # The workload is the parent run's dataset: one row a request, its digest MLflow's own.
+    inputs = client.get_run(parent.info.run_id).inputs.dataset_inputs
+    assert len(inputs) == 1
+    tags = {t.key: t.value for t in inputs[0].tags}
+    assert tags["mlflow.data.context"] == "workload" and inputs[0].dataset.name == "test-slo"
+    profile = json.loads(inputs[0].dataset.profile)
+    wl = load_space(str(SPACES / "slo.yaml")).workload
+    assert profile["num_rows"] == wl["num_prompts"] + wl["warmup_prompts"] == 4
+    assert tags["autotune.workload.concurrency"] == str(wl["concurrency"]) == "1"
     _assert_no_emulator_left(sim_env)
 
 

@@ -114,6 +114,11 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                              budget=trials, seed=seed, sampler=space.search.sampler,
                              ray_address=ray_where, resume=restoring,
                              objective=(space.objective.metric, space.objective.direction))
+        from autotune.space.workload import Workload
+        from autotune.tracking.dataset import log_workload
+
+        log_workload(tracker.client, tracker.parent_run_id,
+                     Workload.from_spec(space.workload, file=space.file), name=space.name)
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
