@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 # SGLang's argument parser imports on a CPU with these; the full wheel wants CUDA torch.
 SGLANG_PARSER_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec \
 	pydantic pyzmq tqdm IPython aiohttp triton
+# SGLang's dataset loaders (workload source sglang:<dataset>), at the versions SGLang 0.5.23 pins.
+SGLANG_DATASET_DEPS := transformers==5.19.0 tokenizers==0.23.2 datasets
 
 .PHONY: venv demo test clean-mlruns
 
@@ -21,6 +23,19 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -c "from sglang.srt.server_args import ServerArgs"
 	touch $(STAMP)
 
+# SGLang's dataset loaders need transformers, which makes importing SGLang's parser several times
+# slower; so they get an environment of their own that sees the main one's packages (a .pth line)
+# and adds only theirs. tests/test_sglang_datasets.py runs its cases there.
+DATA_VENV := .venv-sglang-data
+$(DATA_VENV)/.installed: $(STAMP)
+	test -x $(DATA_VENV)/bin/python || $(PY) -m venv $(DATA_VENV)
+	main=$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	own=$$($(DATA_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	echo "import site; site.addsitedir('$$main')" > $$own/main-venv.pth
+	$(DATA_VENV)/bin/pip install -q $(SGLANG_DATASET_DEPS)
+	$(DATA_VENV)/bin/python -c "import sglang.benchmark.datasets, transformers, autotune"
+	touch $@
+
 # The MLflow UI tests drive Debian's Chromium (headless; the screenshot script through Playwright, which
 # pip installs with the test extras: no `playwright install`, its browser download is not reachable).
 # Without Chromium those tests skip and say why.
@@ -34,7 +49,7 @@ venv: $(STAMP)
 
 # The run is named, and the reliability outcomes it recorded must all come from it (none empty,
 # none left by an earlier run): scripts/reliability_report.py --check.
-test: $(STAMP) $(VENV)/.chromium
+test: $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
 	session=make-$$(date +%Y%m%d-%H%M%S)-$$$$; \
 	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q && \
 	$(BIN)/python scripts/reliability_report.py --check --session $$session

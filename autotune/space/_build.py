@@ -105,7 +105,7 @@ class _Builder(CrossChecks):
         rules = self._rules(data.get("rules"), lines.get("rules"))
         forbidden = read_forbidden(r, data.get("forbidden"), lines.get("forbidden"))
         workload = read_workload(r, data.get("workload"), lines.get("workload"),
-                                 base_dir=str(self.base))
+                                 base_dir=str(self.base), model_path=model_path)
         name = data.get("name", Path(self.file).stem if self.file else "space")
         description = data.get("description", "")
         r.string(name, "name", lines.get("name"))

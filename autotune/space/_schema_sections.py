@@ -15,6 +15,7 @@ from typing import Any
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.space._expr import ExprError, parse_slo
 from autotune.space._schema import Reader, closest, join, type_name
+from autotune.sglang import datasets as sglang_datasets
 from autotune.space.workload import Workload
 
 _LATENCIES = ("ttft", "itl", "e2e")
@@ -331,7 +332,7 @@ def read_nccl_prescreen(reader: Reader, value: Any, line: int | None) -> NcclPre
 
 
 def read_workload(reader: Reader, value: Any, line: int | None, *,
-                  base_dir: str) -> dict[str, Any]:
+                  base_dir: str, model_path: str | None = None) -> dict[str, Any]:
     """Check ``workload:`` with :class:`autotune.space.workload.Workload` and return it as given.
 
     ``autotune.space.workload`` owns the keys and defaults; the returned dict holds only the keys in
@@ -342,6 +343,8 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
         value: The raw section (None for all defaults).
         line: Its line.
         base_dir: Folder of the space file, for a relative ``path``.
+        model_path: The target model, the tokenizer of a ``sglang:<dataset>`` source unless
+            ``tokenizer`` names another.
     """
     if value is None:
         value = {}
@@ -351,6 +354,12 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
     if isinstance(path, str) and path:
         expanded = Path(path).expanduser()
         out["path"] = str(expanded if expanded.is_absolute() else Path(base_dir) / expanded)
+    if sglang_datasets.is_sglang_source(out.get("source")):
+        tok = out.get("tokenizer")
+        if tok is None:
+            out["tokenizer"] = model_path
+        elif isinstance(tok, str) and tok and (Path(base_dir) / Path(tok).expanduser()).exists():
+            out["tokenizer"] = str(Path(base_dir) / Path(tok).expanduser())
     lines = {key: n for key in value if (n := line_of(value, key)) is not None}
     Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
     return out

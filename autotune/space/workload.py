@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
-from autotune.space.prompts import Prompt, read_builtin, read_jsonl, read_sharegpt, to_prompts
+from autotune.sglang import datasets as sglang_datasets
+from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
 APIS = ("generate", "chat")
@@ -25,7 +26,7 @@ APIS = ("generate", "chat")
 _DEFAULTS: dict[str, Any] = {
     "source": "builtin", "path": None, "num_prompts": 64, "warmup_prompts": 4,
     "output_len": 256, "max_output_len": 2048, "seed": 0, "concurrency": 1,
-    "request_rate": None, "api": "generate", "max_duration_s": None,
+    "request_rate": None, "api": "generate", "max_duration_s": None, "tokenizer": None,
 }
 
 
@@ -98,8 +99,17 @@ class Workload:
             return float(x)
 
         source = v["source"]
-        if source not in SOURCES:
-            raise bad("source", f"must be one of {', '.join(SOURCES)}, got {source!r}")
+        dataset = None
+        if sglang_datasets.is_sglang_source(source):
+            try:
+                dataset = sglang_datasets.parse_source(source)
+            except sglang_datasets.DatasetError as exc:
+                raise bad("source", str(exc)) from None
+        elif source not in SOURCES:
+            raise bad("source", f"must be one of {', '.join(SOURCES)} or sglang:<dataset>[:<category>] "
+                                f"({', '.join(sglang_datasets.DATASETS)}), got {source!r}")
+        if v["tokenizer"] is not None and dataset is None:
+            raise bad("tokenizer", "only a source sglang:<dataset> takes a tokenizer")
         api = v["api"]
         if api not in APIS:
             raise bad("api", f"must be one of {', '.join(APIS)}, got {api!r}")
@@ -131,8 +141,11 @@ class Workload:
             if not p.is_file():
                 raise bad("path", f"prompt file not found: {p}")
             shown = str(p)
-            reader = read_jsonl if source == "jsonl" else read_sharegpt
-            entries = reader(p)
+            if dataset is not None:
+                entries = _dataset_entries(dataset, p, v, out_len, warm + num, seed, api, bad)  # type: ignore[operator]
+            else:
+                reader = read_jsonl if source == "jsonl" else read_sharegpt
+                entries = reader(p)
         display = shown or "autotune/data/prompts.jsonl"
 
         prompts = to_prompts(entries, output_len=out_len, max_output_len=max_out,
@@ -171,3 +184,23 @@ class Workload:
                 "max_output_len": self.max_output_len, "seed": self.seed,
                 "concurrency": self.concurrency, "request_rate": self.request_rate,
                 "api": self.api, "max_duration_s": self.max_duration_s}
+
+
+def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],
+                     out_len: int | None, count: int, seed: int, api: str, bad: Any) -> list[_Entry]:
+    """The prompts SGLang's loader gives for ``dataset``, as entries of the file they came from."""
+    if api != "generate":
+        # The loaders return finished prompt text (SPEED-Bench's already through the chat
+        # template), which the chat API would template a second time.
+        raise bad("api", f"source {dataset} sends SGLang's prompt text as it is; use api: generate")
+    tokenizer = v["tokenizer"]
+    if not isinstance(tokenizer, str) or not tokenizer:
+        raise bad("tokenizer", f"source {dataset} needs the model's tokenizer: a folder or a name "
+                               "(by default the space's model_path)")
+    try:
+        rows = sglang_datasets.load_prompts(dataset, path=str(path), tokenizer=tokenizer,
+                                            count=count, seed=seed, output_len=out_len)
+    except sglang_datasets.DatasetError as exc:
+        raise bad("source", str(exc)) from None
+    return [_Entry(id=f"{dataset}:{i}", text=text, messages=None, natural_tokens=n, line=i + 1)
+            for i, (text, n) in enumerate(rows)]
