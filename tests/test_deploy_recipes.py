@@ -386,3 +386,11 @@ def test_recipes_leave_nccl_settings_to_the_spaces():
     assert "NCCL_" not in docker_lines
     for recipe in (_ray_cluster(), _rayjob()):
         assert "NCCL_" not in json.dumps(recipe)
+
+
+def test_deploy_readme_exec_line_is_the_configs_search_command():
+    """deploy/README.md's `ray exec` line is the command the config holds (and the test parses)."""
+    text = (DEPLOY / "README.md").read_text().replace("\\\n", " ")
+    m = re.search(r'ray exec --tmux deploy/ray-cluster\.yaml "([^"]+)"', text)
+    assert m, "deploy/README.md shows no ray exec line"
+    assert m.group(1).split() == _ray_cluster()["metadata"]["autotune_search"].split()
