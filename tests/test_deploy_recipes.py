@@ -16,6 +16,7 @@ import shlex
 import tomllib
 from pathlib import Path
 
+import jsonschema  # a dependency of ray itself, so always here beside the schema it checks
 import pytest
 import yaml
 
@@ -228,7 +229,6 @@ def _ray_cluster() -> dict:
 
 
 def test_ray_cluster_config_matches_rays_schema():
-    jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(RAY_SCHEMA.read_text())
     config = _ray_cluster()
     jsonschema.validate(config, schema)
