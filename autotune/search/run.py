@@ -216,7 +216,9 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     return outcome
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m autotune.search``; apart from :func:`main` so that command
+    lines written elsewhere (the cluster recipes in ``deploy/``) can be checked against it."""
     parser = argparse.ArgumentParser(prog="python -m autotune.search", description=__doc__.split("\n\n")[0])
     cli.add_version(parser)
     parser.add_argument("--space", required=True, help="search space YAML (search_spaces/*.yaml)")
@@ -229,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary-json", help="write the winner and trial counts here")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: mlruns/ sqlite)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cli.interruptible()
     opts = SearchOptions(space=args.space, trials=args.trials, concurrency=args.concurrency,
                          name=args.name, address=args.address, resume=args.resume, seed=args.seed,
