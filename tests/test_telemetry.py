@@ -162,6 +162,16 @@ def test_the_servers_cuda_visible_devices_pick_the_nvml_devices(
     assert nv.state == {"inits": 1, "shutdowns": 1}
 
 
+def test_unset_cuda_visible_devices_counts_every_gpu_and_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", make_module(four_gpus(), FakeClock()))
+    with open_sampler(env={}, wanted=True, needs_gpus=True, server_gpus=2) as sampler:
+        assert len(sampler.devices) == 4 and "all 4 GPUs are counted" in (sampler.note or "")
+    with open_sampler(env={"CUDA_VISIBLE_DEVICES": "0,1"}, wanted=True, needs_gpus=True,
+                      server_gpus=2) as sampler:
+        assert sampler.note is None
+
+
 @pytest.mark.parametrize(("visible", "why"), [("", "no GPU"), ("-1", "no GPU"),
                                               ("7", "not NVML devices"), ("GPU-", "matches 4"),
                                               ("MIG-abc", "MIG")])

@@ -102,7 +102,8 @@ class NvmlSampler(GpuSampler):
         except self._not_supported:
             # Pre-Volta GPUs have no counter: integrate power for this window and every next one.
             self._counter = False
-            self.note = "no NVML energy counter on these GPUs: energy is power integrated"
+            said = "no NVML energy counter on these GPUs: energy is power integrated"
+            self.note = f"{self.note}; {said}" if self.note else said
             return None
         except self._error:
             self.read_errors += 1

@@ -116,6 +116,7 @@ def visible_devices(value: str | None) -> list[str] | None:
 
 
 def open_sampler(*, env: Mapping[str, str], wanted: bool | None, needs_gpus: bool,
+                 server_gpus: int | None = None,
                  interval_s: float = SAMPLE_INTERVAL_S) -> GpuSampler:
     """The sampler for a trial whose server runs with ``env``.
 
@@ -125,6 +126,8 @@ def open_sampler(*, env: Mapping[str, str], wanted: bool | None, needs_gpus: boo
         wanted: True to sample, False not to, None to sample when the backend takes GPUs.
         needs_gpus: Whether the trial's backend runs on physical GPUs (the emulator does not,
             so by default its trials report no telemetry rather than an unrelated GPU's).
+        server_gpus: GPUs the server uses (its ``tp_size``), to say so in the ``note`` when
+            ``CUDA_VISIBLE_DEVICES`` is unset and NVML reports more: they are all counted.
         interval_s: Seconds between background samples.
 
     Returns:
@@ -142,7 +145,11 @@ def open_sampler(*, env: Mapping[str, str], wanted: bool | None, needs_gpus: boo
         return NullSampler("CUDA_VISIBLE_DEVICES leaves the server no GPU")
     from autotune.profile import nvml
 
-    return nvml.open_nvml(devices, interval_s=interval_s)
+    sampler = nvml.open_nvml(devices, interval_s=interval_s)
+    if devices is None and server_gpus is not None and len(sampler.devices) > server_gpus:
+        sampler.note = (f"CUDA_VISIBLE_DEVICES unset: all {len(sampler.devices)} GPUs are counted, "
+                        f"the server's {server_gpus} and the others")
+    return sampler
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

@@ -287,7 +287,8 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     # EAGLE with one step takes its only draft token from the re-extend: no draft forward at all.
     draft_forwards = not (speculative and steps is not None and int(steps) <= 1)
     sampler = open_sampler(env=env, wanted=settings.gpu_telemetry,
-                           needs_gpus=get_backend(config.backend).needs_gpus)
+                           needs_gpus=get_backend(config.backend).needs_gpus,
+                           server_gpus=getattr(config, "tp_size", None))
     try:
         with sampler, server:
             started = time.monotonic() - t0
