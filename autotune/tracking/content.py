@@ -35,6 +35,8 @@ _RESULT_METRICS = (
     "accept_length", "accept_length_meta_info", "accept_length_server_info",
     "break_even_accept_length", "speedup", "baseline_tok_s", "baseline_decode_step_ms",
     "duration_s", "startup_s",
+    "gpu_util_pct_mean", "gpu_mem_peak_gib", "gpu_power_w_mean", "gpu_energy_j", "tok_s_per_w",
+    "j_per_token",
 )
 # PhaseProfile.to_dict keys logged as phase_<key>.
 _PHASE_METRICS = (

@@ -32,6 +32,7 @@ from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import get_backend
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
+from autotune.profile.telemetry import GpuSampler, GpuWindow, NullSampler, open_sampler
 from autotune.server.process import ServerProcess
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
@@ -67,6 +68,9 @@ class MeasureSettings:
         warmup_max_rounds: Most stabilising passes (>= 2).
         device_timer: Run with SGLang's CUDA-event device timer (``measure.phase_profile``);
             off, the profile has wall-clock figures only.
+        gpu_telemetry: Sample the server's GPUs through NVML over each measured repeat
+            (:mod:`autotune.profile.telemetry`): True, False, or None for whenever the backend
+            runs on GPUs (real SGLang, not the emulator).
     """
 
     repeats: int = 3
@@ -81,6 +85,7 @@ class MeasureSettings:
     warmup_until_stable_pct: float | None = None
     warmup_max_rounds: int = 6
     device_timer: bool = True
+    gpu_telemetry: bool | None = None
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -166,14 +171,17 @@ async def _stabilise(server: ServerProcess, client: httpx.AsyncClient, workload:
 
 async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
                          speculative: bool, draft_forwards: bool = True, *,
-                         settings: MeasureSettings | None = None,
-                         ) -> tuple[list[BenchResult], list[PhaseProfile], dict | None, _Warmup]:
+                         settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
+                         ) -> tuple[list[BenchResult], list[PhaseProfile], dict | None, _Warmup,
+                                    list[GpuWindow]]:
     base = server.url
     kwargs = workload.bench_kwargs()
     conc = kwargs.get("concurrency")
     limits = httpx.Timeout(30.0)
     stable_pct = settings.warmup_until_stable_pct if settings is not None else None
     warmup = _Warmup()
+    sampler = sampler or NullSampler("no sampler")
+    windows: list[GpuWindow] = []
     async with httpx.AsyncClient(timeout=limits) as client:
         warm = workload.warmup()
         if warm:
@@ -188,7 +196,10 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
             if stable_pct is not None:
                 await _flush_cache(client, base)
             before = await scrape(client, base)
+            # The GPU window holds the repeat's requests only, not the scrapes around them.
+            sampler.start()
             bench = await run_benchmark(base, workload.measured(), **kwargs)
+            windows.append(sampler.stop())
             server.ensure_alive()
             after = await scrape(client, base)
             benches.append(bench)
@@ -204,7 +215,7 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
                 info = resp.json()
         except (httpx.HTTPError, ValueError):
             info = None
-    return benches, profiles, info, warmup
+    return benches, profiles, info, warmup, windows
 
 
 async def _within(coro: Any, timeout_s: float | None) -> Any:
@@ -275,14 +286,17 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     steps = spec.server_args.get("speculative_num_steps")
     # EAGLE with one step takes its only draft token from the re-extend: no draft forward at all.
     draft_forwards = not (speculative and steps is not None and int(steps) <= 1)
+    sampler = open_sampler(env=env, wanted=settings.gpu_telemetry,
+                           needs_gpus=get_backend(config.backend).needs_gpus,
+                           server_gpus=getattr(config, "tp_size", None))
     try:
-        with server:
+        with sampler, server:
             started = time.monotonic() - t0
             left = (None if settings.trial_timeout_s is None
                     else settings.trial_timeout_s - (time.monotonic() - t0))
-            benches, profiles, info, warmup = asyncio.run(_within(
+            benches, profiles, info, warmup, windows = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
-                               settings=settings), left))
+                               settings=settings, sampler=sampler), left))
             if any(b.failed for b in benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
@@ -296,7 +310,7 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
         return failed_result(config, spec, why, failure=kind, log_tail=tail,
                              log_path=str(log_path), t0=t0)
     result = summarise(config, spec, benches, profiles, info, tail=tail, log_path=str(log_path),
-                       t0=t0, startup_s=started)
+                       t0=t0, startup_s=started, windows=windows, sampler=sampler)
     result.warmup_tok_s, result.warmup_stable = warmup.tok_s, warmup.stable
     return result
 

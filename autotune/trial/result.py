@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 from autotune.bench.records import BenchResult
 from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
+from autotune.profile.telemetry import GpuSampler, GpuWindow, repeat_figures, trial_figures, window_detail
 from autotune.space import synthetic
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.winner import metric_field
@@ -81,6 +82,15 @@ class TrialResult:
     server_info: dict[str, Any] | None = field(default=None, repr=False)
     duration_s: float | None = None
     startup_s: float | None = None
+    # GPU telemetry over all measured repeats together (autotune.profile.telemetry.trial_figures);
+    # None without a sampler (the emulator, no pynvml, NVML failing): gpu_telemetry["note"] says why.
+    gpu_util_pct_mean: float | None = None
+    gpu_mem_peak_gib: float | None = None
+    gpu_power_w_mean: float | None = None
+    gpu_energy_j: float | None = None
+    tok_s_per_w: float | None = None
+    j_per_token: float | None = None
+    gpu_telemetry: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -144,19 +154,22 @@ def spread_pct(values: Sequence[float]) -> tuple[float | None, float | None]:
     return 100.0 * 1.4826 * mad / mid, 100.0 * (max(values) - min(values)) / mid
 
 
-def repeat_breakdown(benches: Sequence[BenchResult],
-                     profiles: Sequence[PhaseProfile]) -> list[dict[str, Any]]:
+def repeat_breakdown(benches: Sequence[BenchResult], profiles: Sequence[PhaseProfile],
+                     windows: Sequence[GpuWindow] | None = None) -> list[dict[str, Any]]:
     """Per measured repeat: tok/s, wall, TTFT and, when each repeat has its profile, its parts.
 
     With the device timer, ``prefill_s`` is the repeat's prefill GPU seconds, ``cycle_gpu_s``
     the GPU seconds of every other category (draft, verify, re-extend or decode) and ``host_s``
-    the rest of the wall: tok/s moves with ``accept_length`` or with one of the three.
+    the rest of the wall: tok/s moves with ``accept_length`` or with one of the three. With a
+    GPU window a repeat (``windows``), its telemetry too (``gpu_power_w_mean``, ``j_per_token``...).
     """
     paired = len(profiles) == len(benches)
     out = []
     for i, bench in enumerate(benches):
         row: dict[str, Any] = {"tok_s": bench.output_tok_s, "wall_s": bench.duration_s,
                                "ttft_ms_p50": bench.ttft_ms.get(50)}
+        if windows is not None and len(windows) == len(benches):
+            row.update(repeat_figures(windows[i], bench.total_completion_tokens))
         p = profiles[i] if paired else None
         if p is not None:
             row.update(accept_length=p.accept_length, cycles=p.cycles)
@@ -171,8 +184,13 @@ def repeat_breakdown(benches: Sequence[BenchResult],
 
 def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
               profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
-              t0: float, startup_s: float) -> TrialResult:
-    """One result from a server's measured repeats (``ok``, or ``failed`` if requests failed)."""
+              t0: float, startup_s: float, windows: Sequence[GpuWindow] = (),
+              sampler: GpuSampler | None = None) -> TrialResult:
+    """One result from a server's measured repeats (``ok``, or ``failed`` if requests failed).
+
+    ``windows`` are the GPU telemetry windows of the repeats (one each, from ``sampler``); the
+    telemetry figures stay None without them.
+    """
     result = TrialResult(
         status=Status.OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
         launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=spec.record_env(),
@@ -196,7 +214,14 @@ def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
     result.output_tok_s = _median(rates)
     result.output_tok_s_spread = (max(rates) - min(rates)) / 2 if len(rates) > 1 else None
     result.output_tok_s_spread_pct, result.output_tok_s_range_pct = spread_pct(rates)
-    result.repeat_breakdown = repeat_breakdown(benches, profiles)
+    result.repeat_breakdown = repeat_breakdown(benches, profiles, windows or None)
+    if sampler is not None:
+        result.gpu_telemetry = sampler.describe()
+        if len(windows) == len(benches):
+            tokens = [b.total_completion_tokens for b in benches]
+            for name, value in trial_figures(windows, tokens).items():
+                setattr(result, name, value)
+            result.gpu_telemetry.update(window_detail(windows))
     # The repeat whose tok/s is the median speaks for the others in every per-run figure.
     mid = sorted(range(len(benches)), key=lambda i: benches[i].output_tok_s)[len(benches) // 2]
     bench = benches[mid]
