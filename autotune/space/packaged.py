@@ -12,7 +12,7 @@ prints one's file, to copy and edit.
 
 from __future__ import annotations
 
-import argparse
+import difflib
 import functools
 import os
 import sys
@@ -75,8 +75,10 @@ def resolve_space(space: str | os.PathLike[str]) -> Path:
     name = _bare_name(str(space))
     if name is not None and name in packaged():
         return packaged()[name][0]
-    what = ("no such file, and no packaged space of that name" if name is not None
-            else "no such file")
+    what = "no such file"
+    if name is not None:
+        close = difflib.get_close_matches(name, names(), n=1)
+        what += ", and no packaged space of that name" + (f" (did you mean {close[0]!r}?)" if close else "")
     raise ConfigError(f"cannot read the search space: {what}; give a space YAML file or one of "
                       f"the packaged spaces: {', '.join(names())} (autotune spaces describes "
                       "them)", file=str(space))
