@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	# torch only this way: it takes the CPU build on disk and never pulls a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
+	# The distribution was once named autotune (PyPI's is another project): drop that metadata first.
+	$(BIN)/pip uninstall -q -y autotune 2>/dev/null || true
 	$(BIN)/pip install -q -e ".[test]"
 	$(BIN)/pip install -q --no-deps sglang==0.5.23
 	$(BIN)/pip install -q $(SGLANG_PARSER_DEPS)
@@ -59,4 +61,4 @@ clean-mlruns:
 
 # The main job on the embedded default: a real search against the emulator, tracked under mlruns/.
 demo: $(STAMP)
-	$(BIN)/python -m autotune.search --space search_spaces/demo.yaml --summary-json mlruns/demo-summary.json
+	$(BIN)/python -m autotune.search --space demo --summary-json mlruns/demo-summary.json

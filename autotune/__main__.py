@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("autotune.sim.evaluate", "the emulator's model of every config of a space, no servers"),
     "bench-search": ("autotune.search.benchmark.command", "trials each search strategy needs"),
     "store-copy": ("autotune.tracking.store_copy", "a brought-back MLflow store, readable here"),
+    "spaces": ("autotune.space.packaged", "the example spaces shipped with autotune (--space NAME)"),
 }
 
 
@@ -31,7 +32,10 @@ def usage() -> str:
     return (f"usage: autotune COMMAND [ARGS]   (or python -m autotune COMMAND [ARGS])\n\n"
             f"commands:\n{rows}\n\n"
             "autotune COMMAND --help shows a command's own flags; autotune --version the versions.\n"
-            "Example: autotune search --space search_spaces/demo.yaml")
+            "examples:\n"
+            "  autotune search --space demo        # the packaged demo space, on the emulator\n"
+            "  autotune search --space my-space.yaml --address auto\n"
+            "  autotune spaces                     # the packaged spaces, by name")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,19 +12,29 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import re
 import signal
+import textwrap
+from collections.abc import Sequence
 
 OK = 0
 NO_RESULT = 1
 BAD_INPUT = 2
 INTERRUPTED = 130
 
-_VERSIONED = ("autotune", "ray", "optuna", "mlflow", "sglang")
+#: Distributions whose installed versions ``--version`` and the MLflow runs report, beside autotune's.
+_VERSIONED = ("ray", "optuna", "mlflow", "sglang")
 
 
 def versions() -> dict[str, str]:
-    """Installed versions of the packages a search depends on (``not installed`` if absent)."""
-    out = {}
+    """autotune's version and the installed ones of the packages a search depends on (``not
+    installed`` if absent)."""
+    # autotune's own from the package, not from distribution metadata: the distribution is named
+    # autotune-sglang (PyPI's "autotune" is another project, whose metadata must never be read as
+    # ours), and a source checkout run with PYTHONPATH has no metadata at all.
+    from autotune import __version__
+
+    out = {"autotune": __version__}
     for name in _VERSIONED:
         try:
             out[name] = importlib.metadata.version(name)
@@ -68,4 +78,29 @@ def add_version(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-__all__ = ["BAD_INPUT", "INTERRUPTED", "NO_RESULT", "OK", "add_version", "interruptible", "version_text"]
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+_LEAD = re.compile(r"\A``[^`]+``: ")
+
+
+def plain(text: str) -> str:
+    """reStructuredText from a docstring as a terminal should show it: roles and literals without
+    their markup (``:func:`~a.b``` -> ``b``), and no leading ````prog````: (``--help`` prints prog)."""
+    text = _LEAD.sub("", text.strip())
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    text = text.replace("``", "").replace("::", ":")
+    return text[:1].upper() + text[1:]
+
+
+def command_parser(prog: str, description: str, *, examples: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """An autotune command's parser: ``description``'s first paragraph as plain text, the
+    ``examples`` as its epilog, and ``--version``."""
+    epilog = ("examples:\n" + "\n".join(f"  {e}" for e in examples)) if examples else None
+    # Raw, so that the examples keep their lines; the description is wrapped here instead.
+    text = textwrap.fill(" ".join(plain(description.split("\n\n")[0]).split()), width=88)
+    parser = argparse.ArgumentParser(prog=prog, description=text, epilog=epilog,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_version(parser)
+
+
+__all__ = ["BAD_INPUT", "INTERRUPTED", "NO_RESULT", "OK", "add_version", "command_parser", "interruptible", "plain",
+           "version_text"]

@@ -33,12 +33,15 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m autotune.nccl_probe",
-                                description=__doc__.split("\n\n")[0])
-    cli.add_version(p)
+    from autotune.space.packaged import SPACE_HELP
+
+    p = cli.command_parser("python -m autotune.nccl_probe", __doc__, examples=[
+        "python -m autotune.nccl_probe --space demo --tp 8 --backend sim",
+        "python -m autotune.nccl_probe --candidates candidates.yaml --tp 2 --hidden 7168 "
+        "--backend nccl --json"])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--candidates", help="candidates file (YAML or JSON; docs/nccl-probe.md)")
-    src.add_argument("--space", help="search space: probe its NCCL_* parameter combinations")
+    src.add_argument("--space", help=SPACE_HELP + "; probe its NCCL_* parameter combinations")
     p.add_argument("--tp", type=int, required=True, help="ranks (GPUs) of the all-reduce")
     p.add_argument("--hidden", type=int, help="hidden size (default with --space: "
                    "nccl_prescreen.hidden, the sim profile's, or the model's config.json)")

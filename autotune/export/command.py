@@ -16,7 +16,6 @@ were taken with them (the device timer records CUDA events and its cost is part 
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
@@ -264,14 +263,15 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m autotune.export --name NAME [--run-id ID] [--format sh|yaml|json] [-o FILE]``."""
     from autotune.tracking.tracker import Tracker
 
-    parser = argparse.ArgumentParser(
-        prog="python -m autotune.export",
-        description="Write the winning launch command of a search, checked by SGLang's parser. "
+    parser = cli.command_parser(
+        "python -m autotune.export",
+        "Write the winning launch command of a search, checked by SGLang's parser. "
                     "The winner is the best confirmed feasible trial by the search's objective "
                     "(else the best feasible one; the no-speculation baseline when nothing beats "
                     "it) of the newest search run, or of --run-id. Exit codes: 0 written, 1 nothing "
-                    "to export, 2 bad input.")
-    cli.add_version(parser)
+                    "to export, 2 bad input.",
+        examples=["python -m autotune.export --name demo --format sh",
+                  "python -m autotune.export --name demo --format yaml -o winner.yaml"])
     parser.add_argument("--name", required=True, help="search name (the MLflow experiment)")
     parser.add_argument("--run-id", help="a search run to choose within, or a trial run to export as is")
     parser.add_argument("--format", choices=FORMATS, default="sh",

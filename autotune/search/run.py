@@ -10,7 +10,6 @@ beats its baseline, the baseline wins, and the summary says so.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -60,9 +59,11 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
     """Run (or resume) a search end to end. Raises ConfigError for bad input before anything
     starts."""
     out = sys.stdout if out is None else out  # the stream of the moment, not of import time
+    from autotune.space.packaged import resolve_space
     from autotune.space.search_space import load_space
 
-    space_path = str(Path(opts.space).resolve())
+    # Absolute: the Ray workers load it again from their own working directories.
+    space_path = str(resolve_space(opts.space).resolve())
     space = load_space(space_path)
     if not get_backend(space.backend).emulated:
         space.check_paths()
@@ -219,9 +220,14 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m autotune.search``; apart from :func:`main` so that command
     lines written elsewhere (the cluster recipes in ``deploy/``) can be checked against it."""
-    parser = argparse.ArgumentParser(prog="python -m autotune.search", description=__doc__.split("\n\n")[0])
-    cli.add_version(parser)
-    parser.add_argument("--space", required=True, help="search space YAML (search_spaces/*.yaml)")
+    from autotune.space.packaged import SPACE_HELP
+
+    parser = cli.command_parser("python -m autotune.search", __doc__, examples=[
+        "python -m autotune.search --space demo --summary-json winner.json",
+        "python -m autotune.search --space my-space.yaml --address auto "
+        "--tracking-uri http://mlflow-host:5000",
+        "python -m autotune.search --space my-space.yaml --name NAME --resume"])
+    parser.add_argument("--space", required=True, help=SPACE_HELP)
     parser.add_argument("--trials", type=int, help="number of trials (default: budget.trials)")
     parser.add_argument("--concurrency", type=int, help="trials at once (default: GPU-limited)")
     parser.add_argument("--name", help="search name (default: the space's name)")

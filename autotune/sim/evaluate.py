@@ -10,7 +10,6 @@ The search-strategy benchmark drives :class:`ModelEvaluator` directly, with meas
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import random
@@ -185,9 +184,12 @@ def _hashable(v: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autotune.sim.evaluate", description=__doc__.split("\n\n")[0])
-    cli.add_version(parser)
-    parser.add_argument("--space", required=True, help="search space YAML file")
+    from autotune.space.packaged import SPACE_HELP
+
+    parser = cli.command_parser("python -m autotune.sim.evaluate", __doc__, examples=[
+        "python -m autotune.sim.evaluate --space demo --optimum",
+        "python -m autotune.sim.evaluate --space kimi-k2.5-eagle3-tp8-sim --profile my-profile.yaml"])
+    parser.add_argument("--space", required=True, help=SPACE_HELP)
     parser.add_argument("--profile", help="built-in profile name or YAML path (default: the space's)")
     parser.add_argument("--optimum", action="store_true", help="print only the best feasible config")
     parser.add_argument("--concurrency", type=int, help="override the workload concurrency")

@@ -1,10 +1,10 @@
 """Search spaces: the declarative, validated description of what a search may try.
 
-A space file (``search_spaces/*.yaml``, format in ``docs/search-spaces.md``) names the backend,
-the model, fixed server arguments and environment, the searched parameters with their
-conditions, forbidden settings, the workload, the objective, constraints and budget. Loading it
-checks everything up front and fails with a :class:`~autotune.errors.ConfigError` that names the
-file, line and field.
+A space file (``search_spaces/*.yaml``, shipped in the package: :mod:`autotune.space.packaged`;
+format in ``docs/search-spaces.md``) names the backend, the model, fixed server arguments and
+environment, the searched parameters with their conditions, forbidden settings, the workload,
+the objective, constraints and budget. Loading it checks everything up front and fails with a
+:class:`~autotune.errors.ConfigError` that names the file, line and field.
 
 From a loaded :class:`SearchSpace`:
 
@@ -47,6 +47,7 @@ from autotune.space._schema_sections import (
     SearchSettings,
 )
 from autotune.space._walk import INVALID, SET, SKIP, SpaceWalk
+from autotune.space.packaged import resolve_space
 from autotune.space.rules import ALGO
 from autotune.space.synthetic import AcceptanceModel
 from autotune.space.trial_config import TrialConfig
@@ -282,7 +283,7 @@ def load_space(path: str | os.PathLike[str]) -> SearchSpace:
     """Load and validate a search-space YAML file.
 
     Args:
-        path: The file.
+        path: The file, or the name of a packaged space (``demo``: :mod:`autotune.space.packaged`).
 
     Returns:
         The space.
@@ -291,9 +292,10 @@ def load_space(path: str | os.PathLike[str]) -> SearchSpace:
         ConfigError: When the file cannot be read, is not valid YAML, or is not a valid space;
             the error names the file, line and field.
     """
+    path = resolve_space(path)
     name = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the search space: {exc.strerror or exc}",
                           file=name) from None

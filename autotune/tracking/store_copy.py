@@ -14,7 +14,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import re
 import shutil
@@ -22,6 +21,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from autotune import cli
 from autotune.errors import ConfigError
 
 
@@ -81,7 +81,9 @@ def relocated_copy(*, db: Path, into: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autotune.tracking.store_copy", description=__doc__.split("\n")[0])
+    parser = cli.command_parser("python -m autotune.tracking.store_copy", __doc__, examples=[
+        "python -m autotune.tracking.store_copy --store brought-back/mlruns --out /tmp/store",
+        "python -m autotune.export --name NAME --tracking-uri sqlite:////tmp/store/mlflow.db"])
     parser.add_argument("--store", required=True, type=Path, help="folder holding mlflow.db, or the file")
     parser.add_argument("--out", required=True, type=Path, help="folder for the working copy")
     args = parser.parse_args(argv)

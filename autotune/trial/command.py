@@ -22,16 +22,16 @@ from autotune.trial.measure import evaluate, settings_for, slos_of
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m autotune.trial --space FILE --params JSON [--json]``."""
-    import argparse
-
-    from autotune.trial.report import phase_table, summary_json
+    from autotune.space.packaged import SPACE_HELP
     from autotune.space.search_space import load_space
+    from autotune.trial.report import phase_table, summary_json
 
-    parser = argparse.ArgumentParser(
-        prog="python -m autotune.trial",
-        description="Evaluate one config of a search space and its no-speculation baseline.")
-    cli.add_version(parser)
-    parser.add_argument("--space", required=True, help="search space YAML")
+    parser = cli.command_parser(
+        "python -m autotune.trial", "Evaluate one config of a search space and its no-speculation baseline.",
+        examples=["python -m autotune.trial --space demo --params "
+                  "'{\"speculative_num_steps\": 2, \"speculative_eagle_topk\": 1, \"NCCL_ALGO\": \"Ring\"}'",
+                  "python -m autotune.trial --space demo --params '{\"speculative_algorithm\": null}' --json"])
+    parser.add_argument("--space", required=True, help=SPACE_HELP)
     parser.add_argument("--params", default="{}",
                         help="JSON object of parameters, named as in ServerArgs or env vars")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -9,7 +9,7 @@ B=${BATCH:-10}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 for i in 1 2; do
   timeout 100 python3 -m autotune.nccl_probe --tp 2 --hidden 7168 --tokens 1,4,8,16,64,512 --batch "$B" \
-    --candidates search_spaces/nccl-candidates-2xh200.yaml --backend nccl --out "$OUT/nccl-probe-2xh200-batch$B-run$i.json"
+    --candidates autotune/space/examples/nccl-candidates-2xh200.yaml --backend nccl --out "$OUT/nccl-probe-2xh200-batch$B-run$i.json"
 done
 timeout 60 python3 -m autotune.nccl_probe --tp 2 --hidden 7168 --tokens 1,4,8,16,64,512 --batch "$B" \
   --candidates scripts/gpu/nccl-candidates-tree.yaml --backend nccl --out "$OUT/nccl-probe-2xh200-batch$B-tree.json"

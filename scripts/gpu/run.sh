@@ -23,7 +23,7 @@ echo "== setup done at $(( $(date +%s) - T0 )) s"
 if [ "${SKIP_PROBE:-0}" != 1 ]; then
   P0=$(date +%s)
   timeout 150 python3 -m autotune.nccl_probe --tp 2 --hidden 7168 --tokens 1,4,8,16,64,512 \
-    --candidates search_spaces/nccl-candidates-2xh200.yaml --backend nccl --out "$OUT/nccl-probe-2xh200.json" --workdir /tmp/results/probe-logs
+    --candidates autotune/space/examples/nccl-candidates-2xh200.yaml --backend nccl --out "$OUT/nccl-probe-2xh200.json" --workdir /tmp/results/probe-logs
   echo "== probe rc=$? took $(( $(date +%s) - P0 )) s"
 fi
 

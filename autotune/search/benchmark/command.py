@@ -39,7 +39,6 @@ the oracle live in :mod:`autotune.search.benchmark.problem`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
@@ -136,11 +135,11 @@ def render(result: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autotune.bench_search",
-                                     description=__doc__.split("\n\n")[0])
-    cli.add_version(parser)
+    parser = cli.command_parser("python -m autotune.bench_search", __doc__, examples=[
+        "python -m autotune.bench_search --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
+        "python -m autotune.bench_search --landscape LANDSCAPE.json --json"])
     parser.add_argument("--space",
-                        help="search space YAML (backend sim, or give --profile); with "
+                        help="search space YAML or packaged name (backend sim, or give --profile); with "
                              "--landscape, overrides the landscape's own space")
     parser.add_argument("--landscape", metavar="FILE",
                         help="replay a recorded landscape (real measurements of every config, "

@@ -30,7 +30,6 @@ median by more than the space's ``min_speedup``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune import cli
 from autotune.errors import AutotuneError
 from autotune.search.benchmark.landscape import FORMAT, load_landscape
 from autotune.space.trial_config import config_key
@@ -355,10 +355,11 @@ def write(doc: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autotune.search.benchmark.families",
-                                     description=__doc__.split("\n\n")[0])
+    parser = cli.command_parser("python -m autotune.search.benchmark.families", __doc__, examples=[
+        "python -m autotune.search.benchmark.families --family interp-verify "
+        "--space bench-family-llama-8b-h200 --out landscape.json"])
     parser.add_argument("--family", required=True, choices=sorted(FAMILIES))
-    parser.add_argument("--space", required=True, help="the space to cover (every config)")
+    parser.add_argument("--space", required=True, help="the space to cover (every config): a YAML file or a packaged name")
     parser.add_argument("--out", required=True, help="landscape JSON to write")
     parser.add_argument("--seed", type=int, default=0, help="seed of the repeats' noise")
     parser.add_argument("--noise-cv", type=float, default=0.01,

@@ -1,0 +1,114 @@
+"""The example spaces shipped inside the package, and ``--space NAME`` for them.
+
+The YAML files live in ``autotune/space/examples/`` (the repository's ``search_spaces/`` is a
+link to that folder), so a wheel carries them and ``--space demo`` works without a checkout.
+:func:`resolve_space` is the one place a ``--space`` value becomes a file: every command reaches
+it through :func:`autotune.space.search_space.load_space`, and the search driver calls it before
+handing the absolute path to its Ray workers.
+
+``autotune spaces`` (this module's :func:`main`) lists them; ``autotune spaces --path NAME``
+prints one's file, to copy and edit.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from autotune import cli
+from autotune.errors import ConfigError
+
+EXAMPLES = Path(__file__).resolve().with_name("examples")
+_SUFFIXES = (".yaml", ".yml")
+
+
+@functools.cache
+def packaged() -> dict[str, tuple[Path, str]]:
+    """Packaged space name -> (its file, its description), sorted by name.
+
+    Only files with ``parameters`` count: the folder also holds an NCCL candidates file, which
+    ``--candidates`` takes and no search could run.
+    """
+    out: dict[str, tuple[Path, str]] = {}
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue  # a broken example still fails loudly when named as a file
+        if isinstance(data, dict) and "parameters" in data:
+            out[path.stem] = (path, str(data.get("description") or "").strip())
+    return out
+
+
+def names() -> list[str]:
+    """The packaged space names."""
+    return list(packaged())
+
+
+def _bare_name(text: str) -> str | None:
+    """The packaged name ``text`` would mean, or None when it is written as a path."""
+    if not text or os.sep in text or "/" in text or (os.altsep and os.altsep in text):
+        return None
+    for suffix in _SUFFIXES:
+        if text.endswith(suffix):
+            return text[: -len(suffix)]
+    return text
+
+
+def resolve_space(space: str | os.PathLike[str]) -> Path:
+    """The file a ``--space`` value means: the file itself when it exists, else the packaged space
+    of that name (``demo`` or ``demo.yaml``).
+
+    A file that exists always wins, so a local ``demo.yaml`` is never shadowed by the example.
+
+    Raises:
+        ConfigError: Neither a file nor a packaged name; the message lists the packaged names.
+    """
+    path = Path(space).expanduser()
+    if path.exists():
+        return path
+    name = _bare_name(str(space))
+    if name is not None and name in packaged():
+        return packaged()[name][0]
+    what = "no such file"
+    if name is not None:
+        close = difflib.get_close_matches(name, names(), n=1)
+        what += ", and no packaged space of that name" + (f" (did you mean {close[0]!r}?)" if close else "")
+    raise ConfigError(f"cannot read the search space: {what}; give a space YAML file or one of "
+                      f"the packaged spaces: {', '.join(names())} (autotune spaces describes "
+                      "them)", file=str(space))
+
+
+#: The ``--space`` help every command shows.
+SPACE_HELP = "search space: a YAML file, or the name of a packaged one (autotune spaces lists them)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.command_parser(
+        "autotune spaces", __doc__,
+        examples=["autotune spaces", "autotune search --space demo",
+                  "cp \"$(autotune spaces --path kimi-k2.5-eagle3-tp8)\" my-space.yaml"])
+    parser.add_argument("--path", metavar="NAME", help="print the file of the packaged space NAME")
+    args = parser.parse_args(argv)
+    if args.path is not None:
+        name = _bare_name(args.path)
+        if name not in packaged():
+            print(f"error: --path: no packaged space {args.path!r}; packaged spaces: "
+                  f"{', '.join(names())}", file=sys.stderr)
+            return cli.BAD_INPUT
+        print(packaged()[name][0])
+        return cli.OK
+    width = max(len(n) for n in names())
+    for name, (_, description) in packaged().items():
+        print(f"{name:<{width}}  {description}")
+    print(f"\nfiles in {EXAMPLES}; use one with --space NAME, or copy it (--path NAME) to edit")
+    return cli.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
