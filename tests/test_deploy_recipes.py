@@ -40,7 +40,8 @@ def _pinned(requirements: list[str], name: str) -> str:
 
 SGLANG = _pinned(PYPROJECT["project"]["optional-dependencies"]["sglang"], "sglang")
 RAY = _pinned(PYPROJECT["project"]["dependencies"], "ray")  # "2.60.*"
-VERSION = PYPROJECT["project"]["version"]
+# pyproject's version is dynamic: autotune.__version__ is the one place it is written.
+from autotune import __version__ as VERSION  # noqa: E402
 
 
 # ---- shell and command lines ------------------------------------------------------------------
