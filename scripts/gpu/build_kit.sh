@@ -42,11 +42,13 @@ rpds-py==2026.9.1 soundfile==0.13.1 cffi==2.1.1 pycparser==3.12 interegular==0.3
 # image lacks; the shared ones (pydantic, fastapi, starlette, uvicorn, opentelemetry-api, jsonschema) are
 # the SGLang pins above. mlflow-skinny 3.17.2 does not require mlflow-tracing (a subset of the same
 # `mlflow` package), so it is left out. databricks-sdk (a requirement of mlflow-skinny) is left out: mlflow
-# imports it only for Databricks URIs.
+# imports it only for Databricks URIs. nvidia-ml-py (pynvml, pure Python) is the trials' GPU telemetry
+# (autotune.profile.nvml); the kit built before 2026-12-02 lacks it, and its trials record None.
 PINS_TUNE="ray==2.60.0 optuna==5.0.0 mlflow-skinny==3.17.2 tensorboardX==2.6.5 colorlog==6.12.0
 sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 cachetools==7.3.3 gitpython==3.2.1 gitdb==4.0.12
 smmap==5.0.3 importlib-metadata==8.7.1 opentelemetry-sdk==1.45.2 opentelemetry-proto==1.45.2
-opentelemetry-semantic-conventions==0.66b2 python-dotenv==1.2.4 sqlparse==0.6.1"
+opentelemetry-semantic-conventions==0.66b2 python-dotenv==1.2.4 sqlparse==0.6.1
+nvidia-ml-py==13.615.71"
 PINS="$PINS_SGLANG $PINS_TUNE"
 step "download (cached in $WORK/wheels)"
 $PIP download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
