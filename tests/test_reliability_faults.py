@@ -40,8 +40,10 @@ EXPECTED: dict[tuple[int, str | None], tuple[str, str, str]] = {
     (2, "hang_mid_stream:3"): ("failed", "trial timeout", "hang_mid_stream"),
     (2, "slow_start:2"): ("ok", "", "fired up and ready"),
 }
-# Seed of the random sampler whose first len(EXPECTED) suggestions are the configs above, each once.
-SEED = 473
+# Seed of the random sampler whose first len(EXPECTED) suggestions are the configs above, each once,
+# the two slowest first (hang_mid_stream waits out the trial timeout twice, baseline and trial;
+# never_healthy the start-up timeout twice), so they run beside the others instead of after them.
+SEED = 40081
 
 
 def _space(token: str) -> dict[str, Any]:
