@@ -154,10 +154,6 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    # Every result is in MLflow (and the summary files): Ray's automatic CSV, JSON and TensorBoard
-    # loggers only wrote copies, and the TensorBoard one imported tensorboardX (and torch with it)
-    # into the driver. Set the variable to 0 to have them back.
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 
     run_config = tune.RunConfig(
         name=run_name, storage_path=str(storage), verbose=0, callbacks=[callback],
