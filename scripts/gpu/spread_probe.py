@@ -225,10 +225,10 @@ def main(argv: list[str] | None = None) -> int:
 def report(rows: list[dict[str, Any]], names: list[str], *, table: bool = True) -> dict[str, Any]:
     """Print the measured runs (``table``) and each variant's figures; return the figures."""
     measured = [r for r in rows if r["round"] >= 0]
-    if table:
+    if table:  # every run; the unscored warm rounds have negative round numbers
         print("variant round   t s  tok/s  accept  cycle GPU ms  prefill s  host s  wall s  "
               "TTFT p50 ms  SM MHz  W")
-        for r in measured:
+        for r in rows:
             print(f"{r['variant']:>7} {r['round']:5d} {r['t0_s']:5.0f} {r['tok_s']:6.1f}  "
                   f"{num(r.get('accept_length'), '.3f'):>6}  {num(r.get('cycle_gpu_ms'), '.3f'):>12}  "
                   f"{num(r.get('prefill_s'), '.3f'):>9}  {num(r.get('host_s'), '.3f'):>6}  "
