@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import asyncio
 import math
 
@@ -269,6 +271,14 @@ def test_a_missing_prefill_series_is_unknown_when_requests_ran():
     assert untimed.shares["prefill"] is None and untimed.shares["other"] is None
     assert any("prefill" in n for n in untimed.notes)
     assert untimed.decode_ms == 0.0  # a speculating server runs no plain decode: a known zero
+    # A repeat's breakdown keeps the profile's rules: the missing prefill is unknown, not 0 s.
+    from autotune.trial.result import repeat_breakdown
+
+    bench = SimpleNamespace(output_tok_s=60.0, duration_s=5.0, ttft_ms={50: 12.0})
+    (row,), (known,) = (repeat_breakdown([bench], [p]) for p in (untimed, timed))
+    assert row["prefill_s"] is None and row["host_s"] is None and row["cycle_gpu_s"] == pytest.approx(4.2)
+    assert known["prefill_s"] == pytest.approx(0.1) and known["cycle_gpu_s"] == pytest.approx(4.2)
+    assert known["prefill_s"] + known["cycle_gpu_s"] + known["host_s"] == pytest.approx(5.0)
 
 
 def test_counter_reset_means_unknown():

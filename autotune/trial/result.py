@@ -173,13 +173,19 @@ def repeat_breakdown(benches: Sequence[BenchResult], profiles: Sequence[PhasePro
         p = profiles[i] if paired else None
         if p is not None:
             row.update(accept_length=p.accept_length, cycles=p.cycles)
-            if p.device_timer and p.gpu_seconds:
-                prefill = p.gpu_seconds.get("prefill", 0.0)
-                rest = math.fsum(v for k, v in p.gpu_seconds.items() if k != "prefill")
-                row.update(prefill_s=prefill, cycle_gpu_s=rest,
-                           host_s=(p.wall_s - prefill - rest) if p.wall_s is not None else None)
+            if p.device_timer:
+                # From the profile's per-cycle figures, so its rules hold here too: a phase the
+                # mode cannot run is a known 0, a series missing where it must run is unknown.
+                cycle = (p.draft_ms, p.verify_ms, p.extend_ms, p.decode_ms, p.gpu_other_ms)
+                row.update(prefill_s=_seconds(p.prefill_ms, p.cycles),
+                           cycle_gpu_s=_seconds(None if None in cycle else math.fsum(cycle), p.cycles),
+                           host_s=_seconds(p.other_ms, p.cycles))
         out.append(row)
     return out
+
+
+def _seconds(ms_per_cycle: float | None, cycles: float | None) -> float | None:
+    return None if ms_per_cycle is None or cycles is None else ms_per_cycle * cycles / 1e3
 
 
 def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
