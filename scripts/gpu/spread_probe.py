@@ -120,7 +120,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("tok_s", "accept_length", "cycle_gpu_ms", "prefill_s", "host_s", "wall_s",
                 "ttft_ms_p50", "clocks.sm"):
         values = [r[key] for r in rows if r.get(key) is not None]
-        out[key + "_spread"] = spread_pct(values) if len(values) >= 2 else (None, None)
+        out[key + "_spread"] = spread_pct(values)  # (None, None) below two values
     return out
 
 
