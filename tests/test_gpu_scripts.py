@@ -104,3 +104,21 @@ def test_spread_probe_on_the_emulator(tmp_path: Path, installed_flag_table: Path
     assert again.returncode == 0, again.stderr
     assert "2x32: 2 runs" in again.stdout and "1x64: 2 runs" in again.stdout
     assert (tmp_path / "server.log").stat().st_size > 0
+
+
+def test_collect_search_reprints_the_committed_h200_figures(tmp_path: Path) -> None:
+    """The sixth session's figures (docs/measurements/real-search-h200-6.json) come back from its
+    committed raw archive, and the per-cycle range divides the synthetic acceptance draws out."""
+    raw = REPO / "docs/measurements/raw/real-search-h200-6/call3-results.tar.xz"
+    subprocess.run(["tar", "-xJf", str(raw), "-C", str(tmp_path)], check=True)
+    out = tmp_path / "figures.json"
+    proc = subprocess.run([sys.executable, "scripts/gpu/collect_search.py", str(tmp_path), "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())["spaces"]["h200-llama-8b"]
+    committed = json.loads((REPO / "docs/measurements/real-search-h200-6.json").read_text())
+    assert got["figures"] == committed["spaces"]["h200-llama-8b"]["figures"]
+    rows = {r["config"]: r for r in got["rows"]}
+    assert rows["plain"]["cycle_range_pct"] is None  # no accept length: unknown, not 1
+    # 3-4-8's repeats moved 2.65% with their draws (accept 3.475-3.543); per cycle far less.
+    assert rows["3-4-8"]["range_pct"] > 2 > rows["3-4-8"]["cycle_range_pct"]

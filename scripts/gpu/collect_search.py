@@ -81,6 +81,21 @@ def startup(rec: dict) -> tuple[float | None, float | None]:
     return rec.get("startup_s"), total
 
 
+def cycle_range_pct(rec: dict) -> float | None:
+    """The range of the repeats' tok/s per accepted length (speculative cycles a second), in %.
+
+    With synthetic acceptance SGLang draws each cycle's accepted tokens at random, so a repeat's
+    tok/s moves with its draws; dividing them out leaves what the server's speed did. None when
+    any repeat lacks either figure (a plain server: its accept length is unknown, not 1).
+    """
+    rows = rec.get("repeat_breakdown") or []
+    rates = [r["tok_s"] / r["accept_length"] for r in rows
+             if r.get("tok_s") and r.get("accept_length")]
+    if len(rates) < 2 or len(rates) != len(rows):
+        return None
+    return 100.0 * (max(rates) - min(rates)) / statistics.median(rates)
+
+
 def row(source: str, rec: dict) -> dict[str, Any]:
     ph = rec.get("phases") or {}
     shares = ph.get("shares") or {}
@@ -88,7 +103,8 @@ def row(source: str, rec: dict) -> dict[str, Any]:
     return {"source": source, "config": label(rec["params"]), "params": rec["params"],
             "status": rec.get("status"), "tok_s": rec.get("output_tok_s"),
             "repeats": rec.get("output_tok_s_repeats"), "spread_pct": rec.get("output_tok_s_spread_pct"),
-            "range_pct": rec.get("output_tok_s_range_pct"), "warmup_tok_s": rec.get("warmup_tok_s"),
+            "range_pct": rec.get("output_tok_s_range_pct"), "cycle_range_pct": cycle_range_pct(rec),
+            "warmup_tok_s": rec.get("warmup_tok_s"),
             "warmup_stable": rec.get("warmup_stable"), "acceptance": rec.get("acceptance"),
             "forced_accept": rec.get("synthetic_accept_length"), "accept": rec.get("accept_length"),
             "draft_ms": ph.get("draft_ms"), "verify_ms": ph.get("verify_ms"), "extend_ms": ph.get("extend_ms"),
@@ -100,14 +116,14 @@ def row(source: str, rec: dict) -> dict[str, Any]:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| source | config | tok/s | spread % (robust / range) | accept (forced / read) | "
+    head = ("| source | config | tok/s | spread % (robust / range / per cycle) | accept (forced / read) | "
             "draft / verify / re-extend / other ms | verify share | break-even | speedup | verdict | "
             "start-up s (tool) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        lines.append("| {} | {} | {} | {} / {} | {} / {} | {} / {} / {} / {} | {} | {} | {} | {} | {} |".format(
+        lines.append("| {} | {} | {} | {} / {} / {} | {} / {} | {} / {} / {} / {} | {} | {} | {} | {} | {} |".format(
             r["source"], r["config"], _f(r["tok_s"]), _f(r["spread_pct"], ".2f"), _f(r["range_pct"], ".2f"),
-            _f(r["forced_accept"], ".2f"), _f(r["accept"], ".2f"),
+            _f(r["cycle_range_pct"], ".2f"), _f(r["forced_accept"], ".2f"), _f(r["accept"], ".2f"),
             _f(r["draft_ms"], ".2f"), _f(r["verify_ms"], ".2f"), _f(r["extend_ms"], ".2f"),
             _f(r["other_ms"] if r["config"] != "plain" else r["decode_ms"], ".2f"),
             _f(r["verify_share"], ".0f"), _f(r["break_even"], ".2f"), _f(r["speedup"], ".3f"), r["status"],
@@ -137,6 +153,9 @@ def figures(folder: Path, rows: list[dict]) -> dict[str, Any]:
         "range_pct_max": max(ranges, default=None),
         "range_pct_median": statistics.median(ranges) if ranges else None,
         "configs_over_2pct_range": [r["config"] for r in ok if (r["range_pct"] or 0) > 2],
+        # Speculative configs only: the range with the synthetic acceptance draws divided out.
+        "cycle_range_pct_max": max((r["cycle_range_pct"] for r in ok if r["cycle_range_pct"] is not None),
+                                   default=None),
         "startup_wait_s_median": statistics.median(waits) if waits else None,
         "trials": summary.get("trials"),
     }
