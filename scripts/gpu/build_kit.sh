@@ -4,7 +4,7 @@
 # mlflow-skinny 3.17.2 with what its sqlite tracking store needs, trimmed to fit a device call.
 #
 # Usage (here, from the repo root; needs PyPI): bash scripts/gpu/build_kit.sh [OUTDIR]   (default .gpu/kit)
-# Writes OUTDIR/site.tar.xz (at most scripts/gpu/carry.py's KIT_LIMIT, 52 MiB) and OUTDIR/sizes.txt. Downloads are kept in
+# Writes OUTDIR/site.tar.xz (at most scripts/gpu/carry.py's KIT_LIMIT, 51 MiB) and OUTDIR/sizes.txt. Downloads are kept in
 # .gpu/kit-build/wheels, so a re-run downloads nothing. Env: KEEP_SITE=1 keeps the unpacked tree
 # (.gpu/kit-build/site); SIZES=raw skips the per-package xz estimate; XZ_THREADS (default 2);
 # SMOKE_PY=/path/to/python3.12 adds a real import/run test of the tuning stack (see step 6).

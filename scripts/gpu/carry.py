@@ -22,8 +22,9 @@ MIB = 1 << 20
 REPO = Path(__file__).resolve().parents[2]
 #: The device tool's limit on what one call brings along (its README, "Limits").
 CARRY_LIMIT = 64 * MIB
-#: What ``build_kit.sh`` may write; the kit built on 2026-12-01 is 50.67 MiB.
-KIT_LIMIT = 52 * MIB
+#: What ``build_kit.sh`` may write. The kit comes from pinned wheels: 50.67 MiB on 2026-12-01 and
+#: 50.68 MiB on 2026-12-02 (with nvidia-ml-py); 51 leaves the measurements' archives 10 MiB.
+KIT_LIMIT = 51 * MIB
 #: The plan's two state archives after both shapes' searches: 2.9 + 0.3 MiB were brought back
 #: on 2026-12-01 (gzip, ``scripts/gpu/state.sh snapshot``).
 STATE_ALLOWANCE = 3 * MIB

@@ -48,8 +48,9 @@ sys.path.insert(0, str(REPO))
 from autotune.space.trial_config import config_key  # noqa: E402
 from autotune.space.search_space import load_space  # noqa: E402
 
-# Seconds one trial server run takes at most, for the deadline (8B warm start-up plus the workload).
-TRIAL_S = float(os.environ.get("AUTOTUNE_GPU_TRIAL_S", "110"))
+# Seconds one trial server run takes, for the deadline: with prefill CUDA graphs and 4 x 768 tokens
+# a repeat, the 8B search's 8 servers took 132 s each (sixth session); a MoE trial about 180 s.
+TRIAL_S = float(os.environ.get("AUTOTUNE_GPU_TRIAL_S", "150"))
 # Command lines of servers and of SGLang's own subprocesses (it retitles them "sglang::scheduler...").
 SERVER_MODULES = ("sglang.launch_server", "autotune.sim.server", "sglang::")
 
