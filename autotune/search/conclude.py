@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from autotune.sglang.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.report import TrialReport
 from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
@@ -75,6 +76,8 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         v = item[2].objective
         return v if maximize else -v
 
+    levels = levels_of(r.result for _, _, r in results)
+    primary = _primary_level(space) if levels else None
     spec_ok = [r for r in results if r[2].feasible and not r[2].is_baseline and r[2].objective is not None]
     spec_ok.sort(key=key, reverse=True)
     finalists_out: list[dict[str, Any]] = []
@@ -89,6 +92,11 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
               f"autotune.search.run --space {opts.space} --name {name} --resume", file=out, flush=True)
     elif spec_ok:
         chosen = spec_ok[: max(1, space.search.finalists)]
+        if levels:
+            # Each level's answer is a confirmed config too: its best joins the finalists.
+            chosen += level_finalists([(item, item[2].result) for item in results], levels,
+                                      primary, metric=space.objective.metric, maximize=maximize,
+                                      chosen=chosen)
         confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
         for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
             confirmed_rows.append((tid, result, base))
@@ -129,6 +137,11 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         experiment_id=getattr(tracker, "experiment_id", None),
         overheads_s=list(state["overheads"]), sglang_default=default)
     rows = rows_of(results, confirmed_rows)
+    if levels and not interrupted:
+        outcome.per_level = level_answers(
+            [Measured(row.trial_id, row.result, FINALIST if row.kind == "finalist" else TRIAL)
+             for row in rows if row.result is not None],
+            levels, metric=space.objective.metric, maximize=maximize)
     outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
     if tracker is not None:
         from autotune.export.command import winner_files
@@ -137,6 +150,13 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
                               report_files=outcome.report_files,
                               status="KILLED" if interrupted else "FINISHED")
     return outcome
+
+
+def _primary_level(space: Any) -> int | None:
+    """The concurrency level the search optimised (``workload.primary_concurrency``)."""
+    from autotune.space.workload import Workload
+
+    return Workload.from_spec(space.workload, file=getattr(space, "file", None)).concurrency
 
 
 def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:

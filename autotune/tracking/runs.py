@@ -37,6 +37,9 @@ TAG_WINNER_RUN = "autotune.winner_run_id"
 TAG_WINNER_TRIAL = "autotune.winner_trial_id"
 TAG_WINNER_NOTE = "autotune.winner_note"
 TAG_ATTEMPT = "autotune.attempt"
+# On a trial run measured at several concurrency levels: {"<concurrency>": "<verdict>", ...}; its
+# figures are metrics with the level's suffix (speedup_c8, autotune.trial.levels.metric_suffix).
+TAG_LEVEL_STATUS = "autotune.level_status"
 
 KIND_SEARCH = "search"
 KIND_TRIAL = "trial"
@@ -102,6 +105,17 @@ class TrialRun:
     def output_tok_s(self) -> float | None:
         return self.metric("output_tok_s")
 
+    def level_status(self, concurrency: int) -> str | None:
+        """The run's verdict at one concurrency level; None when it has no such level."""
+        levels = _json_dict(self.tags.get(TAG_LEVEL_STATUS))
+        if not levels and self.status == Status.FAILED:
+            return self.status  # failed before measuring any level: failed at every level
+        return levels.get(str(concurrency))
+
+    def levels(self) -> list[int]:
+        """The concurrency levels the run measured, in order; empty for a single level."""
+        return [int(k) for k in _json_dict(self.tags.get(TAG_LEVEL_STATUS))]
+
 
 def _json_list(text: str | None) -> list[str]:
     if not text:
@@ -111,6 +125,16 @@ def _json_list(text: str | None) -> list[str]:
     except ValueError:
         return []
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _json_dict(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -196,6 +220,6 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
 
 
 __all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
-           "TAG_IS_BASELINE", "TAG_KIND", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
+           "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
            "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner", "objective_of",
            "select_winner"]
