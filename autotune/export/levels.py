@@ -151,7 +151,7 @@ def _same_server(base: LaunchSpec, specs: dict[int, LaunchSpec], levels: list[in
         if diff or other.model_path != plain.model_path:
             raise LaunchArgsError(f"concurrency {lv}'s winner differs from the others in more than "
                                   f"speculation ({', '.join(diff) or 'model_path'}): one adaptive "
-                                  "server cannot serve both; use the per-level table (--per-level)")
+                                  "server cannot serve every level; use the per-level table (--per-level)")
         if specs[lv].server_args.get("speculative_algorithm") not in (
                 None, base.server_args.get("speculative_algorithm")) or (
                 specs[lv].draft_model_path not in (None, base.draft_model_path)):
