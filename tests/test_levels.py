@@ -159,3 +159,13 @@ def test_one_adaptive_server_needs_the_same_non_speculative_settings() -> None:
     _same_server(launch(3), {1: launch(3), 8: launch(1), 64: launch(None)}, [1, 8, 64])
     with pytest.raises(LaunchArgsError, match=r"concurrency 8's winner differs .*\(tp_size\)"):
         _same_server(launch(3), {1: launch(3), 8: launch(1, tp=2)}, [1, 8])
+
+
+def test_the_trial_table_lists_every_level_after_the_primarys_figures() -> None:
+    from autotune.trial.report import phase_table
+
+    base = judge(at_levels({1: 40.0, 8: 250.0}, primary=8, baseline=True), None)
+    text = phase_table(judge(at_levels({1: 60.0, 8: 200.0}, primary=8), base))
+    assert "Speedup:         0.800x" in text
+    assert "At concurrency 1: 60.0 tok/s, baseline 40.0, speedup 1.500x" in text
+    assert text.splitlines()[-1].startswith("At concurrency 8: 200.0 tok/s") and "infeasible" in text
