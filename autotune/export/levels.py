@@ -61,10 +61,6 @@ def level_winners(tracker: Tracker, *, run_id: str | None = None
     return parent, levels, select_level_winners(runs, levels, objective=metric, maximize=maximize)
 
 
-def _launch(tracker: Tracker, winner: Winner, **spec_kw: Any) -> LaunchSpec:
-    return winner_spec(tracker, winner, **spec_kw)
-
-
 def per_level_json(tracker: Tracker, *, run_id: str | None = None, **spec_kw: Any) -> str:
     """The per-level table as JSON: each level's winner, its figures there and its launch.
 
@@ -77,7 +73,7 @@ def per_level_json(tracker: Tracker, *, run_id: str | None = None, **spec_kw: An
         w = winners[level]
         row: dict[str, Any] = {"concurrency": level, "winner": None}
         if w is not None:
-            launch = json.loads(render(_launch(tracker, w, **spec_kw), "json"))
+            launch = json.loads(render(winner_spec(tracker, w, **spec_kw), "json"))
             row["winner"] = {
                 "run_id": w.run.run_id, "trial_id": w.run.trial_id, "kind": w.run.kind,
                 "confirmed": w.run.confirmed, "is_baseline": w.is_baseline, "note": w.note,
@@ -107,7 +103,7 @@ def adaptive_export(tracker: Tracker, config_path: str | Path, *, run_id: str | 
     if missing:
         raise NothingToExport(f"no feasible config at concurrency {missing}: the table would "
                               "have nothing to serve there")
-    specs = {lv: _launch(tracker, winners[lv], **spec_kw) for lv in levels}  # type: ignore[arg-type]
+    specs = {lv: winner_spec(tracker, winners[lv], **spec_kw) for lv in levels}  # type: ignore[arg-type]
     steps: dict[int, int] = {}
     for lv in levels:
         if winners[lv].is_baseline:  # type: ignore[union-attr]

@@ -69,6 +69,9 @@ class Workload:
                 ``num_prompts: 64``, ``warmup_prompts: 4``, ``output_len: 256``,
                 ``max_output_len: 2048``, ``seed: 0``, ``concurrency: 1``,
                 ``request_rate: null``, ``api: generate``, ``max_duration_s: null``).
+                ``concurrency`` may be a list of levels (each trial measures every one, see
+                :meth:`levels`); ``primary_concurrency``, one of them, is the level the search
+                optimises (default: the first).
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
