@@ -20,19 +20,18 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import httpx
 
 from autotune.bench.client import run_benchmark
-from autotune.bench.records import BenchResult
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
                              ServerStartupCrash, ServerStartupTimeout)
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import get_backend
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
-from autotune.profile.telemetry import GpuSampler, GpuWindow, NullSampler, open_sampler
+from autotune.profile.telemetry import GpuSampler, NullSampler, open_sampler
 from autotune.server.process import ServerProcess
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
