@@ -325,6 +325,8 @@ def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
         assert answer["speedup"] == pytest.approx(answer["output_tok_s"] / answer["baseline_tok_s"])
         assert str(answer["params"]["speculative_num_steps"]) == best["speculative_num_steps"]
     assert outcome.summary()["per_level"] == outcome.per_level
+    assert json.loads(outcome.report_files["per_level.json"]) == json.loads(
+        json.dumps(outcome.per_level))
     assert "## Best config per concurrency" in outcome.report_files["summary.md"]
     assert "Best config per concurrency" in text
 

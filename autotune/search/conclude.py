@@ -19,7 +19,8 @@ from autotune.search.console import num
 from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.report import TrialReport
-from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
+from autotune.search.summary_files import (PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md,
+                                           trials_csv)
 from autotune.space.warm_start import compare_to_default
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
@@ -143,6 +144,8 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
              for row in rows if row.result is not None],
             levels, metric=space.objective.metric, maximize=maximize)
     outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
+    if outcome.per_level:
+        outcome.report_files[PER_LEVEL_JSON] = json.dumps(outcome.per_level, indent=2, default=str) + "\n"
     if tracker is not None:
         from autotune.export.command import winner_files
 

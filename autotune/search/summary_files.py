@@ -25,10 +25,12 @@ from autotune.trial.levels import metric_suffix
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 
-__all__ = ["Row", "TRIALS_CSV", "SUMMARY_MD", "level_table", "rows_of", "trials_csv", "summary_md",
+__all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "level_table", "rows_of", "trials_csv", "summary_md",
            "write_beside"]
 
 TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
+# With concurrency levels: the summary JSON's per_level, as a file of its own (search.levels).
+PER_LEVEL_JSON = "per_level.json"
 
 # What every row carries after the searched parameters; phases in ms per cycle.
 _FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "baseline_tok_s",
