@@ -88,16 +88,17 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
     winner: TrialResult | None = None
     baseline: TrialResult | None = None
     baseline_wins = False
+    chosen = spec_ok[: max(1, space.search.finalists)]
+    if levels and not interrupted:
+        # Each level's answer is a confirmed config too: its best joins the finalists, also
+        # when nothing was feasible at the primary level.
+        chosen += level_finalists([(item, item[2].result) for item in results], levels,
+                                  primary, metric=space.objective.metric, maximize=maximize,
+                                  chosen=chosen)
     if interrupted:
         print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
               f"autotune.search.run --space {opts.space} --name {name} --resume", file=out, flush=True)
-    elif spec_ok:
-        chosen = spec_ok[: max(1, space.search.finalists)]
-        if levels:
-            # Each level's answer is a confirmed config too: its best joins the finalists.
-            chosen += level_finalists([(item, item[2].result) for item in results], levels,
-                                      primary, metric=space.objective.metric, maximize=maximize,
-                                      chosen=chosen)
+    elif chosen:
         confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
         for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
             confirmed_rows.append((tid, result, base))
