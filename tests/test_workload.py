@@ -281,3 +281,14 @@ def test_concurrency_level_errors_name_the_item(spec, field, needle):
         Workload.from_spec(spec, file="s.yaml", lines={"concurrency": 3, "concurrency[1]": 5})
     assert err.value.field == f"workload.{field}" and needle in str(err.value), str(err.value)
     assert err.value.line == {"concurrency": 3, "concurrency[1]": 5}.get(field)
+
+
+def test_primary_concurrency_without_loading_prompts():
+    from autotune.space.workload import primary_concurrency
+
+    assert primary_concurrency({}) == 1 and primary_concurrency({"concurrency": 8}) == 8
+    assert primary_concurrency({"concurrency": None, "request_rate": 2}) is None
+    assert primary_concurrency({"concurrency": [64, 1]}) == 64
+    assert primary_concurrency({"concurrency": [1, 8], "primary_concurrency": 8}) == 8
+    with pytest.raises(ConfigError, match="listed twice"):
+        primary_concurrency({"concurrency": [1, 1]})

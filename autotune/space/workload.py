@@ -218,6 +218,25 @@ class Workload:
         return out
 
 
+def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
+    """The concurrency a ``workload:`` section drives for the search's objective, without loading
+    its prompts: its single ``concurrency``, or the primary of its levels (``primary_concurrency``,
+    else the first level written). For code that models a workload instead of running it.
+
+    Raises:
+        ConfigError: A bad ``concurrency`` list or ``primary_concurrency``.
+    """
+    spec = spec or {}
+    def bad(key: str, msg: str) -> ConfigError:
+        return ConfigError(msg, field=f"workload.{key}")
+
+    value = spec.get("concurrency", _DEFAULTS["concurrency"])
+    levels = _levels(value, bad)
+    if levels is None:
+        return value
+    return _primary(levels, spec.get("primary_concurrency"), bad)
+
+
 def _levels(value: Any, bad: Any) -> tuple[int, ...] | None:
     """The levels of a ``concurrency:`` list, checked; None for a single value (checked later)."""
     if not isinstance(value, (list, tuple)):
