@@ -22,6 +22,7 @@ from autotune.search.report import TrialReport
 from autotune.search.summary_files import (PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md,
                                            trials_csv)
 from autotune.space.warm_start import compare_to_default
+from autotune.space.workload import primary_concurrency
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
 
@@ -78,7 +79,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         return v if maximize else -v
 
     levels = levels_of(r.result for _, _, r in results)
-    primary = _primary_level(space) if levels else None
+    primary = primary_concurrency(space.workload) if levels else None
     spec_ok = [r for r in results if r[2].feasible and not r[2].is_baseline and r[2].objective is not None]
     spec_ok.sort(key=key, reverse=True)
     finalists_out: list[dict[str, Any]] = []
@@ -154,13 +155,6 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
                               report_files=outcome.report_files,
                               status="KILLED" if interrupted else "FINISHED")
     return outcome
-
-
-def _primary_level(space: Any) -> int | None:
-    """The concurrency level the search optimised (``workload.primary_concurrency``)."""
-    from autotune.space.workload import Workload
-
-    return Workload.from_spec(space.workload, file=getattr(space, "file", None)).concurrency
 
 
 def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
