@@ -289,11 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     levels = parser.add_mutually_exclusive_group()
     levels.add_argument("--per-level", action="store_true",
                         help="a search with workload.concurrency: [..]: the best config at each level, "
-                             "its figures there and its launch, as JSON")
+                             "its figures there and its launch, as JSON (--format does not apply)")
     levels.add_argument("--adaptive-config", metavar="FILE",
                         help="a search with concurrency levels: write SGLang's per-batch-size adaptive "
                              "speculation table to FILE (read back by SGLang's loader) and export the "
-                             "launch that uses it (sh)")
+                             "launch that uses it (sh; --format does not apply)")
     args = parser.parse_args(argv)
     if args.per_level or args.adaptive_config:
         return _main_levels(args)
@@ -342,7 +342,10 @@ def _main_levels(args: Any) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.output:
-        Path(args.output).write_text(text)
+        out = Path(args.output)
+        out.write_text(text)
+        if not args.per_level:  # a script, as the sh export is
+            out.chmod(out.stat().st_mode | 0o111)
         print(f"wrote {'the per-level table' if args.per_level else 'the adaptive launch'} to "
               f"{args.output}", file=sys.stderr)
     else:
