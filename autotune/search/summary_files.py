@@ -115,7 +115,7 @@ def trials_csv(rows: Sequence[Row]) -> str:
 
 def level_table(per_level: Sequence[dict[str, Any]]) -> list[str]:
     """The best config per concurrency level as a Markdown table (``summary.md`` and the console)."""
-    lines = ["| concurrency | best config | tok/s | baseline tok/s | speedup | break-even accept | verdict |",
+    lines = ["| concurrency | best config | tok/s | baseline tok/s | speedup | break-even accept | why |",
              "|---|---|---|---|---|---|---|"]
     for row in per_level:
         config = ("nothing feasible" if row.get("winner") is None
