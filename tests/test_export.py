@@ -256,3 +256,62 @@ def test_cli_as_a_module(demo, store, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "from trial t_best" in proc.stderr and f"wrote yaml to {out}" in proc.stderr
     assert parse_server_args(["--config", str(out)], **PARSER)["speculative_num_steps"] == 5
+
+
+# ---- per concurrency level (workload.concurrency: [..]) ----------------------------------------
+
+def _leveled(params: dict, by_level: dict[int, tuple[float, str]], primary: int = 8):
+    """A result measured at several levels, as trial.levels.with_levels and judge leave it."""
+    from dataclasses import replace
+
+    from autotune.trial.levels import level_record
+
+    per = {c: result(params, tok, status=status) for c, (tok, status) in by_level.items()}
+    return replace(per[primary], levels=[level_record(c, r) for c, r in per.items()])
+
+
+@pytest.fixture(scope="module")
+def levels(store) -> Tracker:
+    """Steps 5 win at concurrency 1, steps 2 at 8 (steps 5 lose to the baseline there)."""
+    return _search(store, "levels", [
+        ("base", _leveled({}, {1: (100.0, "feasible"), 8: (700.0, "feasible")}), {}),
+        ("t_long", _leveled(eagle(5, 1), {1: (180.0, "feasible"), 8: (650.0, "infeasible")}), {}),
+        ("t_short", _leveled(eagle(2, 1), {1: (150.0, "feasible"), 8: (760.0, "feasible")}), {}),
+    ])
+
+
+def test_the_per_level_table_names_each_levels_winner_and_launch(levels, store, capsys):
+    code, out, err = _export(store, "--name", "levels", "--per-level", capsys=capsys)
+    assert code == 0, err
+    rows = json.loads(out)["levels"]
+    assert [(r["concurrency"], r["winner"]["trial_id"]) for r in rows] == [(1, "t_long"), (8, "t_short")]
+    assert rows[0]["winner"]["output_tok_s"] == 180.0 and rows[1]["winner"]["output_tok_s"] == 760.0
+    steps = [parse_server_args(r["winner"]["argv"][3:], **PARSER)["speculative_num_steps"] for r in rows]
+    assert steps == [5, 2]
+
+
+def test_the_adaptive_export_is_read_back_by_sglang(levels, store, tmp_path, capsys):
+    config = tmp_path / "adaptive.json"
+    code, out, err = _export(store, "--name", "levels", "--adaptive-config", str(config), capsys=capsys)
+    assert code == 0, err
+    assert json.loads(config.read_text()) == {"1": {"candidate_steps": [5]}, "8": {"candidate_steps": [2]}}
+    _, command = _script_command(out)
+    parsed = parse_server_args(command[3:], **PARSER)
+    assert parsed["speculative_adaptive"] is True and parsed["speculative_adaptive_config"] == str(config)
+    assert "1: 5 steps, 8: 2 steps" in out and "was not measured" in out
+
+
+def test_a_tree_winner_or_a_single_level_search_has_no_adaptive_form(demo, store, tmp_path, capsys):
+    _search(store, "levels-tree", [
+        ("base", _leveled({}, {1: (100.0, "feasible"), 8: (700.0, "feasible")}), {}),
+        ("t_tree", _leveled(eagle(3, 4), {1: (200.0, "feasible"), 8: (500.0, "infeasible")}), {}),
+    ])
+    code, _, err = _export(store, "--name", "levels-tree", "--adaptive-config",
+                           str(tmp_path / "a.json"), capsys=capsys)
+    assert code == 2 and "concurrency 1's winner" in err and "topk 1" in err
+    code, out, err = _export(store, "--name", "levels-tree", "--per-level", capsys=capsys)
+    assert code == 0, err
+    rows = json.loads(out)["levels"]
+    assert rows[1]["winner"]["is_baseline"] is True and rows[1]["winner"]["accept_length"] is None
+    code, _, err = _export(store, "--name", "demo", "--per-level", capsys=capsys)
+    assert code == 1 and "one concurrency only" in err

@@ -288,6 +288,68 @@ def test_baseline_wins_and_the_summary_says_so(tmp_path: Path, sim_env: Path) ->
     _assert_no_emulator_left(sim_env)
 
 
+# ---- per-concurrency answers --------------------------------------------------------------------
+
+@slow
+def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
+        tmp_path: Path, sim_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from autotune.export.command import main as export_main
+
+    outcome, text = _search("levels.yaml", tmp_path)
+    parent, runs = _mlflow("test-levels", tmp_path)
+    trials = [r for r in runs if r.kind == "trial"]
+    assert {_param(r, "speculative_num_steps") for r in trials} == {"3", "7"}, \
+        "the seed no longer covers both chains"
+    # Every run measured both levels; its own figures (what Optuna was told) are the primary's (4).
+    for r in runs:
+        if r.status == "failed":
+            continue
+        assert json.loads(r.tags["autotune.level_status"]).keys() == {"1", "4"}
+        assert r.metrics["output_tok_s"] == r.metrics["output_tok_s_c4"]
+        assert r.metrics["output_tok_s_c1"] < r.metrics["output_tok_s_c4"]
+    study = _study(outcome.experiment_path)
+    values = {str(t.params["speculative_num_steps"]): t.value for t in study.trials}
+    for r in trials:
+        assert values[_param(r, "speculative_num_steps")] == pytest.approx(r.metrics["output_tok_s_c4"])
+
+    # Each level's answer is the best feasible confirmed config as measured at that level; a
+    # level's best joins the finalists, so every answer is confirmed.
+    assert [row["concurrency"] for row in outcome.per_level] == [1, 4]
+    rows = list(csv.DictReader(io.StringIO(outcome.report_files["trials.csv"])))
+    for answer in outcome.per_level:
+        c = answer["concurrency"]
+        finalists = [row for row in rows if row["kind"] == "finalist" and row[f"status_c{c}"] == "feasible"]
+        best = max(finalists, key=lambda row: float(row[f"output_tok_s_c{c}"]))
+        assert answer["winner"] == best["trial_id"] and answer["confirmed"] is True
+        assert answer["output_tok_s"] == pytest.approx(float(best[f"output_tok_s_c{c}"]), rel=1e-3)
+        assert answer["speedup"] == pytest.approx(answer["output_tok_s"] / answer["baseline_tok_s"])
+        assert str(answer["params"]["speculative_num_steps"]) == best["speculative_num_steps"]
+    assert outcome.summary()["per_level"] == outcome.per_level
+    assert json.loads(outcome.report_files["per_level.json"]) == json.loads(
+        json.dumps(outcome.per_level))
+    assert "## Best config per concurrency" in outcome.report_files["summary.md"]
+    assert "Best config per concurrency" in text
+
+    # The export's table names the same configs, read back from MLflow.
+    capsys.readouterr()
+    assert export_main(["--name", "test-levels", "--root", str(tmp_path), "--per-level"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    for answer, row in zip(outcome.per_level, table["levels"]):
+        assert row["concurrency"] == answer["concurrency"]
+        assert row["winner"]["trial_id"] == answer["winner"]
+        assert row["winner"]["output_tok_s"] == pytest.approx(answer["output_tok_s"])
+        assert row["winner"]["argv"][:3] == ["python", "-m", "sglang.launch_server"]
+    # And as SGLang's per-batch-size adaptive table, which SGLang's own loader reads back.
+    config = tmp_path / "adaptive.json"
+    assert export_main(["--name", "test-levels", "--root", str(tmp_path),
+                        "--adaptive-config", str(config)]) == 0
+    script = capsys.readouterr().out
+    steps = {str(a["concurrency"]): a["params"]["speculative_num_steps"] for a in outcome.per_level}
+    assert json.loads(config.read_text()) == {c: {"candidate_steps": [s]} for c, s in steps.items()}
+    assert f"--speculative-adaptive-config {config}" in script and "--speculative-adaptive " in script
+    _assert_no_emulator_left(sim_env)
+
+
 # ---- config failures ----------------------------------------------------------------------------
 
 @slow

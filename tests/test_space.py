@@ -385,6 +385,11 @@ search:
      "workload.num_prompts", [">= 1"]),
     ("workload unknown key", HEAD + TREE + "workload:\n  prompts: 5\n", "prompts",
      "workload.prompts", ["unknown key", "num_prompts"]),
+    ("concurrency level twice", HEAD + TREE + "workload:\n  concurrency:\n    - 64\n    - 8\n"
+     "    - 64  # again\n", "# again", "workload.concurrency[2]", ["level 64 is listed twice"]),
+    ("primary not a level", HEAD + TREE + "workload:\n  concurrency: [1, 8]\n"
+     "  primary_concurrency: 4\n", "primary_concurrency", "workload.primary_concurrency",
+     ["one of the concurrency levels [1, 8]"]),
     ("missing model", HEAD.replace("model_path: sim/target\n", ""), None, "model_path",
      ["missing required key 'model_path'"]),
 ]

@@ -37,7 +37,7 @@ from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
 from autotune.space.search_space import SearchSpace
-from autotune.trial.baselines import FileBaselineStore
+from autotune.trial.baselines import FileBaselineStore, group_key
 from autotune.trial.measure import MeasureSettings, evaluate, measure
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
@@ -325,6 +325,35 @@ def test_file_baseline_store_measures_each_group_once(
     assert first.baseline_tok_s is not None and first.baseline_tok_s == second.baseline_tok_s
     assert second.speedup == pytest.approx(second.output_tok_s / second.baseline_tok_s)
     assert len(list(store_dir.glob("*.json"))) == 1
+
+
+def test_concurrency_levels_measure_every_level_on_one_server_and_judge_each(
+        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python, launches = make_wrapper(tmp_path, monkeypatch)
+    space = sim_space(workload={**SMALL_WORKLOAD, "num_prompts": 8, "concurrency": [1, 8],
+                                      "primary_concurrency": 8})
+    wl = Workload.from_spec(space.workload)
+    result = evaluate(space.trial_config(chain(3)), workload=wl,
+                      baseline_config=space.trial_config(baseline()), settings=settings(tmp_path, python),
+                      store=FileBaselineStore(tmp_path / "baselines"))
+    # One start-up each for the config and its baseline, whatever the number of levels.
+    assert len(launches.all()) == 2
+    assert [lv["concurrency"] for lv in result.levels] == [1, 8]
+    at = {lv["concurrency"]: lv for lv in result.levels}
+    base = FileBaselineStore(tmp_path / "baselines").get(group_key(space.trial_config(baseline())))
+    base_at = {lv["concurrency"]: lv for lv in base.levels}
+    for c in (1, 8):
+        assert at[c]["completed"] == 8 and at[c]["output_tok_s"] > 0
+        assert at[c]["baseline_tok_s"] == base_at[c]["output_tok_s"]
+        assert at[c]["speedup"] == pytest.approx(at[c]["output_tok_s"] / base_at[c]["output_tok_s"])
+        assert at[c]["status"] == (Status.FEASIBLE if at[c]["speedup"] > 1.0 else Status.INFEASIBLE)
+    # The trial's own figures and verdict are the primary level's (8), as Optuna is told.
+    assert result.output_tok_s == at[8]["output_tok_s"] and result.speedup == at[8]["speedup"]
+    assert result.status == at[8]["status"]
+    # Eight requests in flight decode more tokens per second than one, on both servers.
+    assert at[8]["output_tok_s"] > at[1]["output_tok_s"]
+    assert base_at[8]["output_tok_s"] > base_at[1]["output_tok_s"]
+    assert {r["concurrency"] for r in result.records} == {1, 8}
 
 
 def test_startup_oom_is_a_failed_result_with_an_oom_reason(sim_env: None, tmp_path: Path) -> None:

@@ -238,3 +238,57 @@ def test_prompt_validation():
         Prompt(id="x", max_tokens=5, ignore_eos=True)
     with pytest.raises(ValueError):
         Prompt(id="x", max_tokens=0, ignore_eos=True, text="t")
+
+
+# ---------------------------------------------------------------------------------------------
+# concurrency levels (per-concurrency answers)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_single_concurrency_has_one_level_and_no_level_keys():
+    wl = Workload.from_spec({"concurrency": 8, "num_prompts": 4})
+    assert wl.levels() == [wl] and wl.concurrency_levels is None
+    assert "primary_concurrency" not in wl.to_dict() and wl.to_dict()["concurrency"] == 8
+
+
+def test_concurrency_levels_keep_order_prompts_and_a_primary():
+    wl = Workload.from_spec({"concurrency": [64, 1, 8], "num_prompts": 4})
+    # The primary level defaults to the first one written; bench_kwargs drives it.
+    assert wl.concurrency == 64 and wl.bench_kwargs()["concurrency"] == 64
+    levels = wl.levels()
+    assert [lv.concurrency for lv in levels] == [64, 1, 8]
+    assert all(lv.concurrency_levels is None and lv.measured() == wl.measured() for lv in levels)
+    assert wl.to_dict()["concurrency"] == [64, 1, 8] and wl.to_dict()["primary_concurrency"] == 64
+    chosen = Workload.from_spec({"concurrency": [1, 8, 64], "primary_concurrency": 8,
+                                 "num_prompts": 4})
+    assert chosen.concurrency == 8 and chosen.concurrency_levels == (1, 8, 64)
+    assert pickle.loads(pickle.dumps(chosen)) == chosen
+
+
+@pytest.mark.parametrize("spec, field, needle", [
+    ({"concurrency": []}, "concurrency", "empty list"),
+    ({"concurrency": [1, 8, 1]}, "concurrency[2]", "listed twice"),
+    ({"concurrency": [1, 0]}, "concurrency[1]", "from 1 to 4096"),
+    ({"concurrency": [1, 2.5]}, "concurrency[1]", "integer"),
+    ({"concurrency": [True, 2]}, "concurrency[0]", "integer"),
+    ({"concurrency": [1, 5000]}, "concurrency[1]", "4096"),
+    ({"concurrency": list(range(1, 10))}, "concurrency", "at most 8"),
+    ({"concurrency": [1, 8], "primary_concurrency": 4}, "primary_concurrency", "[1, 8]"),
+    ({"concurrency": 8, "primary_concurrency": 8}, "primary_concurrency", "list"),
+])
+def test_concurrency_level_errors_name_the_item(spec, field, needle):
+    with pytest.raises(ConfigError) as err:
+        Workload.from_spec(spec, file="s.yaml", lines={"concurrency": 3, "concurrency[1]": 5})
+    assert err.value.field == f"workload.{field}" and needle in str(err.value), str(err.value)
+    assert err.value.line == {"concurrency": 3, "concurrency[1]": 5}.get(field)
+
+
+def test_primary_concurrency_without_loading_prompts():
+    from autotune.space.workload import primary_concurrency
+
+    assert primary_concurrency({}) == 1 and primary_concurrency({"concurrency": 8}) == 8
+    assert primary_concurrency({"concurrency": None, "request_rate": 2}) is None
+    assert primary_concurrency({"concurrency": [64, 1]}) == 64
+    assert primary_concurrency({"concurrency": [1, 8], "primary_concurrency": 8}) == 8
+    with pytest.raises(ConfigError, match="listed twice"):
+        primary_concurrency({"concurrency": [1, 1]})

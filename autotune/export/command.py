@@ -271,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                     "it) of the newest search run, or of --run-id. Exit codes: 0 written, 1 nothing "
                     "to export, 2 bad input.",
         examples=["python -m autotune.export --name demo --format sh",
-                  "python -m autotune.export --name demo --format yaml -o winner.yaml"])
+                  "python -m autotune.export --name demo --format yaml -o winner.yaml",
+                  "python -m autotune.export --name levels --per-level -o per-level.json",
+                  "python -m autotune.export --name levels --adaptive-config adaptive.json -o launch.sh"])
     parser.add_argument("--name", required=True, help="search name (the MLflow experiment)")
     parser.add_argument("--run-id", help="a search run to choose within, or a trial run to export as is")
     parser.add_argument("--format", choices=FORMATS, default="sh",
@@ -284,7 +286,17 @@ def main(argv: list[str] | None = None) -> int:
                              "the numbers were measured with them)")
     parser.add_argument("--host", help="bind address of the exported server (default: the trial's)")
     parser.add_argument("--port", type=int, help="port of the exported server (default: SGLang's)")
+    levels = parser.add_mutually_exclusive_group()
+    levels.add_argument("--per-level", action="store_true",
+                        help="a search with workload.concurrency: [..]: the best config at each level, "
+                             "its figures there and its launch, as JSON (--format does not apply)")
+    levels.add_argument("--adaptive-config", metavar="FILE",
+                        help="a search with concurrency levels: write SGLang's per-batch-size adaptive "
+                             "speculation table to FILE (read back by SGLang's loader) and export the "
+                             "launch that uses it (sh; --format does not apply)")
     args = parser.parse_args(argv)
+    if args.per_level or args.adaptive_config:
+        return _main_levels(args)
     try:
         tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
         winner = choose(tracker, run_id=args.run_id)
@@ -308,6 +320,36 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr)
     if args.output:
         print(f"wrote {args.format} to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _main_levels(args: Any) -> int:
+    """``--per-level`` and ``--adaptive-config``: the per-concurrency exports (:mod:`autotune.export.levels`)."""
+    from autotune.export import levels
+    from autotune.tracking.tracker import Tracker
+
+    spec_kw = {"strip_metrics": args.strip_metrics, "host": args.host, "port": args.port}
+    try:
+        tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
+        if args.per_level:
+            text = levels.per_level_json(tracker, run_id=args.run_id, **spec_kw)
+        else:
+            text = levels.adaptive_export(tracker, args.adaptive_config, run_id=args.run_id, **spec_kw)
+    except NothingToExport as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (AutotuneError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        out = Path(args.output)
+        out.write_text(text)
+        if not args.per_level:  # a script, as the sh export is
+            out.chmod(out.stat().st_mode | 0o111)
+        print(f"wrote {'the per-level table' if args.per_level else 'the adaptive launch'} to "
+              f"{args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -16,10 +16,13 @@ from typing import Any, TextIO
 from autotune.sglang.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.report import TrialReport
-from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
+from autotune.search.summary_files import (PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md,
+                                           trials_csv)
 from autotune.space.warm_start import compare_to_default
+from autotune.space.workload import primary_concurrency
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
 
@@ -75,6 +78,8 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         v = item[2].objective
         return v if maximize else -v
 
+    levels = levels_of(r.result for _, _, r in results)
+    primary = primary_concurrency(space.workload) if levels else None
     spec_ok = [r for r in results if r[2].feasible and not r[2].is_baseline and r[2].objective is not None]
     spec_ok.sort(key=key, reverse=True)
     finalists_out: list[dict[str, Any]] = []
@@ -84,11 +89,17 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
     winner: TrialResult | None = None
     baseline: TrialResult | None = None
     baseline_wins = False
+    chosen = spec_ok[: max(1, space.search.finalists)]
+    if levels and not interrupted:
+        # Each level's answer is a confirmed config too: its best joins the finalists, also
+        # when nothing was feasible at the primary level.
+        chosen += level_finalists([(item, item[2].result) for item in results], levels,
+                                  primary, metric=space.objective.metric, maximize=maximize,
+                                  chosen=chosen)
     if interrupted:
         print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
               f"autotune.search.run --space {opts.space} --name {name} --resume", file=out, flush=True)
-    elif spec_ok:
-        chosen = spec_ok[: max(1, space.search.finalists)]
+    elif chosen:
         confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
         for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
             confirmed_rows.append((tid, result, base))
@@ -129,7 +140,14 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         experiment_id=getattr(tracker, "experiment_id", None),
         overheads_s=list(state["overheads"]), sglang_default=default)
     rows = rows_of(results, confirmed_rows)
+    if levels and not interrupted:
+        outcome.per_level = level_answers(
+            [Measured(row.trial_id, row.result, FINALIST if row.kind == "finalist" else TRIAL)
+             for row in rows if row.result is not None],
+            levels, metric=space.objective.metric, maximize=maximize)
     outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
+    if outcome.per_level:
+        outcome.report_files[PER_LEVEL_JSON] = json.dumps(outcome.per_level, indent=2, default=str) + "\n"
     if tracker is not None:
         from autotune.export.command import winner_files
 

@@ -75,6 +75,13 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         print(f"  {versus_default(outcome.sglang_default, winner={'output_tok_s': w.output_tok_s, 'speedup': w.speedup})}",
               file=out)
     print(phase_table(w), file=out)
+    if outcome.per_level:
+        from autotune.search.summary_files import level_table
+
+        print("\nBest config per concurrency (each judged against its baseline at that level):",
+              file=out)
+        for line in level_table(outcome.per_level):
+            print(f"  {line}", file=out)
     if s.get("tuner_overhead_s_median") is not None:
         print(f"Tuner overhead per trial (median): {s['tuner_overhead_s_median']:.2f} s", file=out)
     if outcome.tracking_uri:

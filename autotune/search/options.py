@@ -54,6 +54,9 @@ class SearchOutcome:
     report_files: dict[str, str] = field(default_factory=dict)
     #: ``{"storage", "name"}`` of the Optuna study when ``search.storage`` kept it outside Ray.
     optuna_study: dict[str, str] | None = None
+    #: With ``workload.concurrency: [..]``: the best config per level
+    #: (:func:`autotune.search.levels.level_answers`), in the order written; None otherwise.
+    per_level: list[dict[str, Any]] | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -76,6 +79,7 @@ class SearchOutcome:
             "trials": {"total": self.trials, "feasible": self.feasible,
                        "infeasible": self.infeasible, "failed": self.failed},
             "finalists": self.finalists,
+            "per_level": self.per_level,
             # SGLang's auto-picked speculative config as measured here, and the winner's gain on it.
             "sglang_default": self.sglang_default,
             "gain_over_sglang_default": (self.sglang_default or {}).get("gain"),

@@ -361,5 +361,9 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
         elif isinstance(tok, str) and tok and (Path(base_dir) / Path(tok).expanduser()).exists():
             out["tokenizer"] = str(Path(base_dir) / Path(tok).expanduser())
     lines = {key: n for key in value if (n := line_of(value, key)) is not None}
+    for key, item in value.items():  # list items by index: workload.concurrency[2]
+        if isinstance(item, list):
+            lines.update({f"{key}[{i}]": n for i in range(len(item))
+                          if (n := line_of(item, i)) is not None})
     Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,16 @@ from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, rea
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
 APIS = ("generate", "chat")
+# A list of concurrency levels multiplies every trial's measuring time by its length; past a
+# handful of levels a search would spend its budget re-measuring one config.
+MAX_LEVELS = 8
+MAX_CONCURRENCY = 4096
 
 _DEFAULTS: dict[str, Any] = {
     "source": "builtin", "path": None, "num_prompts": 64, "warmup_prompts": 4,
     "output_len": 256, "max_output_len": 2048, "seed": 0, "concurrency": 1,
     "request_rate": None, "api": "generate", "max_duration_s": None, "tokenizer": None,
+    "primary_concurrency": None,
 }
 
 
@@ -44,12 +49,14 @@ class Workload:
     output_len: int | None
     max_output_len: int
     seed: int
-    concurrency: int | None
+    concurrency: int | None  # with levels, the primary level (what bench_kwargs drives)
     request_rate: float | None
     api: str
     max_duration_s: float | None
     _warmup: tuple[Prompt, ...]
     _measured: tuple[Prompt, ...]
+    # ``concurrency: [1, 8, 64]``: every level, as written; None for a single concurrency.
+    concurrency_levels: tuple[int, ...] | None = None
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None, *, file: str | None = None,
@@ -62,6 +69,9 @@ class Workload:
                 ``num_prompts: 64``, ``warmup_prompts: 4``, ``output_len: 256``,
                 ``max_output_len: 2048``, ``seed: 0``, ``concurrency: 1``,
                 ``request_rate: null``, ``api: generate``, ``max_duration_s: null``).
+                ``concurrency`` may be a list of levels (each trial measures every one, see
+                :meth:`levels`); ``primary_concurrency``, one of them, is the level the search
+                optimises (default: the first).
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
@@ -118,6 +128,12 @@ class Workload:
         out_len = integer("output_len", 1, optional=True)
         max_out = integer("max_output_len", 1)
         seed = integer("seed", 0)
+        levels = _levels(v["concurrency"], bad)
+        if levels is not None:
+            v["concurrency"] = _primary(levels, v["primary_concurrency"], bad)
+        elif v["primary_concurrency"] is not None:
+            raise bad("primary_concurrency", "only a list of concurrency levels takes a "
+                                             "primary_concurrency; write concurrency: [1, 8, 64]")
         conc = integer("concurrency", 1, optional=True)
         rate = positive("request_rate")
         max_dur = positive("max_duration_s")
@@ -161,7 +177,19 @@ class Workload:
                    max_output_len=max_out, seed=seed, concurrency=conc,  # type: ignore[arg-type]
                    request_rate=rate, api=api, max_duration_s=max_dur,
                    _warmup=tuple(prompts[i] for i in picks[:warm]),
-                   _measured=tuple(prompts[i] for i in picks[warm:]))
+                   _measured=tuple(prompts[i] for i in picks[warm:]),
+                   concurrency_levels=levels)
+
+    def levels(self) -> list[Workload]:
+        """One workload per concurrency level, in the order written; ``[self]`` for one level.
+
+        Each level's workload has that level as its single ``concurrency`` and the same prompts,
+        so a trial measures every level with the same requests on the same server.
+        """
+        if not self.concurrency_levels:
+            return [self]
+        return [replace(self, concurrency=c, concurrency_levels=None)
+                for c in self.concurrency_levels]
 
     def warmup(self) -> list[Prompt]:
         """Prompts for warming the server up; none of them is in :meth:`measured`."""
@@ -179,11 +207,66 @@ class Workload:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec (for logging as parameters)."""
-        return {"source": self.source, "path": self.path, "num_prompts": self.num_prompts,
-                "warmup_prompts": self.warmup_prompts, "output_len": self.output_len,
-                "max_output_len": self.max_output_len, "seed": self.seed,
-                "concurrency": self.concurrency, "request_rate": self.request_rate,
-                "api": self.api, "max_duration_s": self.max_duration_s}
+        out = {"source": self.source, "path": self.path, "num_prompts": self.num_prompts,
+               "warmup_prompts": self.warmup_prompts, "output_len": self.output_len,
+               "max_output_len": self.max_output_len, "seed": self.seed,
+               "concurrency": self.concurrency, "request_rate": self.request_rate,
+               "api": self.api, "max_duration_s": self.max_duration_s}
+        if self.concurrency_levels:
+            out["concurrency"] = list(self.concurrency_levels)
+            out["primary_concurrency"] = self.concurrency
+        return out
+
+
+def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
+    """The concurrency a ``workload:`` section drives for the search's objective, without loading
+    its prompts: its single ``concurrency``, or the primary of its levels (``primary_concurrency``,
+    else the first level written). For code that models a workload instead of running it.
+
+    Raises:
+        ConfigError: A bad ``concurrency`` list or ``primary_concurrency``.
+    """
+    spec = spec or {}
+    def bad(key: str, msg: str) -> ConfigError:
+        return ConfigError(msg, field=f"workload.{key}")
+
+    value = spec.get("concurrency", _DEFAULTS["concurrency"])
+    levels = _levels(value, bad)
+    if levels is None:
+        return value
+    return _primary(levels, spec.get("primary_concurrency"), bad)
+
+
+def _levels(value: Any, bad: Any) -> tuple[int, ...] | None:
+    """The levels of a ``concurrency:`` list, checked; None for a single value (checked later)."""
+    if not isinstance(value, (list, tuple)):
+        return None
+    if not value:
+        raise bad("concurrency", "an empty list measures nothing; write one level (8) or "
+                                 "several ([1, 8, 64])")
+    if len(value) > MAX_LEVELS:
+        raise bad("concurrency", f"{len(value)} levels; at most {MAX_LEVELS} (each level "
+                                 "multiplies every trial's measuring time)")
+    seen: set[int] = set()
+    for i, x in enumerate(value):
+        key = f"concurrency[{i}]"
+        if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= MAX_CONCURRENCY:
+            raise bad(key, f"each level must be an integer from 1 to {MAX_CONCURRENCY}, "
+                           f"got {x!r}")
+        if x in seen:
+            raise bad(key, f"level {x} is listed twice; list each concurrency once")
+        seen.add(x)
+    return tuple(value)
+
+
+def _primary(levels: tuple[int, ...], value: Any, bad: Any) -> int:
+    """The level the search optimises: ``primary_concurrency``, else the first level written."""
+    if value is None:
+        return levels[0]
+    if value not in levels or isinstance(value, bool):
+        raise bad("primary_concurrency", f"must be one of the concurrency levels "
+                                         f"{list(levels)}, got {value!r}")
+    return value
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],

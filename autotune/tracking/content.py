@@ -21,6 +21,7 @@ from autotune.cli import versions
 from autotune.tracking.runs import KIND_TRIAL, TrialRun
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import BACKENDS
+from autotune.trial.levels import metric_suffix
 
 if TYPE_CHECKING:
     from autotune.trial.result import TrialResult
@@ -67,7 +68,30 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
         value = finite_number((result.phases or {}).get(key))
         if value is not None:
             out[f"phase_{key}"] = value
+    out.update(level_metrics(result))
     return out
+
+
+def level_metrics(result: TrialResult) -> dict[str, float]:
+    """Each concurrency level's known figures, named with the level's suffix (``speedup_c8``,
+    :func:`autotune.trial.levels.metric_suffix`); nothing for a single-level result."""
+    out: dict[str, float] = {}
+    for level in getattr(result, "levels", None) or []:
+        suffix = metric_suffix(int(level["concurrency"]))
+        for name in _RESULT_METRICS:
+            value = finite_number(level.get(name))
+            if value is not None:
+                out[name + suffix] = value
+        cycle = finite_number((level.get("phases") or {}).get("cycle_ms"))
+        if cycle is not None:
+            out["phase_cycle_ms" + suffix] = cycle
+    return out
+
+
+def level_statuses(result: TrialResult) -> dict[str, str]:
+    """``{concurrency: verdict}`` of a result's levels (the tag ``autotune.level_status``)."""
+    return {str(level["concurrency"]): str(level["status"])
+            for level in getattr(result, "levels", None) or []}
 
 
 def param_text(value: Any) -> str:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.trial.outcome import Status
-from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_winner
+from autotune.trial.levels import metric_suffix
+from autotune.trial.winner import (FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level,
+                                   pick_winner)
 
 # Tag names. Every tag autotune writes starts with "autotune.".
 TAG_KIND = "autotune.kind"
@@ -37,6 +39,9 @@ TAG_WINNER_RUN = "autotune.winner_run_id"
 TAG_WINNER_TRIAL = "autotune.winner_trial_id"
 TAG_WINNER_NOTE = "autotune.winner_note"
 TAG_ATTEMPT = "autotune.attempt"
+# On a trial run measured at several concurrency levels: {"<concurrency>": "<verdict>", ...}; its
+# figures are metrics with the level's suffix (speedup_c8, autotune.trial.levels.metric_suffix).
+TAG_LEVEL_STATUS = "autotune.level_status"
 
 KIND_SEARCH = "search"
 KIND_TRIAL = "trial"
@@ -102,6 +107,17 @@ class TrialRun:
     def output_tok_s(self) -> float | None:
         return self.metric("output_tok_s")
 
+    def level_status(self, concurrency: int) -> str | None:
+        """The run's verdict at one concurrency level; None when it has no such level."""
+        levels = _json_dict(self.tags.get(TAG_LEVEL_STATUS))
+        if not levels and self.status == Status.FAILED:
+            return self.status  # failed before measuring any level: failed at every level
+        return levels.get(str(concurrency))
+
+    def levels(self) -> list[int]:
+        """The concurrency levels the run measured, in order; empty for a single level."""
+        return [int(k) for k in _json_dict(self.tags.get(TAG_LEVEL_STATUS))]
+
 
 def _json_list(text: str | None) -> list[str]:
     if not text:
@@ -111,6 +127,16 @@ def _json_list(text: str | None) -> list[str]:
     except ValueError:
         return []
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _json_dict(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -195,7 +221,37 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
     return None
 
 
+def search_levels(runs: Iterable[TrialRun]) -> list[int]:
+    """The concurrency levels a search's runs were measured at (in order); empty for one level."""
+    for run in runs:
+        if run.levels():
+            return run.levels()
+    return []
+
+
+def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[int], *,
+                         objective: str = "output_tok_s",
+                         maximize: bool = True) -> dict[int, Winner | None]:
+    """The winner at each concurrency level, by the one policy applied per level
+    (:func:`autotune.trial.winner.pick_per_level`): each run valued by the objective's metric at
+    that level (``output_tok_s_c8``) and judged by its verdict there (``autotune.level_status``).
+    A run without the level (another workload) does not compete there.
+    """
+    field_name = metric_field(objective)
+    runs = [r for r in runs if r.kind in TRIAL_KINDS]
+
+    def at(level: int) -> list[Candidate]:
+        return [Candidate(ref=r, value=known(r.metric(field_name + metric_suffix(level))),
+                          is_baseline=r.is_baseline,
+                          feasible=r.level_status(level) == Status.FEASIBLE,
+                          stage=FINALIST if r.kind == KIND_FINALIST else TRIAL)
+                for r in runs if r.level_status(level) is not None]
+
+    picks = pick_per_level(levels, at, maximize=maximize)
+    return {level: None if p is None else Winner(p.ref, False, p.note) for level, p in picks.items()}
+
+
 __all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
-           "TAG_IS_BASELINE", "TAG_KIND", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
+           "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
            "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner", "objective_of",
-           "select_winner"]
+           "search_levels", "select_level_winners", "select_winner"]

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.launch.spec import LaunchSpec
-from autotune.tracking.content import finite_number, param_text, trial_metrics, trial_params
+from autotune.tracking.content import (finite_number, level_statuses, param_text, trial_metrics,
+                                      trial_params)
 from autotune.tracking.runs import (TAG_ACCEPTANCE, TAG_ATTEMPT, TAG_BACKEND, TAG_CONFIRMED,
-                                    TAG_IS_BASELINE, TAG_KIND, TAG_REASON, TAG_SEARCHED,
+                                    TAG_IS_BASELINE, TAG_KIND, TAG_LEVEL_STATUS, TAG_REASON,
+                                    TAG_SEARCHED,
                                     TAG_STALE_METRICS, TAG_STATUS, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS)
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
 from autotune.trial.outcome import Status
@@ -95,6 +97,8 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
         run_tags[TAG_ACCEPTANCE] = result.acceptance
     if result.synthetic_accept_length is not None:
         run_tags[TAG_SYNTHETIC_ACCEPT] = f"{result.synthetic_accept_length:g}"
+    if result.levels:
+        run_tags[TAG_LEVEL_STATUS] = json.dumps(level_statuses(result))
     run_tags.update(tags or {})
     now = int(time.time() * 1000)
     from mlflow.entities import Metric

@@ -18,26 +18,27 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import httpx
 
 from autotune.bench.client import run_benchmark
-from autotune.bench.records import BenchResult
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
                              ServerStartupCrash, ServerStartupTimeout)
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import get_backend
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
-from autotune.profile.telemetry import GpuSampler, GpuWindow, NullSampler, open_sampler
+from autotune.profile.telemetry import GpuSampler, NullSampler, open_sampler
 from autotune.server.process import ServerProcess
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
 from autotune.trial.outcome import TrialTimeout, failure_of
+from autotune.trial.levels import with_levels
 from autotune.trial.result import TrialResult, failed_result, summarise
+from autotune.trial.warmup import Level, flush_cache, stabilise
 from autotune.trial.verdict import judge
 
 DEVICE_TIMER_ENV = {"SGLANG_ENABLE_METRICS_DEVICE_TIMER": "1"}
@@ -128,94 +129,59 @@ def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchS
                       server_args=args, env=env, backend=config.backend, trial_only=trial_only)
 
 
-@dataclass
-class _Warmup:
-    """What the stabilising warm-up passes saw."""
-
-    tok_s: list[float] = field(default_factory=list)
-    stable: bool | None = None
-
-
-async def _flush_cache(client: httpx.AsyncClient, base: str) -> bool:
-    """Empty SGLang's prefix cache (it refuses while requests run); whether it did."""
-    try:
-        resp = await client.post(base + "/flush_cache")
-    except httpx.HTTPError:
-        return False
-    return resp.status_code == 200
-
-
-async def _stabilise(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
-                     kwargs: Mapping[str, Any], pct: float, max_rounds: int) -> _Warmup:
-    """Measured-workload passes until two in a row agree within ``pct`` percent.
-
-    A fixed warm-up count was not enough for a MoE target on an H200: its first measured repeat
-    was 10-36% slow (kernels compiled for prompt shapes the warm-up prompts had not had).
-    """
-    seen = _Warmup(stable=False)
-    for _ in range(max_rounds):
+async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
+                         repeats: int, speculative: bool, draft_forwards: bool, *,
+                         settings: MeasureSettings | None, sampler: GpuSampler) -> Level:
+    """Warm up and measure one load level (one concurrency) on a running server."""
+    base = server.url
+    kwargs = workload.bench_kwargs()
+    conc = kwargs.get("concurrency")
+    stable_pct = settings.warmup_until_stable_pct if settings is not None else None
+    level = Level(workload=workload)
+    warm = workload.warmup()
+    if warm:
+        await run_benchmark(base, warm, **kwargs)
+    if stable_pct is not None:
+        level.warmup = await stabilise(server, client, workload, kwargs, stable_pct,
+                                       settings.warmup_max_rounds)
+    for _ in range(repeats):
         server.ensure_alive()
-        await _flush_cache(client, server.url)
-        bench = await run_benchmark(server.url, workload.measured(), **kwargs)
-        if bench.failed or bench.output_tok_s is None:
-            seen.stable = None  # the measured repeats will meet and report the failure
-            return seen
-        seen.tok_s.append(bench.output_tok_s)
-        if len(seen.tok_s) >= 2:
-            a, b = seen.tok_s[-2:]
-            if abs(a - b) <= pct / 100.0 * max(a, b):
-                seen.stable = True
-                return seen
-    return seen
+        if stable_pct is not None:
+            await flush_cache(client, base)
+        before = await scrape(client, base)
+        # The GPU window holds the repeat's requests only, not the scrapes around them.
+        sampler.start()
+        bench = await run_benchmark(base, workload.measured(), **kwargs)
+        level.windows.append(sampler.stop())
+        server.ensure_alive()
+        after = await scrape(client, base)
+        level.benches.append(bench)
+        if bench.duration_s and bench.completed:
+            level.profiles.append(PhaseProfile.from_snapshots(
+                before, after, wall_s=bench.duration_s, max_batch=conc or None,
+                speculative=speculative, meta_accept_length=bench.accept_length,
+                draft_forwards=draft_forwards, tok_s=bench.output_tok_s))
+    return level
 
 
 async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
                          speculative: bool, draft_forwards: bool = True, *,
                          settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
-                         ) -> tuple[list[BenchResult], list[PhaseProfile], dict | None, _Warmup,
-                                    list[GpuWindow]]:
-    base = server.url
-    kwargs = workload.bench_kwargs()
-    conc = kwargs.get("concurrency")
-    limits = httpx.Timeout(30.0)
-    stable_pct = settings.warmup_until_stable_pct if settings is not None else None
-    warmup = _Warmup()
+                         ) -> tuple[list[Level], dict | None]:
+    """Every load level of ``workload`` in turn on one server (one level unless it lists several)."""
     sampler = sampler or NullSampler("no sampler")
-    windows: list[GpuWindow] = []
-    async with httpx.AsyncClient(timeout=limits) as client:
-        warm = workload.warmup()
-        if warm:
-            await run_benchmark(base, warm, **kwargs)
-        if stable_pct is not None:
-            warmup = await _stabilise(server, client, workload, kwargs, stable_pct,
-                                      settings.warmup_max_rounds)
-        benches: list[BenchResult] = []
-        profiles: list[PhaseProfile] = []
-        for _ in range(repeats):
-            server.ensure_alive()
-            if stable_pct is not None:
-                await _flush_cache(client, base)
-            before = await scrape(client, base)
-            # The GPU window holds the repeat's requests only, not the scrapes around them.
-            sampler.start()
-            bench = await run_benchmark(base, workload.measured(), **kwargs)
-            windows.append(sampler.stop())
-            server.ensure_alive()
-            after = await scrape(client, base)
-            benches.append(bench)
-            if bench.duration_s and bench.completed:
-                profiles.append(PhaseProfile.from_snapshots(
-                    before, after, wall_s=bench.duration_s, max_batch=conc or None,
-                    speculative=speculative, meta_accept_length=bench.accept_length,
-                    draft_forwards=draft_forwards, tok_s=bench.output_tok_s))
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
+        levels = [await _measure_level(server, client, w, repeats, speculative, draft_forwards,
+                                       settings=settings, sampler=sampler)
+                  for w in workload.levels()]
         info = None
         try:
-            resp = await client.get(base + "/server_info")
+            resp = await client.get(server.url + "/server_info")
             if resp.status_code == 200:
                 info = resp.json()
         except (httpx.HTTPError, ValueError):
             info = None
-    return benches, profiles, info, warmup, windows
+    return levels, info
 
 
 async def _within(coro: Any, timeout_s: float | None) -> Any:
@@ -294,10 +260,10 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
             started = time.monotonic() - t0
             left = (None if settings.trial_timeout_s is None
                     else settings.trial_timeout_s - (time.monotonic() - t0))
-            benches, profiles, info, warmup, windows = asyncio.run(_within(
+            levels, info = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
                                settings=settings, sampler=sampler), left))
-            if any(b.failed for b in benches):
+            if any(b.failed for level in levels for b in level.benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
             tail = server.log_tail()
@@ -309,10 +275,14 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
             tail = server.log_tail() if server.log_path else None
         return failed_result(config, spec, why, failure=kind, log_tail=tail,
                              log_path=str(log_path), t0=t0)
-    result = summarise(config, spec, benches, profiles, info, tail=tail, log_path=str(log_path),
-                       t0=t0, startup_s=started, windows=windows, sampler=sampler)
-    result.warmup_tok_s, result.warmup_stable = warmup.tok_s, warmup.stable
-    return result
+    per_level = []
+    for level in levels:
+        one = summarise(config, spec, level.benches, level.profiles, info, tail=tail,
+                        log_path=str(log_path), t0=t0, startup_s=started, windows=level.windows,
+                        sampler=sampler)
+        one.warmup_tok_s, one.warmup_stable = level.warmup.tok_s, level.warmup.stable
+        per_level.append((level.workload.concurrency, one))
+    return with_levels(per_level, workload)
 
 
 def baseline_for(baseline_config: Any, workload: Workload, settings: MeasureSettings,

@@ -51,6 +51,12 @@ def phase_table(result: Any) -> str:
     lines.append(f"Speedup:         {_num(result.speedup, '.3f')}x")
     verdict = result.status.upper() + (f": {result.reason}" if result.reason else "")
     lines.append(f"Verdict:         {verdict}")
+    for level in getattr(result, "levels", None) or []:
+        # The figures above are the primary level's; each level was judged on its own baseline.
+        lines.append(f"At concurrency {level['concurrency']}: {_num(level.get('output_tok_s'), '.1f')} tok/s, "
+                     f"baseline {_num(level.get('baseline_tok_s'), '.1f')}, speedup "
+                     f"{_num(level.get('speedup'), '.3f')}x, break-even len "
+                     f"{_num(level.get('break_even_accept_length'))}: {level.get('status')}")
     return "\n".join(lines)
 
 

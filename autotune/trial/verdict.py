@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from autotune.profile.phases import break_even, speedup
+from autotune.trial.levels import level_record, level_result
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 
@@ -22,8 +23,31 @@ def judge(result: TrialResult, baseline: TrialResult | None, *,
     """Attach the baseline comparison and the verdict to a measured result.
 
     A speculative config is feasible only if it beats its baseline by ``min_speedup`` and meets
-    every SLO. A baseline is feasible if it meets the SLOs. Failed stays failed.
+    every SLO. A baseline is feasible if it meets the SLOs. Failed stays failed. A result measured
+    at several concurrency levels (``result.levels``) is judged at each level too, against the
+    baseline's record of the same level; its own verdict is its primary level's.
     """
+    judged = _judge_one(result, baseline, slos=slos, min_speedup=min_speedup)
+    if result.levels:
+        judged.levels = [_judge_level(result, baseline, int(lv["concurrency"]), slos, min_speedup)
+                         for lv in result.levels]
+    return judged
+
+
+def _judge_level(result: TrialResult, baseline: TrialResult | None, concurrency: int,
+                 slos: Sequence[tuple[str, str, float]], min_speedup: float) -> dict:
+    """One level's record, judged against the same level of the baseline."""
+    one = level_result(result, concurrency)
+    base = None if baseline is None else level_result(baseline, concurrency)
+    if baseline is not None and base is None:
+        # A baseline without this level (measured for another workload) proves nothing here.
+        base = replace(baseline, status=Status.FAILED, output_tok_s=None, levels=None,
+                       reason=f"the baseline has no measurement at concurrency {concurrency}")
+    return level_record(concurrency, _judge_one(one, base, slos=slos, min_speedup=min_speedup))
+
+
+def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
+               slos: Sequence[tuple[str, str, float]], min_speedup: float) -> TrialResult:
     result = replace(result, slo_violations=[],
                      baseline_status=baseline.status if baseline is not None else None)
     if not result.ok:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 TRIAL, FINALIST = "trial", "finalist"
 
@@ -127,5 +127,16 @@ def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | No
     return None
 
 
-__all__ = ["FINALIST", "TRIAL", "Candidate", "Pick", "known", "metric_field", "pick_winner",
-           "unmeasured_value"]
+def pick_per_level(levels: Iterable[int], candidates_at: Callable[[int], Iterable[Candidate]], *,
+                   maximize: bool) -> dict[int, Pick | None]:
+    """The winner at each concurrency level: :func:`pick_winner`, the same rules, applied to the
+    candidates as measured and judged at that level (``candidates_at(level)``).
+
+    A baseline can win one level and a speculative config another: each level's feasibility is
+    its own config against the baseline's measurement at the same level.
+    """
+    return {level: pick_winner(candidates_at(level), maximize=maximize) for level in levels}
+
+
+__all__ = ["FINALIST", "TRIAL", "Candidate", "Pick", "known", "metric_field", "pick_per_level",
+           "pick_winner", "unmeasured_value"]

@@ -45,6 +45,7 @@ from autotune import cli
 from autotune.errors import AutotuneError
 from autotune.search.benchmark.landscape import FORMAT, load_landscape
 from autotune.space.trial_config import config_key
+from autotune.space.workload import primary_concurrency
 from autotune.trial.outcome import Status
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
@@ -248,7 +249,7 @@ def truth(fam: Family, space: Any, cfg: Mapping[str, Any]) -> dict[str, Any]:
                          f"not {backend!r}")
     f = fam.backends[backend]
     work = space.workload or {}
-    b, out_len = int(work.get("concurrency") or 1), int(work.get("output_len") or 256)
+    b, out_len = int(primary_concurrency(work) or 1), int(work.get("output_len") or 256)
     prefill = b * fam.prefill_ms
     if not space.is_speculative(dict(cfg)):
         a, ph = 1.0, {"draft_ms": 0.0, "verify_ms": 0.0, "extend_ms": 0.0, **fam.plain(b, f)}
