@@ -122,3 +122,24 @@ def test_collect_search_reprints_the_committed_h200_figures(tmp_path: Path) -> N
     assert rows["plain"]["cycle_range_pct"] is None  # no accept length: unknown, not 1
     # 3-4-8's repeats moved 2.65% with their draws (accept 3.475-3.543); per cycle far less.
     assert rows["3-4-8"]["range_pct"] > 2 > rows["3-4-8"]["cycle_range_pct"]
+
+
+def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Path) -> None:
+    """The state the next GPU session resumes (sixth session's 8B search, cut at its deadline) loads
+    with this checkout's code; the third session's, pickled before the package re-layout, does not
+    (the fourth session found that out on the device). When a plan finishes, point this at the state
+    the next plan resumes."""
+    check = [sys.executable, "scripts/gpu/check_state.py"]
+    ok = subprocess.run([*check, "docs/measurements/raw/real-search-h200-6"], cwd=REPO,
+                        capture_output=True, text=True, timeout=120, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert "h200-llama-8b/run-20261202-045734: restorable by this checkout" in ok.stdout
+    subprocess.run(["tar", "-xJf", str(REPO / "docs/measurements/raw/real-search-h200-3/"
+                                     "call3-machine-c-mlruns-moe-ray.tar.xz"), "-C", str(tmp_path)], check=True)
+    stale = subprocess.run([*check, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert stale.returncode == 1
+    assert "No module named 'autotune.searcher'" in stale.stderr
+    empty = subprocess.run([*check, str(tmp_path / "mlruns" / "ray" / "h200-qwen3-30b-a3b")], cwd=REPO,
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert empty.returncode == 2 and "no mlruns/ray folder" in empty.stderr
