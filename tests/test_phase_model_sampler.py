@@ -302,6 +302,34 @@ def test_failed_baseline_rules_out_its_group(tmp_path):
     assert np.all(pred.p_fail[other] < 1.0)
 
 
+def test_failure_blame_is_explained_away(tmp_path):
+    """Two start-up failures share one suspect (TP 2): it takes the blame, and the other value
+    of the first failure (fa3), which merely ran with it, is cleared. Shared equally, fa3 would
+    keep half of the first failure's blame (p_fail 0.475) and hide the configs that use it."""
+    space = load_space(tiny_space(
+        tmp_path, fixed="mem_fraction_static: 0.85",
+        extra=("  tp_size: {type: categorical, choices: [1, 2]}\n"
+               "  attention_backend: {type: categorical, choices: [triton, fa3]}")))
+    table = CandidateTable(space)
+
+    def index(tp, backend):
+        return next(i for i, c in enumerate(table.configs) if table.spec[i]
+                    and c["tp_size"] == tp and c["attention_backend"] == backend)
+
+    ok = Observation(number=0, index=index(1, "triton"), status="feasible", value=100.0)
+    first = Observation(number=1, index=index(2, "fa3"), status="failed", value=None,
+                        baseline_failed=True)
+    second = Observation(number=2, index=index(2, "triton"), status="failed", value=None,
+                         baseline_failed=True)
+    fa3_tp1 = (table.coords[:, [d.name for d in table.dims].index("tp_size")] == 0) & np.array(
+        [c["attention_backend"] == "fa3" for c in table.configs])
+    one = predict(table, [ok, first], AcceptanceModel(5, 4), Settings())
+    assert np.allclose(one.p_fail[fa3_tp1], 0.475)  # one failure, two suspects: even shares
+    both = predict(table, [ok, first, second], AcceptanceModel(5, 4), Settings())
+    assert np.all(both.p_fail[fa3_tp1] < 0.05), both.p_fail[fa3_tp1]
+    assert np.all(both.p_fail[np.array([c["tp_size"] == 2 for c in table.configs])] == 1.0)
+
+
 def test_phase_fit_predicts_unseen_configs(tmp_path):
     """After the designed start, the model ranks the space close to the truth."""
     problem = load_problem(str(tiny_space(tmp_path, extra="")))

@@ -145,9 +145,9 @@ def _failure_probability(table: CandidateTable, obs: Sequence[Observation]) -> n
     for o in obs:
         if o.index is not None and o.ok:
             seen_ok.update((j, int(c)) for j, c in enumerate(table.coords[o.index]) if c >= 0)
-    blame: dict[tuple[int, int], float] = {}
     dead_groups: set[int] = set()
     group_dims = set(table.group_dims)
+    failures: list[list[tuple[int, int]]] = []
     for o in obs:
         if o.index is None or o.ok:
             continue
@@ -158,8 +158,9 @@ def _failure_probability(table: CandidateTable, obs: Sequence[Observation]) -> n
         suspects = [(j, int(c)) for j, c in enumerate(table.coords[o.index])
                     if c >= 0 and (j, int(c)) not in seen_ok
                     and (not o.baseline_failed or j in group_dims)]
-        for sus in suspects:
-            blame[sus] = blame.get(sus, 0.0) + 1.0 / len(suspects)
+        if suspects:
+            failures.append(suspects)
+    blame = _share_blame(failures)
     survive = np.ones(len(table))
     for (j, c), w in blame.items():
         # A value alone to blame is almost surely the cause (start-up failures repeat), and
@@ -169,6 +170,28 @@ def _failure_probability(table: CandidateTable, obs: Sequence[Observation]) -> n
     if dead_groups:
         survive[np.isin(table.group, list(dead_groups))] = 0.0
     return 1 - survive
+
+
+def _share_blame(failures: list[list[tuple[int, int]]], rounds: int = 20) -> dict[tuple[int, int], float]:
+    """Each failure's unit of blame shared among its suspects, explaining away: a suspect that
+    could explain other failures too takes a larger share of each, so that one value behind
+    every failure (a TP too small to fit) clears the others that merely shared a failure with it.
+
+    Starts from equal shares; each round re-shares every failure in proportion to each suspect's
+    total blame of the round before. A failure alone keeps equal shares.
+    """
+    blame: dict[tuple[int, int], float] = {}
+    for suspects in failures:
+        for sus in suspects:
+            blame[sus] = blame.get(sus, 0.0) + 1.0 / len(suspects)
+    for _ in range(rounds if len(failures) > 1 else 0):
+        new: dict[tuple[int, int], float] = {}
+        for suspects in failures:
+            total = sum(blame[sus] for sus in suspects)
+            for sus in suspects:
+                new[sus] = new.get(sus, 0.0) + blame[sus] / total
+        blame = new
+    return blame
 
 
 def _local_residual(table: CandidateTable, rows: np.ndarray, obs_rows: np.ndarray,
