@@ -225,6 +225,28 @@ def test_designed_start_is_short_chain_long_chain_wide_tree(tmp_path):
     assert len({c["attention_backend"] for c in design}) == 1
 
 
+def test_skip_rule_applies_from_a_speculative_run_before_the_design(tmp_path):
+    """A speculative config run before the design (the warm start) gives the model a point to
+    fit: the designed configs it already rules out are skipped from the first plan on, not only
+    after a designed config ran. With a skip margin that rules out everything, the first plan is
+    the model's; with none, the design runs."""
+    problem = load_problem(str(tiny_space(tmp_path, extra="")))
+    for skip_z, first in ((-1e6, "model"), (None, "design")):
+        sampler = PhaseModelSampler(problem.space, seed=0, skip_z=skip_z)
+        table = sampler.table
+        warm = next(i for i in range(len(table)) if table.physics[i] and i not in sampler.design())
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        study.enqueue_trial(table.configs[warm])
+        oracle = Oracle(problem, seed=0, noise_cv=0.02)
+        reasons = []
+        for _ in range(2):
+            trial = study.ask()
+            oracle.run(problem.space.suggest(trial)).tell(study, trial, maximize=True)
+            reasons.append(sampler.last_reason)
+        assert sampler.trial_index(study.trials[0]) == warm
+        assert reasons[1] == first, (skip_z, reasons)
+
+
 def test_without_phase_data_it_behaves_like_tpe(tmp_path):
     problem = load_problem(str(tiny_space(tmp_path)))
     sampler = PhaseModelSampler(problem.space, seed=1)

@@ -187,7 +187,10 @@ class PhaseModelSampler(PlannedSampler):
                         for ft in study.get_trials(deepcopy=False) if ft.number != trial.number)
         pending = [i for i in self.design()[:self.n_startup] if not tried[i]] if designing else []
         pred = None
-        started = len(pending) < len(self.design()[:self.n_startup])
+        # The skip rule applies once the model has a speculative run to fit: a designed one, or
+        # one the search ran before the design (SGLang's default, the warm start).
+        started = len(pending) < len(self.design()[:self.n_startup]) or any(
+            o.has_phase_data for o in spec_runs)
         if pending and started and self.skip_z is not None:
             pred = _fit.predict(t, obs, self._accept, self.settings)
             if pred.physics_ready and pred.incumbent is not None:
