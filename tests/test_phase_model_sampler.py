@@ -247,6 +247,30 @@ def test_skip_rule_applies_from_a_speculative_run_before_the_design(tmp_path):
         assert reasons[1] == first, (skip_z, reasons)
 
 
+def test_long_chain_is_dropped_when_a_run_already_drafted_as_deep(tmp_path):
+    """The design's long chain pins the acceptance at the deepest steps; after a warm start that
+    drafted as deep (a tree at the most steps), the design runs without it. After a shallower
+    warm start it still runs."""
+    problem = load_problem(str(tiny_space(tmp_path, extra="")))
+    for deep in (True, False):
+        sampler = PhaseModelSampler(problem.space, seed=0, skip_z=None)
+        table = sampler.table
+        long_chain = sampler.design()[1]
+        depth = int(table.steps[long_chain]) if deep else int(table.steps[long_chain]) - 1
+        warm = next(i for i in range(len(table)) if table.physics[i] and table.topk[i] > 1
+                    and table.steps[i] == depth and i not in sampler.design())
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        study.enqueue_trial(table.configs[warm])
+        oracle = Oracle(problem, seed=0, noise_cv=0.02)
+        for _ in range(4):
+            trial = study.ask()
+            oracle.run(problem.space.suggest(trial)).tell(study, trial, maximize=True)
+        designed = [sampler.trial_index(t) for t in study.trials
+                    if (t.system_attrs.get("autotune:plan") or {}).get("reason") == "design"]
+        assert (long_chain in designed) is not deep, (deep, designed)
+        assert set(designed) <= set(sampler.design())
+
+
 def test_without_phase_data_it_behaves_like_tpe(tmp_path):
     problem = load_problem(str(tiny_space(tmp_path)))
     sampler = PhaseModelSampler(problem.space, seed=1)

@@ -164,6 +164,17 @@ class PhaseModelSampler(PlannedSampler):
         values = np.unique(steps)
         return float(values.min() + 0.25 * (values.max() - values.min()))
 
+    def _depth_covered(self, i: int, spec_runs: list) -> bool:
+        """Whether designed config ``i`` is the design's long chain and a speculative run with
+        phase data (the warm start) already drafted as deep: the long chain is there to pin the
+        acceptance at the deepest steps, which that run's accept data pins already."""
+        t = self.table
+        design = self.design()
+        if len(design) < 2 or i != design[1]:
+            return False
+        return any(o.has_phase_data and t.physics[o.index] and t.steps[o.index] >= t.steps[i]
+                   for o in spec_runs)
+
     # ------------------------------------------------------------------ planning
     def plan(self, study: Study, trial: FrozenTrial) -> int | None:
         t = self.table
@@ -186,6 +197,7 @@ class PhaseModelSampler(PlannedSampler):
         designing = all((ft.system_attrs.get(PLAN_KEY) or {}).get("reason", "design") == "design"
                         for ft in study.get_trials(deepcopy=False) if ft.number != trial.number)
         pending = [i for i in self.design()[:self.n_startup] if not tried[i]] if designing else []
+        pending = [i for i in pending if not self._depth_covered(i, spec_runs)]
         pred = None
         # The skip rule applies once the model has a speculative run to fit: a designed one, or
         # one the search ran before the design (SGLang's default, the warm start).
