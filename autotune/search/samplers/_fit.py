@@ -17,7 +17,8 @@ A candidate's output tok/s is modelled in four parts, each fitted from what tria
 
 What the physics does not explain (a setting's effect on the speculative cycle beyond the decode
 step it changes) is a per-value multiplicative factor fitted on the residuals. Configs that fail
-blame the setting values never seen in a working config.
+blame the setting values never seen in a working config, a value that explains several failures
+taking the blame from those that merely shared one with it.
 """
 
 from __future__ import annotations

@@ -6,11 +6,14 @@ output tok/s of every config of the space with a spread, and proposes the config
 expected improvement per trial spent, with:
 
 - a short designed start in one group: a short chain, a long chain and a wide tree, which pin the
-  verify cost curve and the per-depth acceptance;
+  verify cost curve and the per-depth acceptance; a designed config the model already puts far
+  below the incumbent is skipped as soon as any speculative run (the warm start too) can be fitted,
+  and the long chain is dropped when such a run already drafted as deep;
 - the cost of a new non-speculative group counted as two trials (its baseline is measured first);
   its baseline is a candidate winner too, so groups are explored when their baseline alone might
   win;
-- configs whose setting values made other configs fail (out of memory, unsupported) discounted;
+- configs whose setting values made other configs fail (out of memory, unsupported) discounted,
+  the blame explained away (a value that only ran beside the cause of several failures is cleared);
 - every few trials without progress, the best untried neighbour of the incumbent, which corrects a
   model that is wrong in a way its spread does not show;
 - no config proposed twice.
