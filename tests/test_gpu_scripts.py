@@ -143,3 +143,28 @@ def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Pat
     empty = subprocess.run([*check, str(tmp_path / "mlruns" / "ray" / "h200-qwen3-30b-a3b")], cwd=REPO,
                            capture_output=True, text=True, timeout=60, check=False)
     assert empty.returncode == 2 and "no mlruns/ray folder" in empty.stderr
+
+
+def test_check_state_names_a_sampler_attribute_the_pickle_lacks(tmp_path: Path) -> None:
+    """A sampler pickled before its class gained an attribute loads, then fails at its first
+    proposal: check_state compares it with the sampler this checkout makes for the same space."""
+    import importlib.util
+
+    import ray.cloudpickle as cloudpickle
+
+    from autotune.space.search_space import load_space
+
+    spec = importlib.util.spec_from_file_location("check_state", REPO / "scripts/gpu/check_state.py")
+    check_state = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(check_state)  # type: ignore[union-attr]
+    subprocess.run(["tar", "-xJf", str(REPO / "docs/measurements/raw/real-search-h200-6/call3-mlruns.tar.xz"),
+                    "-C", str(tmp_path)], check=True)
+    pickled = next((tmp_path / "mlruns/ray/h200-llama-8b").glob("run-*/searcher-state-*.pkl"))
+    with open(pickled, "rb") as fh:
+        state = cloudpickle.load(fh)
+    space = load_space(str(REPO / "scripts/gpu/h200-llama-8b.yaml"))
+    assert check_state._sampler_problems("s.pkl", state, space) == []
+    gone = sorted(vars(state["_sampler"]))[0]
+    delattr(state["_sampler"], gone)
+    assert check_state._sampler_problems("s.pkl", state, space) == [
+        f"s.pkl: its PhaseModelSampler lacks {gone}, which this checkout's sets"]

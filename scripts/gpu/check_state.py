@@ -9,8 +9,9 @@ searcher's state (``searcher-state-*.pkl``, which holds the Optuna study, the sa
 search space). Pickles name this package's modules and classes, and hold the instance attributes
 of the code that wrote them. The fourth GPU session found out on the device that a re-layout had
 made the third session's state unloadable. This loads every pickle of every search in STATE with
-this checkout's code, and compares each pickled search space with the same space loaded afresh
-(an attribute the code now has and the pickle lacks would fail mid-search, not at load).
+this checkout's code, and compares each pickled search space, and the searcher's sampler, with
+the same made afresh (an attribute the code now has and the pickle lacks would fail mid-search,
+not at load).
 
 Exit 0: every search can be restored; 1: one cannot (what and why on stderr); 2: bad input.
 """
@@ -61,6 +62,23 @@ def spaces_in(obj: Any, *, depth: int = 0, seen: set[int] | None = None) -> list
     return [s for c in children for s in spaces_in(c, depth=depth + 1, seen=seen)]
 
 
+def _sampler_problems(label: str, obj: Any, space: Any) -> list[str]:
+    """The pickled sampler against one this checkout makes for the same space: an attribute the
+    code now sets in ``__init__`` and the pickle lacks would fail at the first resumed proposal."""
+    pickled = obj.get("_sampler") if isinstance(obj, dict) else None
+    if pickled is None or not hasattr(pickled, "__dict__"):
+        return []
+    from autotune.search.samplers import make_sampler
+
+    fresh = make_sampler(space.search.sampler, seed=0, space=space)
+    if type(fresh) is not type(pickled):
+        return [f"{label}: its sampler is a {type(pickled).__name__}, this checkout makes a "
+                f"{type(fresh).__name__} for {space.name!r}"]
+    missing = sorted(set(vars(fresh)) - set(vars(pickled)))
+    return [f"{label}: its {type(pickled).__name__} lacks {', '.join(missing)}, which this checkout's "
+            "sets"] if missing else []
+
+
 def check_run(run: Path) -> list[str]:
     """Problems restoring one search run folder (``mlruns/ray/<name>/run-*``); empty when none."""
     import ray.cloudpickle as cloudpickle
@@ -87,6 +105,7 @@ def check_run(run: Path) -> list[str]:
             if missing:
                 problems.append(f"{path.name}: its search space {space.name!r} lacks {', '.join(missing)}, "
                                 "which this checkout's SearchSpace has")
+            problems += _sampler_problems(path.name, obj, fresh)
             if fresh.count() != space.count():
                 problems.append(f"{path.name}: {space.name!r} has {space.count()} configs pickled, "
                                 f"{fresh.count()} in {shipped.relative_to(REPO)} now: the space file changed")
