@@ -309,18 +309,23 @@ def main(argv: list[str] | None = None) -> int:
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.output:
-        out = Path(args.output)
-        out.write_text(text)
-        if args.format == "sh":
-            out.chmod(out.stat().st_mode | 0o111)
-    else:
-        sys.stdout.write(text)
+    _write(text, args.output, executable=args.format == "sh")
     for line in provenance(winner, search=args.name, spec=spec, default=default):
         print(line, file=sys.stderr)
     if args.output:
         print(f"wrote {args.format} to {args.output}", file=sys.stderr)
     return 0
+
+
+def _write(text: str, output: str | None, *, executable: bool) -> None:
+    """``text`` to ``output`` (made executable when it is a script), or to stdout without one."""
+    if not output:
+        sys.stdout.write(text)
+        return
+    out = Path(output)
+    out.write_text(text)
+    if executable:
+        out.chmod(out.stat().st_mode | 0o111)
 
 
 def _main_levels(args: Any) -> int:
@@ -341,15 +346,10 @@ def _main_levels(args: Any) -> int:
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    _write(text, args.output, executable=not args.per_level)  # the adaptive export is a script
     if args.output:
-        out = Path(args.output)
-        out.write_text(text)
-        if not args.per_level:  # a script, as the sh export is
-            out.chmod(out.stat().st_mode | 0o111)
         print(f"wrote {'the per-level table' if args.per_level else 'the adaptive launch'} to "
               f"{args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
     return 0
 
 
