@@ -91,6 +91,17 @@ class Callbacks:
                     tracker.log_trial(trial.trial_id, report.result,
                                       kind="baseline" if report.is_baseline else "trial")
 
+            def on_trial_recover(self, iteration, trials, trial, **info):
+                # Ray runs the trial again (its worker or node was lost): that attempt is kept
+                # as lost, and the next one's result is logged as the following attempt.
+                if tracker is None:
+                    return
+                err = trial.get_error() if hasattr(trial, "get_error") else None
+                report = errored_report(state.get("space"), dict(trial.config or {}), err)
+                tracker.attempt_lost(trial.trial_id, (report.result.reason or "") + "; Ray runs it again",
+                                     params=dict(trial.config or {}),
+                                     kind="baseline" if report.is_baseline else "trial")
+
             def _free(self, started: float | None, measured: float | None) -> None:
                 if started is None:
                     return

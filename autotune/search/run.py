@@ -120,6 +120,12 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
 
         log_workload(tracker.client, tracker.parent_run_id,
                      Workload.from_spec(space.workload, file=space.file), name=space.name)
+        from autotune.tracking.durable import DurableTracker
+
+        # From here every MLflow write is spooled under the run's folder first and never raises:
+        # an exception from a Ray callback would make Ray stop the trial and run it again.
+        tracker = DurableTracker(tracker, exp_dir / "tracking", say=lambda line: print(line, file=out, flush=True))
+        tracker.begin()
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
@@ -214,6 +220,12 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                        out=out, warm=warm)
     if study_where is not None:
         outcome.optuna_study = {"storage": study_where, "name": study}
+    if tracker is not None:
+        from autotune.tracking.durable import sync_command
+
+        outcome.unsynced = tracker.unsynced()
+        outcome.spool_path = str(tracker.spool.path)
+        outcome.sync_command = sync_command(name, str(Path(opts.root).resolve()), opts.tracking_uri)
     return outcome
 
 
