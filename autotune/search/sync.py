@@ -44,7 +44,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
     runs = sorted(p for p in storage.glob("run-*") if p.is_dir())
     if not runs:
         raise ConfigError(f"no search named {name!r} under {storage}; check --name and --root", field="name")
-    left = 0
+    left, synced_any = 0, False
     for run in runs:
         spool = Spool(run / "tracking")
         pending = len(spool.pending())
@@ -57,6 +57,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         if not spool.lock():
             print(f"{run.name}: its search is still running and writes its own {pending} record(s)", file=out)
             left += pending
+            synced_any = True
             continue
         uri = tracking_uri or header["tracking_uri"]
         local = uri == default_store(base)[0]
@@ -68,6 +69,9 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         print(f"{run.name}: {pending - still} of {pending} record(s) written to {uri}"
               + (f"; {still} still pending (details: {spool.error_log})" if still else ""), file=out, flush=True)
         left += still
+        synced_any = True
+    if not synced_any:
+        print(f"nothing to sync: MLflow holds every record of search {name!r}", file=out)
     return left
 
 

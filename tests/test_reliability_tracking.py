@@ -1,0 +1,176 @@
+"""Tracking faults on real processes: a real ``mlflow server`` killed while a search runs.
+
+Each search is the CLI as a subprocess with ``--tracking-uri`` on a real ``mlflow server`` (its
+own process group, killed by that group's id). Afterwards, every case asserts the same things:
+no result is lost (each Ray trial has one MLflow trial run with Ray's measured value), no trial
+ran twice (one report per Ray trial), no duplicates, no run left RUNNING, no orphan process, and
+no traceback on the console.
+
+1. The server is killed after the first trial and started again while the search runs: the
+   search spools what it cannot write, says so in one line, and writes it when the server
+   answers again; nothing is left unsynced at its end.
+2. The server is killed once the search run is open and stays down to the end: the search
+   finishes, its summary says how many records wait and the command that syncs them; after a
+   restart that command writes them all, and running it again writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from reliability import record
+from reliability.mlflow_server import MlflowServer
+from reliability.procs import leftovers, new_token, wait_until
+from reliability.searchrun import SearchDir, cli_env, start_cli
+from reliability.spaces import base_space, merged, write_space
+
+from autotune.search.report import TrialReport
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+_ROW = re.compile(r"^\s*\d+ ([0-9a-f]{8})\s", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """One real tracking server for the module; each case kills and restarts it."""
+    srv = MlflowServer(tmp_path_factory.mktemp("mlflow-server")).start()
+    yield srv
+    srv.kill()
+
+
+def _space(tmp: Path, name: str, token: str, *, trials: int) -> Path:
+    space = merged(base_space(name, token=token),
+                   fixed_env={"AUTOTUNE_SIM_FAULT": "slow_start:2"},
+                   fixed_args={"speculative_algorithm": "EAGLE3", "speculative_eagle_topk": 1},
+                   parameters={"speculative_num_steps": {"type": "int", "low": 1, "high": 4},
+                               "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 5}},
+                   budget={"trials": trials}, search={"seed": 11, "max_concurrent": 2})
+    return write_space(tmp, space)
+
+
+def _rows(log: Path) -> int:
+    return len(_ROW.findall(log.read_text(errors="replace"))) if log.exists() else 0
+
+
+def _check(search: SearchDir, uri: str, token: str, console: str, trials: int) -> dict:
+    """What every case asserts, as facts (recorded before the test asserts them)."""
+    ray_results = search.trial_results()
+    reports = {}
+    for run in search.run_dirs():
+        for path in run.glob("trainable_*/result.json"):
+            lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+            reports[json.loads(lines[-1])["trial_id"]] = len(lines)
+    view = search.mlflow_view(uri)
+    runs = {r.trial_id: r for r in view["trial_runs"]}
+    disagree = []
+    for tid, result in ray_results.items():
+        measured = TrialReport.from_metrics(result)
+        run = runs.get(tid)
+        ray_value = measured.result.output_tok_s if measured and measured.result else None
+        if run is None or run.output_tok_s != ray_value:
+            disagree.append(f"{tid}: Ray {ray_value} vs MLflow {run.output_tok_s if run else 'no run'}")
+    left = leftovers(token, log_dir=search.ray_root, lock_dirs=[])
+    return {
+        "trials planned": trials, "ray trials": len(ray_results),
+        "mlflow trial runs": len(runs), "lost": sorted(set(ray_results) - set(runs)),
+        "re-run trials": sorted(t for t, n in reports.items() if n != 1),
+        "attempts other than 1": sorted(t for t, r in runs.items() if r.tags.get("autotune.attempt") != "1"),
+        "ray and mlflow disagree": disagree, "duplicates": view["duplicate_trial_ids"],
+        "running runs": view["running"], "parent runs": [s for _, s in view["parents"]],
+        "orphans": left.count, "tracebacks on console": console.count("Traceback"),
+        "error stopping trial": console.count("Error stopping trial"),
+    }
+
+
+def _clean(facts: dict) -> bool:
+    return (facts["ray trials"] == facts["trials planned"] == facts["mlflow trial runs"]
+            and not any(facts[k] for k in ("lost", "re-run trials", "attempts other than 1",
+                                           "ray and mlflow disagree", "duplicates", "running runs",
+                                           "orphans", "tracebacks on console", "error stopping trial"))
+            and facts["parent runs"] == ["FINISHED"])
+
+
+def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowServer) -> None:
+    token = new_token("mlflow-restart")
+    trials = 10
+    path = _space(tmp_path, "mlflow-restart", token, trials=trials)
+    search = SearchDir(tmp_path, "mlflow-restart")
+    log = tmp_path / "search.log"
+    driver = start_cli(path, "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
+                       root=tmp_path, token=token, log=log)
+    try:
+        assert wait_until(lambda: _rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.2)
+        assert driver.poll() is None, log.read_text(errors="replace")[-3000:]
+        server.kill()
+        rows_at_kill = _rows(log)
+        # At least one trial ends while the server is down: its result can only go to the spool.
+        assert wait_until(lambda: _rows(log) > rows_at_kill or driver.poll() is not None, timeout_s=120)
+        rows_down = _rows(log)
+        server.start()
+        rows_back = _rows(log)
+        rc = driver.wait(timeout=400)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    console = log.read_text(errors="replace")
+    summary = json.loads((tmp_path / "s.json").read_text())
+    facts = _check(search, server.url, token, console, trials)
+    errors_log = next(search.ray_root.glob("run-*/tracking/tracking-errors.log"), None)
+    facts.update({"exit code": rc, "trials done at kill": rows_at_kill,
+                  "trials done while down": rows_down - rows_at_kill, "trials done when back": rows_back,
+                  "unsynced at the end": summary.get("tracking_unsynced"),
+                  "one line named the log": bool(errors_log) and str(errors_log) in console,
+                  "said it answers again": "answers again" in console})
+    ok = (_clean(facts) and rc == 0 and facts["unsynced at the end"] == 0 and facts["one line named the log"]
+          and facts["said it answers again"] and rows_down > rows_at_kill and rows_back < trials)
+    record.record("tracking", "MLflow server killed and restarted mid-search", ok=ok, **facts)
+    assert rc == 0, console[-3000:]
+    assert rows_down > rows_at_kill and rows_back < trials, facts
+    assert _clean(facts), facts
+    assert facts["unsynced at the end"] == 0 and facts["said it answers again"], console[-3000:]
+    assert facts["one line named the log"] and "Traceback" in errors_log.read_text(), console[-3000:]
+
+
+def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: MlflowServer) -> None:
+    token = new_token("mlflow-down")
+    trials = 3
+    path = _space(tmp_path, "mlflow-down", token, trials=trials)
+    search = SearchDir(tmp_path, "mlflow-down")
+    log = tmp_path / "search.log"
+    driver = start_cli(path, "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
+                       root=tmp_path, token=token, log=log)
+    try:
+        # The search run is open in MLflow once the search prints its header; then the server goes.
+        assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
+                          timeout_s=240, poll_s=0.1)
+        server.kill()
+        rc = driver.wait(timeout=400)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    console = log.read_text(errors="replace")
+    unsynced = json.loads((tmp_path / "s.json").read_text()).get("tracking_unsynced")
+    hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+    assert rc == 0 and unsynced and hint, console[-3000:]
+    server.start()
+    argv = [sys.executable, "-m", "autotune", *hint.group(1).split()[1:]]
+    first = subprocess.run(argv, cwd=tmp_path, env=cli_env(token), capture_output=True, text=True, timeout=300)
+    again = subprocess.run(argv, cwd=tmp_path, env=cli_env(token), capture_output=True, text=True, timeout=300)
+    facts = _check(search, server.url, token, console + first.stdout + first.stderr, trials)
+    winner = search.tracker(server.url).parent_runs()[0].data.tags.get("autotune.winner_run_id")
+    facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,
+                  "second sync exit code": again.returncode, "second sync wrote": again.stdout.strip(),
+                  "winner tagged after sync": bool(winner)})
+    ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and bool(winner)
+          and "written" not in again.stdout)
+    record.record("tracking", "MLflow unreachable for the whole search, then synced", ok=ok, **facts)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert again.returncode == 0 and "written" not in again.stdout, again.stdout + again.stderr
+    assert _clean(facts), facts
+    assert winner, "the search run has no winner tag after the sync"
