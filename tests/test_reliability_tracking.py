@@ -44,9 +44,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     srv.kill()
 
 
-def _space(tmp: Path, name: str, token: str, *, trials: int) -> Path:
+def _space(tmp: Path, name: str, token: str, *, trials: int, start_s: float = 2) -> Path:
     space = merged(base_space(name, token=token),
-                   fixed_env={"AUTOTUNE_SIM_FAULT": "slow_start:2"},
+                   fixed_env={"AUTOTUNE_SIM_FAULT": f"slow_start:{start_s:g}"},
                    fixed_args={"speculative_algorithm": "EAGLE3", "speculative_eagle_topk": 1},
                    parameters={"speculative_num_steps": {"type": "int", "low": 1, "high": 4},
                                "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 5}},
@@ -99,7 +99,8 @@ def _clean(facts: dict) -> bool:
 def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowServer) -> None:
     token = new_token("mlflow-restart")
     trials = 10
-    path = _space(tmp_path, "mlflow-restart", token, trials=trials)
+    # Slow enough starts that the search outlasts the server's restart (20-40 s on two busy cores).
+    path = _space(tmp_path, "mlflow-restart", token, trials=trials, start_s=3)
     search = SearchDir(tmp_path, "mlflow-restart")
     log = tmp_path / "search.log"
     driver = start_cli(path, "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),

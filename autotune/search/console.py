@@ -84,8 +84,9 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         bindir = _bin_dir()
         for line in browse_hint(outcome.tracking_uri, outcome.experiment_id, bindir=bindir):
             print(f"  {line}", file=out)
+        server = outcome.tracking_uri.startswith(("http://", "https://"))
         print(f"  Export winner:  {bindir}python -m autotune.export --name {outcome.name} "
-              "--format sh", file=out)
+              + (f"--tracking-uri {outcome.tracking_uri} " if server else "") + "--format sh", file=out)
     print(f"\nLaunch command:\n{w.launch_command}", file=out, flush=True)
 
 

@@ -158,6 +158,9 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     LIVE_CALLBACKS[str(exp_dir)] = (table, tracker, state)
     callback = Callbacks.make(table, tracker, state, key=str(exp_dir))
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    # A trial that errors inside Ray gets one console line from our callback, its traceback goes
+    # to the run folder's trial-errors.log (search.callbacks), not Ray's 60 lines on the console.
+    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
     # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 

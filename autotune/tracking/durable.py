@@ -37,6 +37,12 @@ def sync_command(name: str, root: str, tracking_uri: str | None) -> str:
     return f"autotune sync --name {name} --root {root}{uri}"
 
 
+def _brief(exc: BaseException) -> str:
+    """An exception in a few words for a console line: its type and the start of its message."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:140]}{'...' if len(text) > 140 else ''}" if text else type(exc).__name__
+
+
 class DurableTracker:
     """A :class:`~autotune.tracking.tracker.Tracker` whose writes go through a spool.
 
@@ -151,9 +157,9 @@ class DurableTracker:
             left = self.unsynced()
             if self._failing_since is None:
                 self._failing_since = now
-                self._trouble(f"MLflow at {self.tracker.tracking_uri} failed a write "
-                              f"({type(exc).__name__}); {left} record(s) kept in {self.spool.path}, "
-                              "written when it answers again; trials go on", exc)
+                self._trouble(f"MLflow at {self.tracker.tracking_uri} failed a write ({_brief(exc)}); "
+                              f"{left} record(s) kept in {self.spool.path}, written when it answers "
+                              "again; trials go on", exc)
             else:
                 self._log(f"replay failed again, {left} pending", exc)
             return left
