@@ -12,14 +12,20 @@ no traceback on the console.
 2. The server is killed once the search run is open and stays down to the end: the search
    finishes, its summary says how many records wait and the command that syncs them; after a
    restart that command writes them all, and running it again writes nothing twice.
+3. The disk of the MLflow store (sqlite on a 16 MiB tmpfs) fills up once the search run is open:
+   the same as 2, with the kernel's ENOSPC ("database or disk is full"); synced once space is freed.
+4. The driver is SIGKILLed while it waits on an MLflow write (the server is frozen with SIGSTOP,
+   so the write is certainly in flight): ``--resume`` replays the spooled record and finishes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,7 +64,7 @@ def _rows(log: Path) -> int:
     return len(_ROW.findall(log.read_text(errors="replace"))) if log.exists() else 0
 
 
-def _check(search: SearchDir, uri: str, token: str, console: str, trials: int) -> dict:
+def _check(search: SearchDir, uri: str | None, token: str, console: str, trials: int) -> dict:
     """What every case asserts, as facts (recorded before the test asserts them)."""
     ray_results = search.trial_results()
     reports = {}
@@ -88,9 +94,10 @@ def _check(search: SearchDir, uri: str, token: str, console: str, trials: int) -
     }
 
 
-def _clean(facts: dict) -> bool:
+def _clean(facts: dict, *, reruns: bool = False) -> bool:
+    """Every fact as required; ``reruns``: a killed driver's unfinished trials may run again."""
     return (facts["ray trials"] == facts["trials planned"] == facts["mlflow trial runs"]
-            and not any(facts[k] for k in ("lost", "re-run trials", "attempts other than 1",
+            and not any(facts[k] for k in ("lost", *(() if reruns else ("re-run trials", "attempts other than 1")),
                                            "ray and mlflow disagree", "duplicates", "running runs",
                                            "orphans", "tracebacks on console", "error stopping trial"))
             and facts["parent runs"] == ["FINISHED"])
@@ -175,3 +182,114 @@ def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: Ml
     assert again.returncode == 0 and "written" not in again.stdout, again.stdout + again.stderr
     assert _clean(facts), facts
     assert winner, "the search run has no winner tag after the sync"
+
+
+def _sync(hint: str, root: Path, token: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "autotune", *hint.split()[1:]]
+    return subprocess.run(argv, cwd=root, env=cli_env(token), capture_output=True, text=True, timeout=300)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill the filesystem of ``folder`` to the last byte; returns the filler file."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        size = 1 << 20
+        while size:
+            try:
+                os.write(fd, b"\0" * size)
+            except OSError:  # ENOSPC: try a smaller piece, down to one byte
+                size //= 2
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_full_disk_under_the_store_then_synced(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(store)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()}); "
+                    "tests/test_tracking_spool.py covers ENOSPC with /dev/full")
+    try:
+        token = new_token("mlflow-enospc")
+        trials = 3
+        path = _space(tmp_path, "mlflow-enospc", token, trials=trials)
+        search = SearchDir(tmp_path, "mlflow-enospc")
+        uri = f"sqlite:///{store}/mlflow.db"
+        from autotune.tracking.tracker import Tracker
+
+        # The store's tables, made while there is room; artifacts beside the search, not in this cwd.
+        Tracker("mlflow-enospc", tracking_uri=uri, artifact_root=f"file://{tmp_path}/artifacts").connect()
+        log = tmp_path / "search.log"
+        driver = start_cli(path, "--tracking-uri", uri, "--summary-json", str(tmp_path / "s.json"),
+                           root=tmp_path, token=token, log=log)
+        try:
+            assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
+                              timeout_s=240, poll_s=0.1)
+            filler = _fill(store)
+            rc = driver.wait(timeout=400)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        console = log.read_text(errors="replace")
+        unsynced = json.loads((tmp_path / "s.json").read_text()).get("tracking_unsynced")
+        hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+        full_said = "full" in console
+        assert rc == 0 and unsynced and hint, console[-3000:]
+        filler.unlink()
+        synced = _sync(hint.group(1), tmp_path, token)
+        facts = _check(search, uri, token, console + synced.stdout + synced.stderr, trials)
+        facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": synced.returncode,
+                      "console named the full disk": full_said})
+        ok = _clean(facts) and synced.returncode == 0 and full_said
+        record.record("tracking", "disk of the MLflow store full (16 MiB tmpfs), then synced", ok=ok, **facts)
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        assert _clean(facts), facts
+        assert full_said, console[-3000:]
+    finally:
+        subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, server: MlflowServer) -> None:
+    import signal
+
+    from autotune.tracking.spool import Spool
+
+    token = new_token("mlflow-sigkill")
+    trials = 4
+    path = _space(tmp_path, "mlflow-sigkill", token, trials=trials)
+    search = SearchDir(tmp_path, "mlflow-sigkill")
+    log = tmp_path / "search.log"
+    driver = start_cli(path, "--tracking-uri", server.url, root=tmp_path, token=token, log=log)
+    try:
+        assert wait_until(lambda: _rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.2)
+        server.pause()
+        rows = _rows(log)
+        # The next result row is printed just before its MLflow write, which now waits on the server.
+        assert wait_until(lambda: _rows(log) > rows or driver.poll() is not None, timeout_s=120, poll_s=0.05)
+        time.sleep(0.5)
+        spool = Spool(search.run_dirs()[-1] / "tracking")
+        in_flight = len(spool.pending())
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        server.resume()
+        if driver.poll() is None:
+            driver.kill()
+    log2 = tmp_path / "resume.log"
+    resumed = start_cli(path, "--resume", "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
+                        root=tmp_path, token=token, log=log2)
+    rc = resumed.wait(timeout=400)
+    console = log.read_text(errors="replace") + log2.read_text(errors="replace")
+    summary = json.loads((tmp_path / "s.json").read_text())
+    facts = _check(search, server.url, token, log2.read_text(errors="replace"), trials)
+    facts.update({"records in flight at the kill": in_flight, "resume exit code": rc,
+                  "unsynced at the end": summary.get("tracking_unsynced")})
+    ok = _clean(facts, reruns=True) and rc == 0 and in_flight >= 1 and facts["unsynced at the end"] == 0
+    record.record("tracking", "driver SIGKILLed during an MLflow write, then resumed", ok=ok, **facts)
+    assert in_flight >= 1, console[-3000:]
+    assert rc == 0, console[-3000:]
+    assert _clean(facts, reruns=True) and facts["unsynced at the end"] == 0, facts

@@ -27,6 +27,9 @@ from typing import Any
 
 from autotune.tracking.spool import Record, Spool
 
+#: Loggers that report store faults the durable tracker handles (see ``_route_store_logs``).
+_STORE_LOGGERS = ("mlflow.store.db.utils", "urllib3.connectionpool", "mlflow.utils.rest_utils")
+
 #: Seconds between replays after MLflow failed (a write in between is only spooled).
 RETRY_AFTER_S = 5.0
 
@@ -81,6 +84,7 @@ class DurableTracker:
             The records still pending afterwards.
         """
         t = self.tracker
+        self._route_store_logs()
         try:
             self.spool.lock()
             self.spool.write_header({"name": t.name, "tracking_uri": t.tracking_uri, "root": t.root,
@@ -213,6 +217,25 @@ class DurableTracker:
             self._trouble(f"could not record a {op} write for MLflow", exc)
             return
         self.drain(force=force)
+
+    def _route_store_logs(self) -> None:
+        """Send the store's own error logs to the spool's error log, not the console.
+
+        MLflow logs every failed sqlite statement with its traceback, and urllib3 every retry of
+        a refused connection; for a fault this tracker handles, the console gets its one line.
+        """
+        import logging
+
+        try:
+            self.spool.folder.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(self.spool.error_log)
+        except OSError:
+            return
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        for name in _STORE_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.propagate = False
 
     def _trouble(self, what: str, exc: BaseException) -> None:
         where = self._log(what, exc)

@@ -71,6 +71,16 @@ class MlflowServer:
         self.kill()
         raise RuntimeError(f"mlflow server on {self.url} not healthy within {timeout_s} s")
 
+    def pause(self) -> None:
+        """SIGSTOP the server's group: it accepts connections but answers nothing (a hung server)."""
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the server's group after :meth:`pause`."""
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL the server's process group (only what :meth:`start` started) and reap it."""
         if self.proc is None:
