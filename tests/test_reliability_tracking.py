@@ -184,6 +184,30 @@ def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: Ml
     assert winner, "the search run has no winner tag after the sync"
 
 
+def _printed(log: Path) -> dict[str, str]:
+    """Trial id -> the tok/s its result row showed (as printed, one decimal)."""
+    shown = {}
+    for line in log.read_text(errors="replace").splitlines():
+        m = _ROW.match(line)
+        words = line.split()
+        status = next((i for i, w in enumerate(words) if w in ("feasible", "infeasible", "failed")), None)
+        if m and status is not None:
+            shown[m.group(1)] = words[status - 3]
+    return shown
+
+
+def _attempt_values(tracker, run_id: str, folder: Path) -> list[str]:
+    """The output tok/s of every attempt a trial run keeps (``attempts/<n>/result.json``), as printed."""
+    values = []
+    for attempt in tracker.client.list_artifacts(run_id, "attempts"):
+        for item in tracker.client.list_artifacts(run_id, attempt.path):
+            if item.path.endswith("result.json"):
+                local = tracker.client.download_artifacts(run_id, item.path, str(folder))
+                tok_s = json.loads(Path(local).read_text()).get("output_tok_s")
+                values.append("-" if tok_s is None else f"{tok_s:.1f}")
+    return values
+
+
 def _sync(hint: str, root: Path, token: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "autotune", *hint.split()[1:]]
     return subprocess.run(argv, cwd=root, env=cli_env(token), capture_output=True, text=True, timeout=300)
@@ -271,6 +295,7 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
         # The next result row is printed just before its MLflow write, which now waits on the server.
         assert wait_until(lambda: _rows(log) > rows or driver.poll() is not None, timeout_s=120, poll_s=0.05)
         time.sleep(0.5)
+        shown = _printed(log)
         spool = Spool(search.run_dirs()[-1] / "tracking")
         in_flight = len(spool.pending())
         driver.send_signal(signal.SIGKILL)
@@ -286,10 +311,19 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
     console = log.read_text(errors="replace") + log2.read_text(errors="replace")
     summary = json.loads((tmp_path / "s.json").read_text())
     facts = _check(search, server.url, token, log2.read_text(errors="replace"), trials)
+    # Every result the killed driver printed is in MLflow, as one of its trial's attempts (Ray
+    # runs again a trial whose end it had not saved: that is a second attempt, not a replacement).
+    tracker = search.tracker(server.url)
+    runs = {r.trial_id: r for r in tracker.trial_runs(tracker.latest_parent_run_id())}
+    missing = sorted(f"{tid} {v}" for tid, v in shown.items()
+                     if tid not in runs or v not in _attempt_values(tracker, runs[tid].run_id, tmp_path / "dl"))
     facts.update({"records in flight at the kill": in_flight, "resume exit code": rc,
+                  "results printed before the kill": len(shown), "printed results missing in MLflow": missing,
                   "unsynced at the end": summary.get("tracking_unsynced")})
-    ok = _clean(facts, reruns=True) and rc == 0 and in_flight >= 1 and facts["unsynced at the end"] == 0
+    ok = (_clean(facts, reruns=True) and rc == 0 and in_flight >= 1 and facts["unsynced at the end"] == 0
+          and not missing)
     record.record("tracking", "driver SIGKILLed during an MLflow write, then resumed", ok=ok, **facts)
     assert in_flight >= 1, console[-3000:]
     assert rc == 0, console[-3000:]
     assert _clean(facts, reruns=True) and facts["unsynced at the end"] == 0, facts
+    assert not missing and shown, facts

@@ -483,7 +483,10 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     out = io.StringIO()
     state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
                              "space": space}
-    callback = Callbacks.make(ProgressTable(out), tracker, state, key=str(tmp_path))
+    from autotune.tracking.durable import DurableTracker
+
+    durable = DurableTracker(tracker, tmp_path / "tracking")
+    callback = Callbacks.make(ProgressTable(out), durable, state, key=str(tmp_path))
 
     class LostTrial:
         trial_id = "abc_00001"

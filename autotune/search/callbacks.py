@@ -69,14 +69,18 @@ class Callbacks:
                 measured = report.measured_s if report is not None and report.result is not None else None
                 if report is not None:
                     state["results"].append((trial.trial_id, dict(trial.config), report))
-                    table.row(trial=trial.trial_id, params=trial.config, report=report)
+                    # Spooled before the row is printed: a result the table shows is kept, even
+                    # if the driver dies while MLflow is written.
                     if tracker is not None:
                         if report.baseline is not None:
                             tracker.log_trial(f"baseline-{_short(report.baseline_key)}",
-                                              report.baseline, kind="baseline")
+                                              report.baseline, kind="baseline", drain=False)
                         if report.result is not None:
-                            tracker.log_trial(trial.trial_id, report.result,
+                            tracker.log_trial(trial.trial_id, report.result, drain=False,
                                               kind="baseline" if report.is_baseline else "trial")
+                    table.row(trial=trial.trial_id, params=trial.config, report=report)
+                    if tracker is not None:
+                        tracker.drain()
                 self._free(started, measured)
 
             def on_trial_error(self, iteration, trials, trial, **info):
@@ -87,11 +91,13 @@ class Callbacks:
                 report = errored_report(state.get("space"), dict(trial.config or {}), err)
                 where = log_error(key, f"trial {trial.trial_id}: failed inside Ray", err)
                 state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
+                if tracker is not None:
+                    tracker.log_trial(trial.trial_id, report.result, drain=False,
+                                      kind="baseline" if report.is_baseline else "trial")
                 table.row(trial=trial.trial_id, params=trial.config, report=report)
                 print(f"                  (traceback: {where})", file=table.out, flush=True)
                 if tracker is not None:
-                    tracker.log_trial(trial.trial_id, report.result,
-                                      kind="baseline" if report.is_baseline else "trial")
+                    tracker.drain()
 
             def on_trial_recover(self, iteration, trials, trial, **info):
                 # Ray runs the trial again (its worker or node was lost): one console line, the

@@ -96,9 +96,9 @@ class DurableTracker:
     # -- the writes a search makes ---------------------------------------------------------------
 
     def log_trial(self, trial_id: str, result: Any, *, kind: str | None = None,
-                  confirmed: bool | None = None) -> None:
-        """Spool a trial's result (its next attempt) and replay; never raises."""
-        self._write("trial", lambda: self._trial_data(trial_id, result, kind, confirmed))
+                  confirmed: bool | None = None, drain: bool = True) -> None:
+        """Spool a trial's result (its next attempt) and, with ``drain``, replay; never raises."""
+        self._write("trial", lambda: self._trial_data(trial_id, result, kind, confirmed), drain=drain)
 
     def attempt_lost(self, trial_id: str, reason: str, *, params: Mapping[str, Any] | None = None,
                      kind: str = "trial") -> None:
@@ -202,7 +202,8 @@ class DurableTracker:
         return {"trial_id": trial_id, "attempt": self.spool.next_attempt(trial_id), "kind": kind,
                 "confirmed": confirmed, "result": result.to_dict()}
 
-    def _write(self, op: str, data: Callable[[], dict[str, Any]], *, force: bool = False) -> None:
+    def _write(self, op: str, data: Callable[[], dict[str, Any]], *, force: bool = False,
+               drain: bool = True) -> None:
         try:
             payload = data()
             key = f"{op}:{payload['trial_id']}#{payload['attempt']}" if "trial_id" in payload else op
@@ -216,7 +217,8 @@ class DurableTracker:
         except Exception as exc:  # noqa: BLE001 - a write that cannot even be recorded must not stop a trial
             self._trouble(f"could not record a {op} write for MLflow", exc)
             return
-        self.drain(force=force)
+        if drain:
+            self.drain(force=force)
 
     def _route_store_logs(self) -> None:
         """Send the store's own error logs to the spool's error log, not the console.
