@@ -327,3 +327,61 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
     assert rc == 0, console[-3000:]
     assert _clean(facts, reruns=True) and facts["unsynced at the end"] == 0, facts
     assert not missing and shown, facts
+
+
+def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
+    from reliability.cluster import NodeSpec, start_cluster
+    from reliability.procs import servers_with_token
+
+    token = new_token("node-lost")
+    cluster = start_cluster(tmp_path / "locks", token,
+                            nodes=(NodeSpec("head", 0, 1), NodeSpec("doomed", 2, 2), NodeSpec("spare", 2, 2)))
+    try:
+        trials = 4
+        path = _space(tmp_path, "node-lost", token, trials=trials, start_s=4)
+        search = SearchDir(tmp_path, "node-lost")
+        log = tmp_path / "search.log"
+        driver = start_cli(path, "--address", cluster.address, "--summary-json", str(tmp_path / "s.json"),
+                           root=tmp_path, token=token, log=log)
+        doomed = str(cluster.lock_dir("doomed")).encode()
+
+        def on_doomed() -> list[int]:
+            found = []
+            for proc in servers_with_token(token):
+                try:
+                    env = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if proc.is_server and b"AUTOTUNE_SIM_GPU_LOCK_DIR=" + doomed in env:
+                    found.append(proc.pid)
+            return found
+
+        try:
+            # A server starting (4 s) on the doomed node: its trial is in flight there.
+            assert wait_until(lambda: bool(on_doomed()) or driver.poll() is not None, timeout_s=240, poll_s=0.1)
+            assert driver.poll() is None, log.read_text(errors="replace")[-3000:]
+            victims = on_doomed()
+            cluster.remove_node("doomed")
+            rc = driver.wait(timeout=400)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        console = log.read_text(errors="replace")
+        facts = _check(search, None, token, console, trials)
+        tracker = search.tracker()
+        retried = [r for r in tracker.trial_runs(tracker.latest_parent_run_id())
+                   if r.kind == "trial" and r.tags.get("autotune.attempt") != "1"]
+        kept = {r.trial_id: sorted(a.path for a in tracker.client.list_artifacts(r.run_id, "attempts/1"))
+                for r in retried}
+        facts.update({"exit code": rc, "servers on the removed node": len(victims),
+                      "trials retried": [f"{r.trial_id} attempt {r.tags.get('autotune.attempt')}" for r in retried],
+                      "lost attempt kept": all("attempts/1/lost.txt" in v for v in kept.values()),
+                      "console said so": "Ray runs it again" in console})
+        ok = (_clean(facts, reruns=True) and rc == 0 and bool(retried) and facts["lost attempt kept"]
+              and facts["console said so"])
+        record.record("tracking", "a Ray worker node removed mid-trial", ok=ok, **facts)
+        assert rc == 0, console[-3000:]
+        assert _clean(facts, reruns=True), facts
+        assert retried and facts["lost attempt kept"] and facts["console said so"], facts
+    finally:
+        cluster.shutdown()
