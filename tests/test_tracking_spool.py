@@ -95,3 +95,22 @@ def test_writes_never_raise_while_mlflow_fails_then_replay_in_order_and_once(tmp
     assert kept == {"attempts/1/lost.txt", "attempts/2/result.json"}
     parent = store.client.get_run(store.parent_run_id)
     assert parent.info.status == "FINISHED" and parent.data.tags.get("autotune.winner_trial_id") == "t2"
+
+
+def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path: Path, down: Tracker,
+                                                                       monkeypatch, capsys) -> None:
+    from autotune.search.sync import main
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    assert main(["--name", "nothing-here", "--root", str(tmp_path)]) == 2
+    assert "no search named 'nothing-here'" in capsys.readouterr().err
+    folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
+    durable = DurableTracker(down, folder, say=lambda line: None)
+    # What begin() records, without its lock (this process is the sync's too).
+    durable.spool.write_header({"name": "spooled", "tracking_uri": down.tracking_uri,
+                                "experiment_id": "1", "parent_run_id": down.parent_run_id})
+    durable.log_trial("t1", result(eagle(3, 1), 900.0))
+    assert main(["--name", "spooled", "--root", str(tmp_path)]) == 1  # its server still refuses
+    out = capsys.readouterr().out
+    assert "run-1: 1 record(s) still wait" in out and "does not answer" in out
+

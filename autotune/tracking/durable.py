@@ -75,7 +75,9 @@ class DurableTracker:
         self._disk_said = False
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["tracker"], name)
+        if name == "tracker":  # not set yet: never look it up on itself
+            raise AttributeError(name)
+        return getattr(self.tracker, name)
 
     def begin(self) -> int:
         """Record the search run the spool belongs to, and replay what an earlier driver left.
