@@ -106,7 +106,8 @@ def staleness(doc: dict[str, Any], *, session: str | None = None) -> list[str]:
     return problems
 
 
-_TRACKING_COLUMNS = ("ray trials", "mlflow trial runs", "lost", "re-run trials", "duplicates", "running runs",
+_TRACKING_COLUMNS = ("ray trials", "mlflow trial runs", "lost", "re-run trials", "optuna disagrees with ray",
+                     "duplicates", "running runs",
                      "orphans", "tracebacks on console", "unsynced at the end")
 
 
@@ -119,10 +120,11 @@ def _tracking(cases: dict[str, Any]) -> list[str]:
               "fsync'd) and replayed in order and idempotently; nothing from tracking reaches Ray. "
               "Each case is a CLI search with a real store: a real `mlflow server` (its own process "
               "group, killed by its id) or sqlite on a real 16 MiB tmpfs. Required: every Ray trial has "
-              "one MLflow trial run holding Ray's value, no trial re-run, no duplicate, nothing left "
-              "RUNNING, no orphan, no traceback on the console, nothing unsynced after the search's own "
-              "replay or `autotune sync`. A driver killed on purpose leaves trials Ray runs again on "
-              "`--resume`: there the re-run is a second attempt, kept beside the first."), ""]
+              "one MLflow trial run holding Ray's value, Optuna's study agrees with Ray, no trial "
+              "re-run, no duplicate, nothing left RUNNING, no orphan, no traceback on the console, "
+              "nothing unsynced after the search's own replay or `autotune sync`. A driver killed on "
+              "purpose (or a node lost) leaves trials Ray runs again"
+              " (on `--resume`, or elsewhere): there the re-run is a second attempt, kept beside the first."), ""]
     lines += _table(["case", *_TRACKING_COLUMNS, "result"],
                     [[name, *(_cell(e.get(c)) for c in _TRACKING_COLUMNS), _ok(e)] for name, e in cases.items()])
     for name, e in cases.items():

@@ -2,7 +2,8 @@
 
 Each search is the CLI as a subprocess with ``--tracking-uri`` on a real ``mlflow server`` (its
 own process group, killed by that group's id). Afterwards, every case asserts the same things:
-no result is lost (each Ray trial has one MLflow trial run with Ray's measured value), no trial
+no result is lost (each Ray trial has one MLflow trial run with Ray's measured value, and one
+COMPLETE Optuna trial with Ray's params and verdict), no trial
 ran twice (one report per Ray trial), no duplicates, no run left RUNNING, no orphan process, and
 no traceback on the console.
 
@@ -90,7 +91,8 @@ def _check(search: SearchDir, uri: str | None, token: str, console: str, trials:
         "mlflow trial runs": len(runs), "lost": sorted(set(ray_results) - set(runs)),
         "re-run trials": sorted(t for t, n in reports.items() if n != 1),
         "attempts other than 1": sorted(t for t, r in runs.items() if r.tags.get("autotune.attempt") != "1"),
-        "ray and mlflow disagree": disagree, "duplicates": view["duplicate_trial_ids"],
+        "ray and mlflow disagree": disagree, "optuna disagrees with ray": search.optuna_mismatches(),
+        "duplicates": view["duplicate_trial_ids"],
         "running runs": view["running"], "parent runs": [s for _, s in view["parents"]],
         "orphans": left.count, "tracebacks on console": console.count("Traceback"),
         "error stopping trial": console.count("Error stopping trial"),
@@ -101,7 +103,8 @@ def _clean(facts: dict, *, reruns: bool = False) -> bool:
     """Every fact as required; ``reruns``: a killed driver's unfinished trials may run again."""
     return (facts["ray trials"] == facts["trials planned"] == facts["mlflow trial runs"]
             and not any(facts[k] for k in ("lost", *(() if reruns else ("re-run trials", "attempts other than 1")),
-                                           "ray and mlflow disagree", "duplicates", "running runs",
+                                           "ray and mlflow disagree", "optuna disagrees with ray",
+                                           "duplicates", "running runs",
                                            "orphans", "tracebacks on console", "error stopping trial"))
             and facts["parent runs"] == ["FINISHED"])
 

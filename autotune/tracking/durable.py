@@ -30,6 +30,8 @@ from autotune.tracking.spool import Record, Spool
 #: Loggers that report store faults the durable tracker handles (see ``_route_store_logs``).
 _STORE_LOGGERS = ("mlflow.store.db.utils", "urllib3.connectionpool", "mlflow.utils.rest_utils")
 
+_ROUTED: dict[str, Any] = {}  # logger name -> the handler this process routed it to
+
 #: Seconds between replays after MLflow failed (a write in between is only spooled).
 RETRY_AFTER_S = 5.0
 
@@ -238,8 +240,14 @@ class DurableTracker:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         for name in _STORE_LOGGERS:
             logger = logging.getLogger(name)
+            # One search at a time per process owns them: an earlier search's log is let go.
+            old = _ROUTED.pop(name, None)
+            if old is not None:
+                logger.removeHandler(old)
+                old.close()
             logger.addHandler(handler)
             logger.propagate = False
+            _ROUTED[name] = handler
 
     def _trouble(self, what: str, exc: BaseException) -> None:
         where = self._log(what, exc)
