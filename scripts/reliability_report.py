@@ -124,7 +124,9 @@ def _tracking(cases: dict[str, Any]) -> list[str]:
               "re-run, no duplicate, nothing left RUNNING, no orphan, no traceback on the console, "
               "nothing unsynced after the search's own replay or `autotune sync`. A driver killed on "
               "purpose (or a node lost) leaves trials Ray runs again"
-              " (on `--resume`, or elsewhere): there the re-run is a second attempt, kept beside the first."), ""]
+              " (on `--resume`, or elsewhere): there the re-run is a second attempt, kept beside the first."
+              " \"unsynced at the end\" is what the search's own summary reported; where the store stayed"
+              " down to the end, `autotune sync` then wrote every record (its exit code is in the facts)."), ""]
     lines += _table(["case", *_TRACKING_COLUMNS, "result"],
                     [[name, *(_cell(e.get(c)) for c in _TRACKING_COLUMNS), _ok(e)] for name, e in cases.items()])
     for name, e in cases.items():
