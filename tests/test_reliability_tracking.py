@@ -96,6 +96,8 @@ def _check(search: SearchDir, uri: str | None, token: str, console: str, trials:
         "running runs": view["running"], "parent runs": [s for _, s in view["parents"]],
         "orphans": left.count, "tracebacks on console": console.count("Traceback"),
         "error stopping trial": console.count("Error stopping trial"),
+        # MLflow prints these for every run it ends on a tracking server, into the live table.
+        "mlflow view-run prints": console.count("View run"),
     }
 
 
@@ -105,7 +107,8 @@ def _clean(facts: dict, *, reruns: bool = False) -> bool:
             and not any(facts[k] for k in ("lost", *(() if reruns else ("re-run trials", "attempts other than 1")),
                                            "ray and mlflow disagree", "optuna disagrees with ray",
                                            "duplicates", "running runs",
-                                           "orphans", "tracebacks on console", "error stopping trial"))
+                                           "orphans", "tracebacks on console", "error stopping trial",
+                                           "mlflow view-run prints"))
             and facts["parent runs"] == ["FINISHED"])
 
 
