@@ -159,7 +159,8 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
         "starts carries an environment token, and ports and per-GPU `flock`s are probed directly."),
         "",
         ("To make this page again: `.venv/bin/pytest tests/test_reliability_*.py` (about six "
-        "minutes on two idle cores), `.venv/bin/python -m benchmarks.load_200 --json "
+        "minutes on two idle cores, and about seven more for `test_reliability_tracking.py`: 6 min 55 s "
+        "to 9 min 36 s alone on two shared cores), `.venv/bin/python -m benchmarks.load_200 --json "
         "test-artifacts/load_200.json` (the 200-trial run), then "
         "`.venv/bin/python scripts/reliability_report.py` (add `--check` to fail on any "
         "failed case, lost trial or orphan)."),
