@@ -545,7 +545,10 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     out = io.StringIO()
     state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
                              "space": space}
-    callback = Callbacks.make(ProgressTable(out), tracker, state, key="errored-test")
+    from autotune.tracking.durable import DurableTracker
+
+    durable = DurableTracker(tracker, tmp_path / "tracking")
+    callback = Callbacks.make(ProgressTable(out), durable, state, key=str(tmp_path))
 
     class LostTrial:
         trial_id = "abc_00001"
@@ -559,6 +562,10 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     assert report.status == "failed" and report.objective is None and report.feasible is False
     assert "errored inside Ray: RuntimeError: The actor died unexpectedly" in report.reason
     assert "abc_00001" in out.getvalue() and "failed" in out.getvalue()
+    # No traceback on the console: one line names the log that holds it.
+    log = tmp_path / "trial-errors.log"
+    assert "Traceback" not in out.getvalue() and f"(traceback: {log})" in out.getvalue()
+    assert "RuntimeError: The actor died unexpectedly" in log.read_text()
     run = next(r for r in tracker.trial_runs(tracker.parent_run_id) if r.trial_id == "abc_00001")
     assert run.mlflow_status == "FAILED" and run.status == "failed" and run.kind == "trial"
     assert "The actor died unexpectedly" in (run.reason or "")

@@ -69,14 +69,18 @@ class Callbacks:
                 measured = report.measured_s if report is not None and report.result is not None else None
                 if report is not None:
                     state["results"].append((trial.trial_id, dict(trial.config), report))
-                    table.row(trial=trial.trial_id, params=trial.config, report=report)
+                    # Spooled before the row is printed: a result the table shows is kept, even
+                    # if the driver dies while MLflow is written.
                     if tracker is not None:
                         if report.baseline is not None:
                             tracker.log_trial(f"baseline-{_short(report.baseline_key)}",
-                                              report.baseline, kind="baseline")
+                                              report.baseline, kind="baseline", drain=False)
                         if report.result is not None:
-                            tracker.log_trial(trial.trial_id, report.result,
+                            tracker.log_trial(trial.trial_id, report.result, drain=False,
                                               kind="baseline" if report.is_baseline else "trial")
+                    table.row(trial=trial.trial_id, params=trial.config, report=report)
+                    if tracker is not None:
+                        tracker.drain()
                 self._free(started, measured)
 
             def on_trial_error(self, iteration, trials, trial, **info):
@@ -85,11 +89,29 @@ class Callbacks:
                 self._free(state["started"].pop(trial.trial_id, None), None)
                 err = trial.get_error() if hasattr(trial, "get_error") else None
                 report = errored_report(state.get("space"), dict(trial.config or {}), err)
+                where = log_error(key, f"trial {trial.trial_id}: failed inside Ray", err)
                 state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
-                table.row(trial=trial.trial_id, params=trial.config, report=report)
                 if tracker is not None:
-                    tracker.log_trial(trial.trial_id, report.result,
+                    tracker.log_trial(trial.trial_id, report.result, drain=False,
                                       kind="baseline" if report.is_baseline else "trial")
+                table.row(trial=trial.trial_id, params=trial.config, report=report)
+                print(f"                  (traceback: {where})", file=table.out, flush=True)
+                if tracker is not None:
+                    tracker.drain()
+
+            def on_trial_recover(self, iteration, trials, trial, **info):
+                # Ray runs the trial again (its worker or node was lost): one console line, the
+                # traceback in a log, the attempt kept as lost in MLflow; the next attempt's
+                # result is logged as the following attempt.
+                err = trial.get_error() if hasattr(trial, "get_error") else None
+                report = errored_report(state.get("space"), dict(trial.config or {}), err)
+                where = log_error(key, f"trial {trial.trial_id}: attempt lost, Ray runs it again", err)
+                print(f"  trial {trial.trial_id}: an attempt ended without a result ({_brief(err)}); "
+                      f"Ray runs it again (details: {where})", file=table.out, flush=True)
+                if tracker is not None:
+                    tracker.attempt_lost(trial.trial_id, (report.result.reason or "") + "; Ray runs it again",
+                                         params=dict(trial.config or {}),
+                                         kind="baseline" if report.is_baseline else "trial")
 
             def _free(self, started: float | None, measured: float | None) -> None:
                 if started is None:
@@ -101,6 +123,34 @@ class Callbacks:
                     state["overheads"].append(max(now - started - measured, 0.0))
 
         return SearchCallback()
+
+
+#: Where the tracebacks of trials that errored inside Ray go, in the search's run folder; the
+#: console gets one line (Ray's own printing is off: ``TUNE_PRINT_ALL_TRIAL_ERRORS=0``).
+TRIAL_ERRORS_LOG = "trial-errors.log"
+
+
+def log_error(exp_dir: str, what: str, error: BaseException | None) -> str:
+    """Append ``what`` and ``error``'s traceback to the run folder's error log; returns its path."""
+    import traceback
+    from pathlib import Path
+
+    path = Path(exp_dir) / TRIAL_ERRORS_LOG
+    try:
+        with open(path, "a") as fh:
+            fh.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} {what}\n")
+            fh.write("".join(traceback.format_exception(error)) if error is not None else "no error recorded\n")
+    except OSError as exc:
+        return f"not written: {exc}"
+    return str(path)
+
+
+def _brief(error: BaseException | None) -> str:
+    cause = getattr(error, "cause", None) or error
+    if cause is None:
+        return "no error recorded"
+    first = (str(cause).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {first[:120]}" if first else type(cause).__name__
 
 
 def _short(key: str | None) -> str:

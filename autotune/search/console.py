@@ -57,10 +57,12 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     print("\n" + "=" * 78, file=out)
     if outcome.interrupted:
         print(f"Search {outcome.name!r} interrupted after {outcome.trials} trial(s).", file=out)
+        _print_unsynced(outcome, out)
         return
     print(f"Search {outcome.name!r}: {outcome.trials} trials "
           f"({outcome.feasible} feasible, {outcome.infeasible} infeasible, "
           f"{outcome.failed} failed)", file=out)
+    _print_unsynced(outcome, out)
     if outcome.winner is None:
         print("No config ran successfully: nothing to recommend.", file=out)
         return
@@ -89,6 +91,16 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         bindir = _bin_dir()
         for line in browse_hint(outcome.tracking_uri, outcome.experiment_id, bindir=bindir):
             print(f"  {line}", file=out)
+        server = outcome.tracking_uri.startswith(("http://", "https://"))
         print(f"  Export winner:  {bindir}python -m autotune.export --name {outcome.name} "
-              "--format sh", file=out)
+              + (f"--tracking-uri {outcome.tracking_uri} " if server else "") + "--format sh", file=out)
     print(f"\nLaunch command:\n{w.launch_command}", file=out, flush=True)
+
+
+def _print_unsynced(outcome: SearchOutcome, out: TextIO) -> None:
+    """What MLflow does not hold yet, and the command that writes it (nothing when all is there)."""
+    if not outcome.unsynced:
+        return
+    print(f"MLflow does not hold {outcome.unsynced} of this search's records yet ({outcome.tracking_uri} "
+          f"failed); they are kept in {outcome.spool_path}.\nSync them when it answers:  "
+          f"{outcome.sync_command}", file=out)

@@ -57,6 +57,11 @@ class SearchOutcome:
     #: With ``workload.concurrency: [..]``: the best config per level
     #: (:func:`autotune.search.levels.level_answers`), in the order written; None otherwise.
     per_level: list[dict[str, Any]] | None = None
+    #: Spooled MLflow writes MLflow did not take by the end (None: no tracking), the spool, and
+    #: the command that replays them (:mod:`autotune.tracking.durable`).
+    unsynced: int | None = None
+    spool_path: str | None = None
+    sync_command: str | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -86,6 +91,8 @@ class SearchOutcome:
             "tracking_uri": self.tracking_uri,
             "parent_run_id": self.parent_run_id,
             "optuna_study": self.optuna_study,
+            "tracking_unsynced": self.unsynced,
+            "tracking_sync_command": self.sync_command if self.unsynced else None,
             "tuner_overhead_s_median": (sorted(self.overheads_s)[len(self.overheads_s) // 2]
                                         if self.overheads_s else None),
         }

@@ -120,6 +120,12 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
 
         log_workload(tracker.client, tracker.parent_run_id,
                      Workload.from_spec(space.workload, file=space.file), name=space.name)
+        from autotune.tracking.durable import DurableTracker
+
+        # From here every MLflow write is spooled under the run's folder first and never raises:
+        # an exception from a Ray callback would make Ray stop the trial and run it again.
+        tracker = DurableTracker(tracker, exp_dir / "tracking", say=lambda line: print(line, file=out, flush=True))
+        tracker.begin()
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
@@ -152,6 +158,9 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     LIVE_CALLBACKS[str(exp_dir)] = (table, tracker, state)
     callback = Callbacks.make(table, tracker, state, key=str(exp_dir))
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    # A trial that errors inside Ray gets one console line from our callback, its traceback goes
+    # to the run folder's trial-errors.log (search.callbacks), not Ray's 60 lines on the console.
+    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
     # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
@@ -214,6 +223,12 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                        out=out, warm=warm)
     if study_where is not None:
         outcome.optuna_study = {"storage": study_where, "name": study}
+    if tracker is not None:
+        from autotune.tracking.durable import sync_command
+
+        outcome.unsynced = tracker.unsynced()
+        outcome.spool_path = str(tracker.spool.path)
+        outcome.sync_command = sync_command(name, str(Path(opts.root).resolve()), opts.tracking_uri)
     return outcome
 
 

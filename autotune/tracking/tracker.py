@@ -82,8 +82,7 @@ class Tracker:
         return state
 
     def __repr__(self) -> str:
-        return (f"Tracker(name={self.name!r}, tracking_uri={self.tracking_uri!r}, "
-                f"experiment_id={self.experiment_id!r}, parent_run_id={self.parent_run_id!r})")
+        return f"Tracker(name={self.name!r}, tracking_uri={self.tracking_uri!r}, parent_run_id={self.parent_run_id!r})"
 
     @property
     def client(self) -> MlflowClient:
@@ -138,13 +137,11 @@ class Tracker:
 
     def latest_parent_run_id(self) -> str | None:
         """The newest search run of this experiment, None if there is none."""
-        runs = self._search(f"tags.`{TAG_KIND}` = '{KIND_SEARCH}'",
-                            order_by=["attributes.start_time DESC"], limit=1)
+        runs = self._search(f"tags.`{TAG_KIND}` = '{KIND_SEARCH}'", order_by=["attributes.start_time DESC"], limit=1)
         return runs[0].info.run_id if runs else None
 
     def _child_runs(self, parent_run_id: str) -> list[Any]:
-        return self._search(f"tags.`{TAG_PARENT}` = '{parent_run_id}'",
-                            order_by=["attributes.start_time ASC"])
+        return self._search(f"tags.`{TAG_PARENT}` = '{parent_run_id}'", order_by=["attributes.start_time ASC"])
 
     def trial_runs(self, parent_run_id: str | None = None) -> list[TrialRun]:
         """Every trial, baseline and finalist run of a search, oldest first.
@@ -259,9 +256,8 @@ class Tracker:
                     spec: LaunchSpec | None = None, run_name: str | None = None) -> str:
         """Open (or reopen) a trial's run as RUNNING before it is measured.
 
-        Optional: :meth:`log_trial` alone creates the run too. Starting it first makes a running
-        trial visible in the UI, and a trial killed mid-way stays RUNNING until
-        :meth:`mark_stale_runs`.
+        Optional (:meth:`log_trial` alone creates the run too): a started run shows a running trial
+        in the UI; one killed mid-way stays RUNNING until :meth:`mark_stale_runs`.
 
         Args:
             trial_id: The Ray trial id.
@@ -283,7 +279,7 @@ class Tracker:
     def log_trial(self, trial_id: str, result: TrialResult, *, kind: str | None = None,
                   spec: LaunchSpec | None = None, confirmed: bool | None = None,
                   tags: Mapping[str, str] | None = None, run_name: str | None = None,
-                  finish: bool = True) -> str:
+                  finish: bool = True, attempt: int | None = None, at_ms: int | None = None) -> str:
         """Log a trial's result on its nested run, creating the run or updating the existing one.
 
         What the run gets, and what a second log of the same trial replaces, is
@@ -298,6 +294,8 @@ class Tracker:
             tags: More tags.
             run_name: The run's name when it is created.
             finish: End the run (FINISHED, or FAILED for a failed trial); False leaves it RUNNING.
+            attempt: The attempt's number (the spool's); the run's last plus one if None.
+            at_ms: The result's time (the spool's, so a replay writes the same); now if None.
 
         Returns:
             The run id.
@@ -307,15 +305,18 @@ class Tracker:
         spec = spec or spec_of(result)
         run_id = self._ensure_run(trial_id, kind, result.params or {}, run_name)
         trial_log.log_result(self.client, run_id, trial_id, result, kind=kind, spec=spec,
-                             confirmed=confirmed, tags=tags, finish=finish)
+                             confirmed=confirmed, tags=tags, finish=finish, attempt=attempt, at_ms=at_ms)
+        return run_id
+
+    def log_lost_attempt(self, trial_id: str, *, attempt: int, reason: str,
+                         params: Mapping[str, Any] | None = None, kind: str = KIND_TRIAL) -> str:
+        """Record an attempt of a trial that ended without a result (:func:`trial_log.log_lost`)."""
+        run_id = self._ensure_run(trial_id, kind, params or {}, None)
+        trial_log.log_lost(self.client, run_id, attempt=attempt, reason=reason)
         return run_id
 
     def set_confirmed(self, trial_id: str, confirmed: bool = True) -> str:
-        """Tag a trial's run ``autotune.confirmed`` (export prefers confirmed runs).
-
-        Raises:
-            KeyError: The trial has no run under this search.
-        """
+        """Tag a trial's run ``autotune.confirmed`` (export prefers them); KeyError if it has none."""
         run_id = self.find_trial_run(trial_id)
         if run_id is None:
             raise KeyError(f"trial {trial_id!r} has no run under search run {self.parent_run_id}")
@@ -346,9 +347,7 @@ class Tracker:
         Args:
             params: Params (None values left out; a param already logged keeps its value).
             metrics: Metrics; None and non-finite values are left out (unknown is not 0).
-            tags: Tags.
-            files: Artifact name -> local file to copy.
-            texts: Artifact name -> text content.
+            tags: Tags. files: Artifact name -> local file to copy. texts: Artifact name -> text.
             artifact_dir: Folder of the artifacts in the run.
         """
         store.log_facts(self.client, self._need_parent(), params=params, metrics=metrics, tags=tags,

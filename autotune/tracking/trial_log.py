@@ -59,7 +59,7 @@ def start_params(spec: LaunchSpec | None, params: Mapping[str, Any] | None) -> d
 
 def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialResult, *, kind: str,
                spec: LaunchSpec | None, confirmed: bool | None, tags: Mapping[str, str] | None,
-               finish: bool) -> None:
+               finish: bool, attempt: int | None = None, at_ms: int | None = None) -> None:
     """Write a trial's result on its run (the arguments are :meth:`Tracker.log_trial`'s).
 
     The run gets params (every server arg and env var of the launch), the known metrics
@@ -68,10 +68,16 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
     ``phases.png``, ``server_log_tail.txt`` and ``requests.jsonl`` (each only when there is
     something to put in it). A run logged again keeps one run: tags and artifacts are replaced,
     metrics get a new step, and metrics the new result does not know are listed in
-    ``autotune.stale_metrics`` so readers ignore their old values.
+    ``autotune.stale_metrics`` so readers ignore their old values. Every attempt's
+    ``result.json`` is also kept as ``attempts/<n>/result.json``, so a retried trial loses none.
+
+    ``attempt`` and ``at_ms`` (the spool's, :mod:`autotune.tracking.durable`) make a replay write
+    the same values again (MLflow keeps one copy of a metric with the same step, time and value);
+    without them the attempt is the run's last plus one, at the present time.
     """
     existing = retry(lambda: client.get_run(run_id))
-    attempt = int(existing.data.tags.get(TAG_ATTEMPT, "0")) + 1
+    if attempt is None:
+        attempt = int(existing.data.tags.get(TAG_ATTEMPT, "0")) + 1
     metrics = trial_metrics(result)
     stale = sorted(set(existing.data.metrics) - set(metrics) - {"output_tok_s_repeat"})
     run_tags = {
@@ -100,7 +106,7 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
     if result.levels:
         run_tags[TAG_LEVEL_STATUS] = json.dumps(level_statuses(result))
     run_tags.update(tags or {})
-    now = int(time.time() * 1000)
+    now = at_ms or int(time.time() * 1000)
     from mlflow.entities import Metric
 
     metric_list = [Metric(k, v, now, attempt - 1) for k, v in metrics.items()]
@@ -108,14 +114,28 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
                     for i, v in enumerate(result.output_tok_s_repeats or []) if finite_number(v) is not None]
     log_batch(client, run_id, metrics=metric_list, tags=run_tags,
               params=new_params(existing, trial_params(result, spec)))
-    _log_artifacts(client, run_id, trial_id, result, spec)
+    _log_artifacts(client, run_id, trial_id, result, spec, attempt)
     if finish:
         status = "FAILED" if result.status == Status.FAILED else "FINISHED"
         retry(lambda: client.set_terminated(run_id, status=status))
 
 
+def log_lost(client: MlflowClient, run_id: str, *, attempt: int, reason: str) -> None:
+    """Record an attempt of a trial that ended without a result (Ray runs the trial again).
+
+    The run gets ``attempts/<n>/lost.txt`` and, until a later attempt is logged over them, the
+    tags of a failed trial; it is ended FAILED, so it is never left RUNNING.
+    """
+    log_batch(client, run_id, tags={TAG_STATUS: Status.FAILED, TAG_REASON: reason[:MAX_TAG],
+                                    TAG_ATTEMPT: str(attempt)})
+    with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
+        Path(tmp, "lost.txt").write_text(f"attempt {attempt} ended without a result: {reason}\n")
+        retry(lambda: client.log_artifacts(run_id, tmp, f"attempts/{attempt}"))
+    retry(lambda: client.set_terminated(run_id, status="FAILED"))
+
+
 def _log_artifacts(client: MlflowClient, run_id: str, trial_id: str, result: TrialResult,
-                   spec: LaunchSpec | None) -> None:
+                   spec: LaunchSpec | None, attempt: int) -> None:
     from autotune.tracking import _plots
 
     with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
@@ -142,6 +162,10 @@ def _log_artifacts(client: MlflowClient, run_id: str, trial_id: str, result: Tri
             with open(out / "requests.jsonl", "w") as fh:
                 fh.writelines(json.dumps(record, default=str) + "\n" for record in result.records)
         retry(lambda: client.log_artifacts(run_id, tmp))
+        kept = Path(tmp, "attempt")
+        kept.mkdir()
+        (kept / "result.json").write_text((out / "result.json").read_text())
+        retry(lambda: client.log_artifacts(run_id, str(kept), f"attempts/{attempt}"))
 
 
 def _note(result: TrialResult) -> str:

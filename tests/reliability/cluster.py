@@ -43,6 +43,11 @@ class LocalCluster:
     nodes: dict[str, NodeSpec]
     node_ids: dict[str, str] = field(default_factory=dict)
     _cluster: Any = None
+    _handles: dict[str, Any] = field(default_factory=dict)
+
+    def remove_node(self, name: str) -> None:
+        """Kill a node's raylet and every process of it at once (a machine lost mid-trial)."""
+        self._cluster.remove_node(self._handles.pop(name), allow_graceful=False)
 
     def lock_dir(self, node: str) -> Path:
         return self.lock_root / node
@@ -92,4 +97,4 @@ def start_cluster(lock_root: Path, token: str,
     return LocalCluster(address=cluster.address, lock_root=lock_root, token=token,
                         nodes={s.name: s for s in nodes},
                         node_ids={name: node.node_id for name, node in made.items()},
-                        _cluster=cluster)
+                        _cluster=cluster, _handles=made)

@@ -24,7 +24,7 @@ DEFAULT_PATH = REPO / "test-artifacts" / "reliability.json"
 SESSION = (os.environ.get("AUTOTUNE_RELIABILITY_SESSION")
            or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
 
-SECTIONS = ("placement", "faults", "interrupts", "bad_inputs", "load", "searches")
+SECTIONS = ("placement", "faults", "interrupts", "bad_inputs", "load", "searches", "tracking")
 
 
 def path() -> Path:

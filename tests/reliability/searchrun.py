@@ -104,15 +104,15 @@ class SearchDir:
                                 f"Tune {result.get('status')}")
         return problems
 
-    def tracker(self) -> Any:
-        """A read-only MLflow tracker on the search's local store."""
+    def tracker(self, tracking_uri: str | None = None) -> Any:
+        """A read-only MLflow tracker on the search's local store (or on ``tracking_uri``)."""
         from autotune.tracking.tracker import Tracker
 
-        return Tracker(self.name, root=str(self.root)).connect(create=False)
+        return Tracker(self.name, root=str(self.root), tracking_uri=tracking_uri).connect(create=False)
 
-    def mlflow_view(self) -> dict[str, Any]:
+    def mlflow_view(self, tracking_uri: str | None = None) -> dict[str, Any]:
         """Parent runs and their trial runs, with the facts the tests check."""
-        tracker = self.tracker()
+        tracker = self.tracker(tracking_uri)
         parents = tracker.parent_runs()
         runs = []
         for parent in parents:

@@ -1,0 +1,100 @@
+"""``autotune sync``: write to MLflow what a search spooled but MLflow did not take while it ran.
+
+A search spools every MLflow write under its run folder (:mod:`autotune.tracking.spool`) and
+replays them as it goes; records that a failed store (a tracking server down, a full disk) left
+pending are replayed here, in order and idempotently (:mod:`autotune.tracking.durable`). A
+resumed search (``--resume``) replays them too. Exit codes: 0 when MLflow holds everything, 1 when
+records are still pending (the store still fails), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from autotune import cli
+from autotune.errors import AutotuneError, ConfigError
+
+
+def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: TextIO | None = None) -> int:
+    """Replay the pending records of every run folder of search ``name``.
+
+    Args:
+        name: The search name.
+        root: The project directory the search ran from (its ``mlruns/`` is there).
+        tracking_uri: The store to write to; by default the one the search used.
+        out: Where to print what was done (stdout by default).
+
+    Returns:
+        The records still pending.
+
+    Raises:
+        ConfigError: No search of that name under ``root``, or a spool that names no search run.
+    """
+    from autotune.export.command import winner_files
+    from autotune.tracking.durable import DurableTracker
+    from autotune.tracking.spool import Spool
+    from autotune.tracking.store import default_store
+    from autotune.tracking.tracker import Tracker
+
+    out = sys.stdout if out is None else out
+    base = Path(root).resolve()
+    storage = base / "mlruns" / "ray" / name
+    runs = sorted(p for p in storage.glob("run-*") if p.is_dir())
+    if not runs:
+        raise ConfigError(f"no search named {name!r} under {storage}; check --name and --root", field="name")
+    left, synced_any = 0, False
+    for run in runs:
+        spool = Spool(run / "tracking")
+        pending = len(spool.pending())
+        if not pending:
+            continue
+        header = spool.header()
+        if not header or not header.get("parent_run_id"):
+            raise ConfigError(f"{spool.folder} holds {pending} record(s) but names no MLflow search run "
+                              "(its search.json is missing)", field="name")
+        if not spool.lock():
+            print(f"{run.name}: its search is still running and writes its own {pending} record(s)", file=out)
+            left += pending
+            synced_any = True
+            continue
+        uri = tracking_uri or header["tracking_uri"]
+        local = uri == default_store(base)[0]
+        try:
+            tracker = Tracker(name, root=str(base), tracking_uri=None if local else uri).connect()
+        except ConfigError as exc:  # the store still fails: the records keep waiting
+            print(f"{run.name}: {pending} record(s) still wait: {exc}", file=out, flush=True)
+            left += pending
+            synced_any = True
+            continue
+        tracker.parent_run_id = header["parent_run_id"]
+        durable = DurableTracker(tracker, spool.folder, say=lambda line: print(line, file=out, flush=True),
+                                 winner_files=winner_files, spool=spool)
+        still = durable.drain(force=True)
+        print(f"{run.name}: {pending - still} of {pending} record(s) written to {uri}"
+              + (f"; {still} still pending (details: {spool.error_log})" if still else ""), file=out, flush=True)
+        left += still
+        synced_any = True
+    if not synced_any:
+        print(f"nothing to sync: MLflow holds every record of search {name!r}", file=out)
+    return left
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.command_parser("autotune sync", __doc__, examples=[
+        "autotune sync --name demo", "autotune sync --name demo --tracking-uri http://127.0.0.1:5000"])
+    parser.add_argument("--name", required=True, help="the search name")
+    parser.add_argument("--root", default=".", help="the directory the search ran from (default: here)")
+    parser.add_argument("--tracking-uri", help="the MLflow store to write to (default: the search's own)")
+    args = parser.parse_args(argv)
+    try:
+        left = sync_search(args.name, root=args.root, tracking_uri=args.tracking_uri)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return cli.BAD_INPUT
+    return cli.OK if left == 0 else cli.NO_RESULT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,397 @@
+"""Tracking faults on real processes: a real ``mlflow server`` killed while a search runs.
+
+Each search is the CLI as a subprocess with ``--tracking-uri`` on a real ``mlflow server`` (its
+own process group, killed by that group's id). Afterwards, every case asserts the same things:
+no result is lost (each Ray trial has one MLflow trial run with Ray's measured value, and one
+COMPLETE Optuna trial with Ray's params and verdict), no trial
+ran twice (one report per Ray trial), no duplicates, no run left RUNNING, no orphan process, and
+no traceback on the console.
+
+1. The server is killed after the first trial and started again while the search runs: the
+   search spools what it cannot write, says so in one line, and writes it when the server
+   answers again; nothing is left unsynced at its end.
+2. The server is killed once the search run is open and stays down to the end: the search
+   finishes, its summary says how many records wait and the command that syncs them; after a
+   restart that command writes them all, and running it again writes nothing twice.
+3. The disk of the MLflow store (sqlite on a 16 MiB tmpfs) fills up once the search run is open:
+   the same as 2, with the kernel's ENOSPC ("database or disk is full"); synced once space is freed.
+4. The driver is SIGKILLed while it waits on an MLflow write (the server is frozen with SIGSTOP
+   before the first trial ends, so that write is certainly in flight): ``--resume`` replays the
+   spooled records and finishes; every result printed before the kill is in MLflow.
+5. A Ray worker node is removed mid-trial (``ray.cluster_utils.Cluster``, its raylet and
+   processes killed at once): Ray runs the trial again elsewhere as attempt 2, attempt 1 is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from reliability import record
+from reliability.mlflow_server import MlflowServer
+from reliability.procs import leftovers, new_token, wait_until
+from reliability.searchrun import SearchDir, cli_env, start_cli
+from reliability.spaces import base_space, merged, write_space
+
+from autotune.search.report import TrialReport
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+_ROW = re.compile(r"^\s*\d+ ([0-9a-f]{8})\s", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """One real tracking server for the module; each case kills and restarts it."""
+    srv = MlflowServer(tmp_path_factory.mktemp("mlflow-server")).start()
+    yield srv
+    srv.kill()
+
+
+def _space(tmp: Path, name: str, token: str, *, trials: int, start_s: float = 2) -> Path:
+    space = merged(base_space(name, token=token),
+                   fixed_env={"AUTOTUNE_SIM_FAULT": f"slow_start:{start_s:g}"},
+                   fixed_args={"speculative_algorithm": "EAGLE3", "speculative_eagle_topk": 1},
+                   parameters={"speculative_num_steps": {"type": "int", "low": 1, "high": 4},
+                               "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 5}},
+                   budget={"trials": trials}, search={"seed": 11, "max_concurrent": 2})
+    return write_space(tmp, space)
+
+
+def _rows(log: Path) -> int:
+    return len(_ROW.findall(log.read_text(errors="replace"))) if log.exists() else 0
+
+
+def _check(search: SearchDir, uri: str | None, token: str, console: str, trials: int) -> dict:
+    """What every case asserts, as facts (recorded before the test asserts them)."""
+    ray_results = search.trial_results()
+    reports = {}
+    for run in search.run_dirs():
+        for path in run.glob("trainable_*/result.json"):
+            lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+            reports[json.loads(lines[-1])["trial_id"]] = len(lines)
+    view = search.mlflow_view(uri)
+    runs = {r.trial_id: r for r in view["trial_runs"]}
+    disagree = []
+    for tid, result in ray_results.items():
+        measured = TrialReport.from_metrics(result)
+        run = runs.get(tid)
+        ray_value = measured.result.output_tok_s if measured and measured.result else None
+        if run is None or run.output_tok_s != ray_value:
+            disagree.append(f"{tid}: Ray {ray_value} vs MLflow {run.output_tok_s if run else 'no run'}")
+    left = leftovers(token, log_dir=search.ray_root, lock_dirs=[])
+    return {
+        "trials planned": trials, "ray trials": len(ray_results),
+        "mlflow trial runs": len(runs), "lost": sorted(set(ray_results) - set(runs)),
+        "re-run trials": sorted(t for t, n in reports.items() if n != 1),
+        "attempts other than 1": sorted(t for t, r in runs.items() if r.tags.get("autotune.attempt") != "1"),
+        "ray and mlflow disagree": disagree, "optuna disagrees with ray": search.optuna_mismatches(),
+        "duplicates": view["duplicate_trial_ids"],
+        "running runs": view["running"], "parent runs": [s for _, s in view["parents"]],
+        "orphans": left.count, "tracebacks on console": console.count("Traceback"),
+        "error stopping trial": console.count("Error stopping trial"),
+        # MLflow prints these for every run it ends on a tracking server, into the live table.
+        "mlflow view-run prints": console.count("View run"),
+    }
+
+
+def _clean(facts: dict, *, reruns: bool = False) -> bool:
+    """Every fact as required; ``reruns``: a killed driver's unfinished trials may run again."""
+    return (facts["ray trials"] == facts["trials planned"] == facts["mlflow trial runs"]
+            and not any(facts[k] for k in ("lost", *(() if reruns else ("re-run trials", "attempts other than 1")),
+                                           "ray and mlflow disagree", "optuna disagrees with ray",
+                                           "duplicates", "running runs",
+                                           "orphans", "tracebacks on console", "error stopping trial",
+                                           "mlflow view-run prints"))
+            and facts["parent runs"] == ["FINISHED"])
+
+
+def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowServer) -> None:
+    token = new_token("mlflow-restart")
+    trials = 10
+    # Slow enough starts that the search outlasts the server's restart (20-40 s on two busy cores).
+    path = _space(tmp_path, "mlflow-restart", token, trials=trials, start_s=3)
+    search = SearchDir(tmp_path, "mlflow-restart")
+    log = tmp_path / "search.log"
+    driver = start_cli(path, "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
+                       root=tmp_path, token=token, log=log)
+    try:
+        assert wait_until(lambda: _rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.2)
+        assert driver.poll() is None, log.read_text(errors="replace")[-3000:]
+        server.kill()
+        rows_at_kill = _rows(log)
+        # At least one trial ends while the server is down: its result can only go to the spool.
+        assert wait_until(lambda: _rows(log) > rows_at_kill or driver.poll() is not None, timeout_s=120)
+        rows_down = _rows(log)
+        server.start()
+        rows_back = _rows(log)
+        rc = driver.wait(timeout=400)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    console = log.read_text(errors="replace")
+    summary = json.loads((tmp_path / "s.json").read_text())
+    facts = _check(search, server.url, token, console, trials)
+    errors_log = next(search.ray_root.glob("run-*/tracking/tracking-errors.log"), None)
+    facts.update({"exit code": rc, "trials done at kill": rows_at_kill,
+                  "trials done while down": rows_down - rows_at_kill, "trials done when back": rows_back,
+                  "unsynced at the end": summary.get("tracking_unsynced"),
+                  "one line named the log": bool(errors_log) and str(errors_log) in console,
+                  "said it answers again": "answers again" in console})
+    ok = (_clean(facts) and rc == 0 and facts["unsynced at the end"] == 0 and facts["one line named the log"]
+          and facts["said it answers again"] and rows_down > rows_at_kill and rows_back < trials)
+    record.record("tracking", "MLflow server killed and restarted mid-search", ok=ok, **facts)
+    assert rc == 0, console[-3000:]
+    assert rows_down > rows_at_kill and rows_back < trials, facts
+    assert _clean(facts), facts
+    assert facts["unsynced at the end"] == 0 and facts["said it answers again"], console[-3000:]
+    assert facts["one line named the log"] and "Traceback" in errors_log.read_text(), console[-3000:]
+
+
+def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: MlflowServer) -> None:
+    token = new_token("mlflow-down")
+    trials = 3
+    path = _space(tmp_path, "mlflow-down", token, trials=trials)
+    search = SearchDir(tmp_path, "mlflow-down")
+    log = tmp_path / "search.log"
+    driver = start_cli(path, "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
+                       root=tmp_path, token=token, log=log)
+    try:
+        # The search run is open in MLflow once the search prints its header; then the server goes.
+        assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
+                          timeout_s=240, poll_s=0.1)
+        server.kill()
+        rc = driver.wait(timeout=400)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    console = log.read_text(errors="replace")
+    unsynced = json.loads((tmp_path / "s.json").read_text()).get("tracking_unsynced")
+    hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+    assert rc == 0 and unsynced and hint, console[-3000:]
+    server.start()
+    argv = [sys.executable, "-m", "autotune", *hint.group(1).split()[1:]]
+    first = subprocess.run(argv, cwd=tmp_path, env=cli_env(token), capture_output=True, text=True, timeout=300)
+    again = subprocess.run(argv, cwd=tmp_path, env=cli_env(token), capture_output=True, text=True, timeout=300)
+    facts = _check(search, server.url, token, console + first.stdout + first.stderr, trials)
+    winner = search.tracker(server.url).parent_runs()[0].data.tags.get("autotune.winner_run_id")
+    facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,
+                  "second sync exit code": again.returncode, "second sync wrote": again.stdout.strip(),
+                  "winner tagged after sync": bool(winner)})
+    ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and bool(winner)
+          and "written" not in again.stdout)
+    record.record("tracking", "MLflow unreachable for the whole search, then synced", ok=ok, **facts)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert again.returncode == 0 and "written" not in again.stdout, again.stdout + again.stderr
+    assert _clean(facts), facts
+    assert winner, "the search run has no winner tag after the sync"
+
+
+def _printed(log: Path) -> dict[str, str]:
+    """Trial id -> the tok/s its result row showed (as printed, one decimal)."""
+    shown = {}
+    for line in log.read_text(errors="replace").splitlines():
+        m = _ROW.match(line)
+        words = line.split()
+        status = next((i for i, w in enumerate(words) if w in ("feasible", "infeasible", "failed")), None)
+        if m and status is not None:
+            shown[m.group(1)] = words[status - 3]
+    return shown
+
+
+def _attempt_values(tracker, run_id: str, folder: Path) -> list[str]:
+    """The output tok/s of every attempt a trial run keeps (``attempts/<n>/result.json``), as printed."""
+    values = []
+    for attempt in tracker.client.list_artifacts(run_id, "attempts"):
+        for item in tracker.client.list_artifacts(run_id, attempt.path):
+            if item.path.endswith("result.json"):
+                local = tracker.client.download_artifacts(run_id, item.path, str(folder))
+                tok_s = json.loads(Path(local).read_text()).get("output_tok_s")
+                values.append("-" if tok_s is None else f"{tok_s:.1f}")
+    return values
+
+
+def _sync(hint: str, root: Path, token: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "autotune", *hint.split()[1:]]
+    return subprocess.run(argv, cwd=root, env=cli_env(token), capture_output=True, text=True, timeout=300)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill the filesystem of ``folder`` to the last byte; returns the filler file."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        size = 1 << 20
+        while size:
+            try:
+                os.write(fd, b"\0" * size)
+            except OSError:  # ENOSPC: try a smaller piece, down to one byte
+                size //= 2
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_full_disk_under_the_store_then_synced(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(store)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()}); "
+                    "tests/test_tracking_spool.py covers ENOSPC with /dev/full")
+    try:
+        token = new_token("mlflow-enospc")
+        trials = 3
+        path = _space(tmp_path, "mlflow-enospc", token, trials=trials)
+        search = SearchDir(tmp_path, "mlflow-enospc")
+        uri = f"sqlite:///{store}/mlflow.db"
+        from autotune.tracking.tracker import Tracker
+
+        # The store's tables, made while there is room; artifacts beside the search, not in this cwd.
+        Tracker("mlflow-enospc", tracking_uri=uri, artifact_root=f"file://{tmp_path}/artifacts").connect()
+        log = tmp_path / "search.log"
+        driver = start_cli(path, "--tracking-uri", uri, "--summary-json", str(tmp_path / "s.json"),
+                           root=tmp_path, token=token, log=log)
+        try:
+            assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
+                              timeout_s=240, poll_s=0.1)
+            filler = _fill(store)
+            rc = driver.wait(timeout=400)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        console = log.read_text(errors="replace")
+        unsynced = json.loads((tmp_path / "s.json").read_text()).get("tracking_unsynced")
+        hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+        full_said = "full" in console
+        assert rc == 0 and unsynced and hint, console[-3000:]
+        filler.unlink()
+        synced = _sync(hint.group(1), tmp_path, token)
+        facts = _check(search, uri, token, console + synced.stdout + synced.stderr, trials)
+        facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": synced.returncode,
+                      "console named the full disk": full_said})
+        ok = _clean(facts) and synced.returncode == 0 and full_said
+        record.record("tracking", "disk of the MLflow store full (16 MiB tmpfs), then synced", ok=ok, **facts)
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        assert _clean(facts), facts
+        assert full_said, console[-3000:]
+    finally:
+        subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, server: MlflowServer) -> None:
+    import signal
+
+    from autotune.tracking.spool import Spool
+
+    token = new_token("mlflow-sigkill")
+    trials = 4
+    path = _space(tmp_path, "mlflow-sigkill", token, trials=trials)
+    search = SearchDir(tmp_path, "mlflow-sigkill")
+    log = tmp_path / "search.log"
+    driver = start_cli(path, "--tracking-uri", server.url, root=tmp_path, token=token, log=log)
+    try:
+        # The search run is open once the header is printed; from then on the server hangs, so the
+        # first trial's write (spooled, its row printed, then sent) waits on it until the kill.
+        assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
+                          timeout_s=240, poll_s=0.1)
+        server.pause()
+        assert wait_until(lambda: _rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.05)
+        time.sleep(0.5)
+        shown = _printed(log)
+        spool = Spool(search.run_dirs()[-1] / "tracking")
+        in_flight = len(spool.pending())
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        server.resume()
+        if driver.poll() is None:
+            driver.kill()
+    log2 = tmp_path / "resume.log"
+    resumed = start_cli(path, "--resume", "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
+                        root=tmp_path, token=token, log=log2)
+    rc = resumed.wait(timeout=400)
+    console = log.read_text(errors="replace") + log2.read_text(errors="replace")
+    summary = json.loads((tmp_path / "s.json").read_text())
+    facts = _check(search, server.url, token, log2.read_text(errors="replace"), trials)
+    # Every result the killed driver printed is in MLflow, as one of its trial's attempts (Ray
+    # runs again a trial whose end it had not saved: that is a second attempt, not a replacement).
+    tracker = search.tracker(server.url)
+    runs = {r.trial_id: r for r in tracker.trial_runs(tracker.latest_parent_run_id())}
+    missing = sorted(f"{tid} {v}" for tid, v in shown.items()
+                     if tid not in runs or v not in _attempt_values(tracker, runs[tid].run_id, tmp_path / "dl"))
+    facts.update({"records in flight at the kill": in_flight, "resume exit code": rc,
+                  "results printed before the kill": len(shown), "printed results missing in MLflow": missing,
+                  "unsynced at the end": summary.get("tracking_unsynced")})
+    ok = (_clean(facts, reruns=True) and rc == 0 and in_flight >= 1 and facts["unsynced at the end"] == 0
+          and not missing)
+    record.record("tracking", "driver SIGKILLed during an MLflow write, then resumed", ok=ok, **facts)
+    assert in_flight >= 1, console[-3000:]
+    assert rc == 0, console[-3000:]
+    assert _clean(facts, reruns=True) and facts["unsynced at the end"] == 0, facts
+    assert not missing and shown, facts
+
+
+def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
+    from reliability.cluster import NodeSpec, start_cluster
+    from reliability.procs import servers_with_token
+
+    token = new_token("node-lost")
+    cluster = start_cluster(tmp_path / "locks", token,
+                            nodes=(NodeSpec("head", 0, 1), NodeSpec("doomed", 2, 2), NodeSpec("spare", 2, 2)))
+    try:
+        trials = 4
+        path = _space(tmp_path, "node-lost", token, trials=trials, start_s=4)
+        search = SearchDir(tmp_path, "node-lost")
+        log = tmp_path / "search.log"
+        driver = start_cli(path, "--address", cluster.address, "--summary-json", str(tmp_path / "s.json"),
+                           root=tmp_path, token=token, log=log)
+        doomed = str(cluster.lock_dir("doomed")).encode()
+
+        def on_doomed() -> list[int]:
+            found = []
+            for proc in servers_with_token(token):
+                try:
+                    env = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if proc.is_server and b"AUTOTUNE_SIM_GPU_LOCK_DIR=" + doomed in env:
+                    found.append(proc.pid)
+            return found
+
+        try:
+            # A server starting (4 s) on the doomed node: its trial is in flight there.
+            assert wait_until(lambda: bool(on_doomed()) or driver.poll() is not None, timeout_s=240, poll_s=0.1)
+            assert driver.poll() is None, log.read_text(errors="replace")[-3000:]
+            victims = on_doomed()
+            cluster.remove_node("doomed")
+            rc = driver.wait(timeout=400)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        console = log.read_text(errors="replace")
+        facts = _check(search, None, token, console, trials)
+        tracker = search.tracker()
+        retried = [r for r in tracker.trial_runs(tracker.latest_parent_run_id())
+                   if r.kind == "trial" and r.tags.get("autotune.attempt") != "1"]
+        kept = {r.trial_id: sorted(a.path for a in tracker.client.list_artifacts(r.run_id, "attempts/1"))
+                for r in retried}
+        facts.update({"exit code": rc, "servers on the removed node": len(victims),
+                      "trials retried": [f"{r.trial_id} attempt {r.tags.get('autotune.attempt')}" for r in retried],
+                      "lost attempt kept": all("attempts/1/lost.txt" in v for v in kept.values()),
+                      "console said so": "Ray runs it again" in console})
+        ok = (_clean(facts, reruns=True) and rc == 0 and bool(retried) and facts["lost attempt kept"]
+              and facts["console said so"])
+        record.record("tracking", "a Ray worker node removed mid-trial", ok=ok, **facts)
+        assert rc == 0, console[-3000:]
+        assert _clean(facts, reruns=True), facts
+        assert retried and facts["lost attempt kept"] and facts["console said so"], facts
+    finally:
+        cluster.shutdown()

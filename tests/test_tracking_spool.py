@@ -1,0 +1,116 @@
+"""The durable spool of a search's MLflow writes and its replay, on real files and real stores.
+
+The failing store is a real one: an MLflow client on a port nothing listens on (connection
+refused). The full disk is the kernel's: the spool file is a link to ``/dev/full``, which refuses
+every write with ENOSPC. Replays go to a real sqlite store.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from tracking_helpers import eagle, result
+
+from autotune.tracking.durable import DurableTracker
+from autotune.tracking.spool import SPOOL, Spool
+from autotune.tracking.tracker import Tracker
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_torn_last_line_is_skipped_and_the_next_append_starts_a_new_line(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.append("trial", "a", {"trial_id": "t1", "attempt": 1})
+    spool.append("lost", "b", {"trial_id": "t2", "attempt": 1})
+    spool.mark_synced(1)
+    with open(tmp_path / SPOOL, "ab") as fh:  # a driver killed in the middle of a write
+        fh.write(b'{"seq":3,"op":"trial","key":"c","at_ms":1,"data":{"trial_')
+    again = Spool(tmp_path)
+    assert [r.seq for r in again.records()] == [1, 2] and [r.seq for r in again.pending()] == [2]
+    assert again.next_attempt("t2") == 2 and again.next_attempt("t9") == 1
+    again.append("trial", "d", {"trial_id": "t2", "attempt": 2})
+    lines = (tmp_path / SPOOL).read_text().splitlines()
+    assert json.loads(lines[-1])["seq"] == 3 and json.loads(lines[-1])["data"]["attempt"] == 2
+    assert [r.seq for r in Spool(tmp_path).pending()] == [2, 3]
+
+
+def test_a_full_disk_keeps_records_in_memory_until_it_takes_them(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)  # opened first: reading /dev/full would never end
+    (tmp_path / SPOOL).symlink_to("/dev/full")
+    spool.append("trial", "a", {"trial_id": "t1", "attempt": 1})
+    spool.append("trial", "b", {"trial_id": "t2", "attempt": 1})
+    assert spool.write_error is not None and spool.write_error.errno == errno.ENOSPC
+    assert [r.seq for r in spool.pending()] == [1, 2]
+    (tmp_path / SPOOL).unlink()  # space again
+    assert spool.retry_writes() and spool.write_error is None
+    assert [r.seq for r in Spool(tmp_path).records()] == [1, 2]
+
+
+@pytest.fixture
+def down(tmp_path: Path) -> Tracker:
+    """A tracker whose tracking server does not answer (after the search run was opened)."""
+    tracker = Tracker("spooled", tracking_uri=f"http://127.0.0.1:{_closed_port()}")
+    tracker.experiment_id, tracker.parent_run_id = "1", "0" * 32
+    return tracker
+
+
+def test_writes_never_raise_while_mlflow_fails_then_replay_in_order_and_once(tmp_path: Path, down: Tracker,
+                                                                             monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    said: list[str] = []
+    folder = tmp_path / "run" / "tracking"
+    durable = DurableTracker(down, folder, say=said.append, retry_after_s=60)
+    a, b = eagle(3, 1), eagle(2, 1)
+    durable.log_trial("t1", result(a, 900.0))
+    durable.attempt_lost("t2", "the actor died; Ray runs it again", params=b)
+    durable.log_trial("t2", result(b, 1100.0))
+    durable.finish_search(status="FINISHED")
+    assert durable.unsynced() == 4
+    # One line for the outage (the writes after it are only spooled), naming the log with the traceback.
+    assert len(said) == 1 and str(folder / "tracking-errors.log") in said[0], said
+    assert "Traceback" in (folder / "tracking-errors.log").read_text()
+
+    store = Tracker("spooled", root=tmp_path).connect()
+    store.start_search(backend="sim")
+    back = DurableTracker(store, folder, say=said.append)
+    assert back.drain(force=True) == 0 and Spool(folder).pending() == []
+    for record in Spool(folder).records():  # replayed again, as after a crash before the marks
+        back.apply(record)
+    runs = {r.trial_id: r for r in store.trial_runs()}
+    assert sorted(runs) == ["t1", "t2"] and all(r.mlflow_status == "FINISHED" for r in runs.values())
+    assert runs["t1"].tags["autotune.attempt"] == "1" and runs["t2"].tags["autotune.attempt"] == "2"
+    assert runs["t2"].output_tok_s == 1100.0
+    history = store.client.get_metric_history(runs["t2"].run_id, "output_tok_s")
+    assert [(m.step, m.value) for m in history] == [(1, 1100.0)]
+    kept = {a.path for a in store.client.list_artifacts(runs["t2"].run_id, "attempts/1")}
+    kept |= {a.path for a in store.client.list_artifacts(runs["t2"].run_id, "attempts/2")}
+    assert kept == {"attempts/1/lost.txt", "attempts/2/result.json"}
+    parent = store.client.get_run(store.parent_run_id)
+    assert parent.info.status == "FINISHED" and parent.data.tags.get("autotune.winner_trial_id") == "t2"
+
+
+def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path: Path, down: Tracker,
+                                                                       monkeypatch, capsys) -> None:
+    from autotune.search.sync import main
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    assert main(["--name", "nothing-here", "--root", str(tmp_path)]) == 2
+    assert "no search named 'nothing-here'" in capsys.readouterr().err
+    folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
+    durable = DurableTracker(down, folder, say=lambda line: None)
+    # What begin() records, without its lock (this process is the sync's too).
+    durable.spool.write_header({"name": "spooled", "tracking_uri": down.tracking_uri,
+                                "experiment_id": "1", "parent_run_id": down.parent_run_id})
+    durable.log_trial("t1", result(eagle(3, 1), 900.0))
+    assert main(["--name", "spooled", "--root", str(tmp_path)]) == 1  # its server still refuses
+    out = capsys.readouterr().out
+    assert "run-1: 1 record(s) still wait" in out and "does not answer" in out
+
