@@ -64,6 +64,16 @@ def _space(tmp: Path, name: str, token: str, *, trials: int, start_s: float = 2)
     return write_space(tmp, space)
 
 
+def _start(tmp: Path, name: str, token: str, *cli: str, trials: int, start_s: float = 2,
+           summary: bool = True) -> tuple[Path, SearchDir, Path, subprocess.Popen]:
+    """The fault's search started as a user would: ``(space file, its folder, console log, driver)``."""
+    path = _space(tmp, name, token, trials=trials, start_s=start_s)
+    log = tmp / "search.log"
+    extra = ("--summary-json", str(tmp / "s.json")) if summary else ()
+    driver = start_cli(path, *cli, *extra, root=tmp, token=token, log=log)
+    return path, SearchDir(tmp, name), log, driver
+
+
 def _rows(log: Path) -> int:
     return len(_ROW.findall(log.read_text(errors="replace"))) if log.exists() else 0
 
@@ -116,11 +126,8 @@ def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowSe
     token = new_token("mlflow-restart")
     trials = 10
     # Slow enough starts that the search outlasts the server's restart (20-40 s on two busy cores).
-    path = _space(tmp_path, "mlflow-restart", token, trials=trials, start_s=3)
-    search = SearchDir(tmp_path, "mlflow-restart")
-    log = tmp_path / "search.log"
-    driver = start_cli(path, "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
-                       root=tmp_path, token=token, log=log)
+    _, search, log, driver = _start(tmp_path, "mlflow-restart", token, "--tracking-uri", server.url,
+                                    trials=trials, start_s=3)
     try:
         assert wait_until(lambda: _rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.2)
         assert driver.poll() is None, log.read_text(errors="replace")[-3000:]
@@ -157,11 +164,8 @@ def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowSe
 def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: MlflowServer) -> None:
     token = new_token("mlflow-down")
     trials = 3
-    path = _space(tmp_path, "mlflow-down", token, trials=trials)
-    search = SearchDir(tmp_path, "mlflow-down")
-    log = tmp_path / "search.log"
-    driver = start_cli(path, "--tracking-uri", server.url, "--summary-json", str(tmp_path / "s.json"),
-                       root=tmp_path, token=token, log=log)
+    _, search, log, driver = _start(tmp_path, "mlflow-down", token, "--tracking-uri", server.url,
+                                    trials=trials)
     try:
         # The search run is open in MLflow once the search prints its header; then the server goes.
         assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
@@ -249,16 +253,13 @@ def test_full_disk_under_the_store_then_synced(tmp_path: Path) -> None:
     try:
         token = new_token("mlflow-enospc")
         trials = 3
-        path = _space(tmp_path, "mlflow-enospc", token, trials=trials)
-        search = SearchDir(tmp_path, "mlflow-enospc")
         uri = f"sqlite:///{store}/mlflow.db"
         from autotune.tracking.tracker import Tracker
 
         # The store's tables, made while there is room; artifacts beside the search, not in this cwd.
         Tracker("mlflow-enospc", tracking_uri=uri, artifact_root=f"file://{tmp_path}/artifacts").connect()
-        log = tmp_path / "search.log"
-        driver = start_cli(path, "--tracking-uri", uri, "--summary-json", str(tmp_path / "s.json"),
-                           root=tmp_path, token=token, log=log)
+        _, search, log, driver = _start(tmp_path, "mlflow-enospc", token, "--tracking-uri", uri,
+                                        trials=trials)
         try:
             assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
                               timeout_s=240, poll_s=0.1)
@@ -293,10 +294,8 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
 
     token = new_token("mlflow-sigkill")
     trials = 4
-    path = _space(tmp_path, "mlflow-sigkill", token, trials=trials)
-    search = SearchDir(tmp_path, "mlflow-sigkill")
-    log = tmp_path / "search.log"
-    driver = start_cli(path, "--tracking-uri", server.url, root=tmp_path, token=token, log=log)
+    path, search, log, driver = _start(tmp_path, "mlflow-sigkill", token, "--tracking-uri", server.url,
+                                       trials=trials, summary=False)
     try:
         # The search run is open once the header is printed; from then on the server hangs, so the
         # first trial's write (spooled, its row printed, then sent) waits on it until the kill.
@@ -348,11 +347,8 @@ def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
                             nodes=(NodeSpec("head", 0, 1), NodeSpec("doomed", 2, 2), NodeSpec("spare", 2, 2)))
     try:
         trials = 4
-        path = _space(tmp_path, "node-lost", token, trials=trials, start_s=4)
-        search = SearchDir(tmp_path, "node-lost")
-        log = tmp_path / "search.log"
-        driver = start_cli(path, "--address", cluster.address, "--summary-json", str(tmp_path / "s.json"),
-                           root=tmp_path, token=token, log=log)
+        _, search, log, driver = _start(tmp_path, "node-lost", token, "--address", cluster.address,
+                                        trials=trials, start_s=4)
         doomed = str(cluster.lock_dir("doomed")).encode()
 
         def on_doomed() -> list[int]:
