@@ -303,18 +303,21 @@ def main(argv: list[str] | None = None) -> int:
         spec = winner_spec(tracker, winner, strip_metrics=args.strip_metrics, host=args.host, port=args.port)
         default = search_default(tracker, winner)
         text = render(spec, args.format, winner=winner, search=args.name, default=default)
-    except NothingToExport as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     except (AutotuneError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(exc)
     _write(text, args.output, executable=args.format == "sh")
     for line in provenance(winner, search=args.name, spec=spec, default=default):
         print(line, file=sys.stderr)
     if args.output:
         print(f"wrote {args.format} to {args.output}", file=sys.stderr)
     return 0
+
+
+def _failed(exc: BaseException) -> int:
+    """Say why an export could not be made; exit 1 when the search has nothing to export, 2 for
+    bad input (the one exit-code table of every command)."""
+    print(f"error: {exc}", file=sys.stderr)
+    return 1 if isinstance(exc, NothingToExport) else 2
 
 
 def _write(text: str, output: str | None, *, executable: bool) -> None:
@@ -340,12 +343,8 @@ def _main_levels(args: Any) -> int:
             text = levels.per_level_json(tracker, run_id=args.run_id, **spec_kw)
         else:
             text = levels.adaptive_export(tracker, args.adaptive_config, run_id=args.run_id, **spec_kw)
-    except NothingToExport as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     except (AutotuneError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(exc)
     _write(text, args.output, executable=not args.per_level)  # the adaptive export is a script
     if args.output:
         print(f"wrote {'the per-level table' if args.per_level else 'the adaptive launch'} to "
