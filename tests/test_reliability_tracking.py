@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 from reliability import record
@@ -166,23 +167,11 @@ def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: Ml
     trials = 3
     _, search, log, driver = _start(tmp_path, "mlflow-down", token, "--tracking-uri", server.url,
                                     trials=trials)
-    try:
-        # The search run is open in MLflow once the search prints its header; then the server goes.
-        assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
-                          timeout_s=240, poll_s=0.1)
-        server.kill()
-        rc = driver.wait(timeout=400)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    console = log.read_text(errors="replace")
-    unsynced = json.loads((tmp_path / "s.json").read_text()).get("tracking_unsynced")
-    hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+    rc, console, unsynced, hint, _ = _break_mid_search(tmp_path, log, driver, server.kill)
     assert rc == 0 and unsynced and hint, console[-3000:]
     server.start()
-    argv = [sys.executable, "-m", "autotune", *hint.group(1).split()[1:]]
-    first = subprocess.run(argv, cwd=tmp_path, env=cli_env(token), capture_output=True, text=True, timeout=300)
-    again = subprocess.run(argv, cwd=tmp_path, env=cli_env(token), capture_output=True, text=True, timeout=300)
+    first = _sync(hint.group(1), tmp_path, token)
+    again = _sync(hint.group(1), tmp_path, token)
     facts = _check(search, server.url, token, console + first.stdout + first.stderr, trials)
     winner = search.tracker(server.url).parent_runs()[0].data.tags.get("autotune.winner_run_id")
     facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,
@@ -219,6 +208,25 @@ def _attempt_values(tracker, run_id: str, folder: Path) -> list[str]:
                 tok_s = json.loads(Path(local).read_text()).get("output_tok_s")
                 values.append("-" if tok_s is None else f"{tok_s:.1f}")
     return values
+
+
+def _break_mid_search(tmp: Path, log: Path, driver: subprocess.Popen, break_store: Callable[[], Any],
+                      ) -> tuple[int, str, int | None, re.Match[str] | None, Any]:
+    """Break the store once the search has opened its run in MLflow (its header is printed), then
+    let the search finish: ``(exit code, console, records unsynced at the end, the summary's sync
+    hint, what break_store returned)``."""
+    try:
+        assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
+                          timeout_s=240, poll_s=0.1)
+        broken = break_store()
+        rc = driver.wait(timeout=400)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    console = log.read_text(errors="replace")
+    unsynced = json.loads((tmp / "s.json").read_text()).get("tracking_unsynced")
+    hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+    return rc, console, unsynced, hint, broken
 
 
 def _sync(hint: str, root: Path, token: str) -> subprocess.CompletedProcess[str]:
@@ -260,17 +268,7 @@ def test_full_disk_under_the_store_then_synced(tmp_path: Path) -> None:
         Tracker("mlflow-enospc", tracking_uri=uri, artifact_root=f"file://{tmp_path}/artifacts").connect()
         _, search, log, driver = _start(tmp_path, "mlflow-enospc", token, "--tracking-uri", uri,
                                         trials=trials)
-        try:
-            assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
-                              timeout_s=240, poll_s=0.1)
-            filler = _fill(store)
-            rc = driver.wait(timeout=400)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-        console = log.read_text(errors="replace")
-        unsynced = json.loads((tmp_path / "s.json").read_text()).get("tracking_unsynced")
-        hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+        rc, console, unsynced, hint, filler = _break_mid_search(tmp_path, log, driver, lambda: _fill(store))
         full_said = "full" in console
         assert rc == 0 and unsynced and hint, console[-3000:]
         filler.unlink()
