@@ -25,7 +25,7 @@ snapshot() { bash scripts/gpu/state.sh snapshot "$RES" "$OUT"; }
 if [ ! -f "$RES/started" ]; then
   # A bare machine after one that went back: carry the last call's files in $STATE (results.tar.gz,
   # mlruns.tar.gz) and the plan resumes there instead of starting over.
-  if [ -n "${STATE:-}" ] && [ -f "$STATE/results.tar.gz" ]; then bash scripts/gpu/state.sh restore "$RES" "$STATE" || exit 1; fi
+  if [ -n "${STATE:-}" ] && ls "$STATE"/results.tar.?z >/dev/null 2>&1; then bash scripts/gpu/state.sh restore "$RES" "$STATE" || exit 1; fi
   { python3 scripts/gpu/prepare_kit.py "${KIT:-.gpu/kit/site.tar.xz}"
     python3 scripts/gpu/make_models.py .gpu/models llama-8b qwen3-30b-a3b; } > "$RES/prepare.log" 2>&1
   { date -u; nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader

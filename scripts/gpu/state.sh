@@ -4,7 +4,8 @@
 #   bash scripts/gpu/state.sh snapshot RES OUT    consistent copy into OUT: results.tar.gz (RES with a
 #                                                 sqlite backup of mlruns/mlflow.db), mlruns.tar.gz, plan.log
 #   bash scripts/gpu/state.sh restore RES STATE   on a bare machine: RES and mlruns/ back from a snapshot
-#                                                 in STATE, marked so the plan resumes (RES/resumed)
+#                                                 in STATE (.tar.gz or .tar.xz), marked so the plan
+#                                                 resumes (RES/resumed)
 set -uo pipefail
 cmd=$1 RES=$2 DIR=$3
 case "$cmd" in
@@ -25,12 +26,20 @@ PY
     true
     ;;
   restore)
-    [ -f "$DIR/results.tar.gz" ] && [ -f "$DIR/mlruns.tar.gz" ] || {
-      echo "state.sh restore: $DIR has no results.tar.gz and mlruns.tar.gz (the files of an earlier call)" >&2; exit 2; }
+    # gzip as a call brings them back, or xz as they are committed (a third of the size, which the
+    # 64 MiB a call carries needs); Python's tarfile reads both, the device may lack the xz tool.
+    ext=""; for e in tar.gz tar.xz; do [ -f "$DIR/results.$e" ] && [ -f "$DIR/mlruns.$e" ] && { ext=$e; break; }; done
+    [ -n "$ext" ] || {
+      echo "state.sh restore: $DIR has no results.tar.gz and mlruns.tar.gz (the files of an earlier call; .tar.xz also read)" >&2; exit 2; }
     if [ -e "$RES/started" ]; then
       echo "state.sh restore: $RES already holds a started plan; restore only onto a bare machine" >&2; exit 2
     fi
-    mkdir -p "$RES" && tar -xzf "$DIR/results.tar.gz" -C "$RES" && tar -xzf "$DIR/mlruns.tar.gz" || exit 1
+    mkdir -p "$RES" && python3 - "$DIR/results.$ext" "$RES" "$DIR/mlruns.$ext" . <<'PY' || exit 1
+import sys, tarfile
+for archive, dest in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="fully_trusted")
+PY
     [ -f "$RES/mlflow.db" ] && cp "$RES/mlflow.db" mlruns/mlflow.db
     # The earlier machine's markers: this one starts the plan itself, which then skips what is done.
     rm -f "$RES/started" "$RES/plan.pid" "$RES/plan.done"
