@@ -246,6 +246,9 @@ def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path) -> None
     md = (Path(local) / "summary.md").read_text()
     assert md == outcome.report_files["summary.md"]
     assert "**Winner: steps=1" in md and "## Finalists" in md and "```" in md
+    # The command to serve with is real SGLang's, as the export writes it, not the emulator's.
+    assert outcome.summary()["serve_command"] in md and "AUTOTUNE_SIM_" not in md
+    assert "sglang.launch_server" in outcome.summary()["serve_command"]
     # The workload is the parent run's dataset: one row a request, its digest MLflow's own.
     inputs = client.get_run(parent.info.run_id).inputs.dataset_inputs
     assert len(inputs) == 1

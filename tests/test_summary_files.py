@@ -72,3 +72,17 @@ def test_files_land_beside_the_summary_json(tmp_path: Path) -> None:
     paths = write_beside(tmp_path / "run1.json", {TRIALS_CSV: "a\n", SUMMARY_MD: "# s\n"})
     assert sorted(p.name for p in paths) == ["run1.md", "run1.trials.csv"]
     assert (tmp_path / "run1.md").read_text() == "# s\n"
+
+
+def test_the_summary_gives_the_command_to_serve_with_not_the_measured_one() -> None:
+    """summary.md and the console print the winner's serve_command (the export's), not the launch
+    that carried the forced accept length; an old record without one says its command is as measured."""
+    measured = "export SGLANG_SIMULATE_ACC_LEN=2.756\npython -m sglang.launch_server --x 1"
+    serve = "python -m sglang.launch_server --x 1"
+    w = result(SPEC, output_tok_s=300.0, speedup=1.5, launch_command=measured, serve_command=serve)
+    md = summary_md(outcome(w), [])
+    assert f"```\n{serve}\n```" in md and "SIMULATE_ACC_LEN" not in md
+    assert "Launch command (to serve with;" in md
+    old = summary_md(outcome(result(SPEC, output_tok_s=300.0, launch_command=measured)), [])
+    assert "Launch command as measured (python -m autotune.export writes the one to serve with):" in old
+    assert measured in old

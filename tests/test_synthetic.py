@@ -223,6 +223,11 @@ def test_a_synthetic_trial_is_labelled_everywhere_and_never_exported(tmp_path, c
     text = target.read_text()
     command = [line for line in text.splitlines() if not line.startswith("#")]
     assert not any(synthetic.ENV in line for line in command)
+    # The search's console and summary.md print the trial's serve_command: the export's, to a line.
+    serve = out["serve_command"].splitlines()
+    assert serve == [line for line in command if line.strip()]
+    assert "sglang.launch_server" in out["serve_command"] and "AUTOTUNE_SIM_" not in out["serve_command"]
+    assert "autotune.sim" in out["launch_command"]  # what was measured: the emulator
     notes = [line for line in text.splitlines() if line.startswith("#")]
     assert any(synthetic.LABEL in line and f"{forced:.3f}".rstrip("0") in line for line in notes)
 

@@ -32,6 +32,8 @@ from autotune.space import synthetic
 from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
                             objective_of, select_winner)
 from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
+from autotune.launch.serving import serving_spec
+from autotune.sglang.metrics import DEVICE_TIMER_ENV
 from autotune.launch.spec import LaunchSpec
 from autotune.space.warm_start import versus_default
 
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
 
 FORMATS = ("sh", "yaml", "json")
-SIM_ENV_PREFIX = "AUTOTUNE_SIM_"
-METRICS_ENV = ("SGLANG_ENABLE_METRICS_DEVICE_TIMER",)
 SGLANG_MODULE = BACKENDS["sglang"].module
 
 
@@ -50,24 +50,9 @@ class NothingToExport(AutotuneError):
 
 def real_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None = None,
               port: int | None = None) -> LaunchSpec:
-    """The launch on real SGLang: backend ``sglang``, no emulator variables, no fixed port, and
-    none of the trial's trial-only args (``measure.fast_start``'s prefill-graph switch).
-
-    Args:
-        spec: The launch a trial ran (any backend).
-        strip_metrics: Drop ``--enable-metrics`` and the device-timer variable.
-        host: Bind address; the trial's if None.
-        port: Port; SGLang's default if None.
-    """
-    spec = spec.without_trial_only()
-    # A forced accept length is a measuring device for dummy weights, never a serving setting.
-    env = {k: v for k, v in spec.env.items()
-           if not k.startswith(SIM_ENV_PREFIX) and k != synthetic.ENV}
-    args = dict(spec.server_args)
-    if strip_metrics:
-        env = {k: v for k, v in env.items() if k not in METRICS_ENV}
-        args.pop("enable_metrics", None)
-    return replace(spec, backend="sglang", env=env, server_args=args, host=host or spec.host, port=port)
+    """The launch on real SGLang (:func:`autotune.launch.serving.serving_spec`, the one place that
+    decides it)."""
+    return serving_spec(spec, strip_metrics=strip_metrics, host=host, port=port)
 
 
 def without_speculation(spec: LaunchSpec) -> LaunchSpec:
@@ -175,7 +160,7 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
     tagged = BACKENDS.get(run.tags.get("autotune.backend") or "")
     if tagged is not None and tagged.emulated:
         lines.append("measured on the sim backend (the SGLang emulator): re-measure on real GPUs")
-    kept = "enable_metrics" in spec.server_args or any(k in spec.env for k in METRICS_ENV)
+    kept = "enable_metrics" in spec.server_args or DEVICE_TIMER_ENV in spec.env
     if kept:
         lines.append("--enable-metrics and the device timer are kept as measured (--strip-metrics drops them)")
     return lines

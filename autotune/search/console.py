@@ -94,7 +94,16 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         server = outcome.tracking_uri.startswith(("http://", "https://"))
         print(f"  Export winner:  {bindir}python -m autotune.export --name {outcome.name} "
               + (f"--tracking-uri {outcome.tracking_uri} " if server else "") + "--format sh", file=out)
-    print(f"\nLaunch command:\n{w.launch_command}", file=out, flush=True)
+    heading, command = serve_heading(w.serve_command, w.launch_command)
+    print(f"\n{heading}:\n{command}", file=out, flush=True)
+
+
+def serve_heading(serve: str | None, measured: str | None) -> tuple[str, str | None]:
+    """The winner's command and its heading: the one to serve with, else (a record written before
+    trials kept it) the measured one, said to be that."""
+    if serve:
+        return "Launch command (to serve with; python -m autotune.export writes it checked by SGLang's parser)", serve
+    return "Launch command as measured (python -m autotune.export writes the one to serve with)", measured
 
 
 def _print_unsynced(outcome: SearchOutcome, out: TextIO) -> None:

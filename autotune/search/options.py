@@ -81,6 +81,7 @@ class SearchOutcome:
             "break_even_accept_length": w.get("break_even_accept_length"),
             "phases": w.get("phases"),
             "launch_command": w.get("launch_command"),
+            "serve_command": w.get("serve_command"),
             "trials": {"total": self.trials, "feasible": self.feasible,
                        "infeasible": self.infeasible, "failed": self.failed},
             "finalists": self.finalists,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.search.console import num
+from autotune.search.console import num, serve_heading
 from autotune.search.levels import levels_of
 from autotune.search.options import SearchOutcome
 from autotune.trial.report import phase_rows
@@ -172,8 +172,9 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
         lines += [f"| {label} | {num(ph.get(f'{k}_ms'), '.2f')} | {num(ph.get(f'{k}_pct'), '.1f')}% |"
                   for label, k in phase_rows(speculative=not w.is_baseline)]
         lines.append(f"| total | {num(ph.get('cycle_ms'), '.2f')} | |")
-        if w.launch_command:
-            lines += ["", "Launch command:", "", "```", w.launch_command, "```"]
+        heading, command = serve_heading(w.serve_command, w.launch_command)
+        if command:
+            lines += ["", f"{heading}:", "", "```", command, "```"]
     if outcome.per_level:
         lines += ["", "## Best config per concurrency", "",
                   "Each level's winner by the same policy as the single winner, every config judged "

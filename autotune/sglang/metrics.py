@@ -12,6 +12,9 @@ from __future__ import annotations
 NUM_RUNNING_REQS = "sglang:num_running_reqs"
 NUM_QUEUE_REQS = "sglang:num_queue_reqs"
 GEN_THROUGHPUT = "sglang:gen_throughput"
+DEVICE_TIMER_ENV = "SGLANG_ENABLE_METRICS_DEVICE_TIMER"
+"""Turns on the CUDA-event device timer behind :data:`FORWARD_SECONDS` (``=1``)."""
+
 SPEC_ACCEPT_LENGTH = "sglang:spec_accept_length"
 SPEC_ACCEPT_RATE = "sglang:spec_accept_rate"
 SPEC_NUM_STEPS = "sglang:spec_num_steps"

@@ -21,6 +21,10 @@ from typing import Any
 
 from autotune.errors import LaunchArgsError
 
+SIMULATE_ACC_LEN_ENV = "SGLANG_SIMULATE_ACC_LEN"
+"""SGLang's forced mean accept length (tokens per verify cycle, the bonus token included): a
+measuring device for dummy weights, never a serving setting."""
+
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 """Algorithms SGLang resolves with ``_handle_eagle_family`` (NEXTN as an alias of EAGLE, rewritten
 before): steps, topk and draft tokens set together or not at all, topk 1 forcing the draft tokens.

@@ -26,8 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-ENV = "SGLANG_SIMULATE_ACC_LEN"
-"""SGLang's forced mean accept length (tokens per verify cycle, the bonus token included)."""
+# SGLang's forced mean accept length: the name is an SGLang fact, kept in autotune.sglang.
+from autotune.sglang.speculative import SIMULATE_ACC_LEN_ENV as ENV
 
 SYNTHETIC, MEASURED = "synthetic", "measured"
 """Values of :func:`acceptance_source`, the ``autotune.acceptance`` tag and the trial JSON key."""

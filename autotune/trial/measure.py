@@ -28,6 +28,7 @@ from autotune.bench.client import run_benchmark
 from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
                              ServerStartupCrash, ServerStartupTimeout)
 from autotune.launch.spec import LaunchSpec
+from autotune.sglang import metrics
 from autotune.sglang.backend import get_backend
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
@@ -41,7 +42,7 @@ from autotune.trial.result import TrialResult, failed_result, summarise
 from autotune.trial.warmup import Level, flush_cache, stabilise
 from autotune.trial.verdict import judge
 
-DEVICE_TIMER_ENV = {"SGLANG_ENABLE_METRICS_DEVICE_TIMER": "1"}
+DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
 
 
 @dataclass(frozen=True)

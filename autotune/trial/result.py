@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from autotune.bench.records import BenchResult
+from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.telemetry import GpuSampler, GpuWindow, repeat_figures, trial_figures, window_detail
@@ -35,6 +36,9 @@ class TrialResult:
     is_baseline: bool
     failure: str | None = None
     launch_command: str | None = None
+    # What to serve with: the launch as measured less its measuring devices (forced acceptance,
+    # emulator variables, trial-only args), by autotune.launch.serving, as the export writes it.
+    serve_command: str | None = None
     argv: list[str] | None = None
     env: dict[str, str] | None = None
     output_tok_s: float | None = None
@@ -202,7 +206,8 @@ def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
     """
     result = TrialResult(
         status=Status.OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
-        launch_command=spec.shell_command(), argv=spec.argv(python="python"), env=spec.record_env(),
+        launch_command=spec.shell_command(), serve_command=serving_spec(spec).shell_command(),
+        argv=spec.argv(python="python"), env=spec.record_env(),
         log_tail=tail, log_path=log_path, server_info=info, startup_s=startup_s,
         **_acceptance(config))
     rates = [b.output_tok_s for b in benches if b.output_tok_s is not None and not b.failed]
