@@ -506,3 +506,18 @@ def test_trial_cli_baseline_store_measures_the_baseline_once(sim_env: None, tmp_
     assert "SGLANG_SIMULATE_ACC_LEN=3" in outs[1]["launch_command"]
     # The second call launched one server (its own); the first launched two.
     assert len(list((tmp_path / "w2").glob("**/*.log"))) > len(list((tmp_path / "w3").glob("**/*.log")))
+    # Another workload naming the same DIR is refused before it starts anything: the stored
+    # baseline holds for its own workload only.
+    other = tmp_path / "other"
+    other.mkdir()
+    longer = cli_space(other, repeats=1, forced_accept=True)
+    longer.write_text(longer.read_text().replace("output_len: 24", "output_len: 40"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune.trial", "--space", str(longer), "--params",
+         json.dumps({"speculative_num_steps": 2, "speculative_eagle_topk": 1, "SGLANG_SIMULATE_ACC_LEN": "2"}),
+         "--json", "--baseline-store", str(store), "--workdir", str(tmp_path / "w-other")],
+        cwd=REPO, capture_output=True, text=True, timeout=100, env=dict(os.environ), check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "measured-on.txt" in proc.stderr and "another workload" in proc.stderr
+    assert "name another --baseline-store" in proc.stderr
+    assert not (tmp_path / "w-other").exists() and len(list(store.glob("*.json"))) == 1

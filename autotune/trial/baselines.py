@@ -85,6 +85,43 @@ class FileBaselineStore:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+MEASURED_ON = "measured-on.txt"  # JSON, named so that readers of the baselines (*.json) skip it
+
+
+def shared_store(directory: str | os.PathLike, *, workload: Any, settings: Any) -> FileBaselineStore:
+    """A store that several ``python -m autotune.trial`` calls share, bound to one workload.
+
+    The first call writes what its baselines are measured on (the workload, and the measuring
+    switches that change tok/s: fast start, the device timer) into ``measured-on.txt``; a later call
+    measuring something else is refused, because a baseline's figures hold only for its own
+    workload. A search's own ``baselines/`` folder has no such file until a call first names it.
+
+    Raises:
+        ConfigError: The folder's baselines were measured on another workload.
+    """
+    from autotune.errors import ConfigError
+
+    store = FileBaselineStore(directory)
+    mine = {"workload": repr(workload), "fast_start": getattr(settings, "fast_start", None),
+            "device_timer": getattr(settings, "device_timer", None)}
+    marker = store.dir / MEASURED_ON
+    try:
+        theirs = json.loads(marker.read_text())
+    except FileNotFoundError:
+        tmp = marker.with_suffix(".tmp")
+        tmp.write_text(json.dumps(mine, indent=1, sort_keys=True))
+        os.replace(tmp, marker)
+        return store
+    except ValueError as exc:
+        raise ConfigError(f"not valid JSON ({exc}); remove it or name another --baseline-store",
+                          file=str(marker)) from None
+    if theirs != mine:
+        what = ", ".join(k for k in sorted(mine) if theirs.get(k) != mine[k])
+        raise ConfigError(f"the baselines here were measured with another {what} (theirs: "
+                          f"{theirs}); name another --baseline-store for this workload", file=str(marker))
+    return store
+
+
 def group_key(config: Any) -> str:
     """Stable text key of a config's non-speculative settings."""
     key = config.group_key()

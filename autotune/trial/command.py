@@ -16,7 +16,7 @@ from autotune import cli
 from autotune.sglang.backend import get_backend
 from autotune.errors import AutotuneError
 from autotune.space.workload import Workload
-from autotune.trial.baselines import FileBaselineStore
+from autotune.trial.baselines import shared_store
 from autotune.trial.measure import evaluate, settings_for, slos_of
 
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", help="where server logs go")
     parser.add_argument("--baseline-store", metavar="DIR",
                         help="reuse baselines kept in DIR (measured once, then shared by every "
-                             "later call that names the same DIR)")
+                             "later call that names the same DIR; one workload a DIR)")
     args = parser.parse_args(argv)
     cli.interruptible()
     try:
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         base_cfg = None if config.is_baseline else space.trial_config(space.baseline_params(params))
         settings = settings_for(space, workdir=args.workdir, repeats=args.repeats)
         workload = Workload.from_spec(space.workload, file=space.file)
-        store = FileBaselineStore(args.baseline_store) if args.baseline_store else None
+        store = (shared_store(args.baseline_store, workload=space.workload, settings=settings)
+                 if args.baseline_store else None)
         result = evaluate(config, workload=workload, baseline_config=base_cfg, settings=settings,
                           store=store, slos=slos_of(space), min_speedup=space.constraints.min_speedup)
     except AutotuneError as exc:
@@ -71,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary_json(result), default=str))
     else:
         print(phase_table(result))
-        print(f"\nLaunch command:\n{result.launch_command}")
+        print(f"\nLaunch command as measured:\n{result.launch_command}")
+        if result.serve_command:
+            print(f"\nLaunch command to serve with (what python -m autotune.export writes):\n"
+                  f"{result.serve_command}")
         if not result.ok and result.log_tail:
             print("\nServer log tail:\n" + result.log_tail)
     return 0 if result.ok else 1
