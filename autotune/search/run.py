@@ -34,12 +34,10 @@ EXIT_INTERRUPTED = cli.INTERRUPTED
 
 
 def _make_sampler(space: Any, seed: int) -> Any:
-    try:
-        from autotune.search.samplers import make_sampler
-    except ImportError:  # the registry ships with the phase-model sampler
-        import optuna
+    # The registry ships with the package: an ImportError here is a bug to see, never a reason to
+    # search with another sampler than the space names.
+    from autotune.search.samplers import make_sampler
 
-        return optuna.samplers.TPESampler(seed=seed)
     return make_sampler(space.search.sampler, seed=seed, space=space)
 
 
