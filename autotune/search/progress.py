@@ -49,8 +49,28 @@ class ProgressTable:
         self.header_line = (f"{'#':>3} {'trial':<14} {'params':<52} {'tok/s':>8} {'accept':>6} "
                             f"{'speedup':>7} {'status':<10} {best:>10}")
         self.rows = 0
+        self._headed = False
         self.best: float | None = None
         self.best_params: str | None = None
+
+    def carry_on(self, finished: list[tuple[Mapping[str, Any], TrialReport]]) -> None:
+        """Continue after a resume: the rows number on from the trials finished earlier, and the
+        best-so-far column starts at their best (else a resumed search's first row would read as
+        its best)."""
+        for params, report in finished:
+            self.rows += 1
+            self._consider(params, report)
+        if finished:
+            best = "none feasible" if self.best is None else f"{self.best:.1f} ({self.best_params})"
+            print(f"{len(finished)} trial(s) finished before the resume; best so far: {best}",
+                  file=self.out, flush=True)
+
+    def _consider(self, params: Mapping[str, Any], report: TrialReport) -> None:
+        value = report.objective
+        if report.feasible and value is not None:
+            if self.best is None or (value > self.best if self.maximize else value < self.best):
+                self.best = value
+                self.best_params = describe_params(params)
 
     def header(self) -> None:
         print(self.header_line, file=self.out, flush=True)
@@ -58,14 +78,11 @@ class ProgressTable:
 
     def row(self, *, trial: str, params: Mapping[str, Any], report: TrialReport,
             label: str | None = None) -> None:
-        if self.rows == 0:
+        if not self._headed:
             self.header()
+            self._headed = True
         self.rows += 1
-        value = report.objective
-        if report.feasible and value is not None:
-            if self.best is None or (value > self.best if self.maximize else value < self.best):
-                self.best = value
-                self.best_params = describe_params(params)
+        self._consider(params, report)
         status = report.status or "?"
         text = describe_params(params) if label is None else label
         # A forced accept length is marked "s": it is the synthetic model's, not a draft's.

@@ -41,6 +41,16 @@ def _make_sampler(space: Any, seed: int) -> Any:
     return make_sampler(space.search.sampler, seed=seed, space=space)
 
 
+def _finished_before(tuner: Any) -> list[tuple[dict, TrialReport]]:
+    """The trials a restored experiment had finished, in order, for the live table."""
+    try:
+        grid = tuner.get_results()
+    except Exception:  # noqa: BLE001 - the table then numbers from 1; the search is unaffected
+        return []
+    done = [(dict(r.config or {}), TrialReport.from_metrics(r.metrics or {})) for r in grid]
+    return [(cfg, rep) for cfg, rep in done if rep is not None]
+
+
 def _experiment_dir(root: Path, name: str, resume: bool) -> tuple[Path, str, bool]:
     """``(storage, run_name, restoring)``: a fresh run dir, or the latest one with --resume."""
     storage = root / "mlruns" / "ray" / name
@@ -168,6 +178,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     if restoring:
         tuner = tune.Tuner.restore(str(exp_dir), trainable=fn, resume_unfinished=True,
                                    resume_errored=True)
+        table.carry_on(_finished_before(tuner))
     else:
         # SGLang's own default speculative config goes first: the one a tuned config has to beat.
         searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
