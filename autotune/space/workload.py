@@ -10,7 +10,6 @@ natural (``output_len: null``: each prompt's own length from the data, stopping 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
+from autotune.space import sampling
 from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
@@ -31,7 +31,7 @@ _DEFAULTS: dict[str, Any] = {
     "source": "builtin", "path": None, "num_prompts": 64, "warmup_prompts": 4,
     "output_len": 256, "max_output_len": 2048, "seed": 0, "concurrency": 1,
     "request_rate": None, "api": "generate", "max_duration_s": None, "tokenizer": None,
-    "primary_concurrency": None,
+    "primary_concurrency": None, "sample": "random",
 }
 
 
@@ -57,6 +57,8 @@ class Workload:
     _measured: tuple[Prompt, ...]
     # ``concurrency: [1, 8, 64]``: every level, as written; None for a single concurrency.
     concurrency_levels: tuple[int, ...] | None = None
+    # How the prompts were drawn (autotune.space.sampling): random or stratified by kind.
+    sample: str = "random"
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None, *, file: str | None = None,
@@ -71,7 +73,8 @@ class Workload:
                 ``request_rate: null``, ``api: generate``, ``max_duration_s: null``).
                 ``concurrency`` may be a list of levels (each trial measures every one, see
                 :meth:`levels`); ``primary_concurrency``, one of them, is the level the search
-                optimises (default: the first).
+                optimises (default: the first). ``sample`` is how prompts are drawn:
+                ``random`` (default) or ``stratified`` by kind (:mod:`autotune.space.sampling`).
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
@@ -120,6 +123,9 @@ class Workload:
                                 f"({', '.join(sglang_datasets.DATASETS)}), got {source!r}")
         if v["tokenizer"] is not None and dataset is None:
             raise bad("tokenizer", "only a source sglang:<dataset> takes a tokenizer")
+        sample = v["sample"]
+        if sample not in sampling.SAMPLES:
+            raise bad("sample", f"must be one of {', '.join(sampling.SAMPLES)}, got {sample!r}")
         api = v["api"]
         if api not in APIS:
             raise bad("api", f"must be one of {', '.join(APIS)}, got {api!r}")
@@ -171,14 +177,18 @@ class Workload:
             raise bad("num_prompts", f"{display} has {len(prompts)} distinct prompts, fewer than "
                                      f"warmup_prompts + num_prompts = {need}; lower num_prompts "
                                      "or use a larger file")
-        picks = random.Random(seed).sample(range(len(prompts)), need)
+        try:
+            warm_idx, measured_idx = sampling.pick(prompts, warmup=warm, measured=num,  # type: ignore[arg-type]
+                                                   seed=seed, sample=sample)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise bad("sample", f"{display}: {exc}") from None
         return cls(source=source, path=shown, num_prompts=num,  # type: ignore[arg-type]
                    warmup_prompts=warm, output_len=out_len,  # type: ignore[arg-type]
                    max_output_len=max_out, seed=seed, concurrency=conc,  # type: ignore[arg-type]
                    request_rate=rate, api=api, max_duration_s=max_dur,
-                   _warmup=tuple(prompts[i] for i in picks[:warm]),
-                   _measured=tuple(prompts[i] for i in picks[warm:]),
-                   concurrency_levels=levels)
+                   _warmup=tuple(prompts[i] for i in warm_idx),
+                   _measured=tuple(prompts[i] for i in measured_idx),
+                   concurrency_levels=levels, sample=sample)
 
     def levels(self) -> list[Workload]:
         """One workload per concurrency level, in the order written; ``[self]`` for one level.
@@ -212,6 +222,9 @@ class Workload:
                "max_output_len": self.max_output_len, "seed": self.seed,
                "concurrency": self.concurrency, "request_rate": self.request_rate,
                "api": self.api, "max_duration_s": self.max_duration_s}
+        if self.sample != "random":
+            # Only when chosen: the default's logged parameters stay as they were.
+            out["sample"] = self.sample
         if self.concurrency_levels:
             out["concurrency"] = list(self.concurrency_levels)
             out["primary_concurrency"] = self.concurrency
