@@ -1,7 +1,10 @@
 """The load levels of a ``workload:``: ``concurrency: [1, 8, 64]`` or ``request_rate: [2, 8]``.
 
 One of the two load keys may be a list; each trial is then measured at every level
-(:mod:`autotune.trial.levels`, where :class:`~autotune.trial.levels.LoadLevel` defines a level).
+(:mod:`autotune.trial.levels`). :class:`LoadLevel` here is the one definition of a level: its
+label (``c8``, ``r2.5``), its key and its field, used by the metrics, ``trials.csv``, the tags, the
+summary and the exports.
+
 A concurrency list measures closed-loop load (that many requests in flight); a rate list
 measures open-loop Poisson arrivals at each rate (the scalar ``request_rate`` semantics, seeded by
 ``workload.seed``), capped by the scalar ``concurrency`` as a single rate is (``concurrency: null``
@@ -14,12 +17,85 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from autotune.errors import ConfigError
-from autotune.trial.levels import AXES, CONCURRENCY, REQUEST_RATE, LoadLevel
 
-__all__ = ["MAX_CONCURRENCY", "MAX_LEVELS", "PRIMARY_KEYS", "primary_level", "read_levels"]
+__all__ = ["AXES", "CONCURRENCY", "MAX_CONCURRENCY", "MAX_LEVELS", "PRIMARY_KEYS", "REQUEST_RATE",
+           "LoadLevel", "as_level", "primary_level", "read_levels"]
+
+CONCURRENCY, REQUEST_RATE = "concurrency", "request_rate"
+#: The workload keys that take a list of levels.
+AXES = (CONCURRENCY, REQUEST_RATE)
+
+
+@dataclass(frozen=True)
+class LoadLevel:
+    """One load level: a concurrency (closed loop) or a request rate (open-loop arrivals).
+
+    Attributes:
+        axis: ``concurrency`` or ``request_rate`` (the workload key it comes from).
+        value: The concurrency (an int) or the requests per second (a float).
+    """
+
+    axis: str
+    value: int | float
+
+    @property
+    def label(self) -> str:
+        """``c8`` for concurrency 8, ``r2.5`` for 2.5 requests/s: metric and column suffixes."""
+        return f"c{int(self.value)}" if self.axis == CONCURRENCY else f"r{self.value:g}"
+
+    @property
+    def key(self) -> str:
+        """The level's key in the tag ``autotune.level_status``: a concurrency's number as written
+        before rates existed (``"8"``), a rate's label (``"r2.5"``)."""
+        return str(int(self.value)) if self.axis == CONCURRENCY else self.label
+
+    @property
+    def title(self) -> str:
+        """What the axis is called in headings: ``concurrency`` or ``request rate``."""
+        return "concurrency" if self.axis == CONCURRENCY else "request rate"
+
+    def describe(self) -> str:
+        """``concurrency 8`` or ``request rate 2.5/s``, for messages and reports."""
+        if self.axis == CONCURRENCY:
+            return f"concurrency {int(self.value)}"
+        return f"request rate {self.value:g}/s"
+
+    def field(self) -> dict[str, int | float]:
+        """``{"concurrency": 8}`` or ``{"request_rate": 2.5}``: the level in records and rows."""
+        return {self.axis: self.value}
+
+    @classmethod
+    def of(cls, axis: str, value: Any) -> LoadLevel:
+        """A level of ``axis`` (ints for concurrency, floats for rates, so equal levels compare equal)."""
+        if axis == CONCURRENCY:
+            return cls(axis, int(value))
+        if axis == REQUEST_RATE and math.isfinite(float(value)) and float(value) > 0:
+            return cls(axis, float(value))
+        raise ValueError(f"not a load level: {axis}={value!r}")
+
+    @classmethod
+    def of_record(cls, record: dict[str, Any]) -> LoadLevel:
+        """The level of a level record or a per-level row (it holds one axis key)."""
+        if record.get(REQUEST_RATE) is not None and record.get(CONCURRENCY) is None:
+            return cls.of(REQUEST_RATE, record[REQUEST_RATE])
+        return cls.of(CONCURRENCY, record[CONCURRENCY])
+
+    @classmethod
+    def from_key(cls, key: str) -> LoadLevel:
+        """The level of a :attr:`key` (``"8"``, ``"r2.5"``)."""
+        if key.startswith("r"):
+            return cls.of(REQUEST_RATE, key[1:])
+        return cls.of(CONCURRENCY, key)
+
+
+def as_level(level: LoadLevel | int) -> LoadLevel:
+    """A level; a bare int is a concurrency (how levels were named before rates existed)."""
+    return level if isinstance(level, LoadLevel) else LoadLevel.of(CONCURRENCY, level)
+
 
 # A list of levels multiplies every trial's measuring time by its length; past a handful of levels
 # a search would spend its budget re-measuring one config.

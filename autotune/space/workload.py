@@ -17,9 +17,8 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
-from autotune.trial.levels import CONCURRENCY, LoadLevel
 from autotune.space import sampling
-from autotune.space.load_levels import PRIMARY_KEYS, primary_level, read_levels
+from autotune.space.load_levels import CONCURRENCY, PRIMARY_KEYS, LoadLevel, primary_level, read_levels
 from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")

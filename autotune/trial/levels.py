@@ -1,8 +1,9 @@
 """Per-level answers: one trial measured at several load levels.
 
 A level is a closed-loop concurrency (``concurrency: [1, 8, 64]``) or an open-loop request rate
-(``request_rate: [2, 8]``); :class:`LoadLevel` is the one definition of what a level is, its label
-(``c8``, ``r2.5``) and how it is named in metrics, ``trials.csv``, the summary and the exports.
+(``request_rate: [2, 8]``); :class:`~autotune.space.load_levels.LoadLevel` is the one definition
+of what a level is, its label (``c8``, ``r2.5``) and how it is named in metrics, ``trials.csv``, the
+summary and the exports (re-exported here for the code that judges and reports levels).
 
 A trial whose workload lists levels measures each of them in turn on the same server
 (one start-up). Its :class:`~autotune.trial.result.TrialResult` is the *primary* level's result
@@ -17,86 +18,15 @@ and prints results.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Sequence
 
+from autotune.space.load_levels import AXES, CONCURRENCY, REQUEST_RATE, LoadLevel, as_level
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 
-__all__ = ["AXES", "LEVEL_FIELDS", "LoadLevel", "as_level", "concurrencies", "level_record",
+__all__ = ["AXES", "CONCURRENCY", "LEVEL_FIELDS", "REQUEST_RATE", "LoadLevel", "as_level", "concurrencies", "level_record",
            "level_result", "levels_measured", "metric_suffix", "with_levels"]
-
-CONCURRENCY, REQUEST_RATE = "concurrency", "request_rate"
-#: The workload keys that take a list of levels.
-AXES = (CONCURRENCY, REQUEST_RATE)
-
-
-@dataclass(frozen=True)
-class LoadLevel:
-    """One load level: a concurrency (closed loop) or a request rate (open-loop arrivals).
-
-    Attributes:
-        axis: ``concurrency`` or ``request_rate`` (the workload key it comes from).
-        value: The concurrency (an int) or the requests per second (a float).
-    """
-
-    axis: str
-    value: int | float
-
-    @property
-    def label(self) -> str:
-        """``c8`` for concurrency 8, ``r2.5`` for 2.5 requests/s: metric and column suffixes."""
-        return f"c{int(self.value)}" if self.axis == CONCURRENCY else f"r{self.value:g}"
-
-    @property
-    def key(self) -> str:
-        """The level's key in the tag ``autotune.level_status``: a concurrency's number as written
-        before rates existed (``"8"``), a rate's label (``"r2.5"``)."""
-        return str(int(self.value)) if self.axis == CONCURRENCY else self.label
-
-    @property
-    def title(self) -> str:
-        """What the axis is called in headings: ``concurrency`` or ``request rate``."""
-        return "concurrency" if self.axis == CONCURRENCY else "request rate"
-
-    def describe(self) -> str:
-        """``concurrency 8`` or ``request rate 2.5/s``, for messages and reports."""
-        if self.axis == CONCURRENCY:
-            return f"concurrency {int(self.value)}"
-        return f"request rate {self.value:g}/s"
-
-    def field(self) -> dict[str, int | float]:
-        """``{"concurrency": 8}`` or ``{"request_rate": 2.5}``: the level in records and rows."""
-        return {self.axis: self.value}
-
-    @classmethod
-    def of(cls, axis: str, value: Any) -> LoadLevel:
-        """A level of ``axis`` (ints for concurrency, floats for rates, so equal levels compare equal)."""
-        if axis == CONCURRENCY:
-            return cls(axis, int(value))
-        if axis == REQUEST_RATE and math.isfinite(float(value)) and float(value) > 0:
-            return cls(axis, float(value))
-        raise ValueError(f"not a load level: {axis}={value!r}")
-
-    @classmethod
-    def of_record(cls, record: dict[str, Any]) -> LoadLevel:
-        """The level of a level record or a per-level row (it holds one axis key)."""
-        if record.get(REQUEST_RATE) is not None and record.get(CONCURRENCY) is None:
-            return cls.of(REQUEST_RATE, record[REQUEST_RATE])
-        return cls.of(CONCURRENCY, record[CONCURRENCY])
-
-    @classmethod
-    def from_key(cls, key: str) -> LoadLevel:
-        """The level of a :attr:`key` (``"8"``, ``"r2.5"``)."""
-        if key.startswith("r"):
-            return cls.of(REQUEST_RATE, key[1:])
-        return cls.of(CONCURRENCY, key)
-
-
-def as_level(level: LoadLevel | int) -> LoadLevel:
-    """A level; a bare int is a concurrency (how levels were named before rates existed)."""
-    return level if isinstance(level, LoadLevel) else LoadLevel.of(CONCURRENCY, level)
 
 # What a level's record keeps of its own result: the figures that differ between levels. The
 # launch, the log tail, the requests and the telemetry stay on the trial (one server for all).
