@@ -314,4 +314,4 @@ def test_a_tree_winner_or_a_single_level_search_has_no_adaptive_form(demo, store
     rows = json.loads(out)["levels"]
     assert rows[1]["winner"]["is_baseline"] is True and rows[1]["winner"]["accept_length"] is None
     code, _, err = _export(store, "--name", "demo", "--per-level", capsys=capsys)
-    assert code == 1 and "one concurrency only" in err
+    assert code == 1 and "one load level only" in err

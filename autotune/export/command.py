@@ -273,10 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="port of the exported server (default: SGLang's)")
     levels = parser.add_mutually_exclusive_group()
     levels.add_argument("--per-level", action="store_true",
-                        help="a search with workload.concurrency: [..]: the best config at each level, "
+                        help="a search with workload.concurrency: [..] or request_rate: [..]: the best "
+                             "config at each level, "
                              "its figures there and its launch, as JSON (--format does not apply)")
     levels.add_argument("--adaptive-config", metavar="FILE",
-                        help="a search with concurrency levels: write SGLang's per-batch-size adaptive "
+                        help="a search with concurrency levels (not rates: the table is keyed by batch "
+                             "size): write SGLang's per-batch-size adaptive "
                              "speculation table to FILE (read back by SGLang's loader) and export the "
                              "launch that uses it (sh; --format does not apply)")
     args = parser.parse_args(argv)
@@ -317,7 +319,7 @@ def _write(text: str, output: str | None, *, executable: bool) -> None:
 
 
 def _main_levels(args: Any) -> int:
-    """``--per-level`` and ``--adaptive-config``: the per-concurrency exports (:mod:`autotune.export.levels`)."""
+    """``--per-level`` and ``--adaptive-config``: the per-level exports (:mod:`autotune.export.levels`)."""
     from autotune.export import levels
     from autotune.tracking.tracker import Tracker
 

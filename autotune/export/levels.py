@@ -1,4 +1,5 @@
-"""The per-concurrency exports of a search measured at several levels (``concurrency: [1, 8, 64]``).
+"""The per-level exports of a search measured at several levels (``concurrency: [1, 8, 64]`` or
+``request_rate: [2, 8]``).
 
 :func:`per_level_json` is the table: for each level, the config that wins there (the one winner
 policy applied per level, :func:`autotune.tracking.runs.select_level_winners`), its figures at that
@@ -7,7 +8,9 @@ level and its real-SGLang launch, each checked by SGLang's parser as the single 
 speculation table (:mod:`autotune.sglang.adaptive`), read back by SGLang's own loader, and the launch
 command that uses it, checked by SGLang's parser. That form exists only when every level's winner
 can share one server: the same non-speculative settings, EAGLE/EAGLE3 chains (topk 1) or no
-speculation; otherwise the error says which level stands in the way.
+speculation; otherwise the error says which level stands in the way. It also needs concurrency
+levels: SGLang keys the table by batch size, and a request rate sets no batch size (the batch an
+open-loop rate builds depends on the server's speed), so rate levels export the table only.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from autotune.launch.spec import LaunchSpec
 from autotune.sglang import adaptive
 from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, Winner, objective_of, search_levels,
                                     select_level_winners)
-from autotune.trial.levels import metric_suffix
+from autotune.trial.levels import CONCURRENCY, LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
@@ -34,7 +37,7 @@ _FIGURES = ("output_tok_s", "baseline_tok_s", "speedup", "accept_length", "break
 
 
 def level_winners(tracker: Tracker, *, run_id: str | None = None
-                  ) -> tuple[str, list[int], dict[int, Winner | None]]:
+                  ) -> tuple[str, list[LoadLevel], dict[LoadLevel, Winner | None]]:
     """``(search run id, levels, winner per level)`` of the newest search run, or of ``run_id``.
 
     Raises:
@@ -55,8 +58,9 @@ def level_winners(tracker: Tracker, *, run_id: str | None = None
     runs = tracker.trial_runs(parent)
     levels = search_levels(runs)
     if not levels:
-        raise NothingToExport(f"search run {parent} measured one concurrency only; per-level "
-                              "exports need workload.concurrency: [..] (use the plain export)")
+        raise NothingToExport(f"search run {parent} measured one load level only; per-level "
+                              "exports need workload.concurrency: [..] or request_rate: [..] "
+                              "(use the plain export)")
     metric, maximize = objective_of(run.data.tags)
     return parent, levels, select_level_winners(runs, levels, objective=metric, maximize=maximize)
 
@@ -71,7 +75,7 @@ def per_level_json(tracker: Tracker, *, run_id: str | None = None, **spec_kw: An
     rows = []
     for level in levels:
         w = winners[level]
-        row: dict[str, Any] = {"concurrency": level, "winner": None}
+        row: dict[str, Any] = {**level.field(), "level": level.label, "winner": None}
         if w is not None:
             launch = json.loads(render(winner_spec(tracker, w, **spec_kw), "json"))
             row["winner"] = {
@@ -85,7 +89,7 @@ def per_level_json(tracker: Tracker, *, run_id: str | None = None, **spec_kw: An
         rows.append(row)
     data = {"search": tracker.name, "search_run_id": parent, "levels": rows,
             "note": "each level's best config by the search's winner policy, judged against its "
-                    "baseline measured at the same concurrency"}
+                    f"baseline measured at the same {levels[0].title}"}
     return json.dumps(data, indent=2) + "\n"
 
 
@@ -99,14 +103,24 @@ def adaptive_export(tracker: Tracker, config_path: str | Path, *, run_id: str | 
             or parser rejects the result.
     """
     parent, levels, winners = level_winners(tracker, run_id=run_id)
-    missing = [lv for lv in levels if winners[lv] is None]
+    if any(lv.axis != CONCURRENCY for lv in levels):
+        raise ConfigError(f"search run {parent} measured request-rate levels "
+                          f"({', '.join(lv.label for lv in levels)}); SGLang's adaptive speculation "
+                          "table is keyed by batch size, and a request rate fixes no batch size (it "
+                          "depends on how fast the server drains the queue), so there is no table to "
+                          "write; use --per-level for each rate's best config, or search "
+                          "workload.concurrency: [..] for the adaptive form", field="adaptive_config")
+    # Concurrency levels from here on: the table's batch sizes.
+    batch = {int(lv.value): w for lv, w in winners.items()}
+    levels_b = [int(lv.value) for lv in levels]
+    missing = [lv for lv in levels_b if batch[lv] is None]
     if missing:
         raise NothingToExport(f"no feasible config at concurrency {missing}: the table would "
                               "have nothing to serve there")
-    specs = {lv: winner_spec(tracker, winners[lv], **spec_kw) for lv in levels}  # type: ignore[arg-type]
-    steps: dict[int, int] = {}
-    for lv in levels:
-        if winners[lv].is_baseline:  # type: ignore[union-attr]
+    specs = {lv: winner_spec(tracker, batch[lv], **spec_kw) for lv in levels_b}  # type: ignore[arg-type]
+    steps: dict[int, int] = {}  # batch size -> the winner's step count there
+    for lv in levels_b:
+        if batch[lv].is_baseline:  # type: ignore[union-attr]
             steps[lv] = 0
             continue
         why = adaptive.unsupported(specs[lv].server_args)
@@ -116,8 +130,8 @@ def adaptive_export(tracker: Tracker, config_path: str | Path, *, run_id: str | 
     if not any(steps.values()):
         raise NothingToExport("every level's best is the no-speculation baseline: serve without "
                               "speculation (python -m autotune.export)")
-    base = next(specs[lv] for lv in levels if steps[lv])
-    _same_server(base, specs, levels)
+    base = next(specs[lv] for lv in levels_b if steps[lv])
+    _same_server(base, specs, levels_b)
     path = Path(config_path).resolve()  # the launch names it; a relative path moves with the shell
     path.write_text(json.dumps(adaptive.adaptive_table(steps), indent=2) + "\n")
     union, checker = adaptive.check_table(path)

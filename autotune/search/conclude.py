@@ -22,7 +22,7 @@ from autotune.search.report import TrialReport
 from autotune.search.summary_files import (PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md,
                                            trials_csv)
 from autotune.space.warm_start import compare_to_default
-from autotune.space.workload import primary_concurrency
+from autotune.space.load_levels import primary_level
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
 
@@ -79,7 +79,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
         return v if maximize else -v
 
     levels = levels_of(r.result for _, _, r in results)
-    primary = primary_concurrency(space.workload) if levels else None
+    primary = primary_level(space.workload) if levels else None
     spec_ok = [r for r in results if r[2].feasible and not r[2].is_baseline and r[2].objective is not None]
     spec_ok.sort(key=key, reverse=True)
     finalists_out: list[dict[str, Any]] = []

@@ -78,10 +78,10 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
               file=out)
     print(phase_table(w), file=out)
     if outcome.per_level:
-        from autotune.search.summary_files import level_table
+        from autotune.search.summary_files import level_table, level_title
 
-        print("\nBest config per concurrency (each judged against its baseline at that level):",
-              file=out)
+        print(f"\nBest config per {level_title(outcome.per_level)} (each judged against its "
+              "baseline at that level):", file=out)
         for line in level_table(outcome.per_level):
             print(f"  {line}", file=out)
     if s.get("tuner_overhead_s_median") is not None:

@@ -1,6 +1,6 @@
-"""The search's per-concurrency answers: finalists for every level, and the best config per level.
+"""The search's per-level answers: finalists for every level, and the best config per level.
 
-With ``workload.concurrency: [1, 8, 64]`` every trial is measured and judged at each level
+With ``workload.concurrency: [1, 8, 64]`` (or ``request_rate: [2, 8]``) every trial is measured and judged at each level
 (:mod:`autotune.trial.levels`), and Optuna optimises the primary level. At the end
 :func:`level_finalists` adds, for each other level, the best config at that level to the finalists
 (so each level's answer is a confirmed config, as the single winner is), and :func:`level_answers`
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.trial.levels import concurrencies, level_result
+from autotune.trial.levels import LoadLevel, as_level, level_result, levels_measured
 from autotune.trial.outcome import Status
 from autotune.trial.winner import FINALIST, Candidate, known, pick_per_level
 
@@ -41,29 +41,31 @@ class Measured:
     stage: str
 
 
-def levels_of(results: Iterable[Any]) -> list[int]:
-    """The concurrency levels the search measured (the first result with levels), else []."""
+def levels_of(results: Iterable[Any]) -> list[LoadLevel]:
+    """The levels the search measured (the first result with levels), else []."""
     for result in results:
-        found = concurrencies(result)
+        found = levels_measured(result)
         if found:
             return found
     return []
 
 
-def level_finalists(measured: Sequence[tuple[Any, Any]], levels: Sequence[int], primary: int,
+def level_finalists(measured: Sequence[tuple[Any, Any]], levels: Sequence[LoadLevel | int],
+                    primary: LoadLevel | int,
                     *, metric: str, maximize: bool, chosen: Sequence[Any]) -> list[Any]:
     """Items to confirm besides ``chosen``: the best feasible speculative config of each other level.
 
     Args:
         measured: ``(item, result)`` per trial; items are what the caller confirms.
-        levels: The search's concurrency levels.
+        levels: The search's levels.
         primary: The level Optuna optimised (its finalists are ``chosen`` already).
         metric: The objective (a schema name).
         maximize: Its direction.
         chosen: The primary level's finalists.
     """
     extra: list[Any] = []
-    for level in levels:
+    primary = as_level(primary)
+    for level in map(as_level, levels):
         if level == primary:
             continue
         best, best_value = None, None
@@ -81,17 +83,18 @@ def level_finalists(measured: Sequence[tuple[Any, Any]], levels: Sequence[int], 
     return extra
 
 
-def level_answers(measured: Sequence[Measured], levels: Sequence[int], *, metric: str,
+def level_answers(measured: Sequence[Measured], levels: Sequence[LoadLevel | int], *, metric: str,
                   maximize: bool) -> list[dict[str, Any]]:
     """The best config at each level, by the one winner policy applied to that level.
 
     Returns:
-        One row per level, in the order written: ``concurrency``, ``winner`` (its row label,
+        One row per level, in the order written: the level's ``concurrency`` or
+        ``request_rate``, its ``level`` label (``c8``, ``r2.5``), ``winner`` (its row label,
         None when nothing at that level is feasible), ``is_baseline``, ``params``, ``note``,
         ``status``, ``objective`` (the metric's value there) and :data:`LEVEL_FIGURES`; unknown
         figures are None.
     """
-    def candidates_at(level: int) -> list[Candidate]:
+    def candidates_at(level: LoadLevel) -> list[Candidate]:
         out = []
         for m in measured:
             one = level_result(m.result, level)
@@ -103,8 +106,9 @@ def level_answers(measured: Sequence[Measured], levels: Sequence[int], *, metric
         return out
 
     rows = []
+    levels = [as_level(level) for level in levels]  # a bare int is a concurrency
     for level, pick in pick_per_level(levels, candidates_at, maximize=maximize).items():
-        row: dict[str, Any] = {"concurrency": level, "winner": None, "is_baseline": None,
+        row: dict[str, Any] = {**level.field(), "level": level.label, "winner": None, "is_baseline": None,
                                "params": None, "note": "nothing feasible at this level",
                                "status": None, "objective": None, "confirmed": None,
                                **dict.fromkeys(LEVEL_FIGURES)}

@@ -21,15 +21,15 @@ from autotune.search.console import num, serve_heading
 from autotune.search.levels import levels_of
 from autotune.search.options import SearchOutcome
 from autotune.trial.report import phase_rows
-from autotune.trial.levels import metric_suffix
+from autotune.trial.levels import LoadLevel, metric_suffix
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 
-__all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "level_table", "rows_of", "trials_csv", "summary_md",
+__all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "level_table", "level_title", "rows_of", "trials_csv", "summary_md",
            "write_beside"]
 
 TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
-# With concurrency levels: the summary JSON's per_level, as a file of its own (search.levels).
+# With load levels: the summary JSON's per_level, as a file of its own (search.levels).
 PER_LEVEL_JSON = "per_level.json"
 
 # What every row carries after the searched parameters; phases in ms per cycle.
@@ -37,7 +37,7 @@ _FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "ba
             "speedup", "accept_length", "acceptance", "synthetic_accept_length",
             "break_even_accept_length", "startup_s")
 _PHASES = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms", "verify_pct")
-# Per concurrency level (autotune.trial.levels), after everything else so single-level columns keep
+# Per load level (autotune.trial.levels), after everything else so single-level columns keep
 # their places: the level's verdict and the figures its break-even rests on.
 _LEVEL_COLUMNS = ("status", "output_tok_s", "baseline_tok_s", "speedup", "accept_length",
                   "break_even_accept_length")
@@ -95,7 +95,7 @@ def _cell(value: Any) -> Any:
 
 def trials_csv(rows: Sequence[Row]) -> str:
     """``trials.csv``: kind, trial id, verdict, reason, each searched parameter, the figures; with
-    concurrency levels, then each level's verdict and figures (``speedup_c8``, ...)."""
+    load levels, then each level's verdict and figures (``speedup_c8``, ``speedup_r2``, ...)."""
     params = _param_names(rows)
     levels = levels_of(row.result for row in rows)
     level_cols = [f"{f}{metric_suffix(c)}" for c in levels for f in _LEVEL_COLUMNS]
@@ -104,7 +104,7 @@ def trials_csv(rows: Sequence[Row]) -> str:
     out.writerow(["kind", "trial_id", "status", "reason", *params, *_FIGURES, *_PHASES, *level_cols])
     for row in rows:
         r, ph = row.result, row.result.phases or {}
-        at = {int(lv["concurrency"]): lv for lv in r.levels or []}
+        at = {LoadLevel.of_record(lv): lv for lv in r.levels or []}
         out.writerow([row.kind, row.trial_id, r.status, r.reason or "",
                       *(_cell((r.params or {}).get(p)) for p in params),
                       *(_cell(getattr(r, f)) for f in _FIGURES),
@@ -113,16 +113,23 @@ def trials_csv(rows: Sequence[Row]) -> str:
     return buf.getvalue()
 
 
+def level_title(per_level: Sequence[dict[str, Any]]) -> str:
+    """``concurrency`` or ``request rate``: what the per-level rows' levels are."""
+    return LoadLevel.of_record(per_level[0]).title if per_level else "concurrency"
+
+
 def level_table(per_level: Sequence[dict[str, Any]]) -> list[str]:
-    """The best config per concurrency level as a Markdown table (``summary.md`` and the console)."""
-    lines = ["| concurrency | best config | tok/s | baseline tok/s | speedup | break-even accept | why |",
+    """The best config per load level as a Markdown table (``summary.md`` and the console)."""
+    head = "request rate (req/s)" if level_title(per_level) == "request rate" else "concurrency"
+    lines = [f"| {head} | best config | tok/s | baseline tok/s | speedup | break-even accept | why |",
              "|---|---|---|---|---|---|---|"]
     for row in per_level:
+        level = LoadLevel.of_record(row)
         config = ("nothing feasible" if row.get("winner") is None
                   else _config(row.get("params"), baseline=bool(row.get("is_baseline"))))
         if row.get("winner") is not None and not row.get("confirmed"):
             config += " (not confirmed)"
-        lines.append(f"| {row['concurrency']} | {config} | {num(row.get('output_tok_s'), '.1f')} | "
+        lines.append(f"| {level.value:g} | {config} | {num(row.get('output_tok_s'), '.1f')} | "
                      f"{num(row.get('baseline_tok_s'), '.1f')} | {num(row.get('speedup'), '.3f')}x | "
                      f"{num(row.get('break_even_accept_length'), '.2f')} | {row.get('note')} |")
     return lines
@@ -176,9 +183,10 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
         if command:
             lines += ["", f"{heading}:", "", "```", command, "```"]
     if outcome.per_level:
-        lines += ["", "## Best config per concurrency", "",
+        title = level_title(outcome.per_level)
+        lines += ["", f"## Best config per {title}", "",
                   "Each level's winner by the same policy as the single winner, every config judged "
-                  "against its baseline measured at the same concurrency.", "",
+                  f"against its baseline measured at the same {title}.", "",
                   *level_table(outcome.per_level)]
     if outcome.finalists:
         lines += ["", "## Finalists", "", "| config | search tok/s | confirmed tok/s | speedup | verdict |",

@@ -10,7 +10,8 @@ File formats:
 
 * JSONL, one object per line: ``{"prompt": "..."}`` or ``{"messages": [{"role": "user",
   "content": "..."}, ...]}``, with optional ``"max_tokens": N`` (required for natural length) and
-  ``"id"``. Other keys are ignored. Blank lines are skipped.
+  ``"id"`` and ``"category"`` (the prompt's kind, for ``workload.sample: stratified``). Other keys
+  are ignored. Blank lines are skipped.
 * ShareGPT JSON: ``[{"id": ..., "conversations": [{"from": "human", "value": "..."},
   {"from": "gpt", "value": "..."}, ...]}, ...]``. The first human turn is the prompt; the natural
   output length is the next gpt turn's word count times 1.3 (about one token per 0.75 words).
@@ -53,6 +54,8 @@ class Prompt:
         ignore_eos: True for fixed output length (generate exactly ``max_tokens``).
         text: A plain prompt.
         messages: A chat, as ``(role, content)`` pairs.
+        kind: The prompt's kind from the data (a JSONL line's ``"category"``: ``chat``, ``code``,
+            ``math`` in the built-in set), or None; ``workload.sample: stratified`` balances it.
     """
 
     id: str
@@ -60,6 +63,7 @@ class Prompt:
     ignore_eos: bool
     text: str | None = None
     messages: tuple[tuple[str, str], ...] | None = None
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         if (self.text is None) == (self.messages is None):
@@ -99,6 +103,7 @@ class _Entry:
     messages: tuple[tuple[str, str], ...] | None
     natural_tokens: int | None
     line: int
+    kind: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,7 +188,9 @@ def read_jsonl(path: str | Path, *, display_name: str | None = None) -> list[_En
                                         field="max_tokens")
         ident = obj.get("id")
         ident = str(ident) if ident is not None else f"{Path(name).stem}:{lineno}"
-        entries.append(_Entry(ident, text_v, msgs, natural, lineno))
+        kind = obj.get("category")
+        entries.append(_Entry(ident, text_v, msgs, natural, lineno,
+                              kind=str(kind) if kind is not None else None))
     if not entries:
         raise ConfigError("prompt file has no prompts", file=name)
     return entries
@@ -295,5 +302,5 @@ def to_prompts(entries: list[_Entry], *, output_len: int | None, max_output_len:
             continue
         seen.add(key)
         out.append(Prompt(id=e.id, max_tokens=max_tokens, ignore_eos=ignore_eos, text=e.text,
-                          messages=e.messages))
+                          messages=e.messages, kind=e.kind))
     return out

@@ -10,7 +10,6 @@ natural (``output_len: null``: each prompt's own length from the data, stopping 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,20 +17,18 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
+from autotune.space import sampling
+from autotune.space.load_levels import CONCURRENCY, PRIMARY_KEYS, LoadLevel, primary_level, read_levels
 from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
 APIS = ("generate", "chat")
-# A list of concurrency levels multiplies every trial's measuring time by its length; past a
-# handful of levels a search would spend its budget re-measuring one config.
-MAX_LEVELS = 8
-MAX_CONCURRENCY = 4096
 
 _DEFAULTS: dict[str, Any] = {
     "source": "builtin", "path": None, "num_prompts": 64, "warmup_prompts": 4,
     "output_len": 256, "max_output_len": 2048, "seed": 0, "concurrency": 1,
     "request_rate": None, "api": "generate", "max_duration_s": None, "tokenizer": None,
-    "primary_concurrency": None,
+    "primary_concurrency": None, "primary_request_rate": None, "sample": "random",
 }
 
 
@@ -49,14 +46,17 @@ class Workload:
     output_len: int | None
     max_output_len: int
     seed: int
-    concurrency: int | None  # with levels, the primary level (what bench_kwargs drives)
-    request_rate: float | None
+    concurrency: int | None  # with concurrency levels, the primary level (what bench_kwargs drives)
+    request_rate: float | None  # with request-rate levels, the primary level
     api: str
     max_duration_s: float | None
     _warmup: tuple[Prompt, ...]
     _measured: tuple[Prompt, ...]
-    # ``concurrency: [1, 8, 64]``: every level, as written; None for a single concurrency.
-    concurrency_levels: tuple[int, ...] | None = None
+    # ``concurrency: [1, 8, 64]`` or ``request_rate: [2, 8]``: every level, as written; None for
+    # a single load (autotune.space.load_levels).
+    load_levels: tuple[LoadLevel, ...] | None = None
+    # How the prompts were drawn (autotune.space.sampling): random or stratified by kind.
+    sample: str = "random"
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None, *, file: str | None = None,
@@ -69,9 +69,11 @@ class Workload:
                 ``num_prompts: 64``, ``warmup_prompts: 4``, ``output_len: 256``,
                 ``max_output_len: 2048``, ``seed: 0``, ``concurrency: 1``,
                 ``request_rate: null``, ``api: generate``, ``max_duration_s: null``).
-                ``concurrency`` may be a list of levels (each trial measures every one, see
-                :meth:`levels`); ``primary_concurrency``, one of them, is the level the search
-                optimises (default: the first).
+                ``concurrency`` or ``request_rate`` may be a list of levels (each trial measures
+                every one, see :meth:`levels` and :mod:`autotune.space.load_levels`);
+                ``primary_concurrency`` / ``primary_request_rate``, one of them, is the level the
+                search optimises (default: the first). ``sample`` is how prompts are drawn:
+                ``random`` (default) or ``stratified`` by kind (:mod:`autotune.space.sampling`).
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
@@ -120,6 +122,9 @@ class Workload:
                                 f"({', '.join(sglang_datasets.DATASETS)}), got {source!r}")
         if v["tokenizer"] is not None and dataset is None:
             raise bad("tokenizer", "only a source sglang:<dataset> takes a tokenizer")
+        sample = v["sample"]
+        if sample not in sampling.SAMPLES:
+            raise bad("sample", f"must be one of {', '.join(sampling.SAMPLES)}, got {sample!r}")
         api = v["api"]
         if api not in APIS:
             raise bad("api", f"must be one of {', '.join(APIS)}, got {api!r}")
@@ -128,12 +133,9 @@ class Workload:
         out_len = integer("output_len", 1, optional=True)
         max_out = integer("max_output_len", 1)
         seed = integer("seed", 0)
-        levels = _levels(v["concurrency"], bad)
-        if levels is not None:
-            v["concurrency"] = _primary(levels, v["primary_concurrency"], bad)
-        elif v["primary_concurrency"] is not None:
-            raise bad("primary_concurrency", "only a list of concurrency levels takes a "
-                                             "primary_concurrency; write concurrency: [1, 8, 64]")
+        levels, primary = read_levels(v, bad)
+        if primary is not None:
+            v[primary.axis] = primary.value  # the workload's own load is the primary level's
         conc = integer("concurrency", 1, optional=True)
         rate = positive("request_rate")
         max_dur = positive("max_duration_s")
@@ -171,25 +173,50 @@ class Workload:
             raise bad("num_prompts", f"{display} has {len(prompts)} distinct prompts, fewer than "
                                      f"warmup_prompts + num_prompts = {need}; lower num_prompts "
                                      "or use a larger file")
-        picks = random.Random(seed).sample(range(len(prompts)), need)
+        try:
+            warm_idx, measured_idx = sampling.pick(prompts, warmup=warm, measured=num,  # type: ignore[arg-type]
+                                                   seed=seed, sample=sample)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise bad("sample", f"{display}: {exc}") from None
         return cls(source=source, path=shown, num_prompts=num,  # type: ignore[arg-type]
                    warmup_prompts=warm, output_len=out_len,  # type: ignore[arg-type]
                    max_output_len=max_out, seed=seed, concurrency=conc,  # type: ignore[arg-type]
                    request_rate=rate, api=api, max_duration_s=max_dur,
-                   _warmup=tuple(prompts[i] for i in picks[:warm]),
-                   _measured=tuple(prompts[i] for i in picks[warm:]),
-                   concurrency_levels=levels)
+                   _warmup=tuple(prompts[i] for i in warm_idx),
+                   _measured=tuple(prompts[i] for i in measured_idx),
+                   load_levels=levels, sample=sample)
+
+    @property
+    def concurrency_levels(self) -> tuple[int, ...] | None:
+        """The concurrency levels as written; None without a concurrency list."""
+        if not self.load_levels or self.load_levels[0].axis != CONCURRENCY:
+            return None
+        return tuple(int(lv.value) for lv in self.load_levels)
+
+    def primary_level(self) -> LoadLevel | None:
+        """The level the search optimises (this workload's own load); None without levels."""
+        if not self.load_levels:
+            return None
+        axis = self.load_levels[0].axis
+        return LoadLevel.of(axis, self.concurrency if axis == CONCURRENCY else self.request_rate)
 
     def levels(self) -> list[Workload]:
-        """One workload per concurrency level, in the order written; ``[self]`` for one level.
+        """One workload per level, in the order written; ``[self]`` for one level.
 
-        Each level's workload has that level as its single ``concurrency`` and the same prompts,
-        so a trial measures every level with the same requests on the same server.
+        Each level's workload has that level as its single ``concurrency`` (or ``request_rate``)
+        and the same prompts, so a trial measures every level with the same requests on the same
+        server. :meth:`level_of` names a level's workload.
         """
-        if not self.concurrency_levels:
+        if not self.load_levels:
             return [self]
-        return [replace(self, concurrency=c, concurrency_levels=None)
-                for c in self.concurrency_levels]
+        return [replace(self, load_levels=None, **lv.field()) for lv in self.load_levels]
+
+    def level_of(self, level_workload: Workload) -> LoadLevel | None:
+        """The level one of :meth:`levels` stands for; None when this workload has no levels."""
+        if not self.load_levels:
+            return None
+        axis = self.load_levels[0].axis
+        return LoadLevel.of(axis, getattr(level_workload, axis))
 
     def warmup(self) -> list[Prompt]:
         """Prompts for warming the server up; none of them is in :meth:`measured`."""
@@ -212,61 +239,30 @@ class Workload:
                "max_output_len": self.max_output_len, "seed": self.seed,
                "concurrency": self.concurrency, "request_rate": self.request_rate,
                "api": self.api, "max_duration_s": self.max_duration_s}
-        if self.concurrency_levels:
-            out["concurrency"] = list(self.concurrency_levels)
-            out["primary_concurrency"] = self.concurrency
+        if self.sample != "random":
+            # Only when chosen: the default's logged parameters stay as they were.
+            out["sample"] = self.sample
+        primary = self.primary_level()
+        if primary is not None:
+            out[primary.axis] = [lv.value for lv in self.load_levels or ()]
+            out[PRIMARY_KEYS[primary.axis]] = primary.value
         return out
 
 
 def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
     """The concurrency a ``workload:`` section drives for the search's objective, without loading
-    its prompts: its single ``concurrency``, or the primary of its levels (``primary_concurrency``,
-    else the first level written). For code that models a workload instead of running it.
+    its prompts: its single ``concurrency``, or the primary of its concurrency levels
+    (``primary_concurrency``, else the first level written); with request-rate levels, the single
+    ``concurrency`` that caps them. For code that models a workload instead of running it.
 
     Raises:
-        ConfigError: A bad ``concurrency`` list or ``primary_concurrency``.
+        ConfigError: A bad list of levels or primary key.
     """
     spec = spec or {}
-    def bad(key: str, msg: str) -> ConfigError:
-        return ConfigError(msg, field=f"workload.{key}")
-
-    value = spec.get("concurrency", _DEFAULTS["concurrency"])
-    levels = _levels(value, bad)
-    if levels is None:
-        return value
-    return _primary(levels, spec.get("primary_concurrency"), bad)
-
-
-def _levels(value: Any, bad: Any) -> tuple[int, ...] | None:
-    """The levels of a ``concurrency:`` list, checked; None for a single value (checked later)."""
-    if not isinstance(value, (list, tuple)):
-        return None
-    if not value:
-        raise bad("concurrency", "an empty list measures nothing; write one level (8) or "
-                                 "several ([1, 8, 64])")
-    if len(value) > MAX_LEVELS:
-        raise bad("concurrency", f"{len(value)} levels; at most {MAX_LEVELS} (each level "
-                                 "multiplies every trial's measuring time)")
-    seen: set[int] = set()
-    for i, x in enumerate(value):
-        key = f"concurrency[{i}]"
-        if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= MAX_CONCURRENCY:
-            raise bad(key, f"each level must be an integer from 1 to {MAX_CONCURRENCY}, "
-                           f"got {x!r}")
-        if x in seen:
-            raise bad(key, f"level {x} is listed twice; list each concurrency once")
-        seen.add(x)
-    return tuple(value)
-
-
-def _primary(levels: tuple[int, ...], value: Any, bad: Any) -> int:
-    """The level the search optimises: ``primary_concurrency``, else the first level written."""
-    if value is None:
-        return levels[0]
-    if value not in levels or isinstance(value, bool):
-        raise bad("primary_concurrency", f"must be one of the concurrency levels "
-                                         f"{list(levels)}, got {value!r}")
-    return value
+    level = primary_level(spec)
+    if level is not None and level.axis == CONCURRENCY:
+        return int(level.value)
+    return spec.get("concurrency", _DEFAULTS["concurrency"])
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],

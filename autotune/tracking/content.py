@@ -21,7 +21,7 @@ from autotune.cli import versions
 from autotune.tracking.runs import KIND_TRIAL, TrialRun
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import BACKENDS
-from autotune.trial.levels import metric_suffix
+from autotune.trial.levels import LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
     from autotune.trial.result import TrialResult
@@ -73,11 +73,11 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
 
 
 def level_metrics(result: TrialResult) -> dict[str, float]:
-    """Each concurrency level's known figures, named with the level's suffix (``speedup_c8``,
+    """Each load level's known figures, named with the level's suffix (``speedup_c8``, ``speedup_r2``,
     :func:`autotune.trial.levels.metric_suffix`); nothing for a single-level result."""
     out: dict[str, float] = {}
     for level in getattr(result, "levels", None) or []:
-        suffix = metric_suffix(int(level["concurrency"]))
+        suffix = metric_suffix(LoadLevel.of_record(level))
         for name in _RESULT_METRICS:
             value = finite_number(level.get(name))
             if value is not None:
@@ -89,8 +89,9 @@ def level_metrics(result: TrialResult) -> dict[str, float]:
 
 
 def level_statuses(result: TrialResult) -> dict[str, str]:
-    """``{concurrency: verdict}`` of a result's levels (the tag ``autotune.level_status``)."""
-    return {str(level["concurrency"]): str(level["status"])
+    """``{level key: verdict}`` of a result's levels (the tag ``autotune.level_status``; keys are
+    :attr:`~autotune.trial.levels.LoadLevel.key`: ``"8"``, ``"r2.5"``)."""
+    return {LoadLevel.of_record(level).key: str(level["status"])
             for level in getattr(result, "levels", None) or []}
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.trial.outcome import Status
-from autotune.trial.levels import metric_suffix
+from autotune.trial.levels import LoadLevel, as_level, metric_suffix
 from autotune.trial.winner import (FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level,
                                    pick_winner)
 
@@ -39,8 +39,9 @@ TAG_WINNER_RUN = "autotune.winner_run_id"
 TAG_WINNER_TRIAL = "autotune.winner_trial_id"
 TAG_WINNER_NOTE = "autotune.winner_note"
 TAG_ATTEMPT = "autotune.attempt"
-# On a trial run measured at several concurrency levels: {"<concurrency>": "<verdict>", ...}; its
-# figures are metrics with the level's suffix (speedup_c8, autotune.trial.levels.metric_suffix).
+# On a trial run measured at several load levels: {"<level key>": "<verdict>", ...} (keys "8" for
+# concurrency 8, "r2.5" for 2.5 requests/s: autotune.trial.levels.LoadLevel.key); its figures are
+# metrics with the level's suffix (speedup_c8, speedup_r2.5, autotune.trial.levels.metric_suffix).
 TAG_LEVEL_STATUS = "autotune.level_status"
 
 KIND_SEARCH = "search"
@@ -107,16 +108,16 @@ class TrialRun:
     def output_tok_s(self) -> float | None:
         return self.metric("output_tok_s")
 
-    def level_status(self, concurrency: int) -> str | None:
-        """The run's verdict at one concurrency level; None when it has no such level."""
+    def level_status(self, level: LoadLevel | int) -> str | None:
+        """The run's verdict at one load level; None when it has no such level."""
         levels = _json_dict(self.tags.get(TAG_LEVEL_STATUS))
         if not levels and self.status == Status.FAILED:
             return self.status  # failed before measuring any level: failed at every level
-        return levels.get(str(concurrency))
+        return levels.get(as_level(level).key)
 
-    def levels(self) -> list[int]:
-        """The concurrency levels the run measured, in order; empty for a single level."""
-        return [int(k) for k in _json_dict(self.tags.get(TAG_LEVEL_STATUS))]
+    def levels(self) -> list[LoadLevel]:
+        """The load levels the run measured, in order; empty for a single level."""
+        return [LoadLevel.from_key(k) for k in _json_dict(self.tags.get(TAG_LEVEL_STATUS))]
 
 
 def _json_list(text: str | None) -> list[str]:
@@ -221,18 +222,18 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
     return None
 
 
-def search_levels(runs: Iterable[TrialRun]) -> list[int]:
-    """The concurrency levels a search's runs were measured at (in order); empty for one level."""
+def search_levels(runs: Iterable[TrialRun]) -> list[LoadLevel]:
+    """The load levels a search's runs were measured at (in order); empty for one level."""
     for run in runs:
         if run.levels():
             return run.levels()
     return []
 
 
-def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[int], *,
+def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | int], *,
                          objective: str = "output_tok_s",
-                         maximize: bool = True) -> dict[int, Winner | None]:
-    """The winner at each concurrency level, by the one policy applied per level
+                         maximize: bool = True) -> dict[LoadLevel, Winner | None]:
+    """The winner at each load level, by the one policy applied per level
     (:func:`autotune.trial.winner.pick_per_level`): each run valued by the objective's metric at
     that level (``output_tok_s_c8``) and judged by its verdict there (``autotune.level_status``).
     A run without the level (another workload) does not compete there.
@@ -240,7 +241,9 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[int], *,
     field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
 
-    def at(level: int) -> list[Candidate]:
+    levels = [as_level(level) for level in levels]
+
+    def at(level: LoadLevel) -> list[Candidate]:
         return [Candidate(ref=r, value=known(r.metric(field_name + metric_suffix(level))),
                           is_baseline=r.is_baseline,
                           feasible=r.level_status(level) == Status.FEASIBLE,

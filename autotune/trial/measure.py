@@ -282,7 +282,7 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
                         log_path=str(log_path), t0=t0, startup_s=started, windows=level.windows,
                         sampler=sampler)
         one.warmup_tok_s, one.warmup_stable = level.warmup.tok_s, level.warmup.stable
-        per_level.append((level.workload.concurrency, one))
+        per_level.append((workload.level_of(level.workload), one))
     return with_levels(per_level, workload)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.space import synthetic
+from autotune.trial.levels import LoadLevel
 
 
 def _ms(v: float | None) -> str:
@@ -53,7 +54,7 @@ def phase_table(result: Any) -> str:
     lines.append(f"Verdict:         {verdict}")
     for level in getattr(result, "levels", None) or []:
         # The figures above are the primary level's; each level was judged on its own baseline.
-        lines.append(f"At concurrency {level['concurrency']}: {_num(level.get('output_tok_s'), '.1f')} tok/s, "
+        lines.append(f"At {LoadLevel.of_record(level).describe()}: {_num(level.get('output_tok_s'), '.1f')} tok/s, "
                      f"baseline {_num(level.get('baseline_tok_s'), '.1f')}, speedup "
                      f"{_num(level.get('speedup'), '.3f')}x, break-even len "
                      f"{_num(level.get('break_even_accept_length'))}: {level.get('status')}")

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from autotune.profile.phases import break_even, speedup
-from autotune.trial.levels import level_record, level_result
+from autotune.trial.levels import LoadLevel, level_record, level_result
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 
@@ -29,21 +29,21 @@ def judge(result: TrialResult, baseline: TrialResult | None, *,
     """
     judged = _judge_one(result, baseline, slos=slos, min_speedup=min_speedup)
     if result.levels:
-        judged.levels = [_judge_level(result, baseline, int(lv["concurrency"]), slos, min_speedup)
+        judged.levels = [_judge_level(result, baseline, LoadLevel.of_record(lv), slos, min_speedup)
                          for lv in result.levels]
     return judged
 
 
-def _judge_level(result: TrialResult, baseline: TrialResult | None, concurrency: int,
+def _judge_level(result: TrialResult, baseline: TrialResult | None, level: LoadLevel,
                  slos: Sequence[tuple[str, str, float]], min_speedup: float) -> dict:
     """One level's record, judged against the same level of the baseline."""
-    one = level_result(result, concurrency)
-    base = None if baseline is None else level_result(baseline, concurrency)
+    one = level_result(result, level)
+    base = None if baseline is None else level_result(baseline, level)
     if baseline is not None and base is None:
         # A baseline without this level (measured for another workload) proves nothing here.
         base = replace(baseline, status=Status.FAILED, output_tok_s=None, levels=None,
-                       reason=f"the baseline has no measurement at concurrency {concurrency}")
-    return level_record(concurrency, _judge_one(one, base, slos=slos, min_speedup=min_speedup))
+                       reason=f"the baseline has no measurement at {level.describe()}")
+    return level_record(level, _judge_one(one, base, slos=slos, min_speedup=min_speedup))
 
 
 def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
