@@ -153,6 +153,11 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     assert not server_left and not group_left, f"server {server.pid} outlived its worker {worker.pid}"
     assert not wait_gone([worker.pid], timeout_s=30), f"worker {worker.pid} outlived its SIGKILL"
     assert rc3 == 0, text3[-4000:]
+    # The resumed table numbers on from the trials finished before it, and says so.
+    before = re.search(r"^(\d+) trial\(s\) finished before the resume; best so far: ", text3, re.M)
+    assert before is not None, text3[-3000:]
+    numbers = [int(m) for m in re.findall(r"^\s*(\d+) [0-9a-f]{8}\s", text3, re.M)]
+    assert numbers and numbers[0] == int(before.group(1)) + 1, (numbers, before.group(0))
 
     # What the three runs add up to.
     summary = json.loads((tmp_path / "summary.json").read_text())
