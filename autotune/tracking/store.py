@@ -84,6 +84,12 @@ def make_client(tracking_uri: str) -> MlflowClient:
     except Exception as exc:  # noqa: BLE001 - MLflow's errors for a scheme it has no store for
         # An unknown scheme (foo://), a database without its driver, a bare path: the input's
         # fault, said in one line, never a traceback.
+        if "Unsupported" in type(exc).__name__:  # MLflow's own words are about its model registry
+            scheme = tracking_uri.split(":", 1)[0]
+            raise ConfigError(f"MLflow cannot use the tracking URI {tracking_uri!r}: it has no store for "
+                              f"{scheme}:// URIs; give a tracking server (http://HOST:PORT), a database "
+                              "(sqlite:///PATH) or leave --tracking-uri out for the local store under mlruns/",
+                              field="tracking_uri") from None
         raise ConfigError(f"MLflow cannot use the tracking URI {tracking_uri!r}: {type(exc).__name__}: "
                           f"{' '.join(str(exc).split())[:300]}", field="tracking_uri") from None
 
