@@ -126,7 +126,10 @@ def _tracking(cases: dict[str, Any]) -> list[str]:
               "purpose (or a node lost) leaves trials Ray runs again"
               " (on `--resume`, or elsewhere): there the re-run is a second attempt, kept beside the first."
               " \"unsynced at the end\" is what the search's own summary reported; where the store stayed"
-              " down to the end, `autotune sync` then wrote every record (its exit code is in the facts)."), ""]
+              " down to the end, `autotune sync` then wrote every record (its exit code is in the facts)."
+              " A tracking server that never answered, from the search's first second, is no bad input:"
+              " the search run's start is spooled too, and the sync makes the experiment and the search run"
+              " before the trial runs under it."), ""]
     lines += _table(["case", *_TRACKING_COLUMNS, "result"],
                     [[name, *(_cell(e.get(c)) for c in _TRACKING_COLUMNS), _ok(e)] for name, e in cases.items()])
     for name, e in cases.items():

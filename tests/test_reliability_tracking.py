@@ -204,7 +204,8 @@ def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
         parents = tracker.parent_runs()
         tags = parents[0].data.tags if parents else {}
         inputs = parents[0].inputs.dataset_inputs if parents else []
-        space_files = [a.path for a in tracker.client.list_artifacts(parents[0].info.run_id, "space")] if parents else []
+        space_files = ([a.path for a in tracker.client.list_artifacts(parents[0].info.run_id, "space")]
+                       if parents else [])
     finally:
         server.kill()
     facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,

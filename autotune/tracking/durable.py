@@ -1,8 +1,8 @@
 """A search's MLflow writes made durable: spooled first, replayed in order, and never raising.
 
 :class:`DurableTracker` stands in front of a :class:`~autotune.tracking.tracker.Tracker` for
-everything a search writes once trials run (trial results, lost attempts, facts on the search
-run, its end). Each write becomes a :class:`~autotune.tracking.spool.Record` in the search's
+everything a search writes (its search run's start, trial results, lost attempts, facts on the
+search run, its end). Each write becomes a :class:`~autotune.tracking.spool.Record` in the search's
 spool, and the pending records are then replayed to MLflow in order. A store that fails (a
 tracking server gone, a full disk) costs nothing but delay: the records wait in the spool and are
 replayed with the next write after a pause, at the search's end, by a resumed search, or by
@@ -10,7 +10,12 @@ replayed with the next write after a pause, at the search's end, by a resumed se
 run it again), so no write here raises; one console line says what happened, and the traceback
 goes to the spool's ``tracking-errors.log``.
 
-Replays are idempotent: a trial's run is found by its ``autotune.trial_id`` tag, a record carries
+A tracking server that does not answer when the search starts is the same fault, earlier: the
+``start`` record waits first in the spool, and everything after it waits behind it; its replay
+makes the experiment (or reuses the one of that name) and the search run, then the rest follows.
+
+Replays are idempotent: a search run is found by its ``autotune.spool_id`` tag (the placeholder
+id its ``start`` record carries), a trial's run by its ``autotune.trial_id`` tag, a record carries
 its attempt number and its time, MLflow drops a metric it already holds with the same step, time
 and value, and tags, params and artifacts are written with the same values again.
 """
@@ -58,7 +63,8 @@ class DurableTracker:
     Reads (``client``, ``tracking_uri``, ``parent_run_id``, ...) pass through to the tracker.
 
     Args:
-        tracker: The search's tracker, connected, with its search run started.
+        tracker: The search's tracker: with its search run started for :meth:`begin`; for
+            :meth:`open_search`, connected or not (a server that did not answer).
         folder: The spool's folder (``<run dir>/tracking``).
         say: Prints one console line (the default: stderr).
         retry_after_s: Seconds to wait after MLflow failed before replaying again.
@@ -121,7 +127,8 @@ class DurableTracker:
         from autotune.cli import versions
 
         header = self.spool.header() or {}
-        if start.get("resume") and header.get("parent_run_id") and header.get("tracking_uri") == self.tracker.tracking_uri:
+        same_store = header.get("tracking_uri") == self.tracker.tracking_uri
+        if start.get("resume") and header.get("parent_run_id") and same_store:
             # Resume this folder's own search run, not whichever is the experiment's newest.
             self.tracker.parent_run_id = header["parent_run_id"]
 
@@ -298,7 +305,8 @@ class DurableTracker:
         except Exception as exc:  # noqa: BLE001 - its prompt file gone since: the run goes without it
             self._log("the workload could not be rebuilt for the search run's dataset", exc)
             return
-        log_workload(self.tracker.client, self.tracker.parent_run_id, built, name=workload.get("name") or "workload")
+        log_workload(self.tracker.client, self.tracker.parent_run_id, built,
+                     name=workload.get("name") or "workload")
 
     def _save_header(self) -> None:
         """Name the search run in ``search.json`` (its id is None while its start is spooled)."""

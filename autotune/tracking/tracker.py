@@ -213,13 +213,15 @@ class Tracker:
             for run in self.parent_runs():
                 if run.info.status == "RUNNING" and not stale.driver_alive(run.data.tags):
                     self.mark_stale_runs(parent_run_id=run.info.run_id, include_parent=True)
-            tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver, **context_tags(), **dict(tags or {})}
+            run_tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver, **context_tags(),
+                        **dict(tags or {})}
             if objective is not None:
-                tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
+                run_tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
             if backend:
-                tags[TAG_BACKEND] = backend
+                run_tags[TAG_BACKEND] = backend
             name = run_name or f"{self.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-            run = retry(lambda: self.client.create_run(experiment, tags=tags, run_name=name, start_time=started_ms))
+            run = retry(lambda: self.client.create_run(experiment, tags=run_tags, run_name=name,
+                                                        start_time=started_ms))
             parent = run.info.run_id
         else:
             self.parent_run_id = parent
