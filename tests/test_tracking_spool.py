@@ -142,12 +142,19 @@ def test_a_search_run_started_while_mlflow_is_unreachable_is_made_once_by_sync(t
     assert spool.header()["parent_run_id"] is None
     durable.spool._lock_file.close()  # the search's lock ends with it; this process syncs next
 
+    # The experiment exists already (an earlier search of that name): the sync reuses it, as a
+    # search would, and adds this search's run beside the earlier one.
+    earlier = Tracker("spooled", root=tmp_path).connect()
+    earlier_run = earlier.start_search(backend="sim")
+    earlier.fail_search("an earlier search")
     local = default_store(tmp_path)[0]
     out = io.StringIO()
     assert sync_search("spooled", root=str(tmp_path), tracking_uri=local, out=out) == 0, out.getvalue()
     store = Tracker("spooled", root=tmp_path).connect(create=False)
-    parents = store.parent_runs()
+    assert store.experiment_id == earlier.experiment_id
+    parents = [p for p in store.parent_runs() if p.info.run_id != earlier_run]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert store.client.get_run(earlier_run).info.status == "FAILED"  # left as it was
     start = Spool(folder).records()[0]
     assert parents[0].data.tags[TAG_SPOOL_ID] == start.data["spool_id"]
     assert parents[0].info.start_time == start.at_ms  # when the search started, not the sync
@@ -159,7 +166,7 @@ def test_a_search_run_started_while_mlflow_is_unreachable_is_made_once_by_sync(t
     replay = DurableTracker(again, folder, say=out.write)
     for record in Spool(folder).records():
         replay.apply(record)
-    assert [p.info.run_id for p in again.parent_runs()] == [parents[0].info.run_id]
+    assert sorted(p.info.run_id for p in again.parent_runs()) == sorted([parents[0].info.run_id, earlier_run])
     runs = again.trial_runs(parents[0].info.run_id)
     assert [r.trial_id for r in runs] == ["t1"] and runs[0].mlflow_status == "FINISHED"
 
