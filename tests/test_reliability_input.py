@@ -87,8 +87,12 @@ CASES = [
          ("no-such-profile",)),
     Case("sglang backend, model path missing", lambda tmp, tok: _sglang(
         tmp, tok, model=str(tmp / "no-such-model")), ("model_path", "does not exist")),
-    Case("unreachable tracking URI", _good, ("tracking", "does not answer"),
-         args=("--tracking-uri", "http://127.0.0.1:{port}"), space_error=False),
+    # A tracking server that does not answer is no bad input (the search spools its writes:
+    # tests/test_reliability_tracking.py); an address no server could have is.
+    Case("malformed tracking URI", _good, ("tracking", "malformed"),
+         args=("--tracking-uri", "http://127.0.0.1:notaport"), space_error=False),
+    Case("tracking URI scheme MLflow has no store for", _good, ("tracking", "cannot use"),
+         args=("--tracking-uri", "foo://127.0.0.1:{port}"), space_error=False),
     Case("bad Ray address", _good, ("Ray cluster", "nothing answers"),
          args=("--address", "127.0.0.1:{port}"), space_error=False),
     Case("--trials 0", _good, ("--trials",), args=("--trials", "0"), space_error=False),

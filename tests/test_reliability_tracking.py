@@ -10,15 +10,20 @@ no traceback on the console.
 1. The server is killed after the first trial and started again while the search runs: the
    search spools what it cannot write, says so in one line, and writes it when the server
    answers again; nothing is left unsynced at its end.
-2. The server is killed once the search run is open and stays down to the end: the search
+2. Nothing answers at the tracking URI for the whole search, from its first second: the search
+   runs, says so in one line (where its results wait, the sync command) and exits 0; the spool
+   holds everything from the search run's start to its end. A real server then started on that
+   port gets it all from ``autotune sync``: the experiment, the search run, its trial runs nested
+   under it, each once, all FINISHED; a second sync writes nothing.
+3. The server is killed once the search run is open and stays down to the end: the search
    finishes, its summary says how many records wait and the command that syncs them; after a
    restart that command writes them all, and running it again writes nothing twice.
-3. The disk of the MLflow store (sqlite on a 16 MiB tmpfs) fills up once the search run is open:
-   the same as 2, with the kernel's ENOSPC ("database or disk is full"); synced once space is freed.
-4. The driver is SIGKILLed while it waits on an MLflow write (the server is frozen with SIGSTOP
+4. The disk of the MLflow store (sqlite on a 16 MiB tmpfs) fills up once the search run is open:
+   the same as 3, with the kernel's ENOSPC ("database or disk is full"); synced once space is freed.
+5. The driver is SIGKILLed while it waits on an MLflow write (the server is frozen with SIGSTOP
    before the first trial ends, so that write is certainly in flight): ``--resume`` replays the
    spooled records and finishes; every result printed before the kill is in MLflow.
-5. A Ray worker node is removed mid-trial (``ray.cluster_utils.Cluster``, its raylet and
+6. A Ray worker node is removed mid-trial (``ray.cluster_utils.Cluster``, its raylet and
    processes killed at once): Ray runs the trial again elsewhere as attempt 2, attempt 1 is kept.
 """
 
@@ -162,7 +167,67 @@ def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowSe
     assert facts["one line named the log"] and "Traceback" in errors_log.read_text(), console[-3000:]
 
 
-def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: MlflowServer) -> None:
+def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
+    from autotune.tracking.durable import TAG_SPOOL_ID
+    from autotune.tracking.spool import Spool
+
+    token = new_token("mlflow-never")
+    trials = 3
+    # A port nothing listens on for the whole search; the server is started there only afterwards.
+    server = MlflowServer(tmp_path / "mlflow-server")
+    _, search, log, driver = _start(tmp_path, "mlflow-never", token, "--tracking-uri", server.url, trials=trials)
+    try:
+        rc = driver.wait(timeout=400)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    console = log.read_text(errors="replace")
+    spool = Spool(search.run_dirs()[-1] / "tracking")
+    records = spool.records()
+    said = [ln for ln in console.splitlines() if ln.startswith("tracking:")]
+    unsynced = json.loads((tmp_path / "s.json").read_text()).get("tracking_unsynced")
+    hint = re.search(r"Sync them when it answers:\s+(autotune sync .+)$", console, re.MULTILINE)
+    ops = [r.op for r in records]
+    try:
+        assert rc == 0 and hint, console[-3000:]
+        # One line says MLflow is unreachable, where the results wait and the command that syncs them.
+        assert len(said) == 1 and "unreachable" in said[0] and str(spool.path) in said[0], said
+        assert hint.group(1) in said[0], (said, hint.group(1))
+        assert ops[0] == "start" and ops[-1] == "finish" and ops.count("trial") >= trials, ops
+        assert unsynced == len(records) == len(spool.pending()), (unsynced, ops)
+        assert (spool.header() or {}).get("parent_run_id") is None, spool.header()
+        server.start()
+        first = _sync(hint.group(1), tmp_path, token)
+        again = _sync(hint.group(1), tmp_path, token)
+        facts = _check(search, server.url, token, console + first.stdout + first.stderr, trials)
+        tracker = search.tracker(server.url)
+        parents = tracker.parent_runs()
+        tags = parents[0].data.tags if parents else {}
+        inputs = parents[0].inputs.dataset_inputs if parents else []
+        space_files = ([a.path for a in tracker.client.list_artifacts(parents[0].info.run_id, "space")]
+                       if parents else [])
+    finally:
+        server.kill()
+    facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,
+                  "second sync exit code": again.returncode, "second sync wrote": again.stdout.strip(),
+                  "console lines about tracking": len(said), "records spooled": len(records),
+                  "winner tagged after sync": bool(tags.get("autotune.winner_run_id")),
+                  "search run is the spooled one": tags.get(TAG_SPOOL_ID) == records[0].data.get("spool_id"),
+                  "space file and workload on the search run": bool(space_files) and bool(inputs)})
+    ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and "written" not in again.stdout
+          and facts["winner tagged after sync"] and facts["search run is the spooled one"]
+          and facts["space file and workload on the search run"])
+    record.record("tracking", "MLflow unreachable for the whole search (from the start), then synced", ok=ok,
+                  **facts)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert again.returncode == 0 and "written" not in again.stdout, again.stdout + again.stderr
+    assert _clean(facts), facts
+    assert facts["winner tagged after sync"] and facts["search run is the spooled one"], facts
+    assert facts["space file and workload on the search run"], facts
+    assert (Spool(spool.folder).header() or {}).get("parent_run_id") == parents[0].info.run_id
+
+
+def test_server_killed_once_the_search_run_is_open_then_synced(tmp_path: Path, server: MlflowServer) -> None:
     token = new_token("mlflow-down")
     trials = 3
     _, search, log, driver = _start(tmp_path, "mlflow-down", token, "--tracking-uri", server.url,
@@ -179,7 +244,8 @@ def test_server_down_for_the_whole_search_then_synced(tmp_path: Path, server: Ml
                   "winner tagged after sync": bool(winner)})
     ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and bool(winner)
           and "written" not in again.stdout)
-    record.record("tracking", "MLflow unreachable for the whole search, then synced", ok=ok, **facts)
+    record.record("tracking", "MLflow killed once the search run is open, down to the end, then synced",
+                  ok=ok, **facts)
     assert first.returncode == 0, first.stdout + first.stderr
     assert again.returncode == 0 and "written" not in again.stdout, again.stdout + again.stderr
     assert _clean(facts), facts

@@ -8,6 +8,7 @@ every write with ENOSPC. Replays go to a real sqlite store.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import socket
 from pathlib import Path
@@ -114,3 +115,73 @@ def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path
     out = capsys.readouterr().out
     assert "run-1: 1 record(s) still wait" in out and "does not answer" in out
 
+
+
+def test_a_search_run_started_while_mlflow_is_unreachable_is_made_once_by_sync(tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    from autotune.search.sync import sync_search
+    from autotune.tracking.durable import TAG_SPOOL_ID
+    from autotune.tracking.store import default_store
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    space = tmp_path / "my-space.yaml"
+    space.write_text("name: spooled\n")
+    never = Tracker("spooled", root=tmp_path, tracking_uri=f"http://127.0.0.1:{_closed_port()}")
+    folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
+    said: list[str] = []
+    durable = DurableTracker(never, folder, say=said.append, retry_after_s=60)
+    durable.open_search(start={"backend": "sim", "budget": 2, "objective": ["output_tok_s", "maximize"]},
+                        space_file=str(space))
+    durable.log_trial("t1", result(eagle(3, 1), 900.0))
+    durable.finish_search(status="FINISHED")
+    # One line: unreachable, where the results wait, and the command that syncs them.
+    assert len(said) == 1 and "unreachable" in said[0] and str(folder / SPOOL) in said[0], said
+    assert f"autotune sync --name spooled --root {tmp_path.resolve()} --tracking-uri {never.tracking_uri}" in said[0]
+    spool = Spool(folder)
+    assert [r.op for r in spool.pending()] == ["start", "trial", "finish"]
+    assert spool.header()["parent_run_id"] is None
+    durable.spool._lock_file.close()  # the search's lock ends with it; this process syncs next
+
+    # The experiment exists already (an earlier search of that name): the sync reuses it, as a
+    # search would, and adds this search's run beside the earlier one.
+    earlier = Tracker("spooled", root=tmp_path).connect()
+    earlier_run = earlier.start_search(backend="sim")
+    earlier.fail_search("an earlier search")
+    local = default_store(tmp_path)[0]
+    out = io.StringIO()
+    assert sync_search("spooled", root=str(tmp_path), tracking_uri=local, out=out) == 0, out.getvalue()
+    store = Tracker("spooled", root=tmp_path).connect(create=False)
+    assert store.experiment_id == earlier.experiment_id
+    parents = [p for p in store.parent_runs() if p.info.run_id != earlier_run]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert store.client.get_run(earlier_run).info.status == "FAILED"  # left as it was
+    start = Spool(folder).records()[0]
+    assert parents[0].data.tags[TAG_SPOOL_ID] == start.data["spool_id"]
+    assert parents[0].info.start_time == start.at_ms  # when the search started, not the sync
+    assert parents[0].data.params["space_path"] == str(space.resolve())
+    assert [a.path for a in store.client.list_artifacts(parents[0].info.run_id, "space")] == ["space/my-space.yaml"]
+    assert Spool(folder).header()["parent_run_id"] == parents[0].info.run_id
+    # Replayed again from scratch (a sync killed before it marked anything): nothing twice.
+    again = Tracker("spooled", root=tmp_path).connect()
+    replay = DurableTracker(again, folder, say=out.write)
+    for record in Spool(folder).records():
+        replay.apply(record)
+    assert sorted(p.info.run_id for p in again.parent_runs()) == sorted([parents[0].info.run_id, earlier_run])
+    runs = again.trial_runs(parents[0].info.run_id)
+    assert [r.trial_id for r in runs] == ["t1"] and runs[0].mlflow_status == "FINISHED"
+
+
+@pytest.mark.parametrize("uri, words", [
+    ("http://127.0.0.1:notaport", "malformed tracking URI"),
+    ("http://", "malformed tracking URI"),
+    ("foo://bar", "MLflow cannot use the tracking URI"),
+])
+def test_a_bad_tracking_uri_is_bad_input_not_an_unreachable_store(tmp_path: Path, uri: str, words: str) -> None:
+    from autotune.errors import ConfigError
+    from autotune.tracking.store import StoreUnreachable
+
+    with pytest.raises(ConfigError, match=words) as caught:
+        Tracker("spooled", root=tmp_path, tracking_uri=uri).connect()
+    assert not isinstance(caught.value, StoreUnreachable)
+    with pytest.raises(StoreUnreachable):
+        Tracker("spooled", root=tmp_path, tracking_uri=f"http://127.0.0.1:{_closed_port()}").connect()

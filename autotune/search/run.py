@@ -89,9 +89,16 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
 
     tracker = None
     if opts.tracking:
+        from autotune.tracking.store import StoreUnreachable
         from autotune.tracking.tracker import Tracker
 
-        tracker = Tracker(name, tracking_uri=opts.tracking_uri, root=str(root)).connect()
+        tracker = Tracker(name, tracking_uri=opts.tracking_uri, root=str(root))
+        try:
+            tracker.connect()
+        except StoreUnreachable:
+            # A server that does not answer is no reason to stop: the search spools its MLflow
+            # writes, its run included, and says so in one line (DurableTracker.open_search).
+            pass
 
     ray_where = init_ray(space, opts, concurrency)
     try:
@@ -119,21 +126,18 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
 
     exp_dir = storage / run_name
     if tracker is not None:
-        tracker.start_search(space_path=space_path, backend=space.backend, profile=space.profile,
-                             budget=trials, seed=seed, sampler=space.search.sampler,
-                             ray_address=ray_where, resume=restoring,
-                             objective=(space.objective.metric, space.objective.direction))
-        from autotune.space.workload import Workload
-        from autotune.tracking.dataset import log_workload
-
-        log_workload(tracker.client, tracker.parent_run_id,
-                     Workload.from_spec(space.workload, file=space.file), name=space.name)
         from autotune.tracking.durable import DurableTracker
 
-        # From here every MLflow write is spooled under the run's folder first and never raises:
-        # an exception from a Ray callback would make Ray stop the trial and run it again.
+        # Every MLflow write, the search run's start included, is spooled under the run's folder
+        # first and never raises: an exception from a Ray callback would make Ray stop the trial
+        # and run it again, and a tracking server down from the start must not stop the search.
         tracker = DurableTracker(tracker, exp_dir / "tracking", say=lambda line: print(line, file=out, flush=True))
-        tracker.begin()
+        tracker.open_search(start={"backend": space.backend, "profile": space.profile, "budget": trials,
+                                   "seed": seed, "sampler": space.search.sampler, "ray_address": ray_where,
+                                   "resume": restoring,
+                                   "objective": [space.objective.metric, space.objective.direction]},
+                            space_file=space_path,
+                            workload={"spec": space.workload, "file": space.file, "name": space.name})
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",

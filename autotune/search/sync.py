@@ -30,12 +30,14 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         The records still pending.
 
     Raises:
-        ConfigError: No search of that name under ``root``, or a spool that names no search run.
+        ConfigError: No search of that name under ``root``, a spool that names no search run, or
+            a tracking URI that is malformed or that MLflow has no store for. A store that fails
+            (a server down, a full disk) is no error: its records wait, counted in the return.
     """
     from autotune.export.command import winner_files
     from autotune.tracking.durable import DurableTracker
     from autotune.tracking.spool import Spool
-    from autotune.tracking.store import default_store
+    from autotune.tracking.store import check_uri, default_store
     from autotune.tracking.tracker import Tracker
 
     out = sys.stdout if out is None else out
@@ -51,7 +53,9 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         if not pending:
             continue
         header = spool.header()
-        if not header or not header.get("parent_run_id"):
+        # A search that never reached MLflow names no run yet: its first record makes it.
+        starts = spool.pending()[0].op == "start"
+        if not header or not (header.get("parent_run_id") or starts):
             raise ConfigError(f"{spool.folder} holds {pending} record(s) but names no MLflow search run "
                               "(its search.json is missing)", field="name")
         if not spool.lock():
@@ -61,14 +65,17 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
             continue
         uri = tracking_uri or header["tracking_uri"]
         local = uri == default_store(base)[0]
+        tracker = Tracker(name, root=str(base), tracking_uri=None if local else uri)
+        check_uri(tracker.tracking_uri)
+        tracker.client  # noqa: B018 - a URI MLflow has no store for is bad input (exit 2), not a wait
         try:
-            tracker = Tracker(name, root=str(base), tracking_uri=None if local else uri).connect()
-        except ConfigError as exc:  # the store still fails: the records keep waiting
+            tracker.connect()
+        except ConfigError as exc:  # the store still fails (down, full): the records keep waiting
             print(f"{run.name}: {pending} record(s) still wait: {exc}", file=out, flush=True)
             left += pending
             synced_any = True
             continue
-        tracker.parent_run_id = header["parent_run_id"]
+        tracker.parent_run_id = header.get("parent_run_id")
         durable = DurableTracker(tracker, spool.folder, say=lambda line: print(line, file=out, flush=True),
                                  winner_files=winner_files, spool=spool)
         still = durable.drain(force=True)

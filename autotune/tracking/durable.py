@@ -1,8 +1,8 @@
 """A search's MLflow writes made durable: spooled first, replayed in order, and never raising.
 
 :class:`DurableTracker` stands in front of a :class:`~autotune.tracking.tracker.Tracker` for
-everything a search writes once trials run (trial results, lost attempts, facts on the search
-run, its end). Each write becomes a :class:`~autotune.tracking.spool.Record` in the search's
+everything a search writes (its search run's start, trial results, lost attempts, facts on the
+search run, its end). Each write becomes a :class:`~autotune.tracking.spool.Record` in the search's
 spool, and the pending records are then replayed to MLflow in order. A store that fails (a
 tracking server gone, a full disk) costs nothing but delay: the records wait in the spool and are
 replayed with the next write after a pause, at the search's end, by a resumed search, or by
@@ -10,7 +10,12 @@ replayed with the next write after a pause, at the search's end, by a resumed se
 run it again), so no write here raises; one console line says what happened, and the traceback
 goes to the spool's ``tracking-errors.log``.
 
-Replays are idempotent: a trial's run is found by its ``autotune.trial_id`` tag, a record carries
+A tracking server that does not answer when the search starts is the same fault, earlier: the
+``start`` record waits first in the spool, and everything after it waits behind it; its replay
+makes the experiment (or reuses the one of that name) and the search run, then the rest follows.
+
+Replays are idempotent: a search run is found by its ``autotune.spool_id`` tag (the placeholder
+id its ``start`` record carries), a trial's run by its ``autotune.trial_id`` tag, a record carries
 its attempt number and its time, MLflow drops a metric it already holds with the same step, time
 and value, and tags, params and artifacts are written with the same values again.
 """
@@ -21,6 +26,7 @@ import os
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,9 @@ from autotune.tracking.spool import Record, Spool
 _STORE_LOGGERS = ("mlflow.store.db.utils", "urllib3.connectionpool", "mlflow.utils.rest_utils")
 
 _ROUTED: dict[str, Any] = {}  # logger name -> the handler this process routed it to
+
+#: The tag naming the spool record that made a search run (the placeholder id replays map).
+TAG_SPOOL_ID = "autotune.spool_id"
 
 #: Seconds between replays after MLflow failed (a write in between is only spooled).
 RETRY_AFTER_S = 5.0
@@ -54,7 +63,8 @@ class DurableTracker:
     Reads (``client``, ``tracking_uri``, ``parent_run_id``, ...) pass through to the tracker.
 
     Args:
-        tracker: The search's tracker, connected, with its search run started.
+        tracker: The search's tracker: with its search run started for :meth:`begin`; for
+            :meth:`open_search`, connected or not (a server that did not answer).
         folder: The spool's folder (``<run dir>/tracking``).
         say: Prints one console line (the default: stderr).
         retry_after_s: Seconds to wait after MLflow failed before replaying again.
@@ -87,15 +97,57 @@ class DurableTracker:
         Returns:
             The records still pending afterwards.
         """
-        t = self.tracker
         self._route_store_logs()
         try:
             self.spool.lock()
-            self.spool.write_header({"name": t.name, "tracking_uri": t.tracking_uri, "root": t.root,
-                                     "experiment_id": t.experiment_id, "parent_run_id": t.parent_run_id})
         except OSError as exc:
-            self._trouble(f"cannot write the tracking spool header in {self.spool.folder}", exc)
+            self._trouble(f"cannot lock the tracking spool in {self.spool.folder}", exc)
+        self._save_header()
         return self.drain(force=True)
+
+    def open_search(self, *, start: Mapping[str, Any], space_file: str | None = None,
+                    workload: Mapping[str, Any] | None = None) -> int:
+        """Open the search run as a spooled ``start`` record, then replay; never raises.
+
+        The start is a record like any other, so the same rules hold for it: with MLflow
+        answering, the search run is made at once; with MLflow unreachable from the first second,
+        the search goes on and the run is made, before everything spooled after it, when MLflow
+        answers (a later write, a resumed search, or ``autotune sync``). Its record carries a
+        placeholder id (tagged ``autotune.spool_id`` on the run), so a replay that finds the run
+        made already maps the placeholder to it instead of making a second one.
+
+        Args:
+            start: :meth:`Tracker.start_search`'s keyword arguments but ``space_path`` (JSON-ready).
+            space_file: The space file; its text is kept in the record (the file may change).
+            workload: ``{"spec", "file", "name"}``: the workload logged as the run's dataset.
+
+        Returns:
+            The records still pending afterwards.
+        """
+        from autotune.cli import versions
+
+        header = self.spool.header() or {}
+        same_store = header.get("tracking_uri") == self.tracker.tracking_uri
+        if start.get("resume") and header.get("parent_run_id") and same_store:
+            # Resume this folder's own search run, not whichever is the experiment's newest.
+            self.tracker.parent_run_id = header["parent_run_id"]
+
+        def data() -> dict[str, Any]:
+            params = {**{f"version_{k}": v for k, v in versions().items()}, **dict(start.get("params") or {})}
+            if space_file:
+                params["space_path"] = str(Path(space_file).resolve())
+            return {"spool_id": f"spool-{uuid.uuid4().hex}", "start": {**start, "params": params},
+                    "space_file": space_file, "space_text": Path(space_file).read_text(errors="replace")
+                    if space_file and Path(space_file).is_file() else None, "workload": dict(workload or {})}
+
+        self._route_store_logs()
+        try:
+            self.spool.lock()
+        except OSError as exc:
+            self._trouble(f"cannot lock the tracking spool in {self.spool.folder}", exc)
+        self._save_header()
+        self._write("start", data, force=True)
+        return self.unsynced()
 
     # -- the writes a search makes ---------------------------------------------------------------
 
@@ -156,6 +208,7 @@ class DurableTracker:
             return self.unsynced()
         self._last_try = now
         written = 0
+        record = None
         try:
             for record in self.spool.pending():
                 self.apply(record)
@@ -165,9 +218,18 @@ class DurableTracker:
             left = self.unsynced()
             if self._failing_since is None:
                 self._failing_since = now
-                self._trouble(f"MLflow at {self.tracker.tracking_uri} failed a write ({_brief(exc)}); "
-                              f"{left} record(s) kept in {self.spool.path}, written when it answers "
-                              "again; trials go on", exc)
+                t = self.tracker
+                if record is not None and record.op == "start":
+                    # MLflow never answered this search: the one line a person needs to sync later.
+                    command = sync_command(t.name, t.root, None if t.local else t.tracking_uri)
+                    why = getattr(exc, "reason", "") or _brief(exc)
+                    self._trouble(f"MLflow at {t.tracking_uri} is unreachable ({why}); the search goes on "
+                                  f"and spools its results at {self.spool.path} (written if MLflow answers "
+                                  f"while it runs); to sync them afterwards: {command}", exc)
+                else:
+                    self._trouble(f"MLflow at {t.tracking_uri} failed a write ({_brief(exc)}); "
+                                  f"{left} record(s) kept in {self.spool.path}, written when it answers "
+                                  "again; trials go on", exc)
             else:
                 self._log(f"replay failed again, {left} pending", exc)
             return left
@@ -182,7 +244,9 @@ class DurableTracker:
         from autotune.trial.result import TrialResult
 
         t, d = self.tracker, record.data
-        if record.op == "trial":
+        if record.op == "start":
+            self._apply_start(record)
+        elif record.op == "trial":
             t.log_trial(d["trial_id"], TrialResult.from_dict(d["result"]), kind=d.get("kind"),
                         confirmed=d.get("confirmed"), attempt=d["attempt"], at_ms=record.at_ms)
         elif record.op == "lost":
@@ -201,6 +265,57 @@ class DurableTracker:
             raise ValueError(f"spool record {record.seq} has an unknown op {record.op!r}")
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _apply_start(self, record: Record) -> None:
+        """Make (or find) the search run of a ``start`` record, then name it in the header."""
+        import tempfile
+
+        from autotune.tracking.runs import KIND_SEARCH, TAG_KIND
+
+        t, d = self.tracker, record.data
+        if t.experiment_id is None:
+            t.connect()  # the experiment of that name if it exists (as a search would), else made
+        start = dict(d["start"])
+        found = [] if start.get("resume") else t._search(
+            f"tags.`{TAG_KIND}` = '{KIND_SEARCH}' and tags.`{TAG_SPOOL_ID}` = '{d['spool_id']}'")
+        if found:  # made by an earlier replay that was stopped before it marked the record
+            t.parent_run_id, t._runs = found[0].info.run_id, {}
+        else:
+            with tempfile.TemporaryDirectory(prefix="autotune-space-") as tmp:
+                space = None
+                if d.get("space_text") is not None:
+                    # The text as the search read it, logged under the file's own name.
+                    space = Path(tmp, Path(d.get("space_file") or "space.yaml").name)
+                    space.write_text(d["space_text"])
+                extra = {} if start.get("resume") else {"tags": {TAG_SPOOL_ID: d["spool_id"]},
+                                                        "started_ms": record.at_ms}
+                t.start_search(space_path=space, **start, **extra)
+        self._log_workload(d.get("workload") or {})
+        self._save_header()
+
+    def _log_workload(self, workload: Mapping[str, Any]) -> None:
+        """Log the workload as the search run's dataset (once: the digest is checked first)."""
+        if not workload.get("spec") and not workload.get("name"):
+            return
+        from autotune.space.workload import Workload
+        from autotune.tracking.dataset import log_workload
+
+        try:
+            built = Workload.from_spec(workload.get("spec"), file=workload.get("file"))
+        except Exception as exc:  # noqa: BLE001 - its prompt file gone since: the run goes without it
+            self._log("the workload could not be rebuilt for the search run's dataset", exc)
+            return
+        log_workload(self.tracker.client, self.tracker.parent_run_id, built,
+                     name=workload.get("name") or "workload")
+
+    def _save_header(self) -> None:
+        """Name the search run in ``search.json`` (its id is None while its start is spooled)."""
+        t = self.tracker
+        try:
+            self.spool.write_header({"name": t.name, "tracking_uri": t.tracking_uri, "root": t.root,
+                                     "experiment_id": t.experiment_id, "parent_run_id": t.parent_run_id})
+        except OSError as exc:
+            self._trouble(f"cannot write the tracking spool header in {self.spool.folder}", exc)
 
     def _trial_data(self, trial_id: str, result: Any, kind: str | None, confirmed: bool | None) -> dict[str, Any]:
         return {"trial_id": trial_id, "attempt": self.spool.next_attempt(trial_id), "kind": kind,
@@ -264,4 +379,4 @@ class DurableTracker:
             return "no log: the disk refused it too"
 
 
-__all__ = ["DurableTracker", "RETRY_AFTER_S", "sync_command"]
+__all__ = ["DurableTracker", "RETRY_AFTER_S", "TAG_SPOOL_ID", "sync_command"]

@@ -10,6 +10,8 @@ A search's MLflow writes go through a spool under its own folder (``<run dir>/tr
 ``search.json``
     Which MLflow search run the records belong to (``tracking_uri``, ``name``,
     ``experiment_id``, ``parent_run_id``), so that a later sync finds it without the driver.
+    Both ids are null while the search run's own ``start`` record is pending (MLflow did not
+    answer when the search began); replaying that record makes the run and names it here.
 
 A record whose ``seq`` is not in ``synced.jsonl`` is pending; replaying a record is idempotent
 (:mod:`autotune.tracking.durable`), so a record written to MLflow but not yet marked is simply
@@ -40,7 +42,7 @@ class Record:
 
     Attributes:
         seq: Its place in the spool (1, 2, ...): records are replayed in this order.
-        op: What to write: ``trial``, ``lost``, ``facts``, ``fail`` or ``finish``.
+        op: What to write: ``start``, ``trial``, ``lost``, ``facts``, ``fail`` or ``finish``.
         key: What makes it unique (``trial:<trial id>#<attempt>``, ...), for people reading it.
         at_ms: When it was asked for (ms since the epoch); replays write this same time.
         data: The write's content, JSON-ready.

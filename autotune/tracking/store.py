@@ -65,7 +65,11 @@ def retry(fn: Callable[[], T], *, attempts: int = 8) -> T:
 
 
 def make_client(tracking_uri: str) -> MlflowClient:
-    """An MLflow client of ``tracking_uri`` (imports MLflow)."""
+    """An MLflow client of ``tracking_uri`` (imports MLflow).
+
+    Raises:
+        ConfigError: MLflow has no store for the URI (an unknown scheme, a missing driver).
+    """
     if tracking_uri.startswith(("http://", "https://")):
         # MLflow's defaults retry for minutes; a search should fail fast and say why.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -75,21 +79,80 @@ def make_client(tracking_uri: str) -> MlflowClient:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=tracking_uri)
+    try:
+        return MlflowClient(tracking_uri=tracking_uri)
+    except Exception as exc:  # noqa: BLE001 - MLflow's errors for a scheme it has no store for
+        # An unknown scheme (foo://), a database without its driver, a bare path: the input's
+        # fault, said in one line, never a traceback.
+        if "Unsupported" in type(exc).__name__:  # MLflow's own words are about its model registry
+            scheme = tracking_uri.split(":", 1)[0]
+            raise ConfigError(f"MLflow cannot use the tracking URI {tracking_uri!r}: it has no store for "
+                              f"{scheme}:// URIs; give a tracking server (http://HOST:PORT), a database "
+                              "(sqlite:///PATH) or leave --tracking-uri out for the local store under mlruns/",
+                              field="tracking_uri") from None
+        raise ConfigError(f"MLflow cannot use the tracking URI {tracking_uri!r}: {type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:300]}", field="tracking_uri") from None
+
+
+class StoreUnreachable(ConfigError):
+    """A tracking server that does not answer at all (refused, timed out, name not resolved).
+
+    Unlike other store errors this is no fault of the input: a search spools its writes and goes
+    on (:mod:`autotune.tracking.durable`); a read-only command (export) still stops on it.
+
+    Args:
+        message: What is wrong and what to do about it.
+        reason: The cause in a few words (``ConnectError: ... Connection refused``), for a
+            console line that has its own advice.
+        field: The offending field.
+    """
+
+    def __init__(self, message: str, *, reason: str = "", field: str | None = None) -> None:
+        self.reason = reason
+        super().__init__(message, field=field)
+
+
+def check_uri(tracking_uri: str) -> None:
+    """Refuse a tracking URI that no store could ever answer: a malformed server address.
+
+    Raises:
+        ConfigError: An ``http(s)`` URI without a host or with a port that is not a number.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(tracking_uri)
+    if parts.scheme.lower() not in ("http", "https"):
+        return  # other schemes are MLflow's to judge when the client is made (make_client)
+    try:
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:  # "http://host:abc" or a port beyond 65535
+        port_ok = False
+    if not parts.hostname or not port_ok:
+        raise ConfigError(f"malformed tracking URI {tracking_uri!r}: a tracking server's address is "
+                          "http://HOST:PORT (or https://...)", field="tracking_uri")
 
 
 def probe_server(tracking_uri: str) -> None:
-    """Fail fast with :class:`ConfigError` when a tracking server does not answer or is broken."""
+    """Fail fast when a tracking server does not answer or is broken.
+
+    Raises:
+        StoreUnreachable: Nothing answers (refused, timed out, the host not found).
+        ConfigError: It answers with a server error, or the address is malformed.
+    """
     import httpx
 
+    check_uri(tracking_uri)
     url = tracking_uri.rstrip("/") + "/health"
     try:
         resp = httpx.get(url, timeout=5.0)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        raise ConfigError(f"malformed tracking URI {tracking_uri!r} ({exc})", field="tracking_uri") from None
     except httpx.HTTPError as exc:
-        raise ConfigError(
-            f"the MLflow tracking server {tracking_uri} does not answer ({type(exc).__name__}: "
-            f"{exc}); start it (mlflow server --host ... --port ...) or leave --tracking-uri out "
-            "to track in the local store under mlruns/", field="tracking_uri") from None
+        reason = f"{type(exc).__name__}: {exc}"
+        raise StoreUnreachable(
+            f"the MLflow tracking server {tracking_uri} does not answer ({reason}); start it "
+            "(mlflow server --host ... --port ...) or leave --tracking-uri out to track in the local "
+            "store under mlruns/", reason=reason, field="tracking_uri") from None
     if resp.status_code >= 500:
         raise ConfigError(f"the MLflow tracking server {tracking_uri} answers {url} with HTTP "
                           f"{resp.status_code}; check the server's log", field="tracking_uri")
@@ -127,6 +190,9 @@ def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artif
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - MlflowException, sqlalchemy and requests errors
+        if _unreachable(exc):  # the server went away between the probe and this call
+            raise StoreUnreachable(f"the MLflow tracking server {tracking_uri} does not answer: "
+                                   f"{type(exc).__name__}", reason=type(exc).__name__, field="tracking_uri") from None
         raise ConfigError(f"cannot open the MLflow store {tracking_uri}: "
                           f"{type(exc).__name__}: {exc}", field="tracking_uri") from None
     if experiment is None:
@@ -137,6 +203,13 @@ def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artif
                           f"it (mlflow experiments restore --experiment-id {experiment.experiment_id}) "
                           "or use another search name", field="name")
     return experiment.experiment_id
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a store call failed because nothing answered (MLflow wraps requests' errors)."""
+    text = str(exc)
+    return any(w in text for w in ("Max retries exceeded", "Connection refused", "ConnectTimeout",
+                                   "Failed to establish a new connection"))
 
 
 def create_experiment(client: MlflowClient, name: str, artifact_root: str | None) -> Any:

@@ -101,12 +101,14 @@ class Tracker:
             This tracker, with ``experiment_id`` set.
 
         Raises:
-            ConfigError: The tracking server does not answer, the store cannot be opened, the
-                experiment was deleted, or (``create=False``) it does not exist.
+            StoreUnreachable: The tracking server does not answer (a search spools and goes on).
+            ConfigError: The URI is malformed, the store cannot be opened, the experiment was
+                deleted, or (``create=False``) it does not exist.
         """
         # MLflow prints "View run ... / View experiment ..." to stdout for every run it ends on a
         # tracking server: inside the live table. Set before Ray starts, so workers inherit it.
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+        store.check_uri(self.tracking_uri)
         if self.tracking_uri.startswith(("http://", "https://")):
             store.probe_server(self.tracking_uri)
         if self.local:
@@ -172,7 +174,8 @@ class Tracker:
                      profile: str | None = None, budget: int | None = None, seed: int | None = None,
                      sampler: str | None = None, ray_address: str | None = None,
                      params: Mapping[str, Any] | None = None, resume: bool = False,
-                     run_name: str | None = None, objective: tuple[str, str] | None = None) -> str:
+                     run_name: str | None = None, objective: tuple[str, str] | None = None,
+                     tags: Mapping[str, str] | None = None, started_ms: int | None = None) -> str:
         """Open the search's parent run: a new one, or with ``resume`` the newest one.
 
         On resume, runs the killed driver left RUNNING are marked FAILED first
@@ -189,10 +192,11 @@ class Tracker:
             sampler: Optuna sampler name.
             ray_address: The Ray cluster address (``local`` for an in-process cluster).
             params: More params to log (None values are left out).
-            resume: Continue the newest search run instead of starting one.
+            resume: Continue this tracker's search run if it names one, else the newest one.
             run_name: The parent run's name; ``<name>`` with a timestamp if None.
             objective: ``(metric, direction)`` the search ranks by, tagged as
                 ``autotune.objective`` so that the winner tags and the export rank the same way.
+            tags: More tags for a new search run. started_ms: Its start time (now if None).
 
         Returns:
             The parent run id (also kept as ``self.parent_run_id``).
@@ -204,18 +208,20 @@ class Tracker:
             "ray_address": ray_address, **{f"version_{k}": v for k, v in versions().items()},
             **dict(params or {})}
         driver = stale.driver_tags()
-        parent = self.latest_parent_run_id() if resume else None
+        parent = (self.parent_run_id or self.latest_parent_run_id()) if resume else None
         if parent is None:
             for run in self.parent_runs():
                 if run.info.status == "RUNNING" and not stale.driver_alive(run.data.tags):
                     self.mark_stale_runs(parent_run_id=run.info.run_id, include_parent=True)
-            tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver, **context_tags()}
+            run_tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver, **context_tags(),
+                        **dict(tags or {})}
             if objective is not None:
-                tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
+                run_tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
             if backend:
-                tags[TAG_BACKEND] = backend
+                run_tags[TAG_BACKEND] = backend
             name = run_name or f"{self.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-            run = retry(lambda: self.client.create_run(experiment, tags=tags, run_name=name))
+            run = retry(lambda: self.client.create_run(experiment, tags=run_tags, run_name=name,
+                                                        start_time=started_ms))
             parent = run.info.run_id
         else:
             self.parent_run_id = parent
