@@ -312,6 +312,8 @@ def test_constrained_study_with_set_constraint(tmp_path):
     assert oracle.failed == 2  # the TP 4 baseline and the TP 4 config
     failed = [t for t in study.trials if t.constraints.get("failed", 0) > 0]
     assert len(failed) == 1 and failed[0].user_attrs["baseline_status"] == "failed"
+    assert failed[0].user_attrs["failure"] == "oom"  # the kind reaches the sampler
+    assert read_observation(failed[0], None).failure == "oom"
 
 
 def test_reads_observations_with_missing_keys():
@@ -450,3 +452,36 @@ def test_a_continuous_float_parameter_is_a_clear_config_error(tmp_path):
         assert "mem_fraction_static" in str(err.value) and "step" in str(err.value)
         assert str(path) in str(err.value)
     assert isinstance(make_sampler("tpe", seed=0, space=space), TPESampler)
+
+
+def test_out_of_memory_blames_the_tp_and_every_smaller_one(tmp_path):
+    """A baseline that runs out of memory at TP 4 beside an NCCL value never seen either: memory
+    per GPU is sized by the server's arguments, not NCCL's environment, so TP 4 takes the whole
+    blame (Ring stays free to try at TP 8), and TP 2, which holds even more per GPU, inherits it.
+    Another kind of failure keeps the even shares (Ring half to blame, TP 2 untouched)."""
+    space = load_space(tiny_space(
+        tmp_path, fixed="mem_fraction_static: 0.85",
+        extra=("  tp_size: {type: categorical, choices: [2, 4, 8]}\n"
+               "  NCCL_ALGO: {type: categorical, choices: [null, Ring]}")))
+    table = CandidateTable(space)
+    tp = np.array([c["tp_size"] for c in table.configs])
+    ring = np.array([c.get("NCCL_ALGO") == "Ring" for c in table.configs])
+
+    def index(tp_size, algo):
+        return next(i for i, c in enumerate(table.configs) if table.spec[i]
+                    and c["tp_size"] == tp_size and c.get("NCCL_ALGO") == algo)
+
+    ok = Observation(number=0, index=index(8, None), status="feasible", value=100.0)
+
+    def failed(kind):
+        return Observation(number=1, index=index(4, "Ring"), status="failed", value=None,
+                           baseline_failed=True, failure=kind)
+
+    oom = predict(table, [ok, failed("oom")], AcceptanceModel(5, 4), Settings())
+    assert np.all(oom.p_fail[(tp == 8) & ring] == 0.0)  # Ring is cleared
+    assert np.allclose(oom.p_fail[(tp == 4) & ~ring], 0.95)  # TP 4 alone to blame
+    assert np.allclose(oom.p_fail[tp == 2], 0.95)  # a smaller TP needs more memory per GPU
+    crash = predict(table, [ok, failed("crash_at_start")], AcceptanceModel(5, 4), Settings())
+    assert np.allclose(crash.p_fail[(tp == 8) & ring], 0.475)
+    assert np.allclose(crash.p_fail[(tp == 4) & ~ring], 0.475)
+    assert np.all(crash.p_fail[(tp == 2) & ~ring] == 0.0)

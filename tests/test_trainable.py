@@ -73,6 +73,9 @@ def test_report_never_turns_unknown_into_zero():
     assert rep.output_tok_s is None and rep.speedup is None
     attrs = sampler_attrs(crash)
     assert attrs["baseline_status"] == "feasible"
+    assert attrs["failure"] is None  # unknown kind stays unknown
+    oom = judge(result(status="failed", reason="out of memory", output_tok_s=None, failure="oom"), base)
+    assert sampler_attrs(oom)["failure"] == "oom"  # the kind reaches the samplers
     assert attrs["phases"]["cycle_ms"] is None
     assert rep.feasible is False and rep.to_metrics()["feasible"] is False
 

@@ -82,6 +82,7 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
         "accept_length": result.accept_length,
         "baseline_tok_s": result.baseline_tok_s,
         "baseline_status": result.baseline_status,
+        "failure": result.failure,
         "baseline_decode_step_ms": result.baseline_decode_step_ms,
         "speedup": result.speedup,
         "phases": {k: phases.get(k) for k in ("draft_ms", "verify_ms", "extend_ms", "decode_ms",

@@ -49,6 +49,12 @@ class TrialTimeout(Exception):
     """The measurement ran past ``MeasureSettings.trial_timeout_s``."""
 
 
+def is_oom_log(text: str) -> bool:
+    """Whether a server's log tail (or a failure reason read from it) says it ran out of GPU
+    memory at start-up, as :func:`failure_of` reads it."""
+    return "OutOfMemoryError" in text or "out of memory" in text.lower() or "Not enough memory" in text
+
+
 def failure_of(exc: BaseException, *, launched: bool = True,
                trial_timeout_s: float | None = None) -> tuple[Failure, str]:
     """The kind and the reason of a trial failure, from the exception that ended the trial.

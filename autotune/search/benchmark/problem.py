@@ -29,7 +29,7 @@ from autotune.space.trial_config import config_key
 from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
-from autotune.trial.outcome import Status
+from autotune.trial.outcome import Failure, Status, is_oom_log
 from autotune.search.report import TrialReport
 
 
@@ -266,7 +266,10 @@ class Oracle:
         self.trials += 1
         if not runs(truth):
             self.failed += 1
-            return {"ok": False}
+            # The kind, as the trainable reports it (Failure): out of memory is read from the
+            # reason, which quotes the server's log.
+            oom = is_oom_log(str(truth.get("reason") or ""))
+            return {"ok": False, "failure": (Failure.OOM if oom else Failure.CRASH_AT_START).value}
         out = {"ok": True, **self.p.evaluator.draw(params, truth, seed=self.seed, n=n,
                                                    noise_cv=self.cv)}
         self._sums[key] = self._sums.get(key, 0.0) + out["tok_s"]
@@ -318,7 +321,7 @@ class Oracle:
         base_status = None if base is None else ("failed" if not base["ok"] else "feasible")
         if not m["ok"]:
             attrs = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
-                     "baseline_status": base_status}
+                     "baseline_status": base_status, "failure": m.get("failure")}
             return TrialReport(objective=None, attrs=attrs, constraints={"failed": 1.0, "break_even": 1.0})
         tok_s = m["tok_s"]
         attrs: dict[str, Any] = {"is_baseline": is_baseline, "output_tok_s": tok_s}

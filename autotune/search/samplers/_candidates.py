@@ -27,6 +27,7 @@ class Dim:
     values: tuple[Any, ...]
     ordered: bool
     group: bool  # a non-speculative setting: it changes the baseline too
+    env: bool = False  # an environment variable (e.g. NCCL_ALGO), not a server argument
 
 
 class CandidateTable:
@@ -98,7 +99,8 @@ class CandidateTable:
             if len(values) < 2:
                 continue
             self.dims.append(Dim(name=name, values=tuple(values), ordered=ordered,
-                                 group=not name.startswith("speculative_")))
+                                 group=not name.startswith("speculative_"),
+                                 env=bool(getattr(p, "is_env", False))))
         self.coords = np.full((n, len(self.dims)), -1, dtype=int)
         for j, d in enumerate(self.dims):
             lookup = {freeze(v): k for k, v in enumerate(d.values)}

@@ -21,7 +21,7 @@ PLAN_KEY = "autotune:plan"
 #: The user attrs the phase model reads (all optional; see docs/samplers.md).
 USER_ATTR_KEYS = ("status", "is_baseline", "output_tok_s", "accept_length", "baseline_tok_s",
                   "baseline_decode_step_ms", "baseline_status", "speedup", "phases",
-                  "spec_correct_drafts_histogram")
+                  "spec_correct_drafts_histogram", "failure")
 
 
 def _num(value: Any) -> float | None:
@@ -48,6 +48,7 @@ class Observation:
         baseline_tok_s, baseline_decode_step_ms: The group's no-speculation baseline.
         baseline_failed: The group's baseline failed to run (``baseline_status`` = failed),
             so no config of the group can be judged feasible.
+        failure: A failed trial's kind (``Failure`` value, e.g. ``oom``), None when unknown.
     """
 
     number: int
@@ -61,6 +62,7 @@ class Observation:
     baseline_tok_s: float | None = None
     baseline_decode_step_ms: float | None = None
     baseline_failed: bool = False
+    failure: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -103,6 +105,7 @@ def read_observation(trial: FrozenTrial, index: int | None) -> Observation:
         if sum(histogram) <= 0:
             histogram = None
     is_baseline = bool(attrs.get("is_baseline", False))
+    kind = attrs.get("failure")
     baseline_failed = (attrs.get("baseline_status") == Status.FAILED
                        or (is_baseline and status == Status.FAILED))
     return Observation(
@@ -110,7 +113,8 @@ def read_observation(trial: FrozenTrial, index: int | None) -> Observation:
         is_baseline=is_baseline, baseline_failed=baseline_failed,
         accept_length=_num(attrs.get("accept_length")), histogram=histogram, phases=phases,
         baseline_tok_s=_num(attrs.get("baseline_tok_s")),
-        baseline_decode_step_ms=_num(attrs.get("baseline_decode_step_ms")))
+        baseline_decode_step_ms=_num(attrs.get("baseline_decode_step_ms")),
+        failure=kind if status == Status.FAILED and isinstance(kind, str) else None)
 
 
 def finished(trial: FrozenTrial) -> bool:

@@ -14,6 +14,7 @@ expected improvement per trial spent, with:
   win;
 - configs whose setting values made other configs fail (out of memory, unsupported) discounted,
   the blame explained away (a value that only ran beside the cause of several failures is cleared);
+  a baseline out of memory blames the server's arguments before the environment, and smaller TPs;
 - every few trials without progress, the best untried neighbour of the incumbent, which corrects a
   model that is wrong in a way its spread does not show;
 - no config proposed twice.
