@@ -164,7 +164,9 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
         ("To make this page again: `.venv/bin/pytest tests/test_reliability_*.py` (about six "
         "minutes on two idle cores, and about seven more for `test_reliability_tracking.py`: 6 min 55 s "
         "to 9 min 36 s alone on two shared cores before the case of MLflow unreachable from the start, "
-        "which adds about two minutes: 1 min 47 s alone), `.venv/bin/python -m benchmarks.load_200 --json "
+        "which adds about two minutes: 1 min 47 s alone; `make test` runs them within the whole suite on "
+        "two pytest-xdist workers: 14 min 30 s for all of it on two shared cores), "
+        "`.venv/bin/python -m benchmarks.load_200 --json "
         "test-artifacts/load_200.json` (the 200-trial run), then "
         "`.venv/bin/python scripts/reliability_report.py` (add `--check` to fail on any "
         "failed case, lost trial or orphan)."),

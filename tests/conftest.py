@@ -66,3 +66,33 @@ def subprocesses_use_the_installed_flag_table(request: pytest.FixtureRequest) ->
     finally:
         if os.environ.get(sglang_flags.FLAG_TABLE_ENV) == str(path):
             del os.environ[sglang_flags.FLAG_TABLE_ENV]
+
+
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`: each module stays on one worker, so
+# its module-scoped servers and stores start once) the workers take modules in collection order.
+# Alphabetical order leaves some of the longest end-to-end modules to the end, where one worker
+# runs them while the other idles; so they go first, longest first (seconds measured with
+# `--durations` in a serial run on two busy cores). A serial run keeps the alphabetical order.
+HEAVY_FIRST = (
+    "test_reliability_tracking.py",  # 342 s
+    "test_reliability_interrupts.py",  # 223 s
+    "test_search.py",  # 176 s
+    "test_nccl_probe.py",  # 159 s
+    "test_mlflow_ui.py",  # 151 s
+    "test_gpu_resume.py",  # 145 s
+    "test_reliability_placement.py",  # 106 s
+    "test_reliability_faults.py",  # 100 s
+    "test_gpu_plan.py",  # 95 s
+    "test_mlflow_screenshot.py",  # 77 s
+    "test_reliability_load.py",  # 68 s
+    "test_prescreen.py",  # 67 s
+    "test_reliability_input.py",  # 60 s
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    # A stable sort: tests keep their order within a module, other modules their order after.
+    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))

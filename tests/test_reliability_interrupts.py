@@ -112,7 +112,10 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     still = wait_gone(running, timeout_s=40)
     gone_after_s = time.monotonic() - t_kill
     groups_left = [g for g in groups if group_alive(g)]
-    all_gone = wait_until(lambda: not processes_with_token(token), timeout_s=60, poll_s=0.5)
+    # Ray's own processes (GCS, raylet, agents) notice the dead driver on their own polling; on a
+    # loaded 2-core box (or beside another test under `-n 2`) that took over 60 s. What is asserted
+    # is that they all go without help; the wait returns as soon as they have.
+    all_gone = wait_until(lambda: not processes_with_token(token), timeout_s=180, poll_s=0.5)
     stray = processes_with_token(token)
     parents = search.mlflow_view()["parents"]
     left2 = leftovers(token, log_dir=search.ray_root, lock_dirs=[lock_dir], timeout_s=1)
