@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.cli import versions
-from autotune.tracking.runs import KIND_TRIAL, TrialRun
+from autotune.tracking.runs import (KIND_SEARCH, KIND_TRIAL, TAG_BACKEND, TAG_KIND, TAG_OBJECTIVE,
+                                    TAG_SEARCH_NAME, TrialRun)
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import BACKENDS
 from autotune.trial.levels import LoadLevel, metric_suffix
@@ -45,6 +46,18 @@ _PHASE_METRICS = (
     "gpu_other_ms", "other_ms", "draft_pct", "verify_pct", "extend_pct", "decode_pct", "prefill_pct",
     "gpu_other_pct", "other_pct", "cycles",
 )
+
+
+def search_tags(name: str, *, objective: tuple[str, str] | None, backend: str | None,
+                more: Mapping[str, str]) -> dict[str, str]:
+    """A new search run's tags: its kind and name, the context, the objective it ranks by (read
+    back by the winner tags and the export) and its backend; ``more`` on top."""
+    tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: name, **context_tags(), **dict(more)}
+    if objective is not None:
+        tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
+    if backend:
+        tags[TAG_BACKEND] = backend
+    return tags
 
 
 def finite_number(value: Any) -> float | None:

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 from autotune.cli import versions
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking import stale, store, summary, trial_log
-from autotune.tracking.content import context_tags, spec_of
-from autotune.tracking.runs import (KIND_BASELINE, KIND_SEARCH, KIND_TRIAL, TAG_BACKEND, TAG_CONFIRMED,
-                                    TAG_KIND, TAG_OBJECTIVE, TAG_PARENT, TAG_REASON, TAG_SEARCH_NAME,
+from autotune.tracking.content import context_tags, search_tags, spec_of
+from autotune.tracking.runs import (KIND_BASELINE, KIND_SEARCH, KIND_TRIAL, TAG_CONFIRMED,
+                                    TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCH_NAME,
                                     TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner)
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
 from autotune.tracking.summary import SearchSummary
@@ -213,12 +213,7 @@ class Tracker:
             for run in self.parent_runs():
                 if run.info.status == "RUNNING" and not stale.driver_alive(run.data.tags):
                     self.mark_stale_runs(parent_run_id=run.info.run_id, include_parent=True)
-            run_tags = {TAG_KIND: KIND_SEARCH, TAG_SEARCH_NAME: self.name, **driver, **context_tags(),
-                        **dict(tags or {})}
-            if objective is not None:
-                run_tags[TAG_OBJECTIVE] = f"{objective[0]}:{objective[1]}"
-            if backend:
-                run_tags[TAG_BACKEND] = backend
+            run_tags = search_tags(self.name, objective=objective, backend=backend, more={**driver, **dict(tags or {})})
             name = run_name or f"{self.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
             run = retry(lambda: self.client.create_run(experiment, tags=run_tags, run_name=name,
                                                         start_time=started_ms))
