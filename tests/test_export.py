@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tracking_helpers import eagle, failed, launch, result
 
+from autotune.launch.serving import serving_spec
 from autotune.export import command as export
 from autotune.errors import LaunchArgsError
 from autotune.launch.spec import LaunchSpec
@@ -240,11 +241,11 @@ def test_render_refuses_a_launch_sglang_rejects():
 
 def test_real_spec_drops_emulator_env_and_keeps_the_rest():
     spec = launch(eagle(3, 1, NCCL_PROTO="LL"))
-    real = export.real_spec(spec)
+    real = serving_spec(spec)
     assert real.backend == "sglang" and real.module == "sglang.launch_server"
     assert real.env == {"NCCL_PROTO": "LL", "SGLANG_ENABLE_METRICS_DEVICE_TIMER": "1"}
     assert real.server_args == spec.server_args and real.port is None
-    stripped = export.real_spec(spec, strip_metrics=True)
+    stripped = serving_spec(spec, strip_metrics=True)
     assert "enable_metrics" not in stripped.server_args and stripped.env == {"NCCL_PROTO": "LL"}
 
 

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from autotune.launch.serving import serving_spec
 from autotune.export import command as export
 from autotune.sglang import fast_start
 from autotune.sglang import flags as sglang_flags
@@ -85,7 +86,7 @@ def test_fast_start_marks_the_prefill_switch_trial_only_for_baseline_and_specula
         assert "--disable-prefill-cuda-graph" in spec.argv()
         command = spec.shell_command()
         assert "# trial-only (what this trial ran; never exported): --disable-prefill-cuda-graph" in command
-        assert "--disable-prefill-cuda-graph" not in export.real_spec(spec).argv()
+        assert "--disable-prefill-cuda-graph" not in serving_spec(spec).argv()
     off = launch_spec(space.trial_config({"speculative_algorithm": None}))
     assert "disable_prefill_cuda_graph" not in off.server_args and not off.trial_only
 
@@ -138,7 +139,7 @@ def test_a_users_own_switch_is_not_trial_only(tmp_path):
     space = load_space(write_space(tmp_path, fixed_args={"disable_prefill_cuda_graph": True}))
     spec = launch_spec(space.trial_config({"speculative_algorithm": None}), settings_for(space))
     assert spec.server_args["disable_prefill_cuda_graph"] is True and not spec.trial_only
-    assert "--disable-prefill-cuda-graph" in export.real_spec(spec).argv()
+    assert "--disable-prefill-cuda-graph" in serving_spec(spec).argv()
 
 
 def test_trial_only_survives_the_record_a_search_keeps():

@@ -20,6 +20,7 @@ import httpx
 import pytest
 import yaml
 
+from autotune.launch.serving import serving_spec
 from autotune.export import command as export
 from autotune.sglang import flags as sglang_flags
 from autotune.bench.client import run_benchmark
@@ -231,13 +232,13 @@ def test_config_yaml_follows_each_versions_loader(tmp_path):
         # ConfigArgumentMerger), so the field must go on the command line there.
         with pytest.raises(LaunchArgsError, match=r"--cuda-graph-max-bs-decode.*SGLang 0\.5\.17"):
             spec.to_config_yaml()
-        sh = export.render(export.real_spec(spec), "sh")
+        sh = export.render(serving_spec(spec), "sh")
     assert "--cuda-graph-max-bs-decode 8" in sh and "--cuda-graph-max-bs " not in sh
     with sglang_flags.using_flags(sglang_flags.builtin_flags()):
         args_0523 = {k: v for k, v in spec_args.items() if k != "cuda_graph_max_bs"}
         spec = LaunchSpec(model_path="m", draft_model_path="d",
                           server_args={**args_0523, "cuda_graph_max_bs_decode": 8})
-        text = export.render(export.real_spec(spec), "yaml")
+        text = export.render(serving_spec(spec), "yaml")
         path = tmp_path / "c.yaml"
         path.write_text(text)
         parsed = parse_server_args(["--config", str(path)])

@@ -48,13 +48,6 @@ class NothingToExport(AutotuneError):
     """The search has no feasible trial and no baseline to fall back on."""
 
 
-def real_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None = None,
-              port: int | None = None) -> LaunchSpec:
-    """The launch on real SGLang (:func:`autotune.launch.serving.serving_spec`, the one place that
-    decides it)."""
-    return serving_spec(spec, strip_metrics=strip_metrics, host=host, port=port)
-
-
 def without_speculation(spec: LaunchSpec) -> LaunchSpec:
     """The no-speculation twin of a launch: no draft model, no ``speculative_*`` args."""
     args = {k: v for k, v in spec.server_args.items() if not k.startswith("speculative_")}
@@ -67,7 +60,7 @@ def winner_spec(tracker: Tracker, winner: Winner, *, strip_metrics: bool = False
     spec = tracker.load_spec(winner.run.run_id)
     if winner.derived_baseline:
         spec = without_speculation(spec)
-    return real_spec(spec, strip_metrics=strip_metrics, host=host, port=port)
+    return serving_spec(spec, strip_metrics=strip_metrics, host=host, port=port)
 
 
 def winner_files(tracker: Tracker, winner: Winner) -> dict[str, str]:
@@ -171,7 +164,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
     """One export, checked by SGLang's parser (the built-in twin without SGLang).
 
     Args:
-        spec: The launch (see :func:`real_spec`).
+        spec: The launch (see :func:`autotune.launch.serving.serving_spec`).
         fmt: ``sh``, ``yaml`` or ``json``.
         winner: Where it came from, for the header (sh and yaml comments, a json key).
         search: The search name, for the header.

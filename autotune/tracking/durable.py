@@ -63,8 +63,8 @@ class DurableTracker:
     Reads (``client``, ``tracking_uri``, ``parent_run_id``, ...) pass through to the tracker.
 
     Args:
-        tracker: The search's tracker: with its search run started for :meth:`begin`; for
-            :meth:`open_search`, connected or not (a server that did not answer).
+        tracker: The search's tracker, connected or not (a server that did not answer) for
+            :meth:`open_search`.
         folder: The spool's folder (``<run dir>/tracking``).
         say: Prints one console line (the default: stderr).
         retry_after_s: Seconds to wait after MLflow failed before replaying again.
@@ -90,20 +90,6 @@ class DurableTracker:
         if name == "tracker":  # not set yet: never look it up on itself
             raise AttributeError(name)
         return getattr(self.tracker, name)
-
-    def begin(self) -> int:
-        """Record the search run the spool belongs to, and replay what an earlier driver left.
-
-        Returns:
-            The records still pending afterwards.
-        """
-        self._route_store_logs()
-        try:
-            self.spool.lock()
-        except OSError as exc:
-            self._trouble(f"cannot lock the tracking spool in {self.spool.folder}", exc)
-        self._save_header()
-        return self.drain(force=True)
 
     def open_search(self, *, start: Mapping[str, Any], space_file: str | None = None,
                     workload: Mapping[str, Any] | None = None) -> int:

@@ -16,10 +16,8 @@ A candidate's output tok/s is modelled in four parts, each fitted from what tria
    prefill and scheduling overhead), fitted over every trial and baseline.
 
 What the physics does not explain (a setting's effect on the speculative cycle beyond the decode
-step it changes) is a per-value multiplicative factor fitted on the residuals. Configs that fail
-blame the setting values never seen in a working config, a value that explains several failures
-taking the blame from those that merely shared one with it; a baseline out of memory blames the
-server's arguments, not environment variables, and a TP blamed for it every smaller TP too.
+step it changes) is a per-value multiplicative factor fitted on the residuals. Which configs
+are likely to fail is :mod:`autotune.search.samplers._failures`.
 """
 
 from __future__ import annotations
