@@ -22,8 +22,10 @@ NO_RESULT = 1
 BAD_INPUT = 2
 INTERRUPTED = 130
 
-#: Distributions whose installed versions ``--version`` and the MLflow runs report, beside autotune's.
-_VERSIONED = ("ray", "optuna", "mlflow", "sglang")
+#: Packages whose installed versions ``--version`` and the MLflow runs report, beside autotune's,
+#: each with the distributions that provide it: a slim install (the GPU kit) has mlflow-skinny only.
+_VERSIONED = {"ray": ("ray",), "optuna": ("optuna",), "mlflow": ("mlflow", "mlflow-skinny"),
+              "sglang": ("sglang",)}
 
 
 def versions() -> dict[str, str]:
@@ -35,11 +37,14 @@ def versions() -> dict[str, str]:
     from autotune import __version__
 
     out = {"autotune": __version__}
-    for name in _VERSIONED:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
+    for name, distributions in _VERSIONED.items():
+        out[name] = "not installed"
+        for dist in distributions:
+            try:
+                out[name] = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
     return out
 
 

@@ -66,3 +66,24 @@ def test_the_installed_console_script_runs() -> None:
                     "(make test installs it)")
     proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("autotune 0.1.0")
+
+
+def test_versions_read_a_slim_mlflow_install(tmp_path: Path) -> None:
+    """The GPU kit carries mlflow-skinny, not the mlflow distribution: the H200's search run said
+    ``version_mlflow: not installed`` while MLflow 3.17.2 recorded it. A process that sees only a
+    mlflow-skinny distribution reports its version; one that sees neither says not installed."""
+    site = tmp_path / "site"
+    info = site / "mlflow_skinny-3.17.2.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mlflow-skinny\nVersion: 3.17.2\n")
+    # Only the standard library, this checkout and the fake site: no installed mlflow, ray or optuna.
+    code = ("import sys, sysconfig; sys.path = [p for p in sys.path if 'site-packages' not in p]"
+            " + sys.argv[1:]; from autotune import cli; v = cli.versions();"
+            " print(v['mlflow'], '|', v['ray'])")
+    slim = subprocess.run([sys.executable, "-S", "-c", code, str(REPO), str(site)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert slim.returncode == 0, slim.stderr
+    assert slim.stdout.strip() == "3.17.2 | not installed"
+    none = subprocess.run([sys.executable, "-S", "-c", code, str(REPO)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert none.returncode == 0 and none.stdout.strip() == "not installed | not installed", none.stderr

@@ -151,8 +151,11 @@ def test_config_yaml_format():
     assert "#   export NCCL_ALGO=Ring" in text
     assert "speculative-num-steps: 3" in text and "speculative_num_steps" not in text
     assert "disable-custom-all-reduce" not in text  # a False switch is left out
-    with pytest.raises(LaunchArgsError):
-        eagle_spec(server_args={"dllm_fdfo": False}).to_config_yaml()
+    # A --x/--no-x pair is refused in a file: it stays on the command line, which the head names.
+    pair = eagle_spec(server_args={"dllm_fdfo": False})
+    assert pair.config_rest() == ["--no-dllm-fdfo"]
+    assert "--config <this file> --no-dllm-fdfo" in pair.to_config_yaml()
+    assert "dllm" not in pair.to_config_yaml().split("\n", 2)[2]
 
 
 def test_json_round_trip():

@@ -22,6 +22,7 @@ import yaml
 
 from autotune.launch.serving import serving_spec
 from autotune.export import command as export
+from autotune.sglang import args as sglang_args
 from autotune.sglang import flags as sglang_flags
 from autotune.bench.client import run_benchmark
 from autotune.errors import ConfigError, LaunchArgsError
@@ -229,9 +230,17 @@ def test_config_yaml_follows_each_versions_loader(tmp_path):
     with sglang_flags.using_flags(v0517()):
         spec = LaunchSpec(model_path="m", draft_model_path="d", server_args=spec_args)
         # 0.5.17's loader refuses every key whose field a deprecated alias shares (read from its
-        # ConfigArgumentMerger), so the field must go on the command line there.
+        # ConfigArgumentMerger), so the field goes on the command line beside --config there.
         with pytest.raises(LaunchArgsError, match=r"--cuda-graph-max-bs-decode.*SGLang 0\.5\.17"):
-            spec.to_config_yaml()
+            sglang_args.args_to_config(spec.server_args)
+        assert spec.config_rest() == ["--cuda-graph-max-bs-decode", "8"]
+        text_0517 = export.render(serving_spec(spec), "yaml")
+        assert "cuda-graph-max-bs-decode" not in yaml.safe_load(text_0517)
+        assert "--config <this file> --cuda-graph-max-bs-decode 8" in text_0517
+        path = tmp_path / "c0517.yaml"
+        path.write_text(text_0517)
+        parsed_0517 = parse_server_args(["--config", str(path), *spec.config_rest()])
+        assert parsed_0517["cuda_graph_max_bs_decode"] == 8 and parsed_0517["speculative_num_steps"] == 2
         sh = export.render(serving_spec(spec), "sh")
     assert "--cuda-graph-max-bs-decode 8" in sh and "--cuda-graph-max-bs " not in sh
     with sglang_flags.using_flags(sglang_flags.builtin_flags()):

@@ -444,3 +444,32 @@ def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path):
     assert "phases.png" not in out["names"]
     assert out["metric"] == 1200.0
     assert any("could not draw it" in why for why in out["skipped"].values())
+
+
+def test_winner_files_under_sglang_0517_keep_a_flag_its_config_loader_refuses(tracker, tmp_path):
+    """On the H200 (SGLang 0.5.17) the MoE search's winner/ folder was empty and the search run said
+    ``autotune.export_error``: 0.5.17's --config loader refuses cuda_graph_max_bs_decode (a deprecated
+    alias shares its field), and that one format's failure lost launch.sh too. Now the flag stays on
+    the command line beside --config, and every format is logged and parses back."""
+    from autotune.export.command import winner_files
+    from autotune.sglang import flags as sglang_flags
+    from autotune.sglang.args import parse_server_args
+
+    table = Path(__file__).parent / "data" / "sglang-0.5.17-flags.json"
+    with sglang_flags.using_flags(sglang_flags.flags_from_table(str(table))):
+        tracker.log_trial("base", result({"cuda_graph_max_bs_decode": 4}, 234.0))
+        tracker.log_trial("t0", result(eagle(5, 1, cuda_graph_max_bs_decode=4), 352.0, baseline_tok_s=234.0))
+        summary = tracker.finish_search(winner_files=winner_files)
+        assert summary.export_error is None
+        assert "autotune.export_error" not in tracker.client.get_run(tracker.parent_run_id).data.tags
+        assert _artifacts(tracker, tracker.parent_run_id, "winner") == {
+            "winner/launch.sh", "winner/config.yaml", "winner/launch.json"}
+        config = _read(tracker, tracker.parent_run_id, "winner/config.yaml", tmp_path)
+        import yaml
+
+        assert "cuda-graph-max-bs-decode" not in yaml.safe_load(config)
+        assert "--config <this file> --cuda-graph-max-bs-decode 4" in config
+        path = tmp_path / "config.yaml"
+        path.write_text(config)
+        parsed = parse_server_args(["--config", str(path), "--cuda-graph-max-bs-decode", "4"])
+    assert parsed["cuda_graph_max_bs_decode"] == 4 and parsed["speculative_num_steps"] == 5

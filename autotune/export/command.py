@@ -66,11 +66,24 @@ def winner_spec(tracker: Tracker, winner: Winner, *, strip_metrics: bool = False
 def winner_files(tracker: Tracker, winner: Winner) -> dict[str, str]:
     """The winner's real-SGLang launch as the files a search logs on its MLflow run (``winner/``):
     ``launch.sh``, ``config.yaml`` (SGLang ``--config``) and ``launch.json``, each checked as
-    :func:`render` checks it."""
+    :func:`render` checks it. A format that cannot be rendered is ``NAME.error.txt`` with the
+    reason, so one format's failure never loses the others.
+
+    Raises:
+        LaunchArgsError: No format could be rendered (the reason of the first).
+    """
     spec = winner_spec(tracker, winner)
-    return {"launch.sh": render(spec, "sh", winner=winner, search=tracker.name),
-            "config.yaml": render(spec, "yaml", winner=winner, search=tracker.name),
-            "launch.json": render(spec, "json", winner=winner, search=tracker.name)}
+    files: dict[str, str] = {}
+    errors: list[LaunchArgsError] = []
+    for name, fmt in (("launch.sh", "sh"), ("config.yaml", "yaml"), ("launch.json", "json")):
+        try:
+            files[name] = render(spec, fmt, winner=winner, search=tracker.name)
+        except LaunchArgsError as exc:
+            errors.append(exc)
+            files[f"{name}.error.txt"] = f"{type(exc).__name__}: {exc}\n"
+    if len(errors) == 3:
+        raise errors[0]
+    return files
 
 
 def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
@@ -185,7 +198,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
         _check_sh(text, spec, expected)
     elif fmt == "yaml":
         text = "".join(f"# {line}\n" for line in notes) + spec.to_config_yaml()
-        _check_yaml(text, expected)
+        _check_yaml(text, expected, rest=spec.config_rest())
     else:
         data: dict[str, Any] = {"argv": spec.argv(python="python"), "env": dict(sorted(spec.env.items()))}
         if notes:
@@ -226,12 +239,12 @@ def _check_sh(text: str, spec: LaunchSpec, expected: dict[str, Any]) -> None:
         raise LaunchArgsError("the script's command line parses differently from the launch", argv=command)
 
 
-def _check_yaml(text: str, expected: dict[str, Any]) -> None:
-    """Parse the config the way ``launch_server --config FILE`` does and compare with the argv."""
+def _check_yaml(text: str, expected: dict[str, Any], *, rest: list[str]) -> None:
+    """Parse the config the way ``launch_server --config FILE [REST]`` does and compare with the argv."""
     with tempfile.TemporaryDirectory(prefix="autotune-export-") as tmp:
         path = Path(tmp) / "config.yaml"
         path.write_text(text)
-        parsed = sglang_args.parse_server_args(["--config", str(path)])
+        parsed = sglang_args.parse_server_args(["--config", str(path), *rest])
     if parsed != expected:
         diff = sorted(k for k in set(parsed) | set(expected) if parsed.get(k) != expected.get(k))
         raise LaunchArgsError(f"the --config file parses differently from the command line: {diff}")

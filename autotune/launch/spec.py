@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from autotune.sglang import args as sglang_args
+from autotune.sglang import flags as sglang_flags
 from autotune.sglang.backend import BACKENDS
 from autotune.names import is_env_name
 
@@ -179,27 +180,37 @@ class LaunchSpec:
     def to_config_yaml(self) -> str:
         """The server args as an SGLang ``--config`` file.
 
-        Run it with ``python -m sglang.launch_server --config FILE``. Keys are flag names without
-        their dashes, which is what SGLang's loader needs. Environment variables cannot go in it;
-        they are listed in a comment at the top.
-
-        Raises:
-            LaunchArgsError: For a flag SGLang's config loader refuses (``--x/--no-x`` pairs).
+        Run it with ``python -m sglang.launch_server --config FILE`` followed by
+        :meth:`config_rest`, the flags SGLang's loader refuses in a file (``--x/--no-x`` pairs; in
+        0.5.17 any field a deprecated alias shares): the first comment line gives that command. Keys
+        are flag names without their dashes, which is what SGLang's loader needs. Environment
+        variables cannot go in it; they are listed in a comment at the top.
         """
+        mapping, rest = self._config_split()
+        command = " ".join(["python -m sglang.launch_server --config <this file>",
+                            *(shlex.quote(word) for word in rest)])
+        comments = [f"# SGLang server config: {command}"]
+        if rest:
+            comments.append(f"# ({' '.join(w for w in rest if w.startswith('--'))} on the command line: "
+                            f"{sglang_flags.active_flags().describe()}'s --config loader refuses it in a file)")
+        if self.env:
+            comments.append("# Set this environment first (SGLang's config file cannot carry it):")
+            comments += [f"#   export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        body = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        return "\n".join(comments) + "\n" + body
+
+    def config_rest(self) -> list[str]:
+        """The flags that go on the command line beside ``--config FILE`` (see :meth:`to_config_yaml`)."""
+        return self._config_split()[1]
+
+    def _config_split(self) -> tuple[dict[str, Any], list[str]]:
         head: dict[str, Any] = {
             "model_path": self.model_path,
             "speculative_draft_model_path": self.draft_model_path,
             "host": self.host,
             "port": self.port,
         }
-        mapping = sglang_args.args_to_config(head)
-        mapping.update(sglang_args.args_to_config(dict(sorted(self.server_args.items()))))
-        comments = ["# SGLang server config: python -m sglang.launch_server --config <this file>"]
-        if self.env:
-            comments.append("# Set this environment first (SGLang's config file cannot carry it):")
-            comments += [f"#   export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
-        body = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, allow_unicode=True)
-        return "\n".join(comments) + "\n" + body
+        return sglang_args.config_and_rest({**head, **dict(sorted(self.server_args.items()))})
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready record: the fields, plus the argv (with ``python``) and env it runs with."""

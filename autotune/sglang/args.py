@@ -226,42 +226,73 @@ def args_to_argv(mapping: Mapping[str, Any] | Iterable[tuple[str, Any]], *,
     return argv
 
 
-def args_to_config(mapping: Mapping[str, Any], *, flag_set: flags.FlagSet | None = None) -> dict[str, Any]:
-    """Field values as the mapping of an SGLang ``--config`` YAML file.
+def config_and_rest(mapping: Mapping[str, Any], *,
+                    flag_set: flags.FlagSet | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Field values split into an SGLang ``--config`` mapping and the flags that must stay on the
+    command line beside ``--config FILE``.
 
     SGLang's loader turns each key ``k`` into ``--k`` verbatim, so keys are the flags without their
     dashes (``speculative-num-steps``), not field names. Store-true switches appear only when True.
+    The loader of the SGLang in use refuses some fields (``--x/--no-x`` pairs, deprecated switches,
+    LoRA paths; in 0.5.17 also any field a deprecated alias shares, such as
+    ``cuda_graph_max_bs_decode``): those come back as argv, which ``launch_server`` merges with the
+    file (``--config FILE --flag value``).
 
     Args:
         mapping: Field name -> value.
         flag_set: The SGLang flags to write for; the active ones if None.
 
     Returns:
-        YAML-ready mapping, in the input's order.
-
-    Raises:
-        LaunchArgsError: For a field the loader of the SGLang in use refuses (``--x/--no-x``
-            pairs, deprecated switches, LoRA paths; in 0.5.17 also any field a deprecated alias
-            shares), which must go on the command line instead.
+        (YAML-ready mapping in the input's order, argv of the refused fields in the input's order).
     """
     flag_set = flag_set or flags.active_flags()
-    store_true, unsupported = flag_set.config_keys
+    store_true, _ = flag_set.config_keys
     out: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
     for name, value in mapping.items():
         if value is None:
             continue
         flag = to_cli_flag(name, flag_set=flag_set)
         key = flag[2:].replace("-", "_")
-        refused = unsupported.get(key) or unsupported.get(name)
-        if refused is not None:
-            raise LaunchArgsError(f"{flag} cannot be written to an SGLang --config file for "
-                                  f"{flag_set.describe()} (its loader rejects {refused} flags); pass it on "
-                                  "the command line")
+        if _refused(name, flag_set=flag_set) is not None:
+            rest[name] = value
+            continue
         if (key in store_true or name in store_true) and not value:
             continue
         value = list(value) if isinstance(value, tuple) else value
         out[flag[2:]] = value
-    return out
+    return out, args_to_argv(rest, flag_set=flag_set)
+
+
+def args_to_config(mapping: Mapping[str, Any], *, flag_set: flags.FlagSet | None = None) -> dict[str, Any]:
+    """Field values as the mapping of an SGLang ``--config`` YAML file, all of them in the file.
+
+    Args:
+        mapping: Field name -> value.
+        flag_set: The SGLang flags to write for; the active ones if None.
+
+    Returns:
+        YAML-ready mapping, in the input's order (see :func:`config_and_rest`).
+
+    Raises:
+        LaunchArgsError: For a field the loader of the SGLang in use refuses; use
+            :func:`config_and_rest` to put such fields on the command line instead.
+    """
+    flag_set = flag_set or flags.active_flags()
+    for name, value in mapping.items():
+        refused = None if value is None else _refused(name, flag_set=flag_set)
+        if refused is not None:
+            raise LaunchArgsError(f"{to_cli_flag(name, flag_set=flag_set)} cannot be written to an SGLang "
+                                  f"--config file for {flag_set.describe()} (its loader rejects {refused} "
+                                  "flags); pass it on the command line")
+    return config_and_rest(mapping, flag_set=flag_set)[0]
+
+
+def _refused(name: str, *, flag_set: flags.FlagSet) -> str | None:
+    """The action class for which SGLang's ``--config`` loader refuses field ``name``, or None."""
+    _, unsupported = flag_set.config_keys
+    key = to_cli_flag(name, flag_set=flag_set)[2:].replace("-", "_")
+    return unsupported.get(key) or unsupported.get(name)
 
 
 def canonical_args(server_args: Mapping[str, Any], *,

@@ -163,7 +163,14 @@ def _log_winner_command(tracker: Tracker, parent: str, winner: Winner,
         log_batch(tracker.client, parent, tags={"autotune.export_error": error})
         return error
     _log_files(tracker.client, parent, files, "winner")
-    return None
+    # A format that could not be rendered is logged as NAME.error.txt beside the others.
+    failed = {name[: -len(".error.txt")]: text.strip() for name, text in files.items()
+              if name.endswith(".error.txt")}
+    if not failed:
+        return None
+    error = "; ".join(f"{name}: {why}" for name, why in sorted(failed.items()))
+    log_batch(tracker.client, parent, tags={"autotune.export_error": error})
+    return error
 
 
 def _log_files(client: MlflowClient, parent: str, files: Mapping[str, str], folder: str) -> None:
