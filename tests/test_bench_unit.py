@@ -612,3 +612,17 @@ def test_client_sustains_20k_streamed_tokens_per_cpu_second():
     assert rate >= 20_000, f"client parsed only {rate:.0f} tokens per CPU second"
     if os.environ.get("AUTOTUNE_PRINT_PERF"):
         print(f"{rate:.0f} tokens per client CPU second")
+
+
+def test_peak_in_flight_counts_overlapping_records_and_none_when_unknown():
+    def rec(i: int, start: float, end: float | None) -> RequestRecord:
+        return RequestRecord(index=i, prompt_id=f"p{i}", start=start, end=end)
+
+    # 0-3 and 1-2 overlap; 3-4 is sent as 0-3 closes, so it never runs beside it.
+    peak = BenchResult.from_records([rec(0, 0.0, 3.0), rec(1, 1.0, 2.0), rec(2, 3.0, 4.0)],
+                                    api="generate")
+    assert peak.peak_in_flight == 2 and peak.to_dict()["peak_in_flight"] == 2
+    assert BenchResult.from_records([rec(0, 0.0, 1.0), rec(1, 1.0, 2.0)],
+                                    api="generate").peak_in_flight == 1
+    assert BenchResult.from_records([rec(0, 0.0, None)], api="generate").peak_in_flight is None
+    assert BenchResult.from_records([], api="generate").peak_in_flight is None

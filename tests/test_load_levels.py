@@ -49,6 +49,24 @@ def test_rate_levels_keep_order_prompts_the_cap_and_a_primary():
     assert primary_level({}) is None
 
 
+@pytest.mark.parametrize("rate", [50, [2, 50]])
+def test_a_request_rate_leaves_in_flight_requests_uncapped_unless_concurrency_is_written(rate):
+    """As ``bench_serving --request-rate`` (``--max-concurrency`` unset): a cap of 1 would make
+    the open-loop rate closed-loop concurrency 1."""
+    spec = {"request_rate": rate, "num_prompts": 8, "warmup_prompts": 0}
+    wl = Workload.from_spec(spec)
+    fast = wl.levels()[-1]
+    assert (fast.request_rate, fast.concurrency) == (50.0, None)
+    assert fast.bench_kwargs()["concurrency"] is None and wl.to_dict()["concurrency"] is None
+    assert primary_concurrency(spec) is None
+    # A written cap holds, 1 included; no rate (or a null one) keeps the default of 1.
+    for cap in (1, 4):
+        capped = Workload.from_spec({**spec, "concurrency": cap}).levels()[-1]
+        assert capped.bench_kwargs()["concurrency"] == cap
+    assert Workload.from_spec({**spec, "request_rate": None}).concurrency == 1
+    assert primary_concurrency({}) == 1 and primary_concurrency({"request_rate": None}) == 1
+
+
 @pytest.mark.parametrize("spec, field, needle", [
     ({"concurrency": [1, 8], "request_rate": [2, 4]}, "request_rate", "both lists"),
     ({"request_rate": []}, "request_rate", "empty list"),
@@ -85,7 +103,15 @@ def test_a_bad_rate_in_a_space_file_points_at_its_line(tmp_path):
         load_space(space)
     assert err.value.file == str(space) and err.value.line == line
     assert err.value.field == "workload.request_rate[1]" and "inf" in str(err.value)
-    space.write_text(text.replace("concurrency: 4", "concurrency: [1, 4]"))
+    space.write_text(text.replace("  request_rate: [2, 50]",
+                                  "  concurrency: [1, 4]\n  request_rate: [2, 50]"))
     with pytest.raises(ConfigError, match="both lists") as err:
         load_space(space)
     assert err.value.line == space.read_text().splitlines().index("  request_rate: [2, 50]") + 1
+    # A cap beside a rate that is no cap: the message says what a cap is and how to have none.
+    space.write_text(text.replace("  request_rate: [2, 50]", "  concurrency: 0\n  request_rate: [2, 50]"))
+    with pytest.raises(ConfigError) as err:
+        load_space(space)
+    assert err.value.file == str(space) and err.value.field == "workload.concurrency"
+    assert err.value.line == space.read_text().splitlines().index("  concurrency: 0") + 1
+    assert "got 0" in str(err.value) and "leave it out" in str(err.value), str(err.value)

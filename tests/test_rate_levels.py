@@ -10,12 +10,36 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from test_search import _assert_no_emulator_left, _mlflow, _search, _study, sim_env  # noqa: F401
+from test_sim_server import LLAMA_ARGS, Sim, launch  # noqa: F401  (launch is a fixture)
+
+from autotune.bench.client import run_benchmark_sync
+from autotune.space.workload import Workload
 
 slow = pytest.mark.slow
+
+
+@pytest.mark.timeout(90)
+def test_a_rate_of_50_per_second_without_concurrency_keeps_several_requests_in_flight(
+        launch: Callable[..., Sim]) -> None:  # noqa: F811
+    """Open-loop arrivals are not throttled to one in flight (the old default cap of 1 made the
+    rate closed-loop concurrency 1): 8 requests at 50/s against a real emulator, the overlap read
+    from the records' send and close times; a written ``concurrency: 1`` still caps it."""
+    spec = {"request_rate": [2, 50], "num_prompts": 8, "warmup_prompts": 0, "output_len": 48,
+            "max_duration_s": 30}
+    sim = launch(*LLAMA_ARGS)
+    fast = Workload.from_spec(spec).levels()[1]
+    bench = run_benchmark_sync(sim.url, fast.measured(), **fast.bench_kwargs())
+    assert bench.completed == 8 and bench.request_rate == 50.0
+    assert bench.peak_in_flight is not None and bench.peak_in_flight > 1
+    assert bench.concurrency is None
+    capped = Workload.from_spec({**spec, "concurrency": 1}).levels()[1]
+    bench = run_benchmark_sync(sim.url, capped.measured(), **capped.bench_kwargs())
+    assert (bench.completed, bench.peak_in_flight) == (8, 1)
 
 
 @slow

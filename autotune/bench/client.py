@@ -207,14 +207,16 @@ async def run_benchmark(base_url: str, prompts: Sequence[Prompt], *, api: str = 
 
     Load shape: ``concurrency`` alone keeps that many requests in flight (1 = batch-1
     latency); ``request_rate`` sends Poisson arrivals (seeded by ``seed``), capped at
-    ``concurrency`` in flight when both are set. No request starts after ``max_duration_s``;
+    ``concurrency`` in flight when both are set and uncapped (every prompt may be in flight, as
+    ``bench_serving``'s default ``--max-concurrency``) when ``concurrency`` is None. No request
+    starts after ``max_duration_s``;
     requests in flight then finish (each bounded by ``request_timeout_s``).
 
     Args:
         base_url: ``http://host:port``.
         prompts: What to send, in order.
         api: ``generate`` or ``chat``.
-        concurrency: Requests in flight at most.
+        concurrency: Requests in flight at most; None for no cap (needs ``request_rate``).
         request_rate: Mean requests per second of a Poisson process.
         max_duration_s: Stop starting requests after this long.
         timeout: httpx timeouts (connect, read between chunks, write, pool).

@@ -278,11 +278,30 @@ class BenchResult:
         """Window end as a Unix time."""
         return None if self.window_end is None else self.window_end + self.epoch_offset
 
+    @property
+    def peak_in_flight(self) -> int | None:
+        """Most requests in flight at once, from the records' send and close times (what
+        ``vllm bench serve`` prints as peak concurrent requests): the load a rate really built,
+        where the run's ``concurrency`` is only its cap. None without records, or where a
+        record's end is unknown."""
+        if not self.records or any(r.end is None for r in self.records):
+            return None
+        # At one instant an end sorts before a start (-1 < 1): a request that closes as the next
+        # is sent was not in flight beside it.
+        events = sorted([(r.start, 1) for r in self.records] +
+                        [(r.end, -1) for r in self.records])  # type: ignore[misc]
+        peak = now = 0
+        for _, step in events:
+            now += step
+            peak = max(peak, now)
+        return peak
+
     def to_dict(self) -> dict[str, Any]:
         """Flat, JSON-ready metrics (no records); None stays None."""
         out: dict[str, Any] = {
             "api": self.api, "concurrency": self.concurrency, "request_rate": self.request_rate,
-            "num_requests": self.num_requests, "completed": self.completed,
+            "num_requests": self.num_requests, "peak_in_flight": self.peak_in_flight,
+            "completed": self.completed,
             "failed": self.failed, "not_started": self.not_started,
             "window_start_unix": self.window_start_unix, "window_end_unix": self.window_end_unix,
             "duration_s": self.duration_s, "output_tok_s": self.output_tok_s,

@@ -7,8 +7,8 @@ summary and the exports.
 
 A concurrency list measures closed-loop load (that many requests in flight); a rate list
 measures open-loop Poisson arrivals at each rate (the scalar ``request_rate`` semantics, seeded by
-``workload.seed``), capped by the scalar ``concurrency`` as a single rate is (``concurrency: null``
-for no cap). ``primary_concurrency`` / ``primary_request_rate`` picks the level the search
+``workload.seed``). A rate, single or listed, caps the requests in flight only where
+``concurrency`` is written (:func:`concurrency_of`). ``primary_concurrency`` / ``primary_request_rate`` picks the level the search
 optimises, by default the first written. These readers check the keys without loading prompts,
 for :class:`~autotune.space.workload.Workload` and for code that models a workload.
 """
@@ -23,7 +23,7 @@ from typing import Any
 from autotune.errors import ConfigError
 
 __all__ = ["AXES", "CONCURRENCY", "MAX_CONCURRENCY", "MAX_LEVELS", "PRIMARY_KEYS", "REQUEST_RATE",
-           "LoadLevel", "as_level", "primary_level", "read_levels"]
+           "LoadLevel", "as_level", "concurrency_of", "primary_level", "read_levels"]
 
 CONCURRENCY, REQUEST_RATE = "concurrency", "request_rate"
 #: The workload keys that take a list of levels.
@@ -105,6 +105,27 @@ MAX_CONCURRENCY = 4096
 PRIMARY_KEYS = {CONCURRENCY: "primary_concurrency", REQUEST_RATE: "primary_request_rate"}
 
 Bad = Callable[[str, str], ConfigError]
+
+
+def concurrency_of(spec: Mapping[str, Any]) -> Any:
+    """A ``workload:`` section's ``concurrency`` as written, else its default: the one place that
+    decides the default.
+
+    Without a request rate the default is 1 (batch-1 latency, closed loop). With a request rate,
+    single or a list, it is None: no cap on the requests in flight, as ``sglang.bench_serving
+    --request-rate`` (whose ``--max-concurrency`` defaults to none). A cap of 1 there would turn
+    the open-loop rate into closed-loop concurrency 1 and the rate would measure nothing of its
+    own. The load stays bounded: ``num_prompts`` requests at most, and ``max_duration_s``.
+
+    Args:
+        spec: The section as written (without defaults filled in).
+
+    Returns:
+        The value to validate: an int, a list of levels, None, or whatever was written.
+    """
+    if CONCURRENCY in spec:
+        return spec[CONCURRENCY]
+    return None if spec.get(REQUEST_RATE) is not None else 1
 
 
 def read_levels(spec: Mapping[str, Any], bad: Bad

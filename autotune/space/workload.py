@@ -18,7 +18,8 @@ from typing import Any
 from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space import sampling
-from autotune.space.load_levels import CONCURRENCY, PRIMARY_KEYS, LoadLevel, primary_level, read_levels
+from autotune.space.load_levels import (CONCURRENCY, PRIMARY_KEYS, LoadLevel, concurrency_of,
+                                        primary_level, read_levels)
 from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
@@ -26,6 +27,7 @@ APIS = ("generate", "chat")
 
 _DEFAULTS: dict[str, Any] = {
     "source": "builtin", "path": None, "num_prompts": 64, "warmup_prompts": 4,
+    # concurrency: 1, or no cap beside a request rate; load_levels.concurrency_of decides.
     "output_len": 256, "max_output_len": 2048, "seed": 0, "concurrency": 1,
     "request_rate": None, "api": "generate", "max_duration_s": None, "tokenizer": None,
     "primary_concurrency": None, "primary_request_rate": None, "sample": "random",
@@ -67,7 +69,8 @@ class Workload:
         Args:
             spec: The section; missing keys take defaults (``source: builtin``,
                 ``num_prompts: 64``, ``warmup_prompts: 4``, ``output_len: 256``,
-                ``max_output_len: 2048``, ``seed: 0``, ``concurrency: 1``,
+                ``max_output_len: 2048``, ``seed: 0``, ``concurrency: 1`` (beside a
+                ``request_rate``: null, no cap on requests in flight),
                 ``request_rate: null``, ``api: generate``, ``max_duration_s: null``).
                 ``concurrency`` or ``request_rate`` may be a list of levels (each trial measures
                 every one, see :meth:`levels` and :mod:`autotune.space.load_levels`);
@@ -90,15 +93,15 @@ class Workload:
         if unknown:
             raise bad(unknown[0], f"unknown key {unknown[0]!r}; known keys: "
                                   f"{', '.join(sorted(_DEFAULTS))}")
-        v = {**_DEFAULTS, **spec}
+        v = {**_DEFAULTS, **spec, CONCURRENCY: concurrency_of(spec)}
 
-        def integer(key: str, low: int, *, optional: bool = False) -> int | None:
+        def integer(key: str, low: int, *, optional: bool = False, hint: str = "") -> int | None:
             x = v[key]
             if x is None and optional:
                 return None
             if isinstance(x, bool) or not isinstance(x, int) or x < low:
                 raise bad(key, f"must be an integer >= {low}"
-                               f"{' or null' if optional else ''}, got {x!r}")
+                               f"{' or null' if optional else ''}, got {x!r}{hint}")
             return x
 
         def positive(key: str) -> float | None:
@@ -136,7 +139,9 @@ class Workload:
         levels, primary = read_levels(v, bad)
         if primary is not None:
             v[primary.axis] = primary.value  # the workload's own load is the primary level's
-        conc = integer("concurrency", 1, optional=True)
+        conc = integer("concurrency", 1, optional=True, hint="; beside a request_rate it caps "
+                       "the requests in flight: leave it out (or null) for no cap, as "
+                       "bench_serving --request-rate" if v["request_rate"] is not None else "")
         rate = positive("request_rate")
         max_dur = positive("max_duration_s")
         if conc is None and rate is None:
@@ -252,8 +257,9 @@ class Workload:
 def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
     """The concurrency a ``workload:`` section drives for the search's objective, without loading
     its prompts: its single ``concurrency``, or the primary of its concurrency levels
-    (``primary_concurrency``, else the first level written); with request-rate levels, the single
-    ``concurrency`` that caps them. For code that models a workload instead of running it.
+    (``primary_concurrency``, else the first level written); beside a request rate, the
+    ``concurrency`` that caps it, None where none is written (no cap). For code that models a
+    workload instead of running it.
 
     Raises:
         ConfigError: A bad list of levels or primary key.
@@ -262,7 +268,7 @@ def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
     level = primary_level(spec)
     if level is not None and level.axis == CONCURRENCY:
         return int(level.value)
-    return spec.get("concurrency", _DEFAULTS["concurrency"])
+    return concurrency_of(spec)
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],
