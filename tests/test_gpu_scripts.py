@@ -107,19 +107,22 @@ def test_spread_probe_on_the_emulator(tmp_path: Path, installed_flag_table: Path
 
 
 def test_collect_search_reprints_the_committed_h200_figures(tmp_path: Path) -> None:
-    """The seventh session's figures (docs/measurements/real-search-h200-7.json) come back from its
-    committed raw archive: the 8B search's winner is the best of the complete sweep, and the
-    per-cycle range divides the synthetic acceptance draws out."""
-    raw = REPO / "docs/measurements/raw/real-search-h200-7/call3-results.tar.xz"
+    """The eighth session's figures (docs/measurements/real-search-h200-8.json) come back from its
+    committed raw archive: each shape's search winner is the best of every config of its space, and
+    the per-cycle range divides the synthetic acceptance draws out. The archive holds the seventh's
+    8B search too (restored and carried on), whose figures are unchanged."""
+    raw = REPO / "docs/measurements/raw/real-search-h200-8/call3-results.tar.xz"
     subprocess.run(["tar", "-xJf", str(raw), "-C", str(tmp_path)], check=True)
     out = tmp_path / "figures.json"
     proc = subprocess.run([sys.executable, "scripts/gpu/collect_search.py", str(tmp_path), "--json", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     spaces = json.loads(out.read_text())["spaces"]
-    committed = json.loads((REPO / "docs/measurements/real-search-h200-7.json").read_text())["spaces"]
+    committed = json.loads((REPO / "docs/measurements/real-search-h200-8.json").read_text())["spaces"]
+    seventh = json.loads((REPO / "docs/measurements/real-search-h200-7.json").read_text())["spaces"]
     for name in ("h200-llama-8b", "h200-qwen3-30b-a3b"):
         assert spaces[name]["figures"] == committed[name]["figures"]
+    assert spaces["h200-llama-8b"]["figures"] == seventh["h200-llama-8b"]["figures"]
     got = spaces["h200-llama-8b"]
     assert got["figures"]["configs_measured"] == 11  # every config of the space: search + sweep
     assert got["figures"]["winner"]["config"] == got["figures"]["best"]["config"] == "3-4-8"
@@ -129,13 +132,17 @@ def test_collect_search_reprints_the_committed_h200_figures(tmp_path: Path) -> N
     # 3-4-8's repeats moved 2.65% with their draws (accept 3.475-3.543); per cycle far less.
     assert rows["3-4-8"]["range_pct"] > 2 > rows["3-4-8"]["cycle_range_pct"]
     moe = spaces["h200-qwen3-30b-a3b"]["figures"]
-    assert moe["winner"] is None and moe["configs_measured"] == 3  # cut at the plan's deadline
+    # The search itself measured all 9 configs (plain and 8 EAGLE3), so nothing was left to sweep.
+    assert moe["configs_measured"] == 9 and moe["winner"]["config"] == moe["best"]["config"] == "5-1-6"
+    assert moe["winner_over_best"] == 1.0 and moe["configs_over_2pct_range"] == []
+    assert moe["trials"] == {"total": 8, "feasible": 8, "infeasible": 0, "failed": 0}
+    assert not any(moe["orphans"]) and moe["mlflow_runs"]["search/FINISHED"] == 1
 
 
 def test_state_restores_from_the_committed_xz_archives(tmp_path: Path) -> None:
-    """The next GPU session carries the committed xz snapshot as is (a third of the gzip size the
-    64 MiB a call carries cannot spare): restore reads it like a call's gzip files."""
-    state = REPO / "docs/measurements/raw/real-search-h200-7"
+    """A GPU session carries the committed xz snapshot as is (a third of the gzip size the 64 MiB a
+    call carries cannot spare): restore reads it like a call's gzip files."""
+    state = REPO / "docs/measurements/raw/real-search-h200-8"
     carried = tmp_path / "state"
     carried.mkdir()
     for part in ("results", "mlruns"):
@@ -143,7 +150,7 @@ def test_state_restores_from_the_committed_xz_archives(tmp_path: Path) -> None:
     res = tmp_path / "res"
     proc = subprocess.run(["bash", str(REPO / "scripts/gpu/state.sh"), "restore", str(res), str(carried)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0 and "restore 2" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "restore 3" in proc.stdout, proc.stdout + proc.stderr
     assert (tmp_path / "mlruns" / "mlflow.db").stat().st_size > 0
     assert sorted(p.name for p in (tmp_path / "mlruns" / "ray").iterdir()) == [
         "h200-llama-8b", "h200-qwen3-30b-a3b"]
@@ -156,12 +163,12 @@ def test_state_restores_from_the_committed_xz_archives(tmp_path: Path) -> None:
 
 
 def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Path) -> None:
-    """The state the next GPU session resumes (seventh session's MoE search, cut at its deadline) loads
-    with this checkout's code; the third session's, pickled before the package re-layout, does not
-    (the fourth session found that out on the device). When a plan finishes, point this at the state
-    the next plan resumes."""
+    """The newest committed Ray state (eighth session: both searches finished, each resumable with
+    --resume) loads with this checkout's code; the third session's, pickled before the package
+    re-layout, does not (the fourth session found that out on the device). When a plan finishes,
+    point this at the state the next plan resumes."""
     check = [sys.executable, "scripts/gpu/check_state.py"]
-    ok = subprocess.run([*check, "docs/measurements/raw/real-search-h200-7"], cwd=REPO,
+    ok = subprocess.run([*check, "docs/measurements/raw/real-search-h200-8"], cwd=REPO,
                         capture_output=True, text=True, timeout=120, check=False)
     assert ok.returncode == 0, ok.stderr
     assert "h200-qwen3-30b-a3b/run-20261202-074949: restorable by this checkout" in ok.stdout
@@ -189,7 +196,7 @@ def test_check_state_names_a_sampler_attribute_the_pickle_lacks(tmp_path: Path) 
     spec = importlib.util.spec_from_file_location("check_state", REPO / "scripts/gpu/check_state.py")
     check_state = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(check_state)  # type: ignore[union-attr]
-    subprocess.run(["tar", "-xJf", str(REPO / "docs/measurements/raw/real-search-h200-7/call3-mlruns.tar.xz"),
+    subprocess.run(["tar", "-xJf", str(REPO / "docs/measurements/raw/real-search-h200-8/call3-mlruns.tar.xz"),
                     "-C", str(tmp_path)], check=True)
     pickled = next((tmp_path / "mlruns/ray/h200-llama-8b").glob("run-*/searcher-state-*.pkl"))
     with open(pickled, "rb") as fh:
