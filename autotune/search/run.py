@@ -116,6 +116,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
 def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
          tracker: Any, ray_where: str, out: TextIO) -> SearchOutcome:
+    import optuna
     from ray import tune
 
     from autotune.search.progress import ProgressTable
@@ -184,6 +185,8 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
                                    resume_errored=True)
         table.carry_on(_finished_before(tuner))
     else:
+        # Optuna's INFO line "A new study created in memory" would land in the live table.
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
         # SGLang's own default speculative config goes first: the one a tuned config has to beat.
         searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
                                            mode="max" if maximize else "min",
