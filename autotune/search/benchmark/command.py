@@ -29,10 +29,14 @@ strategy alike, and is a candidate winner (when no speculative config beats the 
 baseline is the answer). Failed and infeasible configs count as trials and are never picked. A
 re-proposed config is measured (and counted) again.
 
-After every trial the strategy's pick is its best measured feasible config (mean of its
-measurements); the run succeeds at the first trial where the pick's true tok/s (noise-free, or
-the recorded median) is at least ``--threshold`` (0.98) of the true optimum: the best feasible
-config of the space, baselines included. Noise is common across strategies: the n-th measurement
+After every trial the strategy's pick is what the search, stopped there, would name: its
+``max(1, search.finalists)`` best feasible speculative trials (``--finalists N`` overrides) are
+re-measured beside fresh baselines, from the same noise, and the winner policy picks
+(:mod:`autotune.search.benchmark.conclusion`). The run succeeds at the first trial where the
+pick's true tok/s (noise-free, or the recorded median) is at least ``--threshold`` (0.98) of the
+true optimum (the best feasible config of the space, baselines included); its count is that
+trial plus the conclusion's runs (two a finalist), within the budget. ``--no-finalists`` picks
+the best measured feasible config (mean of its measurements) instead, with nothing added. Noise is common across strategies: the n-th measurement
 of a config in seed s gets the same noise whichever strategy asks for it. The truth, the noise and
 the oracle live in :mod:`autotune.search.benchmark.problem`.
 """
@@ -71,6 +75,15 @@ def _warm_line(warm: Mapping[str, Any] | None) -> str:
             f"{warm['tok_s']:.2f} tok/s, {warm['of_optimum']:.1%} of the optimum, {verdict}")
 
 
+def _conclusion_line(finalists: int | None) -> str:
+    if finalists is None:
+        return ("pick: the best measured feasible config after each trial (--no-finalists: no "
+                "finalist re-measurement)")
+    return (f"pick: what the search, stopped after the trial, names after re-measuring its "
+            f"{finalists} best feasible speculative trial(s) beside fresh baselines; each finalist "
+            f"costs 2 runs, counted (fin.runs: their mean in the runs that reached the target)")
+
+
 def render(result: Mapping[str, Any]) -> str:
     """Plain-text table of a :func:`~autotune.search.benchmark.strategies.benchmark` result."""
     any_summary = next(iter(result.values()))
@@ -90,14 +103,17 @@ def render(result: Mapping[str, Any]) -> str:
                f"{a['target_tok_s'] / a['optimum_tok_s']:.0%}) {a['target_tok_s']:.2f}  at "
                f"{a['optimum_params']}"),
               _warm_line(a.get("warm_start")),
+              _conclusion_line(a.get("finalists")),
               "",
               (f"{'strategy':<12} {'median':>7} {'p90':>7} {'success':>8} {'ours/this':>10} "
-               f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} {'secs':>6}")]
+               f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} {'fin.runs':>8} "
+               f"{'secs':>6}")]
     for name, s in result.items():
         lines.append(f"{name:<12} {_fmt(s['median']):>7} {_fmt(s['p90']):>7} "
                      f"{s['success_rate']:>8.0%} {_fmt(s['ratio_ours_to_this'], 2):>10} "
                      f"{_fmt(s['times_fewer_with_ours'], 1):>8} {s['mean_baselines']:>9.1f} "
-                     f"{s['mean_failed']:>7.1f} {s['mean_duplicates']:>5.1f} {s['seconds']:>6.1f}")
+                     f"{s['mean_failed']:>7.1f} {s['mean_duplicates']:>5.1f} "
+                     f"{_fmt(s.get('mean_conclusion_runs')):>8} {s['seconds']:>6.1f}")
     grid = result.get("grid")
     if grid:
         lines.append("")
@@ -130,7 +146,9 @@ def render(result: Mapping[str, Any]) -> str:
             lines.append(f"{OURS} against the best of {peers}: none has a median within the "
                          f"budget of {ours['budget']}"
                          + (f", so > {above:.2f}x fewer trials" if above else ""))
-    lines.append("Trials count every run: a new group's baseline (measured first) is one trial.")
+    lines.append("Trials count every run: a new group's baseline (measured first) is one trial"
+                 + ("." if a.get("finalists") is None
+                    else ", a finalist two (its fresh baseline, then itself)."))
     return "\n".join(lines)
 
 
@@ -161,10 +179,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="trials report no phases or accept data (the sampler's fallback)")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="do not run SGLang's default speculative config first (every search does)")
+    parser.add_argument("--finalists", type=int, default=None,
+                        help="finalists each run's conclusion re-measures beside fresh baselines, two "
+                             "runs each, counted (default: the space's, at least 1, as the search)")
+    parser.add_argument("--no-finalists", action="store_true",
+                        help="judge each run by its best measured feasible config, with no conclusion "
+                             "(the count before 2026-12-03)")
     parser.add_argument("--json", action="store_true", help="print one JSON object keyed by strategy")
     args = parser.parse_args(argv)
     if args.space is None and args.landscape is None:
         parser.error("give --space or --landscape")
+    if args.no_finalists and args.finalists is not None:
+        parser.error("--finalists and --no-finalists exclude each other")
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -174,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                            noise_cv=args.noise, threshold=args.threshold,
                            strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
                            phase_data=not args.no_phase_data, first_seed=args.first_seed,
-                           landscape=args.landscape, warm_start=not args.no_warm_start)
+                           landscape=args.landscape, warm_start=not args.no_warm_start,
+                           conclude=not args.no_finalists, finalists=args.finalists)
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
