@@ -28,6 +28,8 @@ DEFAULT_NOISE_CV = 0.02
 OURS = "phase-model"
 AUTO_TIERS = ("auto-tier1", "auto-tier2")
 STRATEGIES = ("grid", "random", "tpe", *AUTO_TIERS, OURS)
+#: ``benchmark(finalists=...)``: the space's own ``max(1, search.finalists)``, as the search takes.
+FINALISTS_OF_SPACE = "space"
 #: The strategies the phase model's median is set against (issue 15: at least 2x fewer trials).
 PEERS = ("random", "tpe", *AUTO_TIERS)
 
@@ -150,8 +152,8 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
               budget: int = 60, noise_cv: float | None = None, threshold: float = 0.98,
               strategies: Sequence[str] = STRATEGIES, phase_data: bool = True,
               first_seed: int = 0, landscape: str | None = None,
-              warm_start: bool = True, conclude: bool = True,
-              finalists: int | None = None) -> dict[str, Any]:
+              warm_start: bool = True,
+              finalists: int | str | None = None) -> dict[str, Any]:
     """Run every strategy on ``seeds`` seeds; one summary per strategy, keyed by name.
 
     Args:
@@ -168,14 +170,16 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         landscape: A recorded landscape file to replay instead of the emulator.
         warm_start: Every strategy's first trial is SGLang's default speculative config, as in a
             search; the result's ``warm_start`` says how good that config alone is.
-        conclude: Judge each run by what the search would name after re-measuring its finalists
-            (their runs counted); off, by its best measured feasible config (the count before
-            2026-12-03).
-        finalists: How many finalists a conclusion re-measures; None: the space's own, as the
-            search takes them (``max(1, search.finalists)``).
+        finalists: None (the default, issue 15's count): each run is judged by its best
+            measured feasible config after each trial, and nothing is added. A number N >= 1, or
+            ``"space"`` for the space's own ``max(1, search.finalists)``: each run is judged by
+            what the search, stopped after the trial, would name after re-measuring N finalists
+            beside fresh baselines, and the count adds their runs (two a finalist;
+            :mod:`autotune.search.benchmark.conclusion`).
 
     Raises:
-        ValueError: Bad counts, noise, strategies or ``finalists`` below 1.
+        ValueError: Bad counts, noise, strategies, or ``finalists`` neither ``"space"`` nor a
+            whole number >= 1.
     """
     if seeds < 1 or budget < 1:
         raise ValueError("seeds and budget must be >= 1")
@@ -189,13 +193,13 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
     unknown = [s for s in strategies if s not in SAMPLER_NAMES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(SAMPLER_NAMES)}")
-    if finalists is not None and finalists < 1:
-        raise ValueError(f"finalists must be >= 1, got {finalists}")
+    if finalists is not None and finalists != FINALISTS_OF_SPACE and (
+            isinstance(finalists, bool) or not isinstance(finalists, int) or finalists < 1):
+        raise ValueError(f"finalists must be {FINALISTS_OF_SPACE!r} or a whole number >= 1 "
+                         f"(None: no conclusion), got {finalists!r}")
     problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
-    if conclude and finalists is None:
+    if finalists == FINALISTS_OF_SPACE:
         finalists = max(1, problem.space.search.finalists)
-    if not conclude:
-        finalists = None
     seed_list = range(first_seed, first_seed + seeds)
     out: dict[str, Any] = {}
     for name in strategies:
