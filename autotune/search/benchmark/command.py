@@ -39,7 +39,6 @@ the oracle live in :mod:`autotune.search.benchmark.problem`.
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from collections.abc import Mapping
@@ -137,7 +136,7 @@ def render(result: Mapping[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = cli.command_parser("python -m autotune.bench_search", __doc__, examples=[
         "python -m autotune.bench_search --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
-        "python -m autotune.bench_search --landscape LANDSCAPE.json --json"])
+        "python -m autotune.bench_search --landscape LANDSCAPE.json --json -o figures.json"])
     parser.add_argument("--space",
                         help="search space YAML or packaged name (backend sim, or give --profile); with "
                              "--landscape, overrides the landscape's own space")
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="trials report no phases or accept data (the sampler's fallback)")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="do not run SGLang's default speculative config first (every search does)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object keyed by strategy")
+    cli.add_output(parser, record="the figures, keyed by strategy")
     args = parser.parse_args(argv)
     if args.space is None and args.landscape is None:
         parser.error("give --space or --landscape")
@@ -177,9 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                            landscape=args.landscape, warm_start=not args.no_warm_start)
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=1, default=str) if args.json else render(result))
-    return 0
+        return cli.BAD_INPUT
+    return cli.emit(args, text=render(result), record=result)
 
 
 if __name__ == "__main__":
