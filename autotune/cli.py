@@ -10,7 +10,7 @@ Output (:func:`add_output`, :func:`emit`; ``--help`` of every command shows it):
 - progress, warnings and errors go to stderr, whatever the flags.
 
 Flags of earlier releases keep working for the scripts that use them (``search --summary-json
-FILE`` and ``probe --out FILE``: the text on stdout, and the JSON record to FILE as well).
+FILE`` and ``probe --out FILE``: stdout as without them, and the JSON record in FILE as well).
 
 | code | meaning |
 |---|---|
