@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import textwrap
 
 from autotune import cli
 
@@ -32,11 +33,13 @@ def usage() -> str:
     rows = "\n".join(f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items())
     return (f"usage: autotune COMMAND [ARGS]   (or python -m autotune COMMAND [ARGS])\n\n"
             f"commands:\n{rows}\n\n"
-            "autotune COMMAND --help shows a command's own flags; autotune --version the versions.\n"
+            "autotune COMMAND --help shows a command's own flags; autotune --version the versions.\n\n"
+            f"output, the same for every command:\n{textwrap.indent(textwrap.fill(cli.CONVENTION, 86), '  ')}\n\n"
             "examples:\n"
             "  autotune search --space demo        # the packaged demo space, on the emulator\n"
             "  autotune search --space my-space.yaml --address auto\n"
-            "  autotune spaces                     # the packaged spaces, by name")
+            "  autotune spaces                     # the packaged spaces, by name\n"
+            "  autotune search --space demo --json -o winner.json   # the summary as JSON, in a file")
 
 
 def main(argv: list[str] | None = None) -> int:

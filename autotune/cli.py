@@ -1,4 +1,16 @@
-"""What every ``python -m autotune.*`` command shares: one table of exit codes, and ``--version``.
+"""What every ``python -m autotune.*`` command shares: one table of exit codes, one output convention,
+and ``--version``.
+
+Output (:func:`add_output`, :func:`emit`; ``--help`` of every command shows it):
+
+- the result goes to stdout as text a person reads;
+- ``--json`` puts it on stdout as one JSON document instead (one line), for scripts;
+- ``-o FILE`` (``--output FILE``) writes the result (the text, or the JSON with ``--json``, indented)
+  to FILE instead, and stdout stays empty; stderr says where it went;
+- progress, warnings and errors go to stderr, whatever the flags.
+
+Flags of earlier releases keep working for the scripts that use them (``search --summary-json
+FILE`` and ``probe --out FILE``: stdout as without them, and the JSON record in FILE as well).
 
 | code | meaning |
 |---|---|
@@ -12,10 +24,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import re
 import signal
+import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 OK = 0
 NO_RESULT = 1
@@ -107,5 +123,82 @@ def command_parser(prog: str, description: str, *, examples: Sequence[str] = ())
     return add_version(parser)
 
 
-__all__ = ["BAD_INPUT", "INTERRUPTED", "NO_RESULT", "OK", "add_version", "command_parser", "interruptible", "plain",
-           "version_text"]
+#: The output convention and exit codes, as every command's ``--help`` shows them.
+CONVENTION = ("The result goes to stdout as text; --json prints it as one JSON document instead; -o FILE "
+              "writes it (text, or JSON with --json) to FILE and leaves stdout empty. Progress, warnings and "
+              "errors go to stderr. Exit codes: 0 ok, 1 ran but no usable result, 2 bad input, 130 interrupted.")
+
+
+def add_output(parser: argparse.ArgumentParser, *, record: str, json_also: str | None = None) -> None:
+    """Give ``parser`` the output flags of every command: ``--json`` and ``-o/--output FILE``.
+
+    Args:
+        parser: The command's parser; the flags go into an ``output`` group that shows
+            :data:`CONVENTION`.
+        record: What the JSON document holds, for ``--json``'s help ("the trial's record").
+        json_also: An earlier release's flag that wrote the JSON record to a file while the text
+            still went to stdout (``--summary-json``); kept working as it did, for scripts.
+    """
+    group = parser.add_argument_group("output", textwrap.fill(CONVENTION, width=88))
+    group.add_argument("--json", action="store_true", help=f"print {record} as one JSON document instead of text")
+    group.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE instead of stdout")
+    if json_also:
+        group.add_argument(json_also, dest="json_also", metavar="FILE",
+                           help="earlier spelling, kept for scripts: stdout as without it, and "
+                                "the JSON record to FILE as well (--json -o FILE writes only the JSON)")
+
+
+def to_json(record: Any, *, indent: int | None = None) -> str:
+    """``record`` as the JSON every command writes: values JSON lacks (paths, times) as strings."""
+    return json.dumps(record, indent=indent, default=str) + "\n"
+
+
+def emit(args: argparse.Namespace, *, text: str, record: Any, code: int = OK, executable: bool = False,
+         what: str = "the result") -> int:
+    """Write a command's result as :data:`CONVENTION` says, from the flags :func:`add_output` gave.
+
+    Args:
+        args: The parsed command line (``json``, ``output`` and, where the command has it,
+            ``json_also``).
+        text: The result for a person.
+        record: The same result for scripts (anything :func:`json.dumps` takes, else as strings).
+        code: The command's exit code when everything is written.
+        executable: The text is a script: a FILE that gets it is made executable.
+        what: The text's name in the ``wrote ... to FILE`` line on stderr.
+
+    Returns:
+        ``code``; or :data:`BAD_INPUT` when a file could not be written (said on stderr). What was
+        meant for that file then goes to stdout instead, so that nothing measured is lost: the
+        result meant for ``-o FILE``, or the JSON record meant for ``json_also``'s FILE.
+    """
+    stdout = to_json(record) if args.json else (text if text.endswith("\n") or not text else text + "\n")
+    written = True
+    if args.output:
+        if _write(Path(args.output), to_json(record, indent=2) if args.json else stdout,
+                  executable=executable and not args.json):
+            print(f"wrote {'the JSON record' if args.json else what} to {args.output}", file=sys.stderr)
+            stdout = ""
+        else:
+            written = False
+    also = getattr(args, "json_also", None)
+    if also and not _write(Path(also), to_json(record, indent=2), executable=False):
+        stdout, written = to_json(record), False
+    sys.stdout.write(stdout)
+    sys.stdout.flush()
+    return code if written else BAD_INPUT
+
+
+def _write(path: Path, content: str, *, executable: bool) -> bool:
+    """``content`` into ``path``; False (said on stderr) when it cannot be written."""
+    try:
+        path.write_text(content)
+        if executable:
+            path.chmod(path.stat().st_mode | 0o111)
+    except OSError as exc:
+        print(f"error: cannot write {path}: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "add_output", "add_version", "command_parser",
+           "emit", "interruptible", "plain", "to_json", "version_text"]

@@ -9,7 +9,6 @@ is why it is not part of ``nccl/``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -38,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     p = cli.command_parser("python -m autotune.nccl_probe", __doc__, examples=[
         "python -m autotune.nccl_probe --space demo --tp 8 --backend sim",
         "python -m autotune.nccl_probe --candidates candidates.yaml --tp 2 --hidden 7168 "
-        "--backend nccl --json"])
+        "--backend nccl --json -o nccl-probe.json"])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--candidates", help="candidates file (YAML or JSON; docs/nccl-probe.md)")
     src.add_argument("--space", help=SPACE_HELP + "; probe its NCCL_* parameter combinations")
@@ -63,8 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-nvls", action="store_true",
                    help="with --candidates: let a candidate set NCCL_NVLS_ENABLE=1")
     p.add_argument("--workdir", help="keep worker logs here")
-    p.add_argument("--json", action="store_true", help="print the JSON report (table to stderr)")
-    p.add_argument("--out", help="write the JSON report to this file")
+    cli.add_output(p, record="the report (every candidate's latencies, the ranking)", json_also="--out")
     return p
 
 
@@ -109,22 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # the workers are stopped by now
         print("interrupted: every worker stopped; no report", file=sys.stderr)
         return cli.INTERRUPTED
-    text = json.dumps(report, indent=2)
-    if args.out:
-        try:
-            with open(args.out, "w") as fh:
-                fh.write(text + "\n")
-        except OSError as exc:
-            # The measurement is done: print it rather than lose it.
-            print(f"error: --out {args.out}: {exc}; the report follows on stdout", file=sys.stderr)
-            print(text)
-            return cli.BAD_INPUT
-    if args.json:
-        print(format_table(report), file=sys.stderr)
-        print(text)
-    else:
-        print(format_table(report))
-    return 0 if report["ranking"] else 1
+    return cli.emit(args, text=format_table(report), record=report,
+                    code=cli.OK if report["ranking"] else cli.NO_RESULT)
 
 
 if __name__ == "__main__":

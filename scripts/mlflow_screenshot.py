@@ -32,6 +32,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autotune.errors import ConfigError  # noqa: E402
 from autotune.tracking.store_copy import find_db, relocated_copy  # noqa: E402
+from autotune.tracking.ui_links import WORKFLOW, run_url  # noqa: E402
 
 START_DEADLINE_S = 120.0  # mlflow ui answers after ~15 s on an idle 2-core box
 RENDER_TIMEOUT_MS = 60_000
@@ -188,7 +189,7 @@ def shoot(*, chromium: str, url: str, exp_id: str, runs: list[dict], columns: st
             context.add_init_script(init)
             context.set_default_timeout(RENDER_TIMEOUT_MS)
             page = context.new_page()
-            page.goto(link := f"{url}/#/experiments/{exp_id}/runs")
+            page.goto(link := f"{url}/#/experiments/{exp_id}/runs?{WORKFLOW}")  # its columns: the state above
             (matching := page.get_by_text(re.compile(r"^\s*\d+\s+matching runs?\s*$"))).wait_for()
             page.locator(f'[role="gridcell"][col-id="{RUN_NAME_COL}"]').first.wait_for()
             for _ in children:  # should the saved state not have expanded a parent, click its button
@@ -208,7 +209,7 @@ def shoot(*, chromium: str, url: str, exp_id: str, runs: list[dict], columns: st
             shots.append((link, out / "mlflow-experiment.png"))
             page.set_viewport_size({"width": 1800, "height": 1600})
             for run, png in zip(pages, ("mlflow-parent-run.png", "mlflow-child-run.png"), strict=False):
-                page.goto(link := f"{url}/#/experiments/{exp_id}/runs/{run['info']['run_id']}")
+                page.goto(link := run_url(url, exp_id, run["info"]["run_id"]))
                 page.get_by_text(run["info"]["run_id"], exact=True).first.wait_for()
                 page.get_by_text(re.compile(r"^(Metrics|Parameters) \(\d+\)$")).first.wait_for()
                 page.screenshot(path=out / png)

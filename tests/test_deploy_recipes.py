@@ -300,7 +300,7 @@ def test_ray_cluster_search_command_runs_from_shared_storage():
     assert args.tracking_uri and args.tracking_uri.startswith("http")
     shared = [o.split()[1].split(":")[1] for o in config["docker"]["run_options"] if o.startswith("-v ")]
     assert _under(_cwd(before), shared), (before, shared)
-    assert _under(args.summary_json, shared)
+    assert args.json and _under(args.output, shared)
     assert _space_from_cluster_path(config, args.space).is_file()
     # The working directory exists before the search runs.
     assert any(c.split()[:2] == ["mkdir", "-p"] and _cwd(before) in c.split()
@@ -334,7 +334,7 @@ def test_rayjob_runs_a_search_command():
     assert args.address == "auto"
     head_mounts = list(_shared_mounts(job["spec"]["rayClusterSpec"]["headGroupSpec"]).values())
     assert _under(_cwd(before), head_mounts) and _under(args.space, head_mounts)
-    assert _under(args.summary_json, head_mounts)
+    assert args.json and _under(args.output, head_mounts)
 
 
 def _kuberay_resources(value: str) -> dict:

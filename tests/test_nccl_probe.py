@@ -295,16 +295,21 @@ def test_cli_writes_json_and_table(tmp_path: Path, capsys: pytest.CaptureFixture
     cands = tmp_path / "c.yaml"
     cands.write_text("- default\n- NCCL_ALGO=Ring\n- NCCL_ALGO=Tree\n- NCCL_PROTO=LL\n")
     out = tmp_path / "probe.json"
-    code = main(["--tp", "2", "--hidden", "4096", "--tokens", "1,4,8,64,512", "--candidates",
-                 str(cands), "--backend", "sim", "--profile", "llama-3.1-8b-eagle3-h100",
-                 "--out", str(out), "--json"])
-    assert code == 0
+    argv = ["--tp", "2", "--hidden", "4096", "--tokens", "1,4,8,64,512", "--candidates", str(cands),
+            "--backend", "sim", "--profile", "llama-3.1-8b-eagle3-h100"]
+    # The earlier spelling --out FILE: stdout as without it (here the JSON), the report in FILE too.
+    assert main([*argv, "--out", str(out), "--json"]) == 0
     printed = capsys.readouterr()
     report = json.loads(printed.out)
     assert report == json.loads(out.read_text())
     assert report["ranking"][0] == report["spread"]["best"] != "default"
     assert report["spread"]["default_over_best"] > 1.0
-    assert "NCCL probe: backend sim" in printed.err and "default/best" in printed.err
+    assert "NCCL probe: backend sim" not in printed.out and "default: ok" in printed.err  # progress on stderr
+    # Without --json the table goes to stdout; --out still writes the JSON report.
+    assert main([*argv, "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "NCCL probe: backend sim" in printed.out and "default/best" in printed.out
+    assert json.loads(out.read_text())["ranking"]
 
 
 def test_cli_bad_input_exits_2_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

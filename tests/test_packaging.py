@@ -101,7 +101,7 @@ def test_an_installed_wheel_finds_demo_by_name_without_a_checkout(wheel: Path, t
     assert module.startswith(str(site)) and file.startswith(str(site / "autotune/space/examples"))
     assert count == load_space(ROOT / "search_spaces" / "demo.yaml").count()
     # And through a command: the model-only evaluator, no servers.
-    run = subprocess.run([sys.executable, "-m", "autotune", "evaluate", "--space", "demo", "--optimum"],
+    run = subprocess.run([sys.executable, "-m", "autotune", "evaluate", "--space", "demo", "--optimum", "--json"],
                          cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["configs"] == count

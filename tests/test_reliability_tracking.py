@@ -209,18 +209,18 @@ def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
     finally:
         server.kill()
     facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,
-                  "second sync exit code": again.returncode, "second sync wrote": again.stdout.strip(),
+                  "second sync exit code": again.returncode, "second sync wrote": again.stderr.strip(),
                   "console lines about tracking": len(said), "records spooled": len(records),
                   "winner tagged after sync": bool(tags.get("autotune.winner_run_id")),
                   "search run is the spooled one": tags.get(TAG_SPOOL_ID) == records[0].data.get("spool_id"),
                   "space file and workload on the search run": bool(space_files) and bool(inputs)})
-    ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and "written" not in again.stdout
+    ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and "written" not in again.stderr
           and facts["winner tagged after sync"] and facts["search run is the spooled one"]
           and facts["space file and workload on the search run"])
     record.record("tracking", "MLflow unreachable for the whole search (from the start), then synced", ok=ok,
                   **facts)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert again.returncode == 0 and "written" not in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 0 and "written" not in again.stderr, again.stdout + again.stderr
     assert _clean(facts), facts
     assert facts["winner tagged after sync"] and facts["search run is the spooled one"], facts
     assert facts["space file and workload on the search run"], facts
@@ -240,14 +240,14 @@ def test_server_killed_once_the_search_run_is_open_then_synced(tmp_path: Path, s
     facts = _check(search, server.url, token, console + first.stdout + first.stderr, trials)
     winner = search.tracker(server.url).parent_runs()[0].data.tags.get("autotune.winner_run_id")
     facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,
-                  "second sync exit code": again.returncode, "second sync wrote": again.stdout.strip(),
+                  "second sync exit code": again.returncode, "second sync wrote": again.stderr.strip(),
                   "winner tagged after sync": bool(winner)})
     ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and bool(winner)
-          and "written" not in again.stdout)
+          and "written" not in again.stderr)
     record.record("tracking", "MLflow killed once the search run is open, down to the end, then synced",
                   ok=ok, **facts)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert again.returncode == 0 and "written" not in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 0 and "written" not in again.stderr, again.stdout + again.stderr
     assert _clean(facts), facts
     assert winner, "the search run has no winner tag after the sync"
 

@@ -484,11 +484,13 @@ def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
 def test_the_closing_hint_fits_the_kind_of_store() -> None:
     from autotune.search.console import browse_hint
 
-    server = browse_hint("http://127.0.0.1:5005/", "7")
-    assert server == ["Browse trials:  http://127.0.0.1:5005/#/experiments/7/runs?workflowType=machine_learning"]
+    view = "workflowType=machine_learning&viewStateShareKey=autotune-trials"
+    server = browse_hint("http://127.0.0.1:5005/", "7", parent_run_id="r1")
+    assert server == [f"Browse trials:  http://127.0.0.1:5005/#/experiments/7/runs?{view}",
+                      "  search run:    http://127.0.0.1:5005/#/experiments/7/runs/r1?workflowType=machine_learning"]
     local = browse_hint("sqlite:////tmp/m/mlflow.db", "3", bindir=".venv/bin/")
     assert local[0].startswith("Browse trials:  .venv/bin/mlflow ui --backend-store-uri sqlite:////tmp/m/mlflow.db")
-    assert local[1].endswith("http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning")
+    assert local[1].endswith(f"http://127.0.0.1:5000/#/experiments/3/runs?{view}") and len(local) == 2
 
 
 # ---- the tuner-overhead benchmark's arithmetic ------------------------------------------------

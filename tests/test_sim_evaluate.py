@@ -21,12 +21,13 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_cli_prints_one_json_line_per_config():
-    proc = run_cli("--space", str(DEMO), "--timing")
+def test_cli_prints_one_record_per_config():
+    proc = run_cli("--space", str(DEMO), "--timing", "--json")
     assert proc.returncode == 0, proc.stderr
-    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    printed = json.loads(proc.stdout)
+    lines = printed["records"]
     space = load_space(DEMO)
-    assert len(lines) == space.count()
+    assert len(lines) == space.count() == printed["configs"]
     for rec in lines:
         assert rec["output_tok_s"] > 0
         assert rec["baseline_tok_s"] > 0
@@ -55,8 +56,8 @@ def test_every_verdict_comes_from_the_records_own_tok_s_at_any_concurrency(space
 
 
 def test_cli_optimum_is_the_best_feasible_line():
-    every = [json.loads(line) for line in run_cli("--space", str(DEMO)).stdout.splitlines()]
-    proc = run_cli("--space", str(DEMO), "--optimum")
+    every = json.loads(run_cli("--space", str(DEMO), "--json").stdout)["records"]
+    proc = run_cli("--space", str(DEMO), "--optimum", "--json")
     assert proc.returncode == 0, proc.stderr
     best = json.loads(proc.stdout)
     feasible = [r for r in every if r["feasible"]]

@@ -274,10 +274,10 @@ def test_cli_writes_a_profile_the_evaluator_accepts(tmp_path, capsys):
                        "speculative_eagle_topk": {"type": "categorical", "choices": [1]}},
         "workload": {"source": "builtin", "num_prompts": 4, "output_len": 200, "concurrency": 1},
         "budget": {"trials": 3}}))
-    proc = subprocess.run([sys.executable, "-m", "autotune.sim.evaluate", "--space", str(space)],
+    proc = subprocess.run([sys.executable, "-m", "autotune.sim.evaluate", "--space", str(space), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
-    recs = [json.loads(line) for line in proc.stdout.splitlines()]
+    recs = json.loads(proc.stdout)["records"]
     assert len(recs) == 5 and all(r["status"] == "ok" for r in recs)
     assert [round(r["accept_length"], 6) for r in recs] == [2.0, 3.0, 3.0, 3.0, 3.0]
 

@@ -251,7 +251,7 @@ def _check_yaml(text: str, expected: dict[str, Any], *, rest: list[str]) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m autotune.export --name NAME [--run-id ID] [--format sh|yaml|json] [-o FILE]``."""
+    """``python -m autotune.export --name NAME [--run-id ID] [--format sh|yaml|json | --json] [-o FILE]``."""
     from autotune.tracking.tracker import Tracker
 
     parser = cli.command_parser(
@@ -259,17 +259,17 @@ def main(argv: list[str] | None = None) -> int:
         "Write the winning launch command of a search, checked by SGLang's parser. "
                     "The winner is the best confirmed feasible trial by the search's objective "
                     "(else the best feasible one; the no-speculation baseline when nothing beats "
-                    "it) of the newest search run, or of --run-id. Exit codes: 0 written, 1 nothing "
-                    "to export, 2 bad input.",
+                    "it) of the newest search run, or of --run-id.",
         examples=["python -m autotune.export --name demo --format sh",
                   "python -m autotune.export --name demo --format yaml -o winner.yaml",
+                  "python -m autotune.export --name demo --json -o winner.json",
                   "python -m autotune.export --name levels --per-level -o per-level.json",
                   "python -m autotune.export --name levels --adaptive-config adaptive.json -o launch.sh"])
     parser.add_argument("--name", required=True, help="search name (the MLflow experiment)")
     parser.add_argument("--run-id", help="a search run to choose within, or a trial run to export as is")
-    parser.add_argument("--format", choices=FORMATS, default="sh",
-                        help="sh: export lines + command; yaml: SGLang --config file; json: argv and env")
-    parser.add_argument("-o", "--output", help="write here instead of standard output")
+    parser.add_argument("--format", choices=FORMATS,
+                        help="sh (default): export lines + command; yaml: SGLang --config file; json: argv "
+                             "and env (what --json prints)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: the store under <root>/mlruns)")
     parser.add_argument("--root", help="project directory of the local store (default: the working directory)")
     parser.add_argument("--strip-metrics", action="store_true",
@@ -287,41 +287,32 @@ def main(argv: list[str] | None = None) -> int:
                              "size): write SGLang's per-batch-size adaptive "
                              "speculation table to FILE (read back by SGLang's loader) and export the "
                              "launch that uses it (sh; --format does not apply)")
+    cli.add_output(parser, record="the launch (argv, env and where it came from; --format json)")
     args = parser.parse_args(argv)
+    if args.json and args.format not in (None, "json"):
+        return _failed(ValueError(f"--json prints the json format; it does not go with --format {args.format}"))
     if args.per_level or args.adaptive_config:
         return _main_levels(args)
+    fmt = "json" if args.json else args.format or "sh"
     try:
         tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
         winner = choose(tracker, run_id=args.run_id)
         spec = winner_spec(tracker, winner, strip_metrics=args.strip_metrics, host=args.host, port=args.port)
         default = search_default(tracker, winner)
-        text = render(spec, args.format, winner=winner, search=args.name, default=default)
+        text = render(spec, fmt, winner=winner, search=args.name, default=default)
     except (AutotuneError, ValueError) as exc:
         return _failed(exc)
-    _write(text, args.output, executable=args.format == "sh")
     for line in provenance(winner, search=args.name, spec=spec, default=default):
         print(line, file=sys.stderr)
-    if args.output:
-        print(f"wrote {args.format} to {args.output}", file=sys.stderr)
-    return 0
+    return cli.emit(args, text=text, record=json.loads(text) if fmt == "json" else None, what=fmt,
+                    executable=fmt == "sh")
 
 
 def _failed(exc: BaseException) -> int:
     """Say why an export could not be made; exit 1 when the search has nothing to export, 2 for
     bad input (the one exit-code table of every command)."""
     print(f"error: {exc}", file=sys.stderr)
-    return 1 if isinstance(exc, NothingToExport) else 2
-
-
-def _write(text: str, output: str | None, *, executable: bool) -> None:
-    """``text`` to ``output`` (made executable when it is a script), or to stdout without one."""
-    if not output:
-        sys.stdout.write(text)
-        return
-    out = Path(output)
-    out.write_text(text)
-    if executable:
-        out.chmod(out.stat().st_mode | 0o111)
+    return cli.NO_RESULT if isinstance(exc, NothingToExport) else cli.BAD_INPUT
 
 
 def _main_levels(args: Any) -> int:
@@ -329,6 +320,8 @@ def _main_levels(args: Any) -> int:
     from autotune.export import levels
     from autotune.tracking.tracker import Tracker
 
+    if args.adaptive_config and args.json:
+        return _failed(ValueError("--json does not go with --adaptive-config: its export is a launch script"))
     spec_kw = {"strip_metrics": args.strip_metrics, "host": args.host, "port": args.port}
     try:
         tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
@@ -338,11 +331,9 @@ def _main_levels(args: Any) -> int:
             text = levels.adaptive_export(tracker, args.adaptive_config, run_id=args.run_id, **spec_kw)
     except (AutotuneError, ValueError) as exc:
         return _failed(exc)
-    _write(text, args.output, executable=not args.per_level)  # the adaptive export is a script
-    if args.output:
-        print(f"wrote {'the per-level table' if args.per_level else 'the adaptive launch'} to "
-              f"{args.output}", file=sys.stderr)
-    return 0
+    if args.per_level:
+        return cli.emit(args, text=text, record=json.loads(text), what="the per-level table")
+    return cli.emit(args, text=text, record=None, what="the adaptive launch", executable=True)
 
 
 if __name__ == "__main__":

@@ -34,17 +34,24 @@ def _bin_dir() -> str:
     return ""
 
 
-def browse_hint(tracking_uri: str, experiment_id: str | None, *, bindir: str = "") -> list[str]:
-    """How to see the trials: the runs view's URL, and for a local store the UI command first.
+def browse_hint(tracking_uri: str, experiment_id: str | None, *, bindir: str = "",
+                parent_run_id: str | None = None) -> list[str]:
+    """How to see the trials: the runs table's URL and the search run's (for a local store the UI
+    command first), each opening MLflow's training-runs screens (:mod:`autotune.tracking.ui_links`).
 
     A tracking server is its own UI (``mlflow ui --backend-store-uri http://...`` would be wrong).
-    ``workflowType=machine_learning`` opens MLflow 3's runs table, not its GenAI traces view.
     """
-    view = f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning" if experiment_id else ""
-    if tracking_uri.startswith(("http://", "https://")):
-        return [f"Browse trials:  {tracking_uri.rstrip('/')}{view}"]
-    return [f"Browse trials:  {bindir}mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 "
-            "--port 5000", f"  then open:     http://127.0.0.1:5000{view}"]
+    from autotune.tracking.ui_links import run_url, runs_url
+
+    server = tracking_uri.startswith(("http://", "https://"))
+    base = tracking_uri.rstrip("/") if server else "http://127.0.0.1:5000"
+    lines = [f"{bindir}mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"] if not server else []
+    if experiment_id:
+        lines.append(runs_url(base, experiment_id))
+        if parent_run_id:
+            lines.append(run_url(base, experiment_id, parent_run_id))
+    heads = ["Browse trials:  "] + (["  then open:     "] if not server else []) + ["  search run:    "]
+    return [f"{head}{line}" for head, line in zip(heads, lines, strict=False)]
 
 
 def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_file: str = "") -> None:
@@ -89,7 +96,8 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     if outcome.tracking_uri:
         print("\nNext steps:", file=out)
         bindir = _bin_dir()
-        for line in browse_hint(outcome.tracking_uri, outcome.experiment_id, bindir=bindir):
+        for line in browse_hint(outcome.tracking_uri, outcome.experiment_id, bindir=bindir,
+                                parent_run_id=outcome.parent_run_id):
             print(f"  {line}", file=out)
         server = outcome.tracking_uri.startswith(("http://", "https://"))
         print(f"  Export winner:  {bindir}python -m autotune.export --name {outcome.name} "

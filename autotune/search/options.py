@@ -24,7 +24,6 @@ class SearchOptions:
     address: str | None = None
     resume: bool = False
     seed: int | None = None
-    summary_json: str | None = None
     tracking_uri: str | None = None
     root: str = field(default_factory=os.getcwd)
     tracking: bool = True

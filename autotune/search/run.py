@@ -10,7 +10,7 @@ beats its baseline, the baseline wins, and the summary says so.
 
 from __future__ import annotations
 
-import json
+import io
 import os
 import sys
 import time
@@ -254,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     from autotune.space.packaged import SPACE_HELP
 
     parser = cli.command_parser("python -m autotune.search", __doc__, examples=[
-        "python -m autotune.search --space demo --summary-json winner.json",
+        "python -m autotune.search --space demo",
+        "python -m autotune.search --space demo --json -o winner.json   # and winner.md, winner.trials.csv",
         "python -m autotune.search --space my-space.yaml --address auto "
         "--tracking-uri http://mlflow-host:5000",
         "python -m autotune.search --space my-space.yaml --name NAME --resume"])
@@ -265,32 +266,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
     parser.add_argument("--resume", action="store_true", help="continue the latest search of --name")
     parser.add_argument("--seed", type=int, help="sampler seed (default: search.seed)")
-    parser.add_argument("--summary-json", help="write the winner and trial counts here")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: mlruns/ sqlite)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    cli.add_output(parser, record="the summary (winner, trial counts, phases)", json_also="--summary-json")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m autotune.search --space S [...]``: progress on stderr, the summary as the output
+    convention says (:func:`autotune.cli.emit`); ``summary.md`` and ``trials.csv`` beside ``-o FILE``."""
     args = build_parser().parse_args(argv)
     cli.interruptible()
     opts = SearchOptions(space=args.space, trials=args.trials, concurrency=args.concurrency,
                          name=args.name, address=args.address, resume=args.resume, seed=args.seed,
-                         summary_json=args.summary_json, tracking_uri=args.tracking_uri,
-                         tracking=not args.no_tracking)
+                         tracking_uri=args.tracking_uri, tracking=not args.no_tracking)
     try:
-        outcome = run_search(opts)
+        outcome = run_search(opts, out=sys.stderr)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    print_summary(outcome)
-    if opts.summary_json:
-        Path(opts.summary_json).write_text(json.dumps(outcome.summary(), indent=2, default=str))
-        write_beside(opts.summary_json, outcome.report_files)
-    if outcome.interrupted:
-        return EXIT_INTERRUPTED
+    text = io.StringIO()
+    print_summary(outcome, out=text)
     # Ran, but nothing usable: no config (not even a baseline) ran feasibly.
-    return cli.OK if outcome.winner is not None else cli.NO_RESULT
+    code = (EXIT_INTERRUPTED if outcome.interrupted else cli.OK if outcome.winner is not None else cli.NO_RESULT)
+    code = cli.emit(args, text=text.getvalue().lstrip("\n"), record=outcome.summary(), code=code)
+    if (beside := args.output or args.json_also) and code != cli.BAD_INPUT:  # FILE's folder is writable
+        write_beside(beside, outcome.report_files)
+    return code
 
 
 if __name__ == "__main__":

@@ -212,13 +212,16 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
 
 
 def write_beside(summary_json: str | Path, files: dict[str, str]) -> list[Path]:
-    """Write ``files`` into the folder of ``summary_json``: ``summary.md`` takes that file's stem
-    (``out/s.json`` -> ``out/s.md``), ``trials.csv`` becomes ``out/s.trials.csv``, so two searches
-    writing into one folder keep their own files."""
+    """Write ``files`` into the folder of ``summary_json`` (the search's ``-o FILE``): ``summary.md``
+    takes that file's stem (``out/s.json`` -> ``out/s.md``; ``out/s.summary.md`` when FILE is
+    ``out/s.md`` itself), ``trials.csv`` becomes ``out/s.trials.csv``, so two searches writing into
+    one folder keep their own files."""
     target = Path(summary_json)
     written = []
     for name, text in files.items():
-        path = target.with_suffix(".md") if name == SUMMARY_MD else target.with_name(f"{target.stem}.{name}")
+        path = target.with_name(f"{target.stem}.{name}")
+        if name == SUMMARY_MD and target.suffix != ".md":
+            path = target.with_suffix(".md")
         path.write_text(text)
         written.append(path)
     return written

@@ -1,16 +1,16 @@
 """Model-only evaluator: the emulator's performance model, in process, with no HTTP.
 
-``python -m autotune.sim.evaluate --space S [--profile P] [--optimum]`` prints, as JSON lines, what
-the model expects a trial of every config in a search space to measure: output tok/s, accept length,
-phase profile, the baseline of its non-speculative group, speedup and break-even accept length.
-With ``--optimum`` it prints only the best feasible config (the baseline when nothing beats it).
+``python -m autotune.sim.evaluate --space S [--profile P] [--optimum]`` prints what the model expects
+a trial of every config in a search space to measure: output tok/s, accept length, phase profile,
+the baseline of its non-speculative group, speedup and break-even accept length; a table, or with
+``--json`` one JSON object (``configs``, and ``records``: one per config). With ``--optimum`` it prints
+only the best feasible config (the baseline when nothing beats it). ``-o FILE`` writes either to FILE.
 
 The search-strategy benchmark drives :class:`ModelEvaluator` directly, with measurement noise.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import sys
@@ -183,17 +183,40 @@ def _hashable(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
+def _num(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _row(rec: Mapping[str, Any]) -> str:
+    """One config as a table row: its non-null params, tok/s, speedup, accept and break-even lengths."""
+    config = " ".join(f"{k}={v}" for k, v in rec.get("params", {}).items() if v is not None) or "(defaults)"
+    verdict = "feasible" if rec.get("feasible") else "infeasible" if rec.get("status") == "ok" else "failed"
+    return (f"{_num(rec.get('output_tok_s'), '10.1f')} {_num(rec.get('speedup'), '8.3f')} "
+            f"{_num(rec.get('accept_length'), '7.2f')} {_num(rec.get('break_even_accept_length'), '10.2f')}  "
+            f"{verdict:<10} {config}")
+
+
+def render(records: list[Mapping[str, Any]], *, optimum: bool) -> str:
+    """The records as a person reads them: a table (the best feasible config with ``optimum``)."""
+    head = f"{'tok/s':>10} {'speedup':>8} {'accept':>7} {'break-even':>10}  {'verdict':<10} config"
+    if optimum:
+        return f"The best feasible config of {records[0]['configs']} the model expects:\n{head}\n{_row(records[0])}"
+    return "\n".join([head, *(_row(r) for r in records), f"{len(records)} configs"])
+
+
 def main(argv: list[str] | None = None) -> int:
     from autotune.space.packaged import SPACE_HELP
 
     parser = cli.command_parser("python -m autotune.sim.evaluate", __doc__, examples=[
         "python -m autotune.sim.evaluate --space demo --optimum",
+        "python -m autotune.sim.evaluate --space demo --json -o expected.json",
         "python -m autotune.sim.evaluate --space kimi-k2.5-eagle3-tp8-sim --profile my-profile.yaml"])
     parser.add_argument("--space", required=True, help=SPACE_HELP)
     parser.add_argument("--profile", help="built-in profile name or YAML path (default: the space's)")
     parser.add_argument("--optimum", action="store_true", help="print only the best feasible config")
     parser.add_argument("--concurrency", type=int, help="override the workload concurrency")
     parser.add_argument("--timing", action="store_true", help="print configs/s to stderr")
+    cli.add_output(parser, record="{configs, records: one per config} (with --optimum: the best record)")
     args = parser.parse_args(argv)
     from autotune.space.search_space import load_space
 
@@ -203,22 +226,19 @@ def main(argv: list[str] | None = None) -> int:
         ev = ModelEvaluator(space, profile=args.profile, shape=shape)
         t0 = time.perf_counter()
         if args.optimum:
-            count = sum(1 for _ in space.enumerate())
-            rec = ev.optimum()
-            print(json.dumps({**rec, "configs": count}, default=str))
+            records = [{**ev.optimum(), "configs": sum(1 for _ in space.enumerate())}]
+            record: Any = records[0]
         else:
-            count = 0
-            out = sys.stdout
-            for rec in ev.evaluate_all():
-                out.write(json.dumps(rec, default=str) + "\n")
-                count += 1
+            records = list(ev.evaluate_all())
+            record = {"configs": len(records), "records": records}
         dt = time.perf_counter() - t0
         if args.timing:
+            count = records[0]["configs"] if args.optimum else len(records)
             print(f"{count} configs in {dt:.3f} s: {count / dt:,.0f} configs/s", file=sys.stderr)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return cli.BAD_INPUT
+    return cli.emit(args, text=render(records, optimum=args.optimum), record=record)
 
 
 if __name__ == "__main__":

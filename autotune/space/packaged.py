@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.command_parser(
         "autotune spaces", __doc__,
         examples=["autotune spaces", "autotune search --space demo",
-                  "cp \"$(autotune spaces --path kimi-k2.5-eagle3-tp8)\" my-space.yaml"])
+                  "cp \"$(autotune spaces --path kimi-k2.5-eagle3-tp8)\" my-space.yaml", "autotune spaces --json"])
     parser.add_argument("--path", metavar="NAME", help="print the file of the packaged space NAME")
+    cli.add_output(parser, record="{spaces: [{name, description, path}], folder} (with --path: {name, path})")
     args = parser.parse_args(argv)
     if args.path is not None:
         name = _bare_name(args.path)
@@ -101,13 +102,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --path: no packaged space {args.path!r}; packaged spaces: "
                   f"{', '.join(names())}", file=sys.stderr)
             return cli.BAD_INPUT
-        print(packaged()[name][0])
-        return cli.OK
+        path = packaged()[name][0]
+        return cli.emit(args, text=str(path), record={"name": name, "path": str(path)})
     width = max(len(n) for n in names())
-    for name, (_, description) in packaged().items():
-        print(f"{name:<{width}}  {description}")
-    print(f"\nfiles in {EXAMPLES}; use one with --space NAME, or copy it (--path NAME) to edit")
-    return cli.OK
+    rows = [f"{name:<{width}}  {description}" for name, (_, description) in packaged().items()]
+    text = "\n".join(rows) + f"\n\nfiles in {EXAMPLES}; use one with --space NAME, or copy it (--path NAME) to edit"
+    record = {"spaces": [{"name": name, "description": description, "path": str(path)}
+                         for name, (path, description) in packaged().items()], "folder": str(EXAMPLES)}
+    return cli.emit(args, text=text, record=record)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
+from autotune.tracking import ui_links
 from autotune.tracking.content import MAX_PARAM, finite_number
 from autotune.tracking.runs import TAG_SEARCH_NAME
 
@@ -187,6 +188,10 @@ def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artif
         experiment = retry(lambda: client.get_experiment_by_name(name))
         if experiment is None and create:
             experiment = create_experiment(client, name, artifact_root)
+        elif create and experiment.lifecycle_stage == "active" and ui_links.VIEW_TAG not in experiment.tags:
+            # Made by an earlier autotune: the links printed at the end open this view.
+            for key, value in ui_links.view_tags(created_ms=int(time.time() * 1000)).items():
+                retry(lambda key=key, value=value: client.set_experiment_tag(experiment.experiment_id, key, value))
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - MlflowException, sqlalchemy and requests errors
@@ -237,10 +242,12 @@ def create_experiment(client: MlflowClient, name: str, artifact_root: str | None
 
 
 def _experiment_tags(name: str) -> dict[str, str]:
-    # MLflow 3's UI opens an experiment in its GenAI (traces) view unless told it holds runs.
+    # The kind is what MLflow 3.x before workflow-based navigation reads (3.17 reads the URL:
+    # autotune.tracking.ui_links); the saved view is what the printed runs link opens.
     return {TAG_SEARCH_NAME: name, "mlflow.experimentKind": "custom_model_development",
             "mlflow.note.content": f"autotune search **{name}**: one parent run per search, one nested "
-                                   "run per trial, baseline and finalist."}
+                                   "run per trial, baseline and finalist.",
+            **ui_links.view_tags(created_ms=int(time.time() * 1000))}
 
 
 def search_runs(client: MlflowClient, experiment_id: str, filter_string: str, *,

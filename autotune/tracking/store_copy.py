@@ -8,7 +8,7 @@ here points each experiment (and its runs) at the folder of the same name under 
 
 Usage::
 
-    python -m autotune.tracking.store_copy --store DIR_OR_DB --out DIR
+    python -m autotune.tracking.store_copy --store DIR_OR_DB --into DIR
     python -m autotune.export --name NAME --tracking-uri sqlite:///DIR/mlflow.db
 """
 
@@ -60,7 +60,7 @@ def relocated_copy(*, db: Path, into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
     copy = into / "mlflow.db"
     if copy.resolve() == db.resolve():
-        raise ConfigError(f"--out {into} holds the store itself; name another folder (the original is never written)")
+        raise ConfigError(f"--into {into} holds the store itself; name another folder (the original is never written)")
     for suffix in ("", "-wal", "-journal"):
         if (src := db.with_name(db.name + suffix)).exists():
             shutil.copyfile(src, copy.with_name(copy.name + suffix))
@@ -82,18 +82,21 @@ def relocated_copy(*, db: Path, into: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = cli.command_parser("python -m autotune.tracking.store_copy", __doc__, examples=[
-        "python -m autotune.tracking.store_copy --store brought-back/mlruns --out /tmp/store",
+        "python -m autotune.tracking.store_copy --store brought-back/mlruns --into /tmp/store",
         "python -m autotune.export --name NAME --tracking-uri sqlite:////tmp/store/mlflow.db"])
     parser.add_argument("--store", required=True, type=Path, help="folder holding mlflow.db, or the file")
-    parser.add_argument("--out", required=True, type=Path, help="folder for the working copy")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--into", type=Path, metavar="DIR", help="folder for the working copy")
+    where.add_argument("--out", dest="into", type=Path, metavar="DIR", help="earlier spelling of --into, kept")
+    cli.add_output(parser, record="{tracking_uri, db}")
     args = parser.parse_args(argv)
     try:
-        copy = relocated_copy(db=find_db(store=args.store), into=args.out)
+        copy = relocated_copy(db=find_db(store=args.store), into=args.into)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"tracking URI: sqlite:///{copy.resolve()}")
-    return 0
+        return cli.BAD_INPUT
+    uri = f"sqlite:///{copy.resolve()}"
+    return cli.emit(args, text=f"tracking URI: {uri}", record={"tracking_uri": uri, "db": str(copy.resolve())})
 
 
 if __name__ == "__main__":

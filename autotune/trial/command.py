@@ -2,9 +2,9 @@
 
 Loads the space, builds the trial config and its group's baseline config from ``--params``,
 measures and judges them (:func:`autotune.trial.measure.evaluate`, baselines reused from
-``--baseline-store DIR`` when given) and prints the phase table or the ``--json`` record that the
-landscapes, the emulator fit and the GPU scripts read. Exit code 0 when the trial ran, 1 when it
-failed, 2 for bad input.
+``--baseline-store DIR`` when given) and prints the phase table, or (``--json``) the record that the
+landscapes, the emulator fit and the GPU scripts read; ``-o FILE`` writes either to FILE
+(:func:`autotune.cli.emit`). Exit code 0 when the trial ran, 1 when it failed, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from autotune.trial.measure import evaluate, settings_for, slos_of
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m autotune.trial --space FILE --params JSON [--json]``."""
+    """``python -m autotune.trial --space FILE --params JSON [--json] [-o FILE]``."""
     from autotune.space.packaged import SPACE_HELP
     from autotune.space.search_space import load_space
     from autotune.trial.report import phase_table, summary_json
@@ -30,16 +30,17 @@ def main(argv: list[str] | None = None) -> int:
         "python -m autotune.trial", "Evaluate one config of a search space and its no-speculation baseline.",
         examples=["python -m autotune.trial --space demo --params "
                   "'{\"speculative_num_steps\": 2, \"speculative_eagle_topk\": 1, \"NCCL_ALGO\": \"Ring\"}'",
-                  "python -m autotune.trial --space demo --params '{\"speculative_algorithm\": null}' --json"])
+                  "python -m autotune.trial --space demo --params '{\"speculative_algorithm\": null}' --json",
+                  "python -m autotune.trial --space demo --params '{}' --json -o trial.json"])
     parser.add_argument("--space", required=True, help=SPACE_HELP)
     parser.add_argument("--params", default="{}",
                         help="JSON object of parameters, named as in ServerArgs or env vars")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repeats", type=int, help="override measure.repeats")
     parser.add_argument("--workdir", help="where server logs go")
     parser.add_argument("--baseline-store", metavar="DIR",
                         help="reuse baselines kept in DIR (measured once, then shared by every "
                              "later call that names the same DIR; one workload a DIR)")
+    cli.add_output(parser, record="the trial's record (what the landscapes and the emulator fit read)")
     args = parser.parse_args(argv)
     cli.interruptible()
     try:
@@ -48,13 +49,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--params must be a JSON object")
     except ValueError as exc:
         print(f"error: --params: {exc}", file=sys.stderr)
-        return 2
+        return cli.BAD_INPUT
     try:
         space = load_space(args.space)
         reason = space.validate_config(params)
         if reason:
             print(f"error: --params: {reason}", file=sys.stderr)
-            return 2
+            return cli.BAD_INPUT
         if not get_backend(space.backend).emulated:
             space.check_paths()
         config = space.trial_config(params)
@@ -67,18 +68,13 @@ def main(argv: list[str] | None = None) -> int:
                           store=store, slos=slos_of(space), min_speedup=space.constraints.min_speedup)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(summary_json(result), default=str))
-    else:
-        print(phase_table(result))
-        print(f"\nLaunch command as measured:\n{result.launch_command}")
-        if result.serve_command:
-            print(f"\nLaunch command to serve with (what python -m autotune.export writes):\n"
-                  f"{result.serve_command}")
-        if not result.ok and result.log_tail:
-            print("\nServer log tail:\n" + result.log_tail)
-    return 0 if result.ok else 1
+        return cli.BAD_INPUT
+    text = f"{phase_table(result)}\n\nLaunch command as measured:\n{result.launch_command}"
+    if result.serve_command:
+        text += f"\n\nLaunch command to serve with (what python -m autotune.export writes):\n{result.serve_command}"
+    if not result.ok and result.log_tail:
+        text += "\n\nServer log tail:\n" + result.log_tail
+    return cli.emit(args, text=text, record=summary_json(result), code=cli.OK if result.ok else cli.NO_RESULT)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,6 @@ whichever strategy asks for it. The truth, the noise and the oracle live in
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from collections.abc import Mapping
@@ -179,7 +178,7 @@ def render(result: Mapping[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = cli.command_parser("python -m autotune.bench_search", __doc__, examples=[
         "python -m autotune.bench_search --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
-        "python -m autotune.bench_search --landscape LANDSCAPE.json --json"])
+        "python -m autotune.bench_search --landscape LANDSCAPE.json --json -o figures.json"])
     parser.add_argument("--space",
                         help="search space YAML or packaged name (backend sim, or give --profile); with "
                              "--landscape, overrides the landscape's own space")
@@ -210,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                              "pick; 'space' takes N from the space, max(1, search.finalists), as "
                              "the search does. Default: off, issue 15's count (the pick is the best "
                              "measured feasible config, nothing added)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object keyed by strategy")
+    cli.add_output(parser, record="the figures, keyed by strategy")
     args = parser.parse_args(argv)
     if args.space is None and args.landscape is None:
         parser.error("give --space or --landscape")
@@ -227,9 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                            finalists=args.finalists)
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=1, default=str) if args.json else render(result))
-    return 0
+        return cli.BAD_INPUT
+    return cli.emit(args, text=render(result), record=result)
 
 
 if __name__ == "__main__":
