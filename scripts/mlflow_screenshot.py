@@ -72,10 +72,15 @@ def mlflow_ui(*, db: Path, port: int, workdir: Path) -> Iterator[str]:
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     log_path = workdir / "mlflow-ui.log"
 
+    # MLflow's job runner (a huey consumer per job kind, each importing MLflow) serves GenAI jobs a
+    # screenshot never needs, and costs several CPU-seconds on a 2-core box.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
     def start() -> subprocess.Popen:
         with open(log_path, "wb") as log:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=workdir, start_new_session=True)
+                                    cwd=workdir, env=env, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
 
     proc, url = start(), f"http://127.0.0.1:{port}"
     try:
@@ -96,6 +101,16 @@ def mlflow_ui(*, db: Path, port: int, workdir: Path) -> Iterator[str]:
         yield url
     finally:
         end_group(proc=proc)
+
+
+def _die_with_parent() -> None:
+    """In the ``mlflow ui`` child, before exec: SIGTERM it when this script dies, even by SIGKILL
+    (a caller's timeout), which the ``finally`` that ends its group cannot see; MLflow forwards the
+    signal to its uvicorn. Linux only; elsewhere the ``finally`` is all there is."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def end_group(*, proc: subprocess.Popen, grace_s: float = 15.0) -> None:

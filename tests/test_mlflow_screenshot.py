@@ -7,12 +7,16 @@ would run it. The error tests need neither the UI nor a browser.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import re
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +94,58 @@ def test_a_chromium_that_is_not_there_is_named(tmp_path):
                 timeout=60)
     assert proc.returncode == 2
     assert "Chromium not found at '/no/chromium': install Debian's (apt-get install -y chromium)" in proc.stderr
+
+
+_HOLDER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import mlflow_screenshot as shot
+with shot.mlflow_ui(db=Path(sys.argv[2]), port=0, workdir=Path(sys.argv[3])) as url:
+    print(url, flush=True)
+    time.sleep(600)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+@pytest.mark.timeout(300)
+def test_the_ui_dies_with_a_script_killed_by_sigkill(tmp_path):
+    """A caller's timeout SIGKILLs the script, whose ``finally`` never runs: the ``mlflow ui`` it
+    started (its own session) once stayed behind with MLflow's job runners. It now goes with it."""
+    db = _store(tmp_path / "store")
+    ui: list[int] = []
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(SCRIPT.parent), str(db), str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        url = holder.stdout.readline().strip()  # printed once /health answers
+        assert url.startswith("http://127.0.0.1:"), url
+        ui = _children(holder.pid)
+        assert len(ui) == 1, ui
+        holder.kill()
+        holder.wait(timeout=30)
+        deadline = time.monotonic() + 120
+        while Path(f"/proc/{ui[0]}").exists() and time.monotonic() < deadline:
+            with open(f"/proc/{ui[0]}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break  # dead, only not reaped (its parent is gone; init reaps it)
+            time.sleep(0.5)
+        alive = Path(f"/proc/{ui[0]}").exists() and open(f"/proc/{ui[0]}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        assert not alive, f"mlflow ui {ui[0]} outlived the script"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        for pid in ui:  # the ui leads its own session: its group is everything it started
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
