@@ -71,7 +71,9 @@ def decode_cycle_ms(record: dict[str, Any]) -> float | None:
 
 
 def verify_share(record: dict[str, Any]) -> float | None:
-    """Verify's percent of :func:`decode_cycle_ms`."""
+    """Verify's percent of :func:`decode_cycle_ms` (None for plain decoding, which has no verify)."""
+    if record.get("is_baseline"):
+        return None
     cycle, verify = decode_cycle_ms(record), (record.get("phases") or {}).get("verify_ms")
     return 100.0 * verify / cycle if cycle and verify is not None else None
 

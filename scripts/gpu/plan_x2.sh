@@ -18,13 +18,14 @@ left() { echo $(( PLAN_S - ($(date +%s) - T0) )); }
 PY=${PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
-TP_SPACE=${AUTOTUNE_GPU_TP_SPACE:-scripts/gpu/h200x2-llama-8b-tp.yaml}
-TP_SWEEP=${AUTOTUNE_GPU_TP_SWEEP:-scripts/gpu/h200x2-llama-8b-tp.sweep.json}
-CONC_SPACE=${AUTOTUNE_GPU_CONC_SPACE:-scripts/gpu/h200x2-llama-8b-conc2.yaml}
+TP_SPACE=${AUTOTUNE_GPU_TP_SPACE:-$HERE/scripts/gpu/h200x2-llama-8b-tp.yaml}
+TP_SWEEP=${AUTOTUNE_GPU_TP_SWEEP:-$HERE/scripts/gpu/h200x2-llama-8b-tp.sweep.json}
+CONC_SPACE=${AUTOTUNE_GPU_CONC_SPACE:-$HERE/scripts/gpu/h200x2-llama-8b-conc2.yaml}
 # The concurrency step: a baseline (~120 s), the two trials side by side (~130 s), the search's
 # finalist beside a fresh baseline (~240 s), each config alone (~250 s); 8B servers of the
 # single-H200 sessions took 110-130 s each, start-up included.
 CONC_RESERVE_S=${AUTOTUNE_GPU_CONC_RESERVE_S:-780}
+mkdir -p "$RES"
 RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 
 "$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$TP_SPACE" .yaml)" \
