@@ -205,3 +205,117 @@ def test_model_configs_load_in_transformers_and_name_architectures_sglang_serves
     text = "".join(p.read_text(errors="replace") for p in models.glob("*.py"))
     for arch in ("DeepseekV3ForCausalLM", "LlamaForCausalLMEagle3", "Qwen3MoeForCausalLM", "LlamaForCausalLM"):
         assert f"class {arch}(" in text, arch
+
+
+# --------------------------------------------------------------------------------------------
+# Both plans end to end on the emulator (slow: two Ray searches each on a 2-core box)
+# --------------------------------------------------------------------------------------------
+
+def _twin(shipped: Path, folder: Path, profile: Path, **changes: dict) -> Path:
+    """The shipped GPU space on the emulator with ``profile`` and a tiny workload; parameters,
+    acceptance model, pre-screen and search settings stay as shipped unless ``changes`` say."""
+    data = yaml.safe_load(shipped.read_text())
+    data.update(backend="sim", profile=str(profile), model_path="sim/target", draft_model_path="sim/draft",
+                name=data["name"] + "-sim")
+    data["workload"].update(num_prompts=2, output_len=32)
+    data["measure"].update(repeats=2, warmup_max_rounds=3)
+    for key, value in changes.items():
+        data[key] = {**data.get(key, {}), **value}
+    path = folder / shipped.name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _plan_env(**extra: str) -> dict[str, str]:
+    # The flags from 0.5.17's table in every process: no SGLang parser import per trial, and the
+    # plan's commands are checked against the release the GPUs run.
+    return dict(os.environ, AUTOTUNE_SIM_STARTUP_S="0.2", PYTHON=sys.executable, AUTOTUNE_GPU_TRIAL_S="40",
+                AUTOTUNE_SGLANG_FLAG_TABLE=str(TABLE_517), **extra)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_plan_x2_on_the_emulator(tmp_path: Path) -> None:
+    profile = tmp_path / "x2.yaml"
+    subprocess.run([sys.executable, str(GPU / "tp_compare.py"), "--write-profile", str(profile)], check=True,
+                   timeout=120)
+    assert yaml.safe_load(profile.read_text())["gpus_per_node"] == 2
+    tp = _twin(TP, tmp_path, profile, budget={"trials": 2}, nccl_prescreen={"iters": 20, "warmup": 3})
+    conc = _twin(CONC, tmp_path, profile)
+    work, res = tmp_path / "work", tmp_path / "res"
+    work.mkdir()
+    env = _plan_env(AUTOTUNE_GPU_TP_SPACE=str(tp), AUTOTUNE_GPU_CONC_SPACE=str(conc), AUTOTUNE_GPU_CONC_RESERVE_S="280")
+    proc = subprocess.run(["bash", str(GPU / "plan_x2.sh"), str(res), "760"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=860, check=False)
+    assert proc.returncode == 0 and (res / "plan.done").exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    steps = json.loads((res / "rs-h200x2-llama-8b-tp" / "plan.json").read_text())
+    assert [s["rc"] for s in steps if s.get("step") == "search"] == [0]
+    assert all(s.get("orphans", 0) == 0 for s in steps)
+    # The search and the side-by-side sweep together measured TP 1 and both TP 2 all-reduce settings.
+    out = res / "rs-h200x2-llama-8b-tp" / "h200x2-llama-8b-tp-sim"
+    seen = {(r["params"]["tp_size"], r["params"].get("disable_custom_all_reduce"), r["params"].get("NCCL_PROTO"))
+            for d in ("search", "sweep") for r in map(lambda p: json.loads(p.read_text()), out.glob(f"{d}/[sc][0-9]*.json"))
+            if not p_is_params(r) and not r["is_baseline"]}
+    assert {(1, None, None), (2, False, None), (2, True, None)} <= seen
+    report = tmp_path / "tp.json"
+    proc = subprocess.run([sys.executable, str(GPU / "tp_compare.py"), str(res), "--mlruns", str(work / "mlruns"),
+                           "--tp-space", str(tp), "--conc-space", str(conc), "--json", str(report)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(report.read_text())
+    pre = rep["prescreen"]
+    assert sorted(r["name"] for r in pre["rows"]) == ["NCCL_PROTO=LL128", "NCCL_PROTO=Simple", "default"]
+    assert len(pre["kept"]) == 2 and set(pre["kept"]) <= set(pre["ranking"])
+    assert {r["tp"] for r in rep["tp"]} == {1, 2} and rep["tp2_over_tp1_spec_tok_s"] is not None
+    assert rep["emulator_tp2_over_tp1_plain_tok_s"] > 1  # the emulator's TP term: TP 2 shards the weights
+    # Two trials at once on two different GPUs, their servers overlapping, each re-measured alone
+    # on the GPU it had.
+    conc_rows = rep["concurrency"]
+    assert sorted(c["config"] for c in conc_rows) == ["3-4-8", "5-4-8"] and rep["distinct_gpus"] is True
+    assert sorted(c["gpus"] for c in conc_rows) == ["0", "1"]
+    assert all(c["alone_gpus"] == c["gpus"] and c["tok_s_alone"] and c["overlap_s"] > 0 for c in conc_rows)
+    assert "| 3-4-8 |" in proc.stdout and "each trial its own GPU: yes" in proc.stdout
+
+
+def p_is_params(record: dict) -> bool:
+    return "status" not in record
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_plan_x8_and_its_comparison_on_the_emulator(tmp_path: Path) -> None:
+    layers = kimi_shape.fit_layers()
+    profile = tmp_path / "kimi.yaml"
+    subprocess.run([sys.executable, str(GPU / "kimi_compare.py"), "--write-profile", str(profile), "--layers",
+                    str(layers)], check=True, timeout=120)
+    written = yaml.safe_load(profile.read_text())
+    assert written["num_layers"] == layers and written["dense_ms"] == pytest.approx(4.21 * layers / 61)
+    space = _twin(KIMI, tmp_path, profile, budget={"trials": 2})
+    work, res = tmp_path / "work", tmp_path / "res"
+    work.mkdir()
+    proc = subprocess.run(["bash", str(GPU / "plan_x8.sh"), str(res), "600"], cwd=work,
+                          env=_plan_env(AUTOTUNE_GPU_KIMI_SPACE=str(space)), capture_output=True, text=True,
+                          timeout=700, check=False)
+    assert proc.returncode == 0 and (res / "plan.done").exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    steps = json.loads((res / "rs-h200x8-kimi-k2.5-tp8" / "plan.json").read_text())
+    kinds = [s.get("step") for s in steps]
+    # The sweep comes first, then the search: the search's verdict is held against it.
+    assert kinds.index("sweep") < kinds.index("search") and [s["rc"] for s in steps if "rc" in s] == [0] * 7
+    report = tmp_path / "kimi.json"
+    proc = subprocess.run([sys.executable, str(GPU / "kimi_compare.py"), str(res), "--layers", str(layers),
+                           "--space", str(space), "--json", str(report)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(report.read_text())
+    assert [r["config"] for r in rep["rows"]] == ["plain", "1-1-2", "2-1-3", "3-1-4", "5-1-6"]
+    for row in rep["rows"][1:]:
+        m, e = row["measured"], row["emulator"]
+        # The emulator served these records, so its device-timer phases are the rescaled profile's
+        # (1% noise): a record matched to the wrong config, or an unscaled profile, is far off.
+        for key in ("draft_ms", "verify_ms", "extend_ms"):
+            assert m[key] == pytest.approx(e[key], rel=0.1), (row["config"], key)
+        assert m["break_even_decode"] > 1 and m["verify_pct"] > 50
+    seed_line = next(line for line in proc.stdout.splitlines() if "seed (61 layers" in line)
+    assert seed_line.startswith("| 5-1-6 |") and "89.6" in seed_line and "2.86" in seed_line
+    assert rep["sweep_verdict"] in {"plain", "1-1-2", "2-1-3", "3-1-4", "5-1-6"}
+    assert rep["search_winner"] is not None and rep["agree_speculation_pays"] in (True, False)
