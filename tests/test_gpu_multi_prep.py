@@ -114,6 +114,26 @@ def test_plans_name_files_that_exist_and_parse() -> None:
     assert 'PLAN=${AUTOTUNE_GPU_PLAN:-scripts/gpu/plan.sh}' in device and "make_models.py .gpu/models $MODELS" in device
 
 
+def test_plan_x2_keeps_time_back_for_the_two_at_once_step_only_until_it_is_done(tmp_path: Path) -> None:
+    conc_out = tmp_path / "res" / "rs-missing-conc"
+    conc_out.mkdir(parents=True)
+    env = dict(os.environ, PYTHON=sys.executable, AUTOTUNE_GPU_TP_SPACE=str(tmp_path / "missing-tp.yaml"),
+               AUTOTUNE_GPU_CONC_SPACE=str(tmp_path / "missing-conc.yaml"))
+
+    def kept_back() -> bool:
+        # Both steps fail at once on the missing spaces; only the reserve decision is looked at.
+        proc = subprocess.run(["bash", str(GPU / "plan_x2.sh"), str(tmp_path / "res"), "100"], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        return "nothing kept back" not in proc.stdout
+
+    assert kept_back()
+    steps = [{"step": "alone-plan", "to_measure": 2}, {"step": "alone", "rc": 0}]
+    (conc_out / "plan.json").write_text(json.dumps(steps))
+    assert kept_back()  # one of two measured
+    (conc_out / "plan.json").write_text(json.dumps(steps + [{"step": "alone", "kept": "earlier machine"}]))
+    assert not kept_back()
+
+
 # --------------------------------------------------------------------------------------------
 # The Kimi-shaped model
 # --------------------------------------------------------------------------------------------

@@ -27,11 +27,24 @@ CONC_SPACE=${AUTOTUNE_GPU_CONC_SPACE:-$HERE/scripts/gpu/h200x2-llama-8b-conc2.ya
 CONC_RESERVE_S=${AUTOTUNE_GPU_CONC_RESERVE_S:-780}
 mkdir -p "$RES"
 RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
+CONC_OUT="$RES/rs-$(basename "$CONC_SPACE" .yaml)"
+# A plan resumed after step 2 finished on an earlier machine keeps nothing back for it.
+if "$PY" - "$CONC_OUT/plan.json" <<'PY'
+import json, sys
+try:
+    steps = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(1)
+want = [s["to_measure"] for s in steps if s.get("step") == "alone-plan"]
+done = [s for s in steps if s.get("step") == "alone" and (s.get("rc") == 0 or s.get("kept"))]
+sys.exit(0 if want and len(done) >= want[-1] else 1)
+PY
+then CONC_RESERVE_S=0; echo "== two-at-once step done on an earlier machine: nothing kept back for it"; fi
 
 "$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$TP_SPACE" .yaml)" \
   --deadline-s $(( $(left) - CONC_RESERVE_S )) --sweep "$TP_SWEEP" "$TP_SPACE"
 echo "== TP search and side-by-side done, $(left) s left"
-"$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$CONC_SPACE" .yaml)" \
+"$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$CONC_OUT" \
   --deadline-s $(( $(left) - 20 )) --no-sweep --alone "$CONC_SPACE"
 echo "== plan done after $(( $(date +%s) - T0 )) s"
 touch "$RES/plan.done"

@@ -220,7 +220,7 @@ def one_space(plan: Plan, space_path: str, *, sweep: list[dict] | None = None, s
     measured = {config_key(space.coerce_params(plain_params(r["params"]))) for r in records
                 if r.get("params") is not None and r.get("status") != "failed"}
     store = baseline_dir(space.name) or str(out / "baselines")
-    wanted = space.enumerate() if sweep is None else [space.coerce_params(p) for p in sweep]
+    wanted = list(space.enumerate()) if sweep is None else [space.coerce_params(p) for p in sweep]
     todo = [p for p in wanted if config_key(p) not in measured]
     plan.note(space=space.name, step="sweep-plan", configs=len(wanted), measured_by_search=len(measured),
               to_sweep=len(todo))
