@@ -185,3 +185,43 @@ def test_a_bad_tracking_uri_is_bad_input_not_an_unreachable_store(tmp_path: Path
     assert not isinstance(caught.value, StoreUnreachable)
     with pytest.raises(StoreUnreachable):
         Tracker("spooled", root=tmp_path, tracking_uri=f"http://127.0.0.1:{_closed_port()}").connect()
+
+
+def test_a_server_that_answers_with_an_error_is_not_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unreachable is decided by the connection error in the exception's chain, not by words: a
+    tracking server that answers (here 400, its message naming a refused database connection) is
+    reachable, and a closed port is not."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from autotune.tracking.store import _unreachable
+
+    class Answers(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = json.dumps({"error_code": "INVALID_PARAMETER_VALUE",
+                               "message": "Connection refused by the database (Max retries exceeded)"}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(MlflowException) as answered:
+            MlflowClient(f"http://127.0.0.1:{server.server_address[1]}").get_experiment_by_name("x")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Connection refused" in str(answered.value) and not _unreachable(answered.value)
+    with pytest.raises(MlflowException) as refused:
+        MlflowClient(f"http://127.0.0.1:{_closed_port()}").get_experiment_by_name("x")
+    assert _unreachable(refused.value)

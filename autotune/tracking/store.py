@@ -206,10 +206,20 @@ def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artif
 
 
 def _unreachable(exc: BaseException) -> bool:
-    """Whether a store call failed because nothing answered (MLflow wraps requests' errors)."""
-    text = str(exc)
-    return any(w in text for w in ("Max retries exceeded", "Connection refused", "ConnectTimeout",
-                                   "Failed to establish a new connection"))
+    """Whether a store call failed because nothing answered: a connection error (refused, reset,
+    or a connect timeout) anywhere in the exception's chain. MLflow re-raises requests' errors as
+    an MlflowException inside its ``except`` block, so the original is the context; a server that
+    answered, even with an error, is not unreachable."""
+    import requests
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, (ConnectionError, requests.exceptions.ConnectionError)):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def create_experiment(client: MlflowClient, name: str, artifact_root: str | None) -> Any:

@@ -1,7 +1,7 @@
 """How many trials each search strategy needs to get within 2% of the best config.
 
 ``python -m autotune.bench_search --space S [--profile P] --seeds 20 --budget B [--noise CV]
-[--json]`` runs, on the model-only evaluator (:mod:`autotune.sim.evaluate`) with measurement noise,
+[--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.sim.evaluate`) with measurement noise,
 and ``python -m autotune.bench_search --landscape FILE [--space S] ...`` on a recorded landscape
 (:mod:`autotune.search.benchmark.landscape`: real measurements of every config, replayed, the noise drawn from each
 config's recorded repeats):
@@ -32,13 +32,23 @@ re-proposed config is measured (and counted) again.
 After every trial the strategy's pick is its best measured feasible config (mean of its
 measurements); the run succeeds at the first trial where the pick's true tok/s (noise-free, or
 the recorded median) is at least ``--threshold`` (0.98) of the true optimum: the best feasible
-config of the space, baselines included. Noise is common across strategies: the n-th measurement
-of a config in seed s gets the same noise whichever strategy asks for it. The truth, the noise and
-the oracle live in :mod:`autotune.search.benchmark.problem`.
+config of the space, baselines included. This is issue 15's count, the default.
+
+``--finalists N`` (N >= 1) counts the search's conclusion as well: after every trial the pick is
+what the search, stopped there, would name after re-measuring its N best feasible speculative
+trials beside fresh baselines, from the same noise, with the winner policy
+(:mod:`autotune.search.benchmark.conclusion`); the count is that trial plus the conclusion's runs
+(two a finalist), within the budget. ``--finalists space`` takes N from the space, as the search
+does (``max(1, search.finalists)``). The conclusion costs every strategy the same runs.
+
+Noise is common across strategies: the n-th measurement of a config in seed s gets the same noise
+whichever strategy asks for it. The truth, the noise and the oracle live in
+:mod:`autotune.search.benchmark.problem`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import warnings
@@ -47,7 +57,8 @@ from typing import Any
 
 from autotune import cli
 from autotune.errors import AutotuneError
-from autotune.search.benchmark.strategies import AUTO_TIERS, DEFAULT_NOISE_CV, OURS, STRATEGIES, benchmark
+from autotune.search.benchmark.strategies import (AUTO_TIERS, DEFAULT_NOISE_CV, FINALISTS_OF_SPACE,
+                                                  OURS, STRATEGIES, benchmark)
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
@@ -71,10 +82,35 @@ def _warm_line(warm: Mapping[str, Any] | None) -> str:
             f"{warm['tok_s']:.2f} tok/s, {warm['of_optimum']:.1%} of the optimum, {verdict}")
 
 
+def _finalists(value: str) -> int | str:
+    """``--finalists``: a whole number >= 1, or ``space``."""
+    if value.strip().lower() == FINALISTS_OF_SPACE:
+        return FINALISTS_OF_SPACE
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number >= 1 or '{FINALISTS_OF_SPACE}' (the space's "
+            f"max(1, search.finalists)), got {value!r}")
+    return n
+
+
+def _conclusion_line(finalists: int | None) -> str:
+    if finalists is None:
+        return ("pick: the best measured feasible config after each trial, no finalists counted "
+                "(--finalists N or --finalists space adds the search's conclusion)")
+    return (f"pick: what the search, stopped after the trial, names after re-measuring its "
+            f"{finalists} best feasible speculative trial(s) beside fresh baselines; each finalist "
+            f"costs 2 runs, counted (fin.runs: their mean in the runs that reached the target)")
+
+
 def render(result: Mapping[str, Any]) -> str:
     """Plain-text table of a :func:`~autotune.search.benchmark.strategies.benchmark` result."""
     any_summary = next(iter(result.values()))
     a = any_summary
+    concluded = a.get("finalists") is not None
     if a.get("oracle") == "landscape":
         lines = [(f"oracle: recorded landscape {a['landscape']} ({a['records']} records"
                   + (f"; acceptance {a['acceptance']}" if a.get("acceptance") else "") + ")"
@@ -90,14 +126,18 @@ def render(result: Mapping[str, Any]) -> str:
                f"{a['target_tok_s'] / a['optimum_tok_s']:.0%}) {a['target_tok_s']:.2f}  at "
                f"{a['optimum_params']}"),
               _warm_line(a.get("warm_start")),
+              _conclusion_line(a.get("finalists")),
               "",
               (f"{'strategy':<12} {'median':>7} {'p90':>7} {'success':>8} {'ours/this':>10} "
-               f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} {'secs':>6}")]
+               f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} "
+               + (f"{'fin.runs':>8} " if concluded else "") + f"{'secs':>6}")]
     for name, s in result.items():
         lines.append(f"{name:<12} {_fmt(s['median']):>7} {_fmt(s['p90']):>7} "
                      f"{s['success_rate']:>8.0%} {_fmt(s['ratio_ours_to_this'], 2):>10} "
                      f"{_fmt(s['times_fewer_with_ours'], 1):>8} {s['mean_baselines']:>9.1f} "
-                     f"{s['mean_failed']:>7.1f} {s['mean_duplicates']:>5.1f} {s['seconds']:>6.1f}")
+                     f"{s['mean_failed']:>7.1f} {s['mean_duplicates']:>5.1f} "
+                     + (f"{_fmt(s.get('mean_conclusion_runs')):>8} " if concluded else "")
+                     + f"{s['seconds']:>6.1f}")
     grid = result.get("grid")
     if grid:
         lines.append("")
@@ -130,7 +170,9 @@ def render(result: Mapping[str, Any]) -> str:
             lines.append(f"{OURS} against the best of {peers}: none has a median within the "
                          f"budget of {ours['budget']}"
                          + (f", so > {above:.2f}x fewer trials" if above else ""))
-    lines.append("Trials count every run: a new group's baseline (measured first) is one trial.")
+    lines.append("Trials count every run: a new group's baseline (measured first) is one trial"
+                 + ("." if not concluded
+                    else ", a finalist two (its fresh baseline, then itself)."))
     return "\n".join(lines)
 
 
@@ -161,6 +203,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="trials report no phases or accept data (the sampler's fallback)")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="do not run SGLang's default speculative config first (every search does)")
+    parser.add_argument("--finalists", type=_finalists, default=None, metavar="N|space",
+                        help="also count the search's conclusion: after each trial, the N best "
+                             "feasible speculative trials are re-measured beside fresh baselines "
+                             "(two runs each, added to the count) and the winner policy names the "
+                             "pick; 'space' takes N from the space, max(1, search.finalists), as "
+                             "the search does. Default: off, issue 15's count (the pick is the best "
+                             "measured feasible config, nothing added)")
     parser.add_argument("--json", action="store_true", help="print one JSON object keyed by strategy")
     args = parser.parse_args(argv)
     if args.space is None and args.landscape is None:
@@ -174,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                            noise_cv=args.noise, threshold=args.threshold,
                            strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
                            phase_data=not args.no_phase_data, first_seed=args.first_seed,
-                           landscape=args.landscape, warm_start=not args.no_warm_start)
+                           landscape=args.landscape, warm_start=not args.no_warm_start,
+                           finalists=args.finalists)
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.trial.outcome import Failure, Status, is_oom_log
+from autotune.search.benchmark.conclusion import Reading, conclude
 from autotune.search.report import TrialReport
 
 
@@ -238,19 +239,34 @@ class Oracle:
         seed: Seed of the measurement noise.
         noise_cv: Relative spread of measured tok/s (the emulator's; a landscape ignores it).
         phase_data: Whether trials report phases and accept data (off: only tok/s and verdict).
+        finalists: None: the pick after each trial is the best measured feasible config (mean of
+            its measurements). A number: the pick is what the search, stopped there, would name
+            after re-measuring that many finalists beside fresh baselines
+            (:mod:`autotune.search.benchmark.conclusion`), and ``success_at`` counts the
+            conclusion's runs too.
+
+    Raises:
+        ValueError: ``finalists`` below 1.
     """
 
     def __init__(self, problem: Problem, *, seed: int, noise_cv: float,
-                 phase_data: bool = True) -> None:
+                 phase_data: bool = True, finalists: int | None = None) -> None:
+        if finalists is not None and finalists < 1:
+            raise ValueError(f"finalists must be >= 1 (or None: no conclusion), got {finalists}")
         self.p = problem
         self.seed = seed
         self.cv = noise_cv
         self.phase_data = phase_data
+        self.finalists = finalists
         self.trials = 0
         self.baselines = 0
         self.failed = 0
         self.duplicates = 0
         self.success_at: int | None = None
+        self.conclusion_runs: int | None = None  # what the successful conclusion cost
+        self.readings: list[Reading] = []  # one per run, in order
+        self._params: dict[tuple, dict[str, Any]] = {}
+        self._group: dict[tuple, tuple] = {}
         self._counts: dict[tuple, int] = {}
         self._sums: dict[tuple, float] = {}
         self._feasible: dict[tuple, bool] = {}
@@ -264,6 +280,7 @@ class Oracle:
             self.duplicates += 1
         self._counts[key] = n + 1
         self.trials += 1
+        self._params.setdefault(key, dict(params))
         if not runs(truth):
             self.failed += 1
             # The kind, as the trainable reports it (Failure): out of memory is read from the
@@ -276,8 +293,26 @@ class Oracle:
         self._true[key] = truth["output_tok_s"]
         return out
 
+    def group_of(self, key: tuple) -> tuple:
+        """The key of a measured config's group baseline (its own key for a baseline)."""
+        return self._group.get(key, key)
+
+    def next_draw(self, key: tuple, *, extra: dict[tuple, int]) -> float | None:
+        """The next tok/s of a measured config (None: it fails), past ``extra[key]`` draws
+        already taken (updated); the oracle's own stream is not consumed."""
+        params, n = self._params[key], self._counts.get(key, 0) + extra.get(key, 0)
+        extra[key] = extra.get(key, 0) + 1
+        truth = self.p.truth(params)
+        return self.p.evaluator.draw(params, truth, seed=self.seed, n=n, noise_cv=self.cv)[
+            "tok_s"] if runs(truth) else None
+
     def _update_pick(self) -> None:
         if self.success_at is not None:
+            return
+        if self.finalists is not None:
+            end = conclude(self, finalists=self.finalists)
+            if end.winner is not None and self._true[end.winner] >= self.p.target:
+                self.success_at, self.conclusion_runs = self.trials + end.runs, end.runs
             return
         best_key, best = None, -math.inf
         for key, ok in self._feasible.items():
@@ -298,6 +333,7 @@ class Oracle:
             self.baselines += 1
             m = self._measure(base_params, self.p.truth(base_params))
             self._baseline[gkey] = m
+            self.readings.append(Reading.of(gkey, m, feasible=True, is_baseline=True))
             if m["ok"]:
                 self._feasible[gkey] = True
             self._update_pick()
@@ -309,6 +345,10 @@ class Oracle:
         base = self._baseline[gkey]
         m = self._measure(params, self.p.truth(params))
         key = config_key(params)
+        self._group[key] = gkey
+        # The trial's own verdict: this reading against the group's stored baseline reading.
+        self.readings.append(Reading.of(key, m, is_baseline=False, feasible=bool(
+            m["ok"] and base["ok"] and pays(m["tok_s"] / base["tok_s"], space))))
         if m["ok"]:
             mean = self._sums[key] / self._counts[key]
             self._feasible[key] = bool(base["ok"] and pays(mean / base["tok_s"], space))

@@ -28,6 +28,8 @@ DEFAULT_NOISE_CV = 0.02
 OURS = "phase-model"
 AUTO_TIERS = ("auto-tier1", "auto-tier2")
 STRATEGIES = ("grid", "random", "tpe", *AUTO_TIERS, OURS)
+#: ``benchmark(finalists=...)``: the space's own ``max(1, search.finalists)``, as the search takes.
+FINALISTS_OF_SPACE = "space"
 #: The strategies the phase model's median is set against (issue 15: at least 2x fewer trials).
 PEERS = ("random", "tpe", *AUTO_TIERS)
 
@@ -43,14 +45,19 @@ class RunResult:
     duplicates: int
     seconds: float
     reached_by: str | None = None  # the plan reason of the trial that reached the target
+    conclusion_runs: int | None = None  # finalist runs in trials_to_target (None: not counted)
 
 
 def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noise_cv: float,
-                 phase_data: bool = True, warm_start: bool = True) -> RunResult:
+                 phase_data: bool = True, warm_start: bool = True,
+                 finalists: int | None = None) -> RunResult:
     """Run one strategy through an Optuna study until it reaches the target or the budget.
 
     With ``warm_start`` the study's first trial is SGLang's default speculative config where the
-    space can run it (``problem.warm_start``), as every search does.
+    space can run it (``problem.warm_start``), as every search does. With ``finalists`` a run
+    succeeds when the search, concluded after that trial with that many finalists, names a config
+    at the target; the conclusion's runs count within the budget
+    (:mod:`autotune.search.benchmark.conclusion`).
     """
     import optuna
 
@@ -60,7 +67,8 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
     warm = problem.warm_start if warm_start else None
     if warm is not None and warm.asked:
         study.enqueue_trial(warm.asked)
-    oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=phase_data)
+    oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=phase_data,
+                    finalists=finalists)
     reached_by = None
     while oracle.trials < budget and oracle.success_at is None:
         trial = study.ask()
@@ -74,15 +82,17 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
     return RunResult(trials_to_target=hit, trials=oracle.trials, baselines=oracle.baselines,
                      failed=oracle.failed, duplicates=oracle.duplicates,
                      seconds=time.perf_counter() - t0,
-                     reached_by=reached_by if hit is not None else None)
+                     reached_by=reached_by if hit is not None else None,
+                     conclusion_runs=oracle.conclusion_runs if hit is not None else None)
 
 
-def grid_full(problem: Problem, *, seed: int, noise_cv: float) -> int | None:
+def grid_full(problem: Problem, *, seed: int, noise_cv: float,
+              finalists: int | None = None) -> int | None:
     """Trials the grid needs with no budget (it runs through the whole space at most)."""
     from autotune.search.samplers import GridOrderSampler
 
     grid = GridOrderSampler(problem.space, seed=seed)
-    oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=False)
+    oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=False, finalists=finalists)
     for i in grid.order:
         oracle.run(grid.table.configs[i])
         if oracle.success_at is not None:
@@ -131,6 +141,10 @@ def summarize(runs: Sequence[RunResult], *, budget: int) -> dict[str, Any]:
         "seconds": float(sum(r.seconds for r in runs)),
         "reached_by": dict(Counter(r.reached_by or "-" for r in runs
                                    if r.trials_to_target is not None)),
+        # Of trials_to_target, the runs of the conclusion that named the winner (finalists).
+        "conclusion_runs": [r.conclusion_runs for r in runs],
+        "mean_conclusion_runs": (float(np.mean(spent)) if (spent := [
+            r.conclusion_runs for r in runs if r.conclusion_runs is not None]) else None),
     }
 
 
@@ -138,7 +152,8 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
               budget: int = 60, noise_cv: float | None = None, threshold: float = 0.98,
               strategies: Sequence[str] = STRATEGIES, phase_data: bool = True,
               first_seed: int = 0, landscape: str | None = None,
-              warm_start: bool = True) -> dict[str, Any]:
+              warm_start: bool = True,
+              finalists: int | str | None = None) -> dict[str, Any]:
     """Run every strategy on ``seeds`` seeds; one summary per strategy, keyed by name.
 
     Args:
@@ -155,6 +170,16 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         landscape: A recorded landscape file to replay instead of the emulator.
         warm_start: Every strategy's first trial is SGLang's default speculative config, as in a
             search; the result's ``warm_start`` says how good that config alone is.
+        finalists: None (the default, issue 15's count): each run is judged by its best
+            measured feasible config after each trial, and nothing is added. A number N >= 1, or
+            ``"space"`` for the space's own ``max(1, search.finalists)``: each run is judged by
+            what the search, stopped after the trial, would name after re-measuring N finalists
+            beside fresh baselines, and the count adds their runs (two a finalist;
+            :mod:`autotune.search.benchmark.conclusion`).
+
+    Raises:
+        ValueError: Bad counts, noise, strategies, or ``finalists`` neither ``"space"`` nor a
+            whole number >= 1.
     """
     if seeds < 1 or budget < 1:
         raise ValueError("seeds and budget must be >= 1")
@@ -168,12 +193,19 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
     unknown = [s for s in strategies if s not in SAMPLER_NAMES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(SAMPLER_NAMES)}")
+    if finalists is not None and finalists != FINALISTS_OF_SPACE and (
+            isinstance(finalists, bool) or not isinstance(finalists, int) or finalists < 1):
+        raise ValueError(f"finalists must be {FINALISTS_OF_SPACE!r} or a whole number >= 1 "
+                         f"(None: no conclusion), got {finalists!r}")
     problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
+    if finalists == FINALISTS_OF_SPACE:
+        finalists = max(1, problem.space.search.finalists)
     seed_list = range(first_seed, first_seed + seeds)
     out: dict[str, Any] = {}
     for name in strategies:
         runs = [run_strategy(problem, name, seed=s, budget=budget, noise_cv=noise_cv,
-                             phase_data=phase_data, warm_start=warm_start) for s in seed_list]
+                             phase_data=phase_data, warm_start=warm_start, finalists=finalists)
+                for s in seed_list]
         out[name] = summarize(runs, budget=budget)
     info = problem.evaluator.info()
     common = {"space": space_path if landscape is None else info["space"],
@@ -182,9 +214,11 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
               "optimum_tok_s": problem.optimum, "optimum_params": problem.optimum_params,
               "target_tok_s": problem.target,
               "noise_cv": None if landscape is not None else noise_cv, "seeds": seeds,
+              "finalists": finalists,
               "warm_start": _warm_start_truth(problem) if warm_start else None}
     if "grid" in out:
-        full = [grid_full(problem, seed=s, noise_cv=noise_cv) for s in seed_list]
+        full = [grid_full(problem, seed=s, noise_cv=noise_cv, finalists=finalists)
+                for s in seed_list]
         out["grid"]["grid_size"] = len(problem.configs)
         out["grid"]["unbudgeted_trials_to_target"] = full
         out["grid"]["unbudgeted_median"] = _quantile(full, 0.5)

@@ -1,0 +1,131 @@
+"""The end of a search as ``bench_search`` counts it: finalists re-measured, then the winner policy.
+
+A real search (:func:`autotune.search.conclude.conclude`) does not serve its best reading: it takes
+the ``max(1, search.finalists)`` best feasible speculative trials, re-measures each beside a fresh
+baseline of its group, and hands every record to the one winner policy
+(:func:`autotune.trial.winner.pick_winner`): only finalists that held up compete among the
+speculative configs, and a baseline that reads higher still wins. :func:`conclude` does the same on
+an oracle's records, so that the benchmark's pick is the tool's:
+
+- **Which finalists**: the speculative trials judged feasible when they ran, best reading first, in
+  trial order among equals (as ``conclude`` sorts its trial list); a config measured twice is two
+  trials and can be chosen twice, as in the search.
+- **Their measurements**: the next draws of the oracle's noise for that config and for its group's
+  baseline (the n-th measurement of a config in seed s is the same draw for every strategy), one
+  draw each, as a trial's. A finalist's extra repeats (``search.finalist_repeats``) are not
+  credited with less noise: the benchmark's noise is per measurement, and a landscape holds only
+  the repeats it recorded.
+- **What they cost**: two runs a finalist (its fresh baseline, then the config: two servers, as
+  ``run_config(..., fresh_baseline=True)`` starts), added to the trials the search ran.
+- **The winner**: ``pick_winner`` over the trials (each reading as judged when it ran), the
+  finalists (judged against their fresh baselines) and every baseline reading.
+
+A conclusion is hypothetical: it is what a search stopped after this many trials would name. It
+reads the noise stream without consuming it, so a config the search measures again later gets the
+draw a finalist would have got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.trial.winner import FINALIST, TRIAL, Candidate, pick_winner
+
+#: Runs one finalist costs: its group's fresh baseline and the config itself.
+RUNS_PER_FINALIST = 2
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One run the search made, as its trial reported it.
+
+    Attributes:
+        key: The config's canonical key.
+        tok_s: The measured tok/s (None when the run failed).
+        feasible: The trial's verdict when it ran (a baseline that ran is feasible).
+        is_baseline: The config runs without speculation.
+    """
+
+    key: tuple
+    tok_s: float | None
+    feasible: bool
+    is_baseline: bool
+
+    @classmethod
+    def of(cls, key: tuple, m: Any, *, feasible: bool, is_baseline: bool) -> "Reading":
+        """From an oracle measurement ``m`` (``ok``, ``tok_s``); a failed run is never feasible."""
+        return cls(key=key, tok_s=m["tok_s"] if m["ok"] else None,
+                   feasible=bool(m["ok"] and feasible), is_baseline=is_baseline)
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """One finalist's re-measurement.
+
+    Attributes:
+        key: The config's key.
+        tok_s: Its new reading (None when it failed).
+        baseline_tok_s: Its group's fresh baseline reading (None when that failed).
+        held: It is feasible again, against the fresh baseline.
+    """
+
+    key: tuple
+    tok_s: float | None
+    baseline_tok_s: float | None
+    held: bool
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """What a search stopped here would name, and what its conclusion cost.
+
+    Attributes:
+        winner: The winning config's key (None when nothing feasible was measured).
+        runs: Runs the conclusion spent (two a finalist).
+        finalists: The finalists' re-measurements, best search reading first.
+    """
+
+    winner: tuple | None
+    runs: int
+    finalists: tuple[Confirmed, ...]
+
+
+def conclude(oracle: Any, *, finalists: int) -> Concluded:
+    """The winner a search stopped after ``oracle.trials`` trials would name.
+
+    Args:
+        oracle: An :class:`autotune.search.benchmark.problem.Oracle` (its readings, its noise
+            stream, its space).
+        finalists: How many finalists to re-measure (at least 1, as the search confirms).
+
+    Raises:
+        ValueError: ``finalists`` below 1.
+    """
+    if finalists < 1:
+        raise ValueError(f"finalists must be >= 1, got {finalists}")
+    from autotune.search.benchmark.problem import pays
+
+    readings: list[Reading] = oracle.readings
+    spec_ok = [r for r in readings if r.feasible and not r.is_baseline and r.tok_s is not None]
+    chosen = sorted(spec_ok, key=lambda r: r.tok_s, reverse=True)[:finalists]
+    cands = [Candidate(ref=r.key, value=r.tok_s, is_baseline=r.is_baseline,
+                       feasible=r.feasible and r.tok_s is not None, stage=TRIAL) for r in readings]
+    extra: dict[tuple, int] = {}  # draws this conclusion took beyond the oracle's counts
+    confirmed = []
+    for r in chosen:
+        gkey = oracle.group_of(r.key)
+        base_tok = oracle.next_draw(gkey, extra=extra)
+        tok = oracle.next_draw(r.key, extra=extra)
+        if base_tok is not None:
+            cands.append(Candidate(ref=gkey, value=base_tok, is_baseline=True, feasible=True))
+        held = tok is not None and base_tok is not None and pays(tok / base_tok, oracle.p.space)
+        cands.append(Candidate(ref=r.key, value=tok, is_baseline=False, feasible=held,
+                               stage=FINALIST))
+        confirmed.append(Confirmed(key=r.key, tok_s=tok, baseline_tok_s=base_tok, held=held))
+    pick = pick_winner(cands, maximize=True)
+    return Concluded(winner=None if pick is None else pick.ref, runs=RUNS_PER_FINALIST * len(chosen),
+                     finalists=tuple(confirmed))
+
+
+__all__ = ["Concluded", "Confirmed", "RUNS_PER_FINALIST", "Reading", "conclude"]
