@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.launch.spec import LaunchSpec
 from autotune.sglang import flags as sglang_flags
 from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key
@@ -26,6 +25,7 @@ GPU = REPO / "scripts" / "gpu"
 sys.path.insert(0, str(GPU))
 import kimi_shape  # noqa: E402
 import make_models  # noqa: E402
+import multi_records  # noqa: E402
 
 TABLE_517 = REPO / "tests" / "data" / "sglang-0.5.17-flags.json"
 TP, CONC, KIMI = (GPU / "h200x2-llama-8b-tp.yaml", GPU / "h200x2-llama-8b-conc2.yaml",
@@ -273,9 +273,9 @@ def test_plan_x2_on_the_emulator(tmp_path: Path) -> None:
     assert all(s.get("orphans", 0) == 0 for s in steps)
     # The search and the side-by-side sweep together measured TP 1 and both TP 2 all-reduce settings.
     out = res / "rs-h200x2-llama-8b-tp" / "h200x2-llama-8b-tp-sim"
+    recs = multi_records.records(out)
     seen = {(r["params"]["tp_size"], r["params"].get("disable_custom_all_reduce"), r["params"].get("NCCL_PROTO"))
-            for d in ("search", "sweep") for r in map(lambda p: json.loads(p.read_text()), out.glob(f"{d}/[sc][0-9]*.json"))
-            if not p_is_params(r) and not r["is_baseline"]}
+            for r in recs["search"] + recs["sweep"] if not r["is_baseline"]}
     assert {(1, None, None), (2, False, None), (2, True, None)} <= seen
     report = tmp_path / "tp.json"
     proc = subprocess.run([sys.executable, str(GPU / "tp_compare.py"), str(res), "--mlruns", str(work / "mlruns"),
@@ -295,10 +295,6 @@ def test_plan_x2_on_the_emulator(tmp_path: Path) -> None:
     assert sorted(c["gpus"] for c in conc_rows) == ["0", "1"]
     assert all(c["alone_gpus"] == c["gpus"] and c["tok_s_alone"] and c["overlap_s"] > 0 for c in conc_rows)
     assert "| 3-4-8 |" in proc.stdout and "each trial its own GPU: yes" in proc.stdout
-
-
-def p_is_params(record: dict) -> bool:
-    return "status" not in record
 
 
 @pytest.mark.slow
