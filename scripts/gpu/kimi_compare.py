@@ -78,7 +78,7 @@ def row_of(record: dict[str, Any], plain: dict[str, Any] | None) -> dict[str, An
             "draft_ms": ph.get("draft_ms"), "verify_ms": ph.get("verify_ms"), "extend_ms": ph.get("extend_ms"),
             "other_ms": ph.get("other_ms"), "verify_pct": mr.verify_share(record),
             "break_even": record.get("break_even_accept_length"), "range_pct": record.get("output_tok_s_range_pct"),
-            "faster": None if speedup is None else speedup > 1.0}
+            "faster": None if speedup is None or record.get("is_baseline") else speedup > 1.0}
 
 
 def emulator_row(exp: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def emulator_row(exp: dict[str, Any]) -> dict[str, Any]:
             "draft_ms": ph.get("draft_ms"), "verify_ms": ph.get("verify_ms"), "extend_ms": ph.get("extend_ms"),
             "other_ms": ph.get("other_ms"),
             "verify_pct": 100 * ph["verify_ms"] / cycle if cycle and ph.get("verify_ms") is not None else None,
-            "break_even": None, "faster": None if speedup is None else speedup > 1.0}
+            "break_even": None, "faster": None if speedup is None or exp.get("is_baseline") else speedup > 1.0}
 
 
 def best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
