@@ -282,6 +282,10 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
                         log_path=str(log_path), t0=t0, startup_s=started, windows=level.windows,
                         sampler=sampler)
         one.warmup_tok_s, one.warmup_stable = level.warmup.tok_s, level.warmup.stable
+        # The GPUs the server was given (Ray sets CUDA_VISIBLE_DEVICES for a Tune trial), whatever
+        # the sampler saw: two trials at once must show two different GPUs, emulator included.
+        one.gpu_telemetry = {**(one.gpu_telemetry or {}),
+                             "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES")}
         per_level.append((workload.level_of(level.workload), one))
     return with_levels(per_level, workload)
 

@@ -3,6 +3,10 @@
 #   carry: .gpu/kit (site.tar.xz from scripts/gpu/build_kit.sh)
 #   command: [STATE=.gpu/state] bash scripts/gpu/device.sh CALL_S [PLAN_S]
 #   (STATE: the last call's results.tar.gz and mlruns.tar.gz, carried, so that a bare machine resumes)
+# The multi-GPU plans (issues 18 and 19; docs/gpu-validation.md, "Multi-GPU runs") are this call
+# with another plan and other model shapes:
+#   AUTOTUNE_GPU_PLAN=scripts/gpu/plan_x2.sh AUTOTUNE_GPU_MODELS=llama-8b bash scripts/gpu/device.sh ...
+#   AUTOTUNE_GPU_PLAN=scripts/gpu/plan_x8.sh AUTOTUNE_GPU_MODELS=kimi-k2.5 bash scripts/gpu/device.sh ...
 # The first call on a fresh machine unpacks the kit, writes the model configs, checks the imports
 # and starts scripts/gpu/plan.sh in its own session (setsid), so the plan outlives the call. This
 # call and any later call made while the machine is still warm only watch it: each returns after
@@ -14,6 +18,8 @@ PLAN_S=${2:-1500}
 T0=$(date +%s)
 OUT=${OUT:-/tmp/out}
 RES=/tmp/autotune-gpu
+PLAN=${AUTOTUNE_GPU_PLAN:-scripts/gpu/plan.sh}
+MODELS=${AUTOTUNE_GPU_MODELS:-llama-8b qwen3-30b-a3b}
 mkdir -p "$OUT" "$RES"
 export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -27,8 +33,12 @@ if [ ! -f "$RES/started" ]; then
   # mlruns.tar.gz) and the plan resumes there instead of starting over.
   if [ -n "${STATE:-}" ] && ls "$STATE"/results.tar.?z >/dev/null 2>&1; then bash scripts/gpu/state.sh restore "$RES" "$STATE" || exit 1; fi
   { python3 scripts/gpu/prepare_kit.py "${KIT:-.gpu/kit/site.tar.xz}"
-    python3 scripts/gpu/make_models.py .gpu/models llama-8b qwen3-30b-a3b; } > "$RES/prepare.log" 2>&1
+    python3 scripts/gpu/make_models.py .gpu/models $MODELS
+    # The configs travel with the results: the comparison scripts read the layer count from them.
+    for d in .gpu/models/*/*/; do r=${d#.gpu/models/}; mkdir -p "$RES/models/$r" && cp "$d/config.json" "$RES/models/$r"; done
+  } > "$RES/prepare.log" 2>&1
   { date -u; nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+    nvidia-smi topo -m 2>/dev/null | head -12  # how the GPUs of a multi-GPU machine are linked
     python3 --version; nproc; free -g | head -2
     # Read back by collect_search.py: the records' log paths under it become <results>/...
     echo "results_dir $RES"
@@ -40,7 +50,7 @@ if [ ! -f "$RES/started" ]; then
   fi
   date +%s > "$RES/started"
   echo "== set-up took $(( $(date +%s) - T0 )) s; plan gets ${PLAN_S} s"
-  setsid nohup bash scripts/gpu/plan.sh "$RES" "$PLAN_S" > "$RES/plan.log" 2>&1 < /dev/null &
+  setsid nohup bash "$PLAN" "$RES" "$PLAN_S" > "$RES/plan.log" 2>&1 < /dev/null &
   echo $! > "$RES/plan.pid"
 fi
 

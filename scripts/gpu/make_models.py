@@ -1,9 +1,11 @@
 """Config-only target models with EAGLE3 drafts and local tokenizers, for ``--load-format dummy``.
 
-Usage (on the GPU machine or here): ``python3 scripts/gpu/make_models.py OUTDIR [SHAPE ...]``
+Usage (on the GPU machine or here): ``python3 scripts/gpu/make_models.py OUTDIR [SHAPE[:LAYERS] ...]``
 with SHAPE among ``llama-8b`` (Llama-3.1-8B: hidden 4096, 32 layers, vocab 128256),
-``qwen3-30b-a3b`` (Qwen3-30B-A3B MoE: 48 layers, 128 experts, top-8) and ``tiny`` (8 layers,
-hidden 2048). Each shape gets ``OUTDIR/SHAPE/target`` and ``OUTDIR/SHAPE/draft``. Only the
+``qwen3-30b-a3b`` (Qwen3-30B-A3B MoE: 48 layers, 128 experts, top-8), ``kimi-k2.5`` (Kimi-K2.5's
+text model per layer, DeepSeek-V3 architecture: MLA, 384 experts, top-8; as many layers as fit 8
+H200s, see kimi_shape.py) and ``tiny`` (8 layers, hidden 2048). ``:LAYERS`` overrides the target's
+layer count. Each shape gets ``OUTDIR/SHAPE/target`` and ``OUTDIR/SHAPE/draft``. Only the
 shapes matter: the weights are random, so acceptance is forced (autotune.space.synthetic).
 """
 
@@ -12,6 +14,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kimi_shape  # noqa: E402
 
 COMMON = dict(max_position_embeddings=8192, hidden_act="silu", torch_dtype="bfloat16", bos_token_id=1,
               eos_token_id=2, pad_token_id=0, tie_word_embeddings=False, attention_bias=False)
@@ -42,11 +47,23 @@ def _qwen3_moe(layers: int = 48) -> tuple[dict, dict]:
     return target, draft
 
 
+# Each shape takes its target's layer count (None: the shape's own).
 SHAPES = {
-    "llama-8b": lambda: _llama(4096, 32, 128256, 14336, 8),
-    "qwen3-30b-a3b": _qwen3_moe,
-    "tiny": lambda: _llama(2048, 8, 32000, 8192, 4),
+    "llama-8b": lambda layers=None: _llama(4096, layers or 32, 128256, 14336, 8),
+    "qwen3-30b-a3b": lambda layers=None: _qwen3_moe(layers or 48),
+    "kimi-k2.5": lambda layers=None: kimi_shape.configs(layers or kimi_shape.fit_layers(), COMMON),
+    "tiny": lambda layers=None: _llama(2048, layers or 8, 32000, 8192, 4),
 }
+
+
+def parse_shape(text: str) -> tuple[str, int | None]:
+    """``SHAPE`` or ``SHAPE:LAYERS`` -> (shape, layers or None)."""
+    name, sep, layers = text.partition(":")
+    if not sep:
+        return name, None
+    if not layers.isdigit() or int(layers) < 1:
+        raise ValueError(f"{text!r}: the layer count after ':' must be a positive integer")
+    return name, int(layers)
 
 
 def write_tokenizer(folder: str, vocab: int) -> None:
@@ -65,17 +82,27 @@ def write_tokenizer(folder: str, vocab: int) -> None:
                    "chat_template": "{% for m in messages %}{{ m['content'] }} {% endfor %}"}, fh, indent=1)
 
 
+def cfg_layers(out: str, shape: str) -> int:
+    with open(os.path.join(out, shape, "target", "config.json")) as fh:
+        return json.load(fh)["num_hidden_layers"]
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    out, shapes = argv[0], argv[1:] or list(SHAPES)
-    unknown = [s for s in shapes if s not in SHAPES]
+    out = argv[0]
+    try:
+        shapes = [parse_shape(s) for s in argv[1:]] or [(s, None) for s in SHAPES]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    unknown = [s for s, _ in shapes if s not in SHAPES]
     if unknown:
         print(f"error: unknown shape {unknown[0]!r}; choose from {', '.join(SHAPES)}", file=sys.stderr)
         return 2
-    for shape in shapes:
-        for name, cfg in zip(("target", "draft"), SHAPES[shape]()):
+    for shape, layers in shapes:
+        for name, cfg in zip(("target", "draft"), SHAPES[shape](layers)):
             folder = os.path.join(out, shape, name)
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, "config.json"), "w") as fh:
@@ -84,7 +111,7 @@ def main(argv: list[str]) -> int:
                 json.dump({"bos_token_id": 1, "eos_token_id": 2}, fh)
             if not os.path.exists(os.path.join(folder, "tokenizer.json")):
                 write_tokenizer(folder, cfg["vocab_size"])
-        print(f"wrote {os.path.join(out, shape)}")
+        print(f"wrote {os.path.join(out, shape)} ({cfg_layers(out, shape)} target layers)")
     return 0
 
 

@@ -20,6 +20,12 @@ over a finished search it re-measures the winner beside a fresh baseline (``anch
 the sweep is judged against this machine's baseline, and the winner's two figures say how far the
 machines agree.
 
+Variants for the multi-GPU plans (``scripts/gpu/plan_x2.sh``, ``plan_x8.sh``): ``--sweep FILE``
+sweeps only the configs listed there (a JSON list of params), ``--sweep-first`` measures them
+before the search, beside a baseline store of their own, so the search's verdict can be held
+against an independent sweep; ``--alone`` re-measures every config a concurrent search measured,
+alone, on the GPU its trial had (``alone.py``).
+
 Everything is run in the working directory, whose ``mlruns/`` holds the MLflow store and Ray's
 state, as ``python -m autotune.search`` does by default.
 
@@ -44,6 +50,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # alone.py beside it
 
 from autotune.space.trial_config import config_key  # noqa: E402
 from autotune.space.search_space import load_space  # noqa: E402
@@ -77,6 +84,12 @@ def server_pids() -> list[int]:
         except OSError:
             continue
     return out
+
+
+def plain_params(params: dict) -> dict:
+    """A record's params as the space file spells them: a search narrowed by its NCCL pre-screen
+    adds the kept candidate's name (``nccl_candidate``) beside the NCCL_* values it stands for."""
+    return {k: v for k, v in params.items() if k != "nccl_candidate"}
 
 
 def search_results(name: str) -> list[dict]:
@@ -184,18 +197,50 @@ class Plan:
         return rc, round(time.monotonic() - t, 1)
 
 
-def one_space(plan: Plan, space_path: str) -> None:
+def one_space(plan: Plan, space_path: str, *, sweep: list[dict] | None = None, sweep_first: bool = False,
+              alone_after: bool = False) -> None:
+    """Search, export and sweep one space (see the module's docstring for the variants)."""
     space = load_space(space_path)
-    name = space.name
-    out = plan.out / name
+    out = plan.out / space.name
     (out / "sweep").mkdir(parents=True, exist_ok=True)
+    if sweep_first:
+        # An independent ground truth first: its own baseline store, nothing skipped for a search.
+        sweep_configs(plan, space, space_path, out, todo=sweep or [], store=str(out / "sweep" / "baselines"))
+    kept = search_step(plan, space, space_path, out)
+    if kept is None:
+        return
+    records = search_results(space.name)
+    if alone_after:
+        import alone
+
+        alone.measure_alone(plan, space, space_path, out, store=baseline_dir(space.name), measure=measure,
+                            trial_s=TRIAL_S)
+    if sweep_first or sweep == []:
+        return
+    measured = {config_key(space.coerce_params(plain_params(r["params"]))) for r in records
+                if r.get("params") is not None and r.get("status") != "failed"}
+    store = baseline_dir(space.name) or str(out / "baselines")
+    wanted = list(space.enumerate()) if sweep is None else [space.coerce_params(p) for p in sweep]
+    todo = [p for p in wanted if config_key(p) not in measured]
+    plan.note(space=space.name, step="sweep-plan", configs=len(wanted), measured_by_search=len(measured),
+              to_sweep=len(todo))
+    left = [i for i, p in enumerate(todo) if not (plan.resume and swept_before(out / "sweep", f"c{i:02d}", p))]
+    if kept and left and plan.left() > 2 * TRIAL_S:
+        store = anchor(plan, space, space_path, out, records=records) or store
+    sweep_configs(plan, space, space_path, out, todo=todo, store=store)
+
+
+def search_step(plan: Plan, space: Any, space_path: str, out: Path) -> bool | None:
+    """The search and the export of its records; returns whether the search was kept from an
+    earlier machine, None when it was skipped for lack of time."""
+    name = space.name
     need = TRIAL_S * (space.budget.trials + 2 * max(space.search.finalists, 1) + 1)
     kept = plan.resume and search_finished(out / "summary.json")
     if kept:
         plan.note(space=name, step="search", kept="finished on an earlier machine")
     elif plan.left() < TRIAL_S * 3:
         plan.note(space=name, step="search", skipped=f"{plan.left():.0f} s left")
-        return
+        return None
     else:
         # An interrupted search brought over from an earlier machine continues where it stopped.
         again = plan.resume and bool(glob.glob(str(Path.cwd() / "mlruns" / "ray" / name / "run-*")))
@@ -212,16 +257,13 @@ def one_space(plan: Plan, space_path: str) -> None:
     rc, wall = plan.run([sys.executable, "-m", "autotune.export", "--name", name, "--format", "sh",
                          "-o", str(out / "export.sh")], log=out / "export.log", limit_s=120)
     plan.note(space=name, step="export", rc=rc, wall_s=wall)
+    return kept
 
-    measured = {config_key(space.coerce_params(r["params"])) for r in records
-                if r.get("params") is not None and r.get("status") != "failed"}
-    store = baseline_dir(name) or str(out / "baselines")
-    todo = [p for p in space.enumerate() if config_key(p) not in measured]
-    plan.note(space=name, step="sweep-plan", configs=space.count(), measured_by_search=len(measured),
-              to_sweep=len(todo))
+
+def sweep_configs(plan: Plan, space: Any, space_path: str, out: Path, *, todo: list[dict], store: str) -> None:
+    """Measure each config of ``todo`` in slot ``sweep/cNN`` (a finished slot of a resumed plan is kept)."""
+    name = space.name
     left = [i for i, p in enumerate(todo) if not (plan.resume and swept_before(out / "sweep", f"c{i:02d}", p))]
-    if kept and left and plan.left() > 2 * TRIAL_S:
-        store = anchor(plan, space, space_path, out, records=records) or store
     for i, params in enumerate(todo):
         if plan.left() < TRIAL_S:
             plan.note(space=name, step="sweep", skipped=len(todo) - i, why=f"{plan.left():.0f} s left")
@@ -237,15 +279,16 @@ def one_space(plan: Plan, space_path: str) -> None:
 
 
 def measure(plan: Plan, space_path: str, params: dict, *, store: str, json_out: Path,
-            workdir: Path) -> tuple[int, float]:
+            workdir: Path, env: dict[str, str] | None = None) -> tuple[int, float]:
     """One config through ``python -m autotune.trial --json`` (its baseline from ``store``, measured
-    there first if the store has none); the JSON to ``json_out``, stderr beside it."""
+    there first if the store has none); the JSON to ``json_out``, stderr beside it. ``env`` adds
+    to the step's environment (the alone runs pin their GPU with it)."""
     cmd = [sys.executable, "-m", "autotune.trial", "--space", space_path, "--params", json.dumps(params),
            "--json", "--baseline-store", store, "--workdir", str(workdir)]
     t = time.monotonic()
     with open(json_out, "w") as fh, open(json_out.with_suffix(".err"), "w") as err:
         try:
-            rc = subprocess.run(cmd, stdout=fh, stderr=err, env=_env(), timeout=max(plan.left(), 1),
+            rc = subprocess.run(cmd, stdout=fh, stderr=err, env={**_env(), **(env or {})}, timeout=max(plan.left(), 1),
                                 check=False).returncode
         except subprocess.TimeoutExpired:
             rc = 124
@@ -266,7 +309,8 @@ def anchor(plan: Plan, space: Any, space_path: str, out: Path, *, records: list[
     if not winner:
         return None
     before = [r for r in records if r.get("params") is not None and not r.get("is_baseline")
-              and config_key(space.coerce_params(r["params"])) == config_key(space.coerce_params(winner))]
+              and config_key(space.coerce_params(plain_params(r["params"])))
+              == config_key(space.coerce_params(plain_params(winner)))]
     rc, wall = measure(plan, space_path, winner, store=str(folder / "baselines"), json_out=folder / "winner.json",
                        workdir=folder / "logs")
     try:
@@ -287,14 +331,24 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true",
                         help="continue a plan restored from an earlier machine (scripts/gpu/state.sh): "
                              "keep what it finished, resume an interrupted search")
+    parser.add_argument("--sweep", metavar="FILE",
+                        help="sweep only these configs (a JSON list of params) instead of the whole space")
+    parser.add_argument("--no-sweep", action="store_true", help="measure nothing beyond the search")
+    parser.add_argument("--sweep-first", action="store_true",
+                        help="measure the --sweep configs before the search, beside their own baseline store")
+    parser.add_argument("--alone", action="store_true",
+                        help="after the search, measure each config it measured alone, on its trial's GPU")
     parser.add_argument("spaces", nargs="+")
     args = parser.parse_args()
+    if args.sweep_first and not args.sweep:
+        parser.error("--sweep-first needs --sweep FILE")
+    sweep = [] if args.no_sweep else json.loads(Path(args.sweep).read_text()) if args.sweep else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plan = Plan(out, args.deadline_s, resume=args.resume)
     plan.note(step="start", spaces=args.spaces, orphans_before=len(server_pids()), resume=args.resume)
     for space_path in args.spaces:
-        one_space(plan, space_path)
+        one_space(plan, space_path, sweep=sweep, sweep_first=args.sweep_first, alone_after=args.alone)
     plan.note(step="done", orphans=len(server_pids()))
     return 0
 
