@@ -253,6 +253,14 @@ def _plan_env(**extra: str) -> dict[str, str]:
                 AUTOTUNE_SGLANG_FLAG_TABLE=str(TABLE_517), **extra)
 
 
+# The two plan rehearsals take 2-7 minutes each on two cores; `make test` must stay under 15
+# minutes (issue 14), so they run on request: AUTOTUNE_GPU_PLAN_REHEARSAL=1 before a multi-GPU session.
+needs_rehearsal = pytest.mark.skipif(os.environ.get("AUTOTUNE_GPU_PLAN_REHEARSAL") != "1",
+                                     reason="set AUTOTUNE_GPU_PLAN_REHEARSAL=1 to rehearse the multi-GPU plans "
+                                            "on the emulator (2-7 min each)")
+
+
+@needs_rehearsal
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_plan_x2_on_the_emulator(tmp_path: Path) -> None:
@@ -297,6 +305,7 @@ def test_plan_x2_on_the_emulator(tmp_path: Path) -> None:
     assert "| 3-4-8 |" in proc.stdout and "each trial its own GPU: yes" in proc.stdout
 
 
+@needs_rehearsal
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_plan_x8_and_its_comparison_on_the_emulator(tmp_path: Path) -> None:
