@@ -49,7 +49,7 @@ from reliability import record
 from reliability.mlflow_server import MlflowServer
 from reliability.procs import new_token, wait_until
 from reliability.searchrun import cli_env, start_cli
-from reliability.tracking import ROW, check, clean, rows, start_search
+from reliability.tracking import ROW, answered_again, check, clean, rows, start_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -96,7 +96,7 @@ def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowSe
             driver.kill()
     console = log.read_text(errors="replace")
     lines = console.splitlines()
-    back_at = next((i for i, ln in enumerate(lines) if ln.startswith("tracking:") and "answers again" in ln), None)
+    back_at = answered_again(lines)
     summary = json.loads((tmp_path / "s.json").read_text())
     facts = check(search, server.url, token, console, trials)
     errors_log = next(search.ray_root.glob("run-*/tracking/tracking-errors.log"), None)

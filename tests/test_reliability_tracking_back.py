@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import pytest
 from reliability import record
 from reliability.mlflow_server import MlflowServer
 from reliability.procs import new_token, wait_until
-from reliability.tracking import ROW, check, clean, start_search
+from reliability.tracking import ANSWERED, ROW, answered_again, check, clean, start_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -77,7 +76,7 @@ def test_server_down_from_the_start_comes_back_mid_search(tmp_path: Path) -> Non
         console = log.read_text(errors="replace")
         lines = console.splitlines()
         said = [(i, ln) for i, ln in enumerate(lines) if ln.startswith("tracking:")]
-        back_at = next((i for i, ln in said if "answers again" in ln), None)
+        back_at = answered_again(lines)
         row_lines = [i for i, ln in enumerate(lines) if ROW.match(ln)]
         summary = json.loads((tmp_path / "s.json").read_text())
         spool = Spool(folder())
@@ -88,7 +87,7 @@ def test_server_down_from_the_start_comes_back_mid_search(tmp_path: Path) -> Non
         parent = parents[0] if parents else None
         space_files = ([a.path for a in tracker.client.list_artifacts(parent.info.run_id, "space")]
                        if parent else [])
-        written = re.search(r"answers again; (\d+) spooled record", lines[back_at]) if back_at is not None else None
+        written = ANSWERED.match(lines[back_at]) if back_at is not None else None
     finally:
         server.kill()
     facts.update({

@@ -100,3 +100,13 @@ def clean(facts: dict, *, reruns: bool = False) -> bool:
                                            "orphans", "tracebacks on console", "error stopping trial",
                                            "mlflow view-run prints"))
             and facts["parent runs"] == ["FINISHED"])
+
+
+#: The console line of a search's replay that MLflow took after failing (DurableTracker.drain).
+#: Matched whole: the line about the failure says "written when it answers again" too.
+ANSWERED = re.compile(r"^tracking: MLflow at \S+ answers again; (\d+) spooled record\(s\) written$")
+
+
+def answered_again(lines: list[str]) -> int | None:
+    """The index of the first console line saying MLflow answers again, None if none does."""
+    return next((i for i, ln in enumerate(lines) if ANSWERED.match(ln)), None)
