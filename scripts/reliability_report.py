@@ -129,7 +129,11 @@ def _tracking(cases: dict[str, Any]) -> list[str]:
               " down to the end, `autotune sync` then wrote every record (its exit code is in the facts)."
               " A tracking server that never answered, from the search's first second, is no bad input:"
               " the search run's start is spooled too, and the sync makes the experiment and the search run"
-              " before the trial runs under it."), ""]
+              " before the trial runs under it; if the server answers while the search still runs, the"
+              " search's own replay does it, with no sync. Where a server comes back mid-search, the driver"
+              " is paused (SIGSTOP) while it starts, so that results are certainly still to come when it"
+              " answers: \"result rows before it answered\" below the trials planned shows the replay came"
+              " with a trial's result, not only at the search's end."), ""]
     lines += _table(["case", *_TRACKING_COLUMNS, "result"],
                     [[name, *(_cell(e.get(c)) for c in _TRACKING_COLUMNS), _ok(e)] for name, e in cases.items()])
     for name, e in cases.items():
@@ -178,8 +182,8 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
         ["placement checks passed", f"{t['placement'][0]} of {t['placement'][1]}"],
         ["faults injected and survived", f"{t['faults'][0]} of {t['faults'][1]}"],
         ["driver interrupts and kills survived", f"{t['interrupts'][0]} of {t['interrupts'][1]}"],
-        ["tracking faults survived (MLflow server down from the start or killed, full disk, driver killed "
-         "mid-write, node lost)",
+        ["tracking faults survived (MLflow server down from the start, back mid-search or not, or killed; "
+         "full disk; driver killed mid-write; node lost)",
          f"{t['tracking'][0]} of {t['tracking'][1]}"],
         ["bad inputs refused cleanly (exit 2, one error, nothing started)",
          f"{t['bad_inputs'][0]} of {t['bad_inputs'][1]}"],

@@ -83,6 +83,7 @@ HEAVY_FIRST = (
     "test_reliability_placement.py",  # 106 s
     "test_reliability_faults.py",  # 100 s
     "test_gpu_plan.py",  # 95 s
+    "test_reliability_tracking_back.py",  # 76 s (alone, load avg 4)
     "test_mlflow_screenshot.py",  # 77 s
     "test_reliability_load.py",  # 68 s
     "test_prescreen.py",  # 67 s

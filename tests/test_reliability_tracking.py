@@ -9,7 +9,9 @@ no traceback on the console.
 
 1. The server is killed after the first trial and started again while the search runs: the
    search spools what it cannot write, says so in one line, and writes it when the server
-   answers again; nothing is left unsynced at its end.
+   answers again, with a trial's result before the last; nothing is left unsynced at its end.
+   The driver is paused (SIGSTOP) while the server restarts, so that results are certainly still
+   to come when it is back, however slowly it starts.
 2. Nothing answers at the tracking URI for the whole search, from its first second: the search
    runs, says so in one line (where its results wait, the sync command) and exits 0; the spool
    holds everything from the search run's start to its end. A real server then started on that
@@ -25,6 +27,9 @@ no traceback on the console.
    spooled records and finishes; every result printed before the kill is in MLflow.
 6. A Ray worker node is removed mid-trial (``ray.cluster_utils.Cluster``, its raylet and
    processes killed at once): Ray runs the trial again elsewhere as attempt 2, attempt 1 is kept.
+
+A server down from the start that comes back while the search runs is
+``test_reliability_tracking_back.py``; the checks every case shares are ``reliability/tracking.py``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -41,16 +47,11 @@ from typing import Any, Callable
 import pytest
 from reliability import record
 from reliability.mlflow_server import MlflowServer
-from reliability.procs import leftovers, new_token, wait_until
-from reliability.searchrun import SearchDir, cli_env, start_cli
-from reliability.spaces import base_space, merged, write_space
-
-from autotune.search.report import TrialReport
+from reliability.procs import new_token, wait_until
+from reliability.searchrun import cli_env, start_cli
+from reliability.tracking import ROW, answered_again, check, clean, rows, start_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-
-_ROW = re.compile(r"^\s*\d+ ([0-9a-f]{8})\s", re.MULTILINE)
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
@@ -60,110 +61,61 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     srv.kill()
 
 
-def _space(tmp: Path, name: str, token: str, *, trials: int, start_s: float = 2) -> Path:
-    space = merged(base_space(name, token=token),
-                   fixed_env={"AUTOTUNE_SIM_FAULT": f"slow_start:{start_s:g}"},
-                   fixed_args={"speculative_algorithm": "EAGLE3", "speculative_eagle_topk": 1},
-                   parameters={"speculative_num_steps": {"type": "int", "low": 1, "high": 4},
-                               "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 5}},
-                   budget={"trials": trials}, search={"seed": 11, "max_concurrent": 2})
-    return write_space(tmp, space)
-
-
-def _start(tmp: Path, name: str, token: str, *cli: str, trials: int, start_s: float = 2,
-           summary: bool = True) -> tuple[Path, SearchDir, Path, subprocess.Popen]:
-    """The fault's search started as a user would: ``(space file, its folder, console log, driver)``."""
-    path = _space(tmp, name, token, trials=trials, start_s=start_s)
-    log = tmp / "search.log"
-    extra = ("--summary-json", str(tmp / "s.json")) if summary else ()
-    driver = start_cli(path, *cli, *extra, root=tmp, token=token, log=log)
-    return path, SearchDir(tmp, name), log, driver
-
-
-def _rows(log: Path) -> int:
-    return len(_ROW.findall(log.read_text(errors="replace"))) if log.exists() else 0
-
-
-def _check(search: SearchDir, uri: str | None, token: str, console: str, trials: int) -> dict:
-    """What every case asserts, as facts (recorded before the test asserts them)."""
-    ray_results = search.trial_results()
-    reports = {}
-    for run in search.run_dirs():
-        for path in run.glob("trainable_*/result.json"):
-            lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-            reports[json.loads(lines[-1])["trial_id"]] = len(lines)
-    view = search.mlflow_view(uri)
-    runs = {r.trial_id: r for r in view["trial_runs"]}
-    disagree = []
-    for tid, result in ray_results.items():
-        measured = TrialReport.from_metrics(result)
-        run = runs.get(tid)
-        ray_value = measured.result.output_tok_s if measured and measured.result else None
-        if run is None or run.output_tok_s != ray_value:
-            disagree.append(f"{tid}: Ray {ray_value} vs MLflow {run.output_tok_s if run else 'no run'}")
-    left = leftovers(token, log_dir=search.ray_root, lock_dirs=[])
-    return {
-        "trials planned": trials, "ray trials": len(ray_results),
-        "mlflow trial runs": len(runs), "lost": sorted(set(ray_results) - set(runs)),
-        "re-run trials": sorted(t for t, n in reports.items() if n != 1),
-        "attempts other than 1": sorted(t for t, r in runs.items() if r.tags.get("autotune.attempt") != "1"),
-        "ray and mlflow disagree": disagree, "optuna disagrees with ray": search.optuna_mismatches(),
-        "duplicates": view["duplicate_trial_ids"],
-        "running runs": view["running"], "parent runs": [s for _, s in view["parents"]],
-        "orphans": left.count, "tracebacks on console": console.count("Traceback"),
-        "error stopping trial": console.count("Error stopping trial"),
-        # MLflow prints these for every run it ends on a tracking server, into the live table.
-        "mlflow view-run prints": console.count("View run"),
-    }
-
-
-def _clean(facts: dict, *, reruns: bool = False) -> bool:
-    """Every fact as required; ``reruns``: a killed driver's unfinished trials may run again."""
-    return (facts["ray trials"] == facts["trials planned"] == facts["mlflow trial runs"]
-            and not any(facts[k] for k in ("lost", *(() if reruns else ("re-run trials", "attempts other than 1")),
-                                           "ray and mlflow disagree", "optuna disagrees with ray",
-                                           "duplicates", "running runs",
-                                           "orphans", "tracebacks on console", "error stopping trial",
-                                           "mlflow view-run prints"))
-            and facts["parent runs"] == ["FINISHED"])
-
-
 def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowServer) -> None:
+    from autotune.tracking.durable import RETRY_AFTER_S
+
     token = new_token("mlflow-restart")
-    trials = 10
-    # Slow enough starts that the search outlasts the server's restart (20-40 s on two busy cores).
-    _, search, log, driver = _start(tmp_path, "mlflow-restart", token, "--tracking-uri", server.url,
-                                    trials=trials, start_s=3)
+    trials = 6
+    _, search, log, driver = start_search(tmp_path, "mlflow-restart", token, "--tracking-uri", server.url,
+                                          trials=trials)
+    paused = False
     try:
-        assert wait_until(lambda: _rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.2)
+        assert wait_until(lambda: rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.2)
         assert driver.poll() is None, log.read_text(errors="replace")[-3000:]
         server.kill()
-        rows_at_kill = _rows(log)
+        rows_at_kill = rows(log)
         # At least one trial ends while the server is down: its result can only go to the spool.
-        assert wait_until(lambda: _rows(log) > rows_at_kill or driver.poll() is not None, timeout_s=120)
-        rows_down = _rows(log)
+        assert wait_until(lambda: rows(log) > rows_at_kill or driver.poll() is not None, timeout_s=120,
+                          poll_s=0.05)
+        # The driver waits (SIGSTOP, that process only) while the server restarts, which took from
+        # 20 s to longer than the whole search on two loaded cores, and until its retry pause has
+        # passed: so results still to come are certainly handled with the server back.
+        os.kill(driver.pid, signal.SIGSTOP)
+        paused, paused_at = True, time.monotonic()
+        rows_down = rows(log)
         server.start()
-        rows_back = _rows(log)
+        wait_until(lambda: time.monotonic() - paused_at > RETRY_AFTER_S, timeout_s=RETRY_AFTER_S + 1)
+        rows_back = rows(log)
+        os.kill(driver.pid, signal.SIGCONT)
+        paused = False
         rc = driver.wait(timeout=400)
     finally:
+        if paused and driver.poll() is None:
+            os.kill(driver.pid, signal.SIGCONT)
         if driver.poll() is None:
             driver.kill()
     console = log.read_text(errors="replace")
+    lines = console.splitlines()
+    back_at = answered_again(lines)
     summary = json.loads((tmp_path / "s.json").read_text())
-    facts = _check(search, server.url, token, console, trials)
+    facts = check(search, server.url, token, console, trials)
     errors_log = next(search.ray_root.glob("run-*/tracking/tracking-errors.log"), None)
     facts.update({"exit code": rc, "trials done at kill": rows_at_kill,
                   "trials done while down": rows_down - rows_at_kill, "trials done when back": rows_back,
+                  "result rows before it answered": (sum(1 for ln in lines[:back_at] if ROW.match(ln))
+                                                     if back_at is not None else None),
                   "unsynced at the end": summary.get("tracking_unsynced"),
                   "one line named the log": bool(errors_log) and str(errors_log) in console,
-                  "said it answers again": "answers again" in console})
-    ok = (_clean(facts) and rc == 0 and facts["unsynced at the end"] == 0 and facts["one line named the log"]
-          and facts["said it answers again"] and rows_down > rows_at_kill and rows_back < trials)
+                  "said it answers again": back_at is not None})
+    # Replayed with a trial's result while trials were still to come, not only at the search's end.
+    mid_search = facts["said it answers again"] and facts["result rows before it answered"] < trials
+    ok = (clean(facts) and rc == 0 and facts["unsynced at the end"] == 0 and facts["one line named the log"]
+          and mid_search and rows_down > rows_at_kill and rows_back < trials)
     record.record("tracking", "MLflow server killed and restarted mid-search", ok=ok, **facts)
     assert rc == 0, console[-3000:]
     assert rows_down > rows_at_kill and rows_back < trials, facts
-    assert _clean(facts), facts
-    assert facts["unsynced at the end"] == 0 and facts["said it answers again"], console[-3000:]
+    assert clean(facts), facts
+    assert facts["unsynced at the end"] == 0 and mid_search, (facts, console[-3000:])
     assert facts["one line named the log"] and "Traceback" in errors_log.read_text(), console[-3000:]
 
 
@@ -175,7 +127,8 @@ def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
     trials = 3
     # A port nothing listens on for the whole search; the server is started there only afterwards.
     server = MlflowServer(tmp_path / "mlflow-server")
-    _, search, log, driver = _start(tmp_path, "mlflow-never", token, "--tracking-uri", server.url, trials=trials)
+    _, search, log, driver = start_search(tmp_path, "mlflow-never", token, "--tracking-uri", server.url,
+                                          trials=trials)
     try:
         rc = driver.wait(timeout=400)
     finally:
@@ -199,7 +152,7 @@ def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
         server.start()
         first = _sync(hint.group(1), tmp_path, token)
         again = _sync(hint.group(1), tmp_path, token)
-        facts = _check(search, server.url, token, console + first.stdout + first.stderr, trials)
+        facts = check(search, server.url, token, console + first.stdout + first.stderr, trials)
         tracker = search.tracker(server.url)
         parents = tracker.parent_runs()
         tags = parents[0].data.tags if parents else {}
@@ -214,14 +167,14 @@ def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
                   "winner tagged after sync": bool(tags.get("autotune.winner_run_id")),
                   "search run is the spooled one": tags.get(TAG_SPOOL_ID) == records[0].data.get("spool_id"),
                   "space file and workload on the search run": bool(space_files) and bool(inputs)})
-    ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and "written" not in again.stderr
+    ok = (clean(facts) and first.returncode == 0 and again.returncode == 0 and "written" not in again.stderr
           and facts["winner tagged after sync"] and facts["search run is the spooled one"]
           and facts["space file and workload on the search run"])
     record.record("tracking", "MLflow unreachable for the whole search (from the start), then synced", ok=ok,
                   **facts)
     assert first.returncode == 0, first.stdout + first.stderr
     assert again.returncode == 0 and "written" not in again.stderr, again.stdout + again.stderr
-    assert _clean(facts), facts
+    assert clean(facts), facts
     assert facts["winner tagged after sync"] and facts["search run is the spooled one"], facts
     assert facts["space file and workload on the search run"], facts
     assert (Spool(spool.folder).header() or {}).get("parent_run_id") == parents[0].info.run_id
@@ -230,25 +183,25 @@ def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
 def test_server_killed_once_the_search_run_is_open_then_synced(tmp_path: Path, server: MlflowServer) -> None:
     token = new_token("mlflow-down")
     trials = 3
-    _, search, log, driver = _start(tmp_path, "mlflow-down", token, "--tracking-uri", server.url,
-                                    trials=trials)
+    _, search, log, driver = start_search(tmp_path, "mlflow-down", token, "--tracking-uri", server.url,
+                                          trials=trials)
     rc, console, unsynced, hint, _ = _break_mid_search(tmp_path, log, driver, server.kill)
     assert rc == 0 and unsynced and hint, console[-3000:]
     server.start()
     first = _sync(hint.group(1), tmp_path, token)
     again = _sync(hint.group(1), tmp_path, token)
-    facts = _check(search, server.url, token, console + first.stdout + first.stderr, trials)
+    facts = check(search, server.url, token, console + first.stdout + first.stderr, trials)
     winner = search.tracker(server.url).parent_runs()[0].data.tags.get("autotune.winner_run_id")
     facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": first.returncode,
                   "second sync exit code": again.returncode, "second sync wrote": again.stderr.strip(),
                   "winner tagged after sync": bool(winner)})
-    ok = (_clean(facts) and first.returncode == 0 and again.returncode == 0 and bool(winner)
+    ok = (clean(facts) and first.returncode == 0 and again.returncode == 0 and bool(winner)
           and "written" not in again.stderr)
     record.record("tracking", "MLflow killed once the search run is open, down to the end, then synced",
                   ok=ok, **facts)
     assert first.returncode == 0, first.stdout + first.stderr
     assert again.returncode == 0 and "written" not in again.stderr, again.stdout + again.stderr
-    assert _clean(facts), facts
+    assert clean(facts), facts
     assert winner, "the search run has no winner tag after the sync"
 
 
@@ -256,7 +209,7 @@ def _printed(log: Path) -> dict[str, str]:
     """Trial id -> the tok/s its result row showed (as printed, one decimal)."""
     shown = {}
     for line in log.read_text(errors="replace").splitlines():
-        m = _ROW.match(line)
+        m = ROW.match(line)
         words = line.split()
         status = next((i for i, w in enumerate(words) if w in ("feasible", "infeasible", "failed")), None)
         if m and status is not None:
@@ -332,41 +285,39 @@ def test_full_disk_under_the_store_then_synced(tmp_path: Path) -> None:
 
         # The store's tables, made while there is room; artifacts beside the search, not in this cwd.
         Tracker("mlflow-enospc", tracking_uri=uri, artifact_root=f"file://{tmp_path}/artifacts").connect()
-        _, search, log, driver = _start(tmp_path, "mlflow-enospc", token, "--tracking-uri", uri,
-                                        trials=trials)
+        _, search, log, driver = start_search(tmp_path, "mlflow-enospc", token, "--tracking-uri", uri,
+                                              trials=trials)
         rc, console, unsynced, hint, filler = _break_mid_search(tmp_path, log, driver, lambda: _fill(store))
         full_said = "full" in console
         assert rc == 0 and unsynced and hint, console[-3000:]
         filler.unlink()
         synced = _sync(hint.group(1), tmp_path, token)
-        facts = _check(search, uri, token, console + synced.stdout + synced.stderr, trials)
+        facts = check(search, uri, token, console + synced.stdout + synced.stderr, trials)
         facts.update({"exit code": rc, "unsynced at the end": unsynced, "sync exit code": synced.returncode,
                       "console named the full disk": full_said})
-        ok = _clean(facts) and synced.returncode == 0 and full_said
+        ok = clean(facts) and synced.returncode == 0 and full_said
         record.record("tracking", "disk of the MLflow store full (16 MiB tmpfs), then synced", ok=ok, **facts)
         assert synced.returncode == 0, synced.stdout + synced.stderr
-        assert _clean(facts), facts
+        assert clean(facts), facts
         assert full_said, console[-3000:]
     finally:
         subprocess.run(["umount", "-l", str(store)], check=False)
 
 
 def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, server: MlflowServer) -> None:
-    import signal
-
     from autotune.tracking.spool import Spool
 
     token = new_token("mlflow-sigkill")
     trials = 4
-    path, search, log, driver = _start(tmp_path, "mlflow-sigkill", token, "--tracking-uri", server.url,
-                                       trials=trials, summary=False)
+    path, search, log, driver = start_search(tmp_path, "mlflow-sigkill", token, "--tracking-uri", server.url,
+                                             trials=trials, summary=False)
     try:
         # The search run is open once the header is printed; from then on the server hangs, so the
         # first trial's write (spooled, its row printed, then sent) waits on it until the kill.
         assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
                           timeout_s=240, poll_s=0.1)
         server.pause()
-        assert wait_until(lambda: _rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.05)
+        assert wait_until(lambda: rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.05)
         time.sleep(0.5)
         shown = _printed(log)
         spool = Spool(search.run_dirs()[-1] / "tracking")
@@ -383,7 +334,7 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
     rc = resumed.wait(timeout=400)
     console = log.read_text(errors="replace") + log2.read_text(errors="replace")
     summary = json.loads((tmp_path / "s.json").read_text())
-    facts = _check(search, server.url, token, log2.read_text(errors="replace"), trials)
+    facts = check(search, server.url, token, log2.read_text(errors="replace"), trials)
     # Every result the killed driver printed is in MLflow, as one of its trial's attempts (Ray
     # runs again a trial whose end it had not saved: that is a second attempt, not a replacement).
     tracker = search.tracker(server.url)
@@ -393,12 +344,12 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
     facts.update({"records in flight at the kill": in_flight, "resume exit code": rc,
                   "results printed before the kill": len(shown), "printed results missing in MLflow": missing,
                   "unsynced at the end": summary.get("tracking_unsynced")})
-    ok = (_clean(facts, reruns=True) and rc == 0 and in_flight >= 1 and facts["unsynced at the end"] == 0
+    ok = (clean(facts, reruns=True) and rc == 0 and in_flight >= 1 and facts["unsynced at the end"] == 0
           and not missing)
     record.record("tracking", "driver SIGKILLed during an MLflow write, then resumed", ok=ok, **facts)
     assert in_flight >= 1, console[-3000:]
     assert rc == 0, console[-3000:]
-    assert _clean(facts, reruns=True) and facts["unsynced at the end"] == 0, facts
+    assert clean(facts, reruns=True) and facts["unsynced at the end"] == 0, facts
     assert not missing and shown, facts
 
 
@@ -411,8 +362,8 @@ def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
                             nodes=(NodeSpec("head", 0, 1), NodeSpec("doomed", 2, 2), NodeSpec("spare", 2, 2)))
     try:
         trials = 4
-        _, search, log, driver = _start(tmp_path, "node-lost", token, "--address", cluster.address,
-                                        trials=trials, start_s=4)
+        _, search, log, driver = start_search(tmp_path, "node-lost", token, "--address", cluster.address,
+                                              trials=trials, start_s=4)
         doomed = str(cluster.lock_dir("doomed")).encode()
 
         def on_doomed() -> list[int]:
@@ -437,7 +388,7 @@ def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
             if driver.poll() is None:
                 driver.kill()
         console = log.read_text(errors="replace")
-        facts = _check(search, None, token, console, trials)
+        facts = check(search, None, token, console, trials)
         tracker = search.tracker()
         retried = [r for r in tracker.trial_runs(tracker.latest_parent_run_id())
                    if r.kind == "trial" and r.tags.get("autotune.attempt") != "1"]
@@ -447,11 +398,11 @@ def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
                       "trials retried": [f"{r.trial_id} attempt {r.tags.get('autotune.attempt')}" for r in retried],
                       "lost attempt kept": all("attempts/1/lost.txt" in v for v in kept.values()),
                       "console said so": "Ray runs it again" in console})
-        ok = (_clean(facts, reruns=True) and rc == 0 and bool(retried) and facts["lost attempt kept"]
+        ok = (clean(facts, reruns=True) and rc == 0 and bool(retried) and facts["lost attempt kept"]
               and facts["console said so"])
         record.record("tracking", "a Ray worker node removed mid-trial", ok=ok, **facts)
         assert rc == 0, console[-3000:]
-        assert _clean(facts, reruns=True), facts
+        assert clean(facts, reruns=True), facts
         assert retried and facts["lost attempt kept"] and facts["console said so"], facts
     finally:
         cluster.shutdown()

@@ -226,3 +226,87 @@ def test_a_server_that_answers_with_an_error_is_not_unreachable(monkeypatch: pyt
     with pytest.raises(MlflowException) as refused:
         MlflowClient(f"http://127.0.0.1:{_closed_port()}").get_experiment_by_name("x")
     assert _unreachable(refused.value)
+
+
+def _refuse_the_header(folder: Path) -> None:
+    """Make the disk refuse ``search.json``: its temporary file is a link to ``/dev/full`` (ENOSPC)."""
+    from autotune.tracking.spool import HEADER
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / (HEADER + ".tmp")).symlink_to("/dev/full")
+
+
+def test_sync_finds_the_search_run_of_a_spool_whose_search_json_the_disk_refused(tmp_path: Path) -> None:
+    from autotune.search.sync import sync_search
+
+    folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
+    _refuse_the_header(folder)
+    said: list[str] = []
+    durable = DurableTracker(Tracker("spooled", root=tmp_path).connect(), folder, say=said.append)
+    durable.open_search(start={"backend": "sim", "budget": 2, "objective": ["output_tok_s", "maximize"]})
+    made = durable.tracker.parent_run_id
+    # The driver is killed after it spooled a result and before it sent it to MLflow.
+    durable.log_trial("t1", result(eagle(3, 1), 900.0), drain=False)
+    durable.spool._lock_file.close()
+    assert made and Spool(folder).header() is None and [r.op for r in Spool(folder).pending()] == ["trial"]
+    assert any("cannot write the tracking spool header" in line for line in said), said
+    (folder / "search.json.tmp").unlink()  # space again
+
+    out = io.StringIO()
+    assert sync_search("spooled", root=str(tmp_path), out=out) == 0, out.getvalue()
+    assert f"the search run {made} rebuilt" in out.getvalue(), out.getvalue()
+    assert Spool(folder).header()["parent_run_id"] == made and Spool(folder).pending() == []
+    store = Tracker("spooled", root=tmp_path).connect(create=False)
+    assert [p.info.run_id for p in store.parent_runs()] == [made]
+    runs = store.trial_runs(made)
+    assert [(r.trial_id, r.output_tok_s) for r in runs] == [("t1", 900.0)]
+
+
+def test_sync_makes_the_search_run_of_a_spool_that_has_neither_mlflow_nor_search_json(tmp_path: Path) -> None:
+    from autotune.search.sync import sync_search
+    from autotune.tracking.durable import TAG_SPOOL_ID
+
+    folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
+    _refuse_the_header(folder)
+    # A store that fails from the first second: sqlite under a path whose folder is a file.
+    (tmp_path / "later").write_text("not a folder")
+    uri = f"sqlite:///{tmp_path}/later/mlflow.db"
+    durable = DurableTracker(Tracker("spooled", root=tmp_path, tracking_uri=uri), folder, say=lambda line: None,
+                             retry_after_s=60)
+    durable.open_search(start={"backend": "sim", "budget": 1, "objective": ["output_tok_s", "maximize"]})
+    durable.log_trial("t1", result(eagle(3, 1), 900.0))
+    durable.finish_search(status="FINISHED")
+    durable.spool._lock_file.close()
+    assert Spool(folder).header() is None and [r.op for r in Spool(folder).pending()] == ["start", "trial", "finish"]
+    (folder / "search.json.tmp").unlink()
+    (tmp_path / "later").unlink()  # MLflow makes the folder now
+
+    out = io.StringIO()
+    # No --tracking-uri: the store comes from the spool's first record.
+    assert sync_search("spooled", root=str(tmp_path), out=out) == 0, out.getvalue()
+    store = Tracker("spooled", root=tmp_path, tracking_uri=uri).connect(create=False)
+    parents = store.parent_runs()
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].data.tags[TAG_SPOOL_ID] == Spool(folder).records()[0].data["spool_id"]
+    assert [r.trial_id for r in store.trial_runs(parents[0].info.run_id)] == ["t1"]
+    assert Spool(folder).header()["parent_run_id"] == parents[0].info.run_id
+
+
+def test_sync_of_a_spool_without_search_json_or_its_store_says_what_to_give(tmp_path: Path, capsys) -> None:
+    from autotune.search.sync import main
+    from autotune.tracking.store import default_store
+
+    folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
+    spool = Spool(folder)
+    # A spool from before the first record named its store, whose search.json was never written.
+    spool.append("start", "start", {"spool_id": "spool-old", "start": {"backend": "sim", "budget": 1}})
+    spool.append("trial", "trial:t1#1", {"trial_id": "t1", "attempt": 1, "kind": "trial", "confirmed": None,
+                                          "result": result(eagle(3, 1), 900.0).to_dict()})
+    assert main(["--name", "spooled", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder / 'search.json'} is missing" in err and "--tracking-uri" in err, err
+    assert Spool(folder).pending() != [] and not (tmp_path / "mlruns" / "mlflow.db").exists()
+    # Told which store, it writes them all.
+    assert main(["--name", "spooled", "--root", str(tmp_path), "--tracking-uri", default_store(tmp_path)[0]]) == 0
+    store = Tracker("spooled", root=tmp_path).connect(create=False)
+    assert [r.trial_id for r in store.trial_runs(store.latest_parent_run_id())] == ["t1"]

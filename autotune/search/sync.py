@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
+from autotune.tracking.spool import HEADER, Spool
 
 
 def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: TextIO | None = None) -> int:
@@ -31,13 +32,15 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         The records still pending.
 
     Raises:
-        ConfigError: No search of that name under ``root``, a spool that names no search run, or
-            a tracking URI that is malformed or that MLflow has no store for. A store that fails
-            (a server down, a full disk) is no error: its records wait, counted in the return.
+        ConfigError: No search of that name under ``root``; a spool whose records name no
+            search run and no store to find it in (a ``search.json`` the disk refused is rebuilt
+            from the first record, which names the store; ``tracking_uri`` names it for a spool
+            from before that); or a tracking URI that is malformed or that MLflow has no store
+            for. A store that fails (a server down, a full disk) is no error: its records wait,
+            counted in the return.
     """
     from autotune.export.command import winner_files
     from autotune.tracking.durable import DurableTracker
-    from autotune.tracking.spool import Spool
     from autotune.tracking.store import check_uri, default_store
     from autotune.tracking.tracker import Tracker
 
@@ -54,11 +57,15 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         if not pending:
             continue
         header = spool.header()
+        recovered = header is None
+        if recovered:  # the disk refused search.json when the search began: its first record has it
+            header = _header_from_records(spool, tracking_uri)
         # A search that never reached MLflow names no run yet: its first record makes it.
         starts = spool.pending()[0].op == "start"
-        if not header or not (header.get("parent_run_id") or starts):
-            raise ConfigError(f"{spool.folder} holds {pending} record(s) but names no MLflow search run "
-                              "(its search.json is missing)", field="name")
+        if not (header.get("parent_run_id") or starts or recovered):
+            raise ConfigError(f"{spool.folder / HEADER} holds no MLflow search run id and its search run's "
+                              f"start is not pending, so {pending} record(s) of {spool.path} have no run to "
+                              "go to; nothing was written", field="name")
         if not spool.lock():
             print(f"{run.name}: its search is still running and writes its own {pending} record(s)", file=out)
             left += pending
@@ -77,6 +84,18 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
             synced_any = True
             continue
         tracker.parent_run_id = header.get("parent_run_id")
+        if recovered and spool.records()[0].seq not in {r.seq for r in spool.pending()}:
+            # The search run was made (its start is synced) but no file names it: find it by the
+            # id its start record tagged it with, then keep the rebuilt header for later syncs.
+            tracker.parent_run_id = _search_run_of(tracker, spool)
+            try:
+                spool.write_header({**header, "experiment_id": tracker.experiment_id,
+                                    "parent_run_id": tracker.parent_run_id})
+                kept = "rebuilt"
+            except OSError as exc:  # the records still go; the next sync rebuilds it again
+                kept = f"found, but not written ({exc.strerror or exc})"
+            print(f"{run.name}: {spool.folder / HEADER} was missing; the search run {tracker.parent_run_id} "
+                  f"{kept} from {spool.path}", file=out, flush=True)
         durable = DurableTracker(tracker, spool.folder, say=lambda line: print(line, file=out, flush=True),
                                  winner_files=winner_files, spool=spool)
         still = durable.drain(force=True)
@@ -87,6 +106,50 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
     if not synced_any:
         print(f"nothing to sync: MLflow holds every record of search {name!r}", file=out)
     return left
+
+
+def _header_from_records(spool: Spool, tracking_uri: str | None) -> dict[str, Any]:
+    """``search.json`` rebuilt from the spool's first record (a ``start``, which names the store).
+
+    Raises:
+        ConfigError: The first record is no ``start``, or it does not name the store (a spool
+            written before the store was recorded there) and ``tracking_uri`` is None.
+    """
+    records = spool.records()
+    start = records[0] if records and records[0].op == "start" else None
+    store = dict(start.data.get("store") or {}) if start is not None else {}
+    uri = tracking_uri or store.get("tracking_uri")
+    if start is None:
+        raise ConfigError(f"{spool.folder / HEADER} is missing and the first record of {spool.path} is not "
+                          "the search run's start, so nothing says which MLflow search run its records "
+                          "belong to; they are kept there, unsynced", field="name")
+    if not uri:
+        raise ConfigError(f"{spool.folder / HEADER} is missing and {spool.path} does not name the MLflow "
+                          "store its search used; run autotune sync again with --tracking-uri URI (that "
+                          "store's URI)", field="tracking_uri")
+    return {"name": store.get("name"), "tracking_uri": uri, "root": store.get("root"),
+            "experiment_id": None, "parent_run_id": store.get("resumes")}
+
+
+def _search_run_of(tracker: Any, spool: Spool) -> str:
+    """The search run a spool's synced ``start`` record made (or resumed), found in MLflow.
+
+    Raises:
+        ConfigError: MLflow holds no such run (it was deleted, or this is another store).
+    """
+    from autotune.tracking.durable import TAG_SPOOL_ID
+    from autotune.tracking.runs import KIND_SEARCH, TAG_KIND
+
+    start = spool.records()[0]
+    if tracker.parent_run_id:  # a resumed search: its record names the run it went on with
+        return tracker.parent_run_id
+    found = tracker._search(f"tags.`{TAG_KIND}` = '{KIND_SEARCH}' and "
+                            f"tags.`{TAG_SPOOL_ID}` = '{start.data.get('spool_id')}'")
+    if not found:
+        raise ConfigError(f"{spool.folder / HEADER} is missing and {tracker.tracking_uri} holds no search run "
+                          f"tagged {TAG_SPOOL_ID}={start.data.get('spool_id')} (the one {spool.path} made); "
+                          "check --tracking-uri: it must be the store the search wrote to", field="tracking_uri")
+    return found[0].info.run_id
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,9 +122,15 @@ class DurableTracker:
             params = {**{f"version_{k}": v for k, v in versions().items()}, **dict(start.get("params") or {})}
             if space_file:
                 params["space_path"] = str(Path(space_file).resolve())
+            t = self.tracker
+            # What search.json says, kept in the first record too: a header the disk refused must
+            # not leave the records without their store (autotune sync rebuilds it from here).
+            store = {"name": t.name, "tracking_uri": t.tracking_uri, "root": t.root,
+                     "resumes": t.parent_run_id if start.get("resume") else None}
             return {"spool_id": f"spool-{uuid.uuid4().hex}", "start": {**start, "params": params},
-                    "space_file": space_file, "space_text": Path(space_file).read_text(errors="replace")
-                    if space_file and Path(space_file).is_file() else None, "workload": dict(workload or {})}
+                    "store": store, "space_file": space_file, "space_text": Path(space_file).read_text(
+                        errors="replace") if space_file and Path(space_file).is_file() else None,
+                    "workload": dict(workload or {})}
 
         self._route_store_logs()
         try:

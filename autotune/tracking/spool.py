@@ -11,7 +11,9 @@ A search's MLflow writes go through a spool under its own folder (``<run dir>/tr
     Which MLflow search run the records belong to (``tracking_uri``, ``name``,
     ``experiment_id``, ``parent_run_id``), so that a later sync finds it without the driver.
     Both ids are null while the search run's own ``start`` record is pending (MLflow did not
-    answer when the search began); replaying that record makes the run and names it here.
+    answer when the search began); replaying that record makes the run and names it here. The
+    first ``start`` record names the store too, so a header the disk refused is rebuilt from it
+    (``autotune sync``: the run is found by the ``autotune.spool_id`` tag that record gave it).
 
 A record whose ``seq`` is not in ``synced.jsonl`` is pending; replaying a record is idempotent
 (:mod:`autotune.tracking.durable`), so a record written to MLflow but not yet marked is simply
