@@ -165,11 +165,10 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
         "127.0.0.1, a real MLflow store. Leftovers are looked for by pid: every process a test "
         "starts carries an environment token, and ports and per-GPU `flock`s are probed directly."),
         "",
-        ("To make this page again: `.venv/bin/pytest tests/test_reliability_*.py` (about six "
-        "minutes on two idle cores, and about seven more for `test_reliability_tracking.py`: 6 min 55 s "
-        "to 9 min 36 s alone on two shared cores before the case of MLflow unreachable from the start, "
-        "which adds about two minutes: 1 min 47 s alone; `make test` runs them within the whole suite on "
-        "two pytest-xdist workers: 14 min 30 s for all of it on two shared cores), "
+        ("To make this page again: `.venv/bin/pytest tests/test_reliability_*.py` (22 tests in one "
+        "process: 20 min 21 s on two shared cores at load average 3-6; at load average 12-20 a run took "
+        "34 min and Ray's start-up or a CLI's 120 s limit could time out; `make test` runs them within "
+        "the whole suite on two pytest-xdist workers: 14 min 30 s for all of it on two shared cores), "
         "`.venv/bin/python -m benchmarks.load_200 --json "
         "test-artifacts/load_200.json` (the 200-trial run), then "
         "`.venv/bin/python scripts/reliability_report.py` (add `--check` to fail on any "
