@@ -1,7 +1,9 @@
 """How many trials each search strategy needs to get within 2% of the best config.
 
 ``python -m autotune.bench_search --space S [--profile P] --seeds 20 --budget B [--noise CV]
-[--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.sim.evaluate`) with measurement noise,
+[--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.sim.evaluate`) with measurement noise
+(by default the CV measured from the recorded real landscapes' repeats, :mod:`autotune.search.benchmark.noise`;
+``--print-noise`` prints it),
 and ``python -m autotune.bench_search --landscape FILE [--space S] ...`` on a recorded landscape
 (:mod:`autotune.search.benchmark.landscape`: real measurements of every config, replayed, the noise drawn from each
 config's recorded repeats):
@@ -49,6 +51,7 @@ whichever strategy asks for it. The truth, the noise and the oracle live in
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Mapping
@@ -56,8 +59,9 @@ from typing import Any
 
 from autotune import cli
 from autotune.errors import AutotuneError
-from autotune.search.benchmark.strategies import (AUTO_TIERS, DEFAULT_NOISE_CV, FINALISTS_OF_SPACE,
-                                                  OURS, STRATEGIES, benchmark)
+from autotune.search.benchmark.noise import measured_noise
+from autotune.search.benchmark.strategies import (AUTO_TIERS, FINALISTS_OF_SPACE, OURS,
+                                                  STRATEGIES, benchmark)
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
@@ -119,8 +123,10 @@ def render(result: Mapping[str, Any]) -> str:
                  (f"space {a['space']}  {a['configs']} configs in {a['groups']} groups  "
                   f"seeds {a['seeds']}")]
     else:
+        source = a.get("noise_source") or {}
         lines = [(f"space {a['space']}  profile {a['profile']}  {a['configs']} configs in "
-                  f"{a['groups']} groups  noise cv {a['noise_cv']}  seeds {a['seeds']}")]
+                  f"{a['groups']} groups  seeds {a['seeds']}"),
+                 source.get("describe") or f"noise cv {a['noise_cv']}"]
     lines += [(f"optimum {a['optimum_tok_s']:.2f} tok/s  target (>= "
                f"{a['target_tok_s'] / a['optimum_tok_s']:.0%}) {a['target_tok_s']:.2f}  at "
                f"{a['optimum_params']}"),
@@ -175,6 +181,23 @@ def render(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def print_noise() -> int:
+    """``--print-noise``: the measured default noise, per file, and what was left out."""
+    try:
+        m = measured_noise()
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return cli.BAD_INPUT
+    print(m.describe())
+    print(f"estimator: {m.source()['estimator']} (each config's mean taken out, n - 1 degrees "
+          "of freedom a config)")
+    for path, configs, repeats, cv in m.per_file:
+        print(f"  {os.path.relpath(path)}: {configs} configs, {repeats} repeats, cv {cv:.5f} alone")
+    for why in m.skipped:
+        print(f"  skipped: {why}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = cli.command_parser("python -m autotune.bench_search", __doc__, examples=[
         "python -m autotune.bench_search --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
@@ -191,9 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--budget", type=int, default=60, help="trials per run (default 60)")
     parser.add_argument("--noise", type=float, default=None,
-                        help=f"tok/s noise CV on the emulator (default {DEFAULT_NOISE_CV}); does "
-                             "not apply to --landscape, whose noise is drawn from the recorded "
-                             "repeats (giving both is an error)")
+                        help="tok/s noise CV on the emulator (default: measured from the "
+                             "recorded real landscapes, see --print-noise; 0.02 is the stress "
+                             "check); does not apply to --landscape, whose noise is drawn from "
+                             "the recorded repeats (giving both is an error)")
+    parser.add_argument("--print-noise", action="store_true",
+                        help="print the default noise CV, measured from "
+                             "benchmarks/landscapes/recorded-h200-*.json, and exit")
     parser.add_argument("--threshold", type=float, default=0.98,
                         help="fraction of the optimum that counts as reached (default 0.98)")
     parser.add_argument("--strategies", default=",".join(STRATEGIES),
@@ -211,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
                              "measured feasible config, nothing added)")
     cli.add_output(parser, record="the figures, keyed by strategy")
     args = parser.parse_args(argv)
+    if args.print_noise:
+        return print_noise()
     if args.space is None and args.landscape is None:
         parser.error("give --space or --landscape")
     import optuna
