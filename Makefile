@@ -54,11 +54,13 @@ venv: $(STAMP)
 # Two pytest-xdist workers: most of the suite's wall time is subprocesses starting up or waiting
 # (servers' start-up delays, Ray noticing a death), so a second module fits beside the first even
 # on two cores. --dist loadfile keeps a module on one worker (its module-scoped servers start once);
-# tests/conftest.py hands out the longest modules first. PYTEST_WORKERS=0 runs it in one process.
+# tests/conftest.py hands out the longest modules first, and --no-loadscope-reorder keeps that order
+# (pytest-xdist otherwise sorts modules by their number of tests, which put the long end-to-end
+# modules, with few tests each, last). PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 test: $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
 	session=make-$$(date +%Y%m%d-%H%M%S)-$$$$; \
-	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile && \
+	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder && \
 	$(BIN)/python scripts/reliability_report.py --check --session $$session
 
 clean-mlruns:

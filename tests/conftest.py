@@ -71,23 +71,30 @@ def subprocesses_use_the_installed_flag_table(request: pytest.FixtureRequest) ->
 # Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`: each module stays on one worker, so
 # its module-scoped servers and stores start once) the workers take modules in collection order.
 # Alphabetical order leaves some of the longest end-to-end modules to the end, where one worker
-# runs them while the other idles; so they go first, longest first (seconds measured with
-# `--durations` in a serial run on two busy cores). A serial run keeps the alphabetical order.
+# runs them while the other idles; so they go first, longest first (seconds from `--durations=80`
+# of a two-worker run on a near-idle box, load average 3-5, 2026-12-02; only tests over 4 s summed).
+# `make test` passes --no-loadscope-reorder, or pytest-xdist would sort modules by their number of
+# tests and undo this order. A serial run keeps the alphabetical order.
 HEAVY_FIRST = (
-    "test_reliability_tracking.py",  # 342 s
-    "test_reliability_interrupts.py",  # 223 s
-    "test_search.py",  # 176 s
-    "test_nccl_probe.py",  # 159 s
-    "test_mlflow_ui.py",  # 151 s
-    "test_gpu_resume.py",  # 145 s
-    "test_reliability_placement.py",  # 106 s
-    "test_reliability_faults.py",  # 100 s
-    "test_gpu_plan.py",  # 95 s
-    "test_reliability_tracking_back.py",  # 76 s (alone, load avg 4)
-    "test_mlflow_screenshot.py",  # 77 s
-    "test_reliability_load.py",  # 68 s
-    "test_prescreen.py",  # 67 s
-    "test_reliability_input.py",  # 60 s
+    "test_reliability_tracking.py",  # 509 s
+    "test_search.py",  # 273 s
+    "test_reliability_interrupts.py",  # 164 s
+    "test_reliability_placement.py",  # 128 s
+    "test_gpu_resume.py",  # 116 s
+    "test_nccl_probe.py",  # 108 s
+    "test_tracking.py",  # 97 s
+    "test_reliability_faults.py",  # 89 s
+    "test_prescreen.py",  # 89 s
+    "test_gpu_plan.py",  # 80 s
+    "test_reliability_tracking_back.py",  # 74 s
+    "test_reliability_load.py",  # 67 s
+    "test_rate_levels.py",  # 53 s
+    "test_winner.py",  # 47 s
+    "test_mlflow_screenshot.py",  # 45 s
+    "test_reliability_input.py",  # 44 s
+    "test_fast_start.py",  # 41 s
+    "test_trial_integration.py",  # 39 s
+    "test_mlflow_ui.py",  # 38 s
 )
 
 
