@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Any
 
 from autotune.sglang.backend import get_backend
@@ -79,7 +80,17 @@ def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
         kwargs["num_cpus"] = max(os.cpu_count() or 1, int(kwargs["num_gpus"]))
     if space.exclusive_node:
         kwargs["resources"] = {EXCLUSIVE_RESOURCE: 1}  # this machine is one node
-    ray.init(**kwargs)
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
+        # Ray gives its own raylet a fixed 30 s to register with the GCS (ray/_private/node.py; no
+        # setting changes it), and a loaded machine can miss that: "The current node timed out
+        # during startup". One more start, after the first is cleaned up, is cheap next to a search.
+        ray.shutdown()
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"ray: the embedded cluster did not start ({first}); starting it once more",
+              file=sys.stderr, flush=True)
+        ray.init(**kwargs)
     return "embedded"
 
 
