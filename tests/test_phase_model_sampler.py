@@ -485,3 +485,27 @@ def test_out_of_memory_blames_the_tp_and_every_smaller_one(tmp_path):
     assert np.allclose(crash.p_fail[(tp == 8) & ring], 0.475)
     assert np.allclose(crash.p_fail[(tp == 4) & ~ring], 0.475)
     assert np.all(crash.p_fail[(tp == 2) & ~ring] == 0.0)
+
+
+def test_after_a_fitted_warm_start_the_design_runs_in_the_model_s_order(tmp_path):
+    """The fixed design order (short chain, long chain, wide tree) is for a study with nothing to
+    fit. After a speculative run the model can fit (SGLang's default 3/1/4 as the warm start), the
+    designed configs left run in the order of the model's acquisition: here the wide tree, whose
+    top-k > 1 acceptance the chain run leaves the least known, comes before both chains."""
+    problem = load_problem(str(tiny_space(tmp_path, extra="")))
+    for seed in range(3):
+        sampler = PhaseModelSampler(problem.space, seed=seed)
+        table = sampler.table
+        tree = sampler.design()[2]
+        warm = next(i for i in range(len(table)) if table.physics[i] and
+                    (table.steps[i], table.topk[i], table.draft[i]) == (3, 1, 4))
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        study.enqueue_trial(table.configs[warm])
+        oracle = Oracle(problem, seed=seed, noise_cv=0.02)
+        for _ in range(2):
+            trial = study.ask()
+            oracle.run(problem.space.suggest(trial)).tell(study, trial, maximize=True)
+        assert sampler.trial_index(study.trials[0]) == warm
+        assert sampler.last_reason == "design"
+        assert sampler.trial_index(study.trials[1]) == tree, (
+            seed, table.configs[sampler.trial_index(study.trials[1])])

@@ -8,7 +8,8 @@ expected improvement per trial spent, with:
 - a short designed start in one group: a short chain, a long chain and a wide tree, which pin the
   verify cost curve and the per-depth acceptance; a designed config the model already puts far
   below the incumbent is skipped as soon as any speculative run (the warm start too) can be fitted,
-  and the long chain is dropped when such a run already drafted as deep;
+  the rest then run in the order of the model's acquisition instead of the fixed one, and the long
+  chain is dropped when such a run already drafted as deep;
 - the cost of a new non-speculative group counted as two trials (its baseline is measured first);
   its baseline is a candidate winner too, so groups are explored when their baseline alone might
   win;
@@ -212,6 +213,12 @@ class PhaseModelSampler(PlannedSampler):
             if pred.physics_ready and pred.incumbent is not None:
                 pending = [i for i in pending
                            if pred.mu[i] + self.skip_z * pred.sd[i] >= pred.incumbent]
+        if pending and pred is not None and pred.physics_ready:
+            # The fixed order (short chain, long chain, wide tree) is for a study with nothing to
+            # fit yet. Once a speculative run can be fitted, the model's own acquisition (expected
+            # improvement per trial) ranks the designed configs that are left; no threshold.
+            acq_d = self._acquisition(pred)
+            pending = sorted(pending, key=lambda i: -acq_d[i])
         if pending:
             self.last_reason = "design"
             return pending[0]
