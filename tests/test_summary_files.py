@@ -37,8 +37,9 @@ def test_rows_keep_every_measurement_and_unknowns_stay_empty() -> None:
     reports = [("t1", SPEC, TrialReport(objective=300.0, constraints={}, result=spec, baseline=plain)),
                ("t2", failed.params, TrialReport(objective=None, constraints={"failed": 1.0}, result=failed))]
     rows = rows_of(reports, [("t1", again, fresh)])
+    # A trial's group baseline is named as its MLflow run is (TrialReport.baseline_label).
     assert [(r.kind, r.trial_id) for r in rows] == [
-        ("baseline", "t1-baseline"), ("trial", "t1"), ("trial", "t2"),
+        ("baseline", reports[0][2].baseline_label), ("trial", "t1"), ("trial", "t2"),
         ("finalist", "finalist-t1"), ("baseline", "finalist-t1-baseline")]
     table = list(csv.DictReader(io.StringIO(trials_csv(rows))))
     assert table[1]["verify_ms"] == "5.4" and table[1]["accept_length"] == "2.76"

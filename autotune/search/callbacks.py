@@ -73,7 +73,7 @@ class Callbacks:
                     # if the driver dies while MLflow is written.
                     if tracker is not None:
                         if report.baseline is not None:
-                            tracker.log_trial(f"baseline-{_short(report.baseline_key)}",
+                            tracker.log_trial(report.baseline_label,
                                               report.baseline, kind="baseline", drain=False)
                         if report.result is not None:
                             tracker.log_trial(trial.trial_id, report.result, drain=False,
@@ -151,12 +151,6 @@ def _brief(error: BaseException | None) -> str:
         return "no error recorded"
     first = (str(cause).strip().splitlines() or [""])[0]
     return f"{type(cause).__name__}: {first[:120]}" if first else type(cause).__name__
-
-
-def _short(key: str | None) -> str:
-    import hashlib
-
-    return hashlib.sha1((key or "").encode()).hexdigest()[:12]
 
 
 def errored_report(space: Any, config: dict[str, Any], error: BaseException | None) -> Any:

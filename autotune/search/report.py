@@ -57,6 +57,14 @@ class TrialReport:
     baseline: TrialResult | None = None
     baseline_key: str | None = None
 
+    @property
+    def baseline_label(self) -> str:
+        """The one name of the group baseline this trial measured: its MLflow run's trial id, its
+        row in ``trials.csv`` and ``per_level.json``, and what the export reads back."""
+        import hashlib
+
+        return "baseline-" + hashlib.sha1((self.baseline_key or "").encode()).hexdigest()[:12]
+
     def _field(self, name: str) -> Any:
         if self.result is not None:
             return getattr(self.result, name)

@@ -68,7 +68,7 @@ def rows_of(results: Iterable[tuple[str, dict, Any]],
             result = TrialResult(status=report.status or "failed", reason=report.reason,
                                  params=dict(cfg), is_baseline=report.is_baseline)
         if report.baseline is not None:
-            rows.append(Row("baseline", f"{tid}-baseline", report.baseline))
+            rows.append(Row("baseline", report.baseline_label, report.baseline))
         rows.append(Row("baseline" if result.is_baseline else "trial", tid, result))
     for tid, result, base in finalists:
         rows.append(Row("finalist", f"finalist-{tid}", result))
