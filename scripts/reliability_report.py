@@ -165,14 +165,16 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
         "127.0.0.1, a real MLflow store. Leftovers are looked for by pid: every process a test "
         "starts carries an environment token, and ports and per-GPU `flock`s are probed directly."),
         "",
-        ("To make this page again: `.venv/bin/pytest tests/test_reliability_*.py` (22 tests in one "
-        "process: 20 min 21 s on two shared cores at load average 3-6; at load average 12-20 a run took "
-        "34 min and Ray's start-up or a CLI's 120 s limit could time out; `make test` runs them within "
-        "the whole suite on two pytest-xdist workers: 14 min 30 s for all of it on two shared cores), "
-        "`.venv/bin/python -m benchmarks.load_200 --json "
-        "test-artifacts/load_200.json` (the 200-trial run), then "
-        "`.venv/bin/python scripts/reliability_report.py` (add `--check` to fail on any "
-        "failed case, lost trial or orphan)."),
+        ("To make this page again: `make test` runs `tests/test_reliability_*.py` within the whole "
+        "suite (20 min 29 s of pytest on two workers from a clean clone, 2026-12-02, load average "
+        "3.5-5.5 when sampled), or `.venv/bin/pytest tests/test_reliability_*.py` alone (22 tests in one process: "
+        "20 min 21 s on two shared cores at load average 3-6; at load average 12-20 a run took 34 min "
+        "and Ray's start-up or a CLI's 120 s limit could time out); "
+        "`.venv/bin/python -m benchmarks.load_200 --json test-artifacts/load_200.json` (the 200-trial "
+        "run, 1238 s on two cores); then `.venv/bin/python scripts/reliability_report.py --input "
+        "RESULTS --load LOAD` (add `--check` to fail on any failed case, lost trial or orphan). The "
+        "two files this page was made from are committed beside the other measurements, and the "
+        "page is made again from them by the same command."),
         "",
         "## Summary",
         "",
