@@ -203,7 +203,9 @@ def run(trials: int, concurrency: int, workdir: Path, sample_s: float) -> dict[s
         growth = (during[-1][2] - during[0][2]) / (during[-1][1] - during[0][1]) * 100
     return {
         "machine": machine_line(),
-        "profile": ZERO_COMPUTE,
+        # Relative to the repository: the figures are committed (docs/measurements/), and the
+        # checkout's place says nothing about the run.
+        "profile": str(Path(ZERO_COMPUTE).relative_to(Path(__file__).resolve().parent.parent)),
         "workload": WORKLOAD,
         "nodes": [{"name": n, "gpus": g, "cpus": c} for n, g, c in NODES],
         "trials_planned": trials,
@@ -290,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
+    if not keep:  # a temp dir already removed: its path would name nothing
+        fig.pop("search_log", None)
+        fig.pop("workdir", None)
     print("\n" + report(fig), flush=True)
     write_json(args.json, fig)
     ok = fig["trials_lost"] == 0 and fig["gpu_overlaps"] == 0 and not fig["interrupted"]

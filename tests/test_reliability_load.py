@@ -52,6 +52,9 @@ def test_load_quick_mode(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Driver RSS" in proc.stdout and "p90" in proc.stdout, proc.stdout[-2000:]
     assert fig["trials_finished"] == TRIALS and fig["trials_lost"] == 0
+    # Nothing of this checkout's place in the figures (they are committed): the profile by its
+    # path in the repository; the kept work dir named as given.
+    assert fig["profile"] == "benchmarks/profiles/zero-compute.yaml" and work == (tmp_path / "work").resolve()
     assert len(fig["rss_samples"]) >= 2 and all(mb > 0 for _, _, mb in fig["rss_samples"])
     assert o["n"] >= TRIALS - 1 and o["median"] is not None and o["p90"] >= o["median"]
     # The benchmark's own overlap count agrees with the independent reading of the usage files.
