@@ -6,21 +6,14 @@
 # 3. the MoE shape: real search + sweep, in whatever time is left.
 # Every step bounds itself by the time left, so the plan ends inside PLAN_S.
 set -uo pipefail
-RES=$1
-PLAN_S=${2:-1500}
-T0=$(date +%s)
-left() { echo $(( PLAN_S - ($(date +%s) - T0) )); }
-PY=${PYTHON:-python3}
-HERE=$(cd "$(dirname "$0")/../.." && pwd)
-export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
+PLAN_S_DEFAULT=1500
+source "$(dirname "$0")/plan_common.sh" "$@"
 SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
 # Two servers start (each 50-75 s on the H200) before the 6 interleaved pairs: 170 s was too short.
 TIMER_S=${AUTOTUNE_GPU_TIMER_S:-300}
 # Time kept back from the first space for the timer; 0 gives the first space all of it (a session
 # whose device time fits one MoE search and nothing more), and the timer then runs only if time is left.
 TIMER_RESERVE_S=${AUTOTUNE_GPU_TIMER_RESERVE_S:-$TIMER_S}
-# A plan restored from an earlier machine's snapshot (scripts/gpu/state.sh) skips what that one did.
-RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 set -- $SPACES
 first=$1; shift
 # The timer's two servers share one GPU at --mem-fraction 0.3 each: the 8B shape fits, the MoE

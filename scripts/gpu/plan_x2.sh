@@ -11,13 +11,8 @@
 # Prepared on the CPU machine and rehearsed on the emulator (tests/test_gpu_multi_prep.py); not
 # run on GPUs yet. Every step bounds itself by the time left.
 set -uo pipefail
-RES=$1
-PLAN_S=${2:-1650}
-T0=$(date +%s)
-left() { echo $(( PLAN_S - ($(date +%s) - T0) )); }
-PY=${PYTHON:-python3}
-HERE=$(cd "$(dirname "$0")/../.." && pwd)
-export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
+PLAN_S_DEFAULT=1650
+source "$(dirname "$0")/plan_common.sh" "$@"
 TP_SPACE=${AUTOTUNE_GPU_TP_SPACE:-$HERE/scripts/gpu/h200x2-llama-8b-tp.yaml}
 TP_SWEEP=${AUTOTUNE_GPU_TP_SWEEP:-$HERE/scripts/gpu/h200x2-llama-8b-tp.sweep.json}
 CONC_SPACE=${AUTOTUNE_GPU_CONC_SPACE:-$HERE/scripts/gpu/h200x2-llama-8b-conc2.yaml}
@@ -26,7 +21,6 @@ CONC_SPACE=${AUTOTUNE_GPU_CONC_SPACE:-$HERE/scripts/gpu/h200x2-llama-8b-conc2.ya
 # single-H200 sessions took 110-130 s each, start-up included.
 CONC_RESERVE_S=${AUTOTUNE_GPU_CONC_RESERVE_S:-780}
 mkdir -p "$RES"
-RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 CONC_OUT="$RES/rs-$(basename "$CONC_SPACE" .yaml)"
 # A plan resumed after step 2 finished on an earlier machine keeps nothing back for it.
 if "$PY" - "$CONC_OUT/plan.json" <<'PY'

@@ -12,20 +12,14 @@
 # 4-6 minutes): carry the state (scripts/gpu/state.sh) and the plan resumes where it stopped.
 # Prepared on the CPU machine and rehearsed on the emulator; not run on GPUs yet.
 set -uo pipefail
-RES=$1
-PLAN_S=${2:-1650}
-T0=$(date +%s)
-left() { echo $(( PLAN_S - ($(date +%s) - T0) )); }
-PY=${PYTHON:-python3}
-HERE=$(cd "$(dirname "$0")/../.." && pwd)
-export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
+PLAN_S_DEFAULT=1650
+source "$(dirname "$0")/plan_common.sh" "$@"
 SPACE=${AUTOTUNE_GPU_KIMI_SPACE:-$HERE/scripts/gpu/h200x8-kimi-k2.5-tp8.yaml}
 SWEEP=${AUTOTUNE_GPU_KIMI_SWEEP:-$HERE/scripts/gpu/h200x8-kimi-k2.5-tp8.sweep.json}
 # A step is not begun with less than this left (real_search.py): a TP-8 start of a 29-layer MoE
 # is not measured yet; the single-GPU MoE shape took 104-121 s to start, 180 s a trial.
 export AUTOTUNE_GPU_TRIAL_S=${AUTOTUNE_GPU_TRIAL_S:-300}
 mkdir -p "$RES"
-RESUME=(); [ -f "$RES/resumed" ] && RESUME=(--resume)
 
 "$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --out "$RES/rs-$(basename "$SPACE" .yaml)" \
   --deadline-s $(( $(left) - 20 )) --sweep "$SWEEP" --sweep-first "$SPACE"
