@@ -24,20 +24,27 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-# First match wins: a Ray worker's command line also names the raylet, an emulator's names pytest's
-# temporary folders, so the specific kinds come first.
-KINDS = ("default_worker", "setup_worker", "ray::", "raylet", "gcs_server", "dashboard/agent",
-         "runtime_env/agent", "log_monitor", "monitor.py", "autotune.sim", "autotune.search",
-         "autotune.trial", "autotune.nccl", "mlflow", "chromium", "pytest", "-u -c")
+# (pattern in the command line, kind), first match wins. Ray's processes retitle themselves
+# (``ray::IDLE``, ``ray::DashboardAgent``) after they start, so both spellings of each map to one kind;
+# a Ray worker's command line also names the raylet, and an emulator's names pytest's temporary
+# folders, so the specific patterns come first.
+KINDS = (("ray::DashboardAgent", "ray dashboard agent"), ("dashboard/agent.py", "ray dashboard agent"),
+         ("ray::RuntimeEnvAgent", "ray runtime_env agent"), ("runtime_env/agent", "ray runtime_env agent"),
+         ("dashboard/dashboard.py", "ray dashboard head"), ("default_worker", "ray worker"),
+         ("ray::", "ray worker"), ("raylet", "raylet"), ("gcs_server", "ray gcs_server"),
+         ("log_monitor", "ray log_monitor"), ("autoscaler/_private/monitor.py", "ray monitor"),
+         ("autotune.sim", "autotune.sim"), ("autotune.search", "autotune.search"),
+         ("autotune.trial", "autotune.trial"), ("autotune.nccl", "autotune.nccl"), ("mlflow", "mlflow"),
+         ("chromium", "chromium"), ("pytest", "pytest"), ("-u -c", "pytest-xdist worker"))
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def kind_of(argv: list[str]) -> str:
     """The kind a command line is counted under (its first matching :data:`KINDS` entry)."""
     line = " ".join(argv)
-    for kind in KINDS:
-        if kind in line:
-            return "pytest-xdist worker" if kind == "-u -c" else kind
+    for pattern, kind in KINDS:
+        if pattern in line:
+            return kind
     return " ".join([Path(argv[0]).name, *argv[1:3]])[:60] if argv else "?"
 
 

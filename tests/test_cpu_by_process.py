@@ -21,7 +21,10 @@ _BURN = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 
 
 def test_kinds_put_the_specific_before_the_general() -> None:
     worker = ["python", "ray/_private/workers/default_worker.py", "--raylet-name=/tmp/pytest-of-x/raylet"]
-    assert cpu_by_process.kind_of(worker) == "default_worker"
+    assert cpu_by_process.kind_of(worker) == "ray worker"
+    assert cpu_by_process.kind_of(["ray::IDLE"]) == "ray worker"
+    assert cpu_by_process.kind_of(["ray::DashboardAgent"]) == cpu_by_process.kind_of(
+        ["python", "ray/dashboard/agent.py", "--node-ip-address=127.0.0.1"]) == "ray dashboard agent"
     assert cpu_by_process.kind_of(["python", "-m", "autotune.sim.server", "--port", "1"]) == "autotune.sim"
     assert cpu_by_process.kind_of(["python", "-u", "-c", "import sys"]) == "pytest-xdist worker"
     assert cpu_by_process.kind_of(["/usr/bin/sleep", "5"]) == "sleep 5"
