@@ -26,12 +26,12 @@ from pathlib import Path
 
 # (pattern in the command line, kind), first match wins. Ray's processes retitle themselves
 # (``ray::IDLE``, ``ray::DashboardAgent``) after they start, so both spellings of each map to one kind;
-# a Ray worker's command line also names the raylet, and an emulator's names pytest's temporary
-# folders, so the specific patterns come first.
-KINDS = (("ray::DashboardAgent", "ray dashboard agent"), ("dashboard/agent.py", "ray dashboard agent"),
+# the raylet's command line holds the agents' command lines, a Ray worker's names the raylet's
+# socket, and an emulator's names pytest's temporary folders, so the specific patterns come first.
+KINDS = (("ray/raylet/raylet ", "raylet"), ("ray::DashboardAgent", "ray dashboard agent"), ("dashboard/agent.py", "ray dashboard agent"),
          ("ray::RuntimeEnvAgent", "ray runtime_env agent"), ("runtime_env/agent", "ray runtime_env agent"),
          ("dashboard/dashboard.py", "ray dashboard head"), ("default_worker", "ray worker"),
-         ("ray::", "ray worker"), ("raylet", "raylet"), ("gcs_server", "ray gcs_server"),
+         ("ray::", "ray worker"), ("gcs_server", "ray gcs_server"),
          ("log_monitor", "ray log_monitor"), ("autoscaler/_private/monitor.py", "ray monitor"),
          ("autotune.sim", "autotune.sim"), ("autotune.search", "autotune.search"),
          ("autotune.trial", "autotune.trial"), ("autotune.nccl", "autotune.nccl"), ("mlflow", "mlflow"),

@@ -23,6 +23,9 @@ def test_kinds_put_the_specific_before_the_general() -> None:
     worker = ["python", "ray/_private/workers/default_worker.py", "--raylet-name=/tmp/pytest-of-x/raylet"]
     assert cpu_by_process.kind_of(worker) == "ray worker"
     assert cpu_by_process.kind_of(["ray::IDLE"]) == "ray worker"
+    raylet = [".venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x",
+              "--dashboard_agent_command=python ray/dashboard/agent.py --x"]
+    assert cpu_by_process.kind_of(raylet) == "raylet"
     assert cpu_by_process.kind_of(["ray::DashboardAgent"]) == cpu_by_process.kind_of(
         ["python", "ray/dashboard/agent.py", "--node-ip-address=127.0.0.1"]) == "ray dashboard agent"
     assert cpu_by_process.kind_of(["python", "-m", "autotune.sim.server", "--port", "1"]) == "autotune.sim"
