@@ -82,7 +82,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory, installed_flag_table: Path) 
              json.dumps(params), "--json", "--baseline-store", str(d / "baselines"),
              "--workdir", str(d / "work" / name)],
             cwd=ROOT, capture_output=True, text=True, timeout=120, env=env, check=False)
-        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        # 1 is also Python's code for an uncaught exception: a failed trial still prints its record.
+        assert proc.returncode in (0, 1) and proc.stdout.strip(), proc.stderr[-2000:]
         out = d / f"{name}.json"
         out.write_text(proc.stdout)
         return out

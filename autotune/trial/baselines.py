@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Protocol
@@ -71,9 +72,12 @@ class FileBaselineStore:
 
     def put(self, key: str, result: TrialResult) -> None:
         path = self._path(key, ".json")
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result.to_dict()))
-        os.replace(tmp, path)
+        tmp = _written(path, json.dumps(result.to_dict()))
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
 
     @contextmanager
     def lock(self, key: str) -> Iterator[None]:
@@ -83,6 +87,22 @@ class FileBaselineStore:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _written(path: Path, text: str) -> str:
+    """``text`` in a new temporary file beside ``path``, named for this call alone.
+
+    Trials of one store run in several processes at once; a temporary name they shared let one
+    move or truncate another's file mid-write.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
 
 
 MEASURED_ON = "measured-on.txt"  # JSON, named so that readers of the baselines (*.json) skip it
@@ -108,10 +128,9 @@ def shared_store(directory: str | os.PathLike, *, workload: Any, settings: Any) 
     try:
         theirs = json.loads(marker.read_text())
     except FileNotFoundError:
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_text(json.dumps(mine, indent=1, sort_keys=True))
-        os.replace(tmp, marker)
-        return store
+        theirs = _claim(marker, mine)
+        if theirs is None:
+            return store
     except ValueError as exc:
         raise ConfigError(f"not valid JSON ({exc}); remove it or name another --baseline-store",
                           file=str(marker)) from None
@@ -120,6 +139,24 @@ def shared_store(directory: str | os.PathLike, *, workload: Any, settings: Any) 
         raise ConfigError(f"the baselines here were measured with another {what} (theirs: "
                           f"{theirs}); name another --baseline-store for this workload", file=str(marker))
     return store
+
+
+def _claim(marker: Path, mine: dict[str, Any]) -> dict[str, Any] | None:
+    """Write ``mine`` as the marker unless another call got there first; returns theirs if it did.
+
+    Calls that start together (the GPU scripts' lanes, a sweep's parallel trials) all find no
+    marker. Each writes its own temporary file, and a hard link publishes it only where no marker
+    exists yet, so the first one wins whole and the others compare against it.
+    """
+    tmp = _written(marker, json.dumps(mine, indent=1, sort_keys=True))
+    try:
+        try:
+            os.link(tmp, marker)
+        except FileExistsError:
+            return json.loads(marker.read_text())
+        return None
+    finally:
+        os.unlink(tmp)
 
 
 def group_key(config: Any) -> str:
