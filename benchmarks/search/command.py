@@ -59,7 +59,6 @@ from typing import Any
 
 from autotune import cli
 from autotune.errors import AutotuneError
-
 from benchmarks.search.noise import measured_noise
 from benchmarks.search.strategies import (AUTO_TIERS, FINALISTS_OF_SPACE, OURS,
                                           STRATEGIES, benchmark)

@@ -47,7 +47,6 @@ from autotune.space.trial_config import config_key
 from autotune.space.workload import primary_concurrency
 from autotune.trial.outcome import Status
 from autotune.trial.verdict import pays
-
 from benchmarks.search.landscape import FORMAT, load_landscape
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
@@ -303,8 +302,8 @@ def record(t: Mapping[str, Any], params: Mapping[str, Any], *, baseline: Mapping
 def generate(family: str, space_path: str, *, seed: int = 0, noise_cv: float = 0.01,
              repeats: int | None = None) -> dict[str, Any]:
     """The landscape document (space path as given) of ``family`` over every config of a space."""
-    from benchmarks.search.problem import min_speedup
     from autotune.space.search_space import load_space
+    from benchmarks.search.problem import min_speedup
 
     fam = FAMILIES[family]
     space = load_space(space_path)

@@ -35,9 +35,8 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.space.trial_config import config_key
-
-from benchmarks.search.problem import noise_rng
 from benchmarks.search._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
+from benchmarks.search.problem import noise_rng
 
 __all__ = ["FORMAT", "PHASE_KEYS", "STATUSES", "Entry", "Landscape", "LandscapeEvaluator",
            "canonical", "load_landscape", "missing_configs"]

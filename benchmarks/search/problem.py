@@ -33,7 +33,6 @@ from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
 from autotune.search.report import TrialReport
-
 from benchmarks.search.conclusion import Reading, conclude
 from benchmarks.search.drawn import DrawnEvaluator, histogram_of
 

@@ -21,7 +21,6 @@ from optuna.samplers import BaseSampler
 
 from autotune.search.samplers import SAMPLER_NAMES, make_sampler
 from autotune.search.samplers._observations import PLAN_KEY
-
 from benchmarks.search.noise import measured_noise
 from benchmarks.search.peers import AutoTier1Sampler, AutoTier2Sampler
 from benchmarks.search.problem import Oracle, Problem, load_problem
