@@ -20,7 +20,7 @@ from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key
 from autotune.trial.measure import launch_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GPU = REPO / "scripts" / "gpu"
 sys.path.insert(0, str(GPU))
 import kimi_shape  # noqa: E402

@@ -19,7 +19,7 @@ from autotune.space.search_space import load_space
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sim_twin(shipped: str, folder: Path, *, trials: int) -> Path:

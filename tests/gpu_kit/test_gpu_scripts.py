@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(180)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SPACE = """\
 name: gpu-rehearsal-{kind}

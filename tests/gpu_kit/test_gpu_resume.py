@@ -21,11 +21,11 @@ import pytest
 
 from autotune.space.trial_config import config_key
 from autotune.space.search_space import load_space
-from tests.test_gpu_plan import sim_twin
+from tests.gpu_kit.test_gpu_plan import sim_twin
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _children() -> dict[int, list[int]]:
