@@ -1,4 +1,4 @@
-"""Kimi-K2.5's text model, per layer, as a config-only target for 8 H200s (issue 19), and its
+"""Kimi-K2.5's text model, per layer, as a config-only target for 8 H200s (the eight-GPU plan), and its
 EAGLE3 draft; with the arithmetic that says how many layers fit.
 
     python3 scripts/gpu/kimi_shape.py [--gpu-gib G] [--mem-fraction F] [--kv-gib K] [--tp T]
@@ -41,7 +41,8 @@ from typing import Any
 
 GIB = float(1 << 30)
 BF16 = 2
-#: The lent H200's total memory as nvidia-smi reports it (facts.txt of every H200 call: 143771 MiB).
+#: An H200's total memory as nvidia-smi reports it on the remote host (facts.txt of every H200 call:
+#: 143771 MiB).
 H200_GIB = 143771 / 1024
 #: SGLang's static share (weights + KV) and the KV pool the weights must leave inside it. 0.85
 #: leaves about 21 GiB a GPU for activations, CUDA graphs (decode bs <= 4), NCCL and the MoE kernels'

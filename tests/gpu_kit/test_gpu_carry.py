@@ -46,7 +46,7 @@ def test_a_call_over_the_limit_is_refused_with_a_way_out(tmp_path: Path) -> None
     proc = subprocess.run([sys.executable, str(REPO / "scripts/gpu/carry.py"), "--repo", str(tmp_path)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "over: the device tool refuses the call" in proc.stderr
+    assert "over: the remote host refuses the call" in proc.stderr
     # The kit is not built in that checkout: its limit stands in, and says so.
     assert "not built: its limit" in proc.stdout
     big.unlink()
