@@ -16,7 +16,7 @@ The shape (``SHAPE``; where each figure comes from):
   intermediate_size 18432 (the dense layer), first_k_dense_replace 1, n_group 1, topk_group 1,
   topk_method noaux_tc, scoring_func sigmoid, norm_topk_prob, routed_scaling_factor 2.827,
   vocab_size 163840, yarn rope scaling (factor 64 over 4096). The same fixtures give 1.03T
-  parameters for 61 layers, which :func:`weight_bytes` reproduces (``test_gpu_multi_prep.py``).
+  parameters for 61 layers, which :func:`weight_bytes` reproduces (``tests/gpu_kit/test_gpu_multi_prep.py``).
 - SGLang serves Kimi K2 with its DeepSeek-V3 model (``DeepseekV3ForCausalLM``); ``model_type``
   ``deepseek_v3`` is written instead of ``kimi_k2`` so that transformers' own DeepseekV3Config loads
   it without the checkpoint's remote code (which a config-only folder does not have).

@@ -8,7 +8,7 @@
 # 2. Two trials at once, one GPU each (h200x2-llama-8b-conc2.yaml), then each config alone on the
 #    GPU its trial had (real_search.py --alone). It is kept CONC_RESERVE_S of the plan, so a TP
 #    search that runs long is cut (and resumed on the next host) rather than this step lost.
-# Prepared on the CPU machine and rehearsed on the emulator (tests/test_gpu_multi_prep.py); not
+# Prepared on the CPU machine and rehearsed on the emulator (tests/gpu_kit/test_gpu_multi_prep.py); not
 # run on GPUs yet. Every step bounds itself by the time left.
 set -uo pipefail
 PLAN_S_DEFAULT=1650

@@ -1,7 +1,8 @@
 """The multi-GPU runs (2x H200: TP and two trials at once; 8x H200: Kimi-K2.5 at TP 8), prepared
 and rehearsed here, where there is no GPU: the spaces load and render commands SGLang 0.5.17's
 parser accepts, the Kimi-shaped model's configs and the layer arithmetic, the comparison scripts,
-and both plans end to end on the emulator (slow). What only the GPUs can tell is listed in docs/gpu-validation.md, "Multi-GPU runs".
+and both plans end to end on the emulator (slow). What only the GPUs can tell is listed in
+docs/gpu-validation.md, "Multi-GPU runs".
 """
 
 from __future__ import annotations
