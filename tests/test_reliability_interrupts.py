@@ -96,7 +96,7 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     record.record("interrupts", "SIGINT mid-search", ok=rc1 == 130 and not still and left1.count == 0
                   and "--resume" in text1, exit_code=rc1, trials_done_before=len(done1),
                   servers_running_at_signal=len(running), servers_left=len(still),
-                  orphans=left1.count)
+                  orphans=left1.count, seconds_until_nothing_left=round(left1.waited_s, 1))
     assert rc1 == 130, text1[-3000:]
     assert "--resume" in text1 and "Traceback" not in text1, text1[-3000:]
     assert not still and left1.count == 0, f"servers {still} outlived the SIGINT; {left1.describe()}"
@@ -124,7 +124,8 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
                   servers_running_at_kill=len(running), servers_left=len(still),
                   seconds_until_servers_gone=round(gone_after_s, 1),
                   processes_left=[(p.pid, p.cmdline[:60]) for p in stray][:5],
-                  parent_run_status_after_kill=[s for _, s in parents], orphans=left2.count)
+                  parent_run_status_after_kill=[s for _, s in parents], orphans=left2.count,
+                  seconds_until_nothing_left=round(left2.waited_s, 1))
     assert not still, f"servers {still} outlived the SIGKILLed driver"
     assert not groups_left, f"process groups {groups_left} outlived the driver"
     assert all_gone, f"processes left: {[(p.pid, p.cmdline[:80]) for p in stray]}"
@@ -152,7 +153,8 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     left3 = leftovers(token, log_dir=search.ray_root, lock_dirs=[lock_dir])
     record.record("interrupts", "SIGKILL of a trial's Ray worker", ok=not server_left and not group_left
                   and rc3 == 0, worker=worker.cmdline[:40], server_gone=not server_left,
-                  seconds_until_server_gone=round(gone_after_s, 1), search_exit_code=rc3)
+                  seconds_until_server_gone=round(gone_after_s, 1), search_exit_code=rc3,
+                  seconds_until_nothing_left=round(left3.waited_s, 1))
     assert not server_left and not group_left, f"server {server.pid} outlived its worker {worker.pid}"
     assert not wait_gone([worker.pid]), f"worker {worker.pid} outlived its SIGKILL"
     assert rc3 == 0, text3[-4000:]

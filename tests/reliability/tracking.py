@@ -85,6 +85,7 @@ def check(search: SearchDir, uri: str | None, token: str, console: str, trials: 
         "duplicates": view["duplicate_trial_ids"],
         "running runs": view["running"], "parent runs": [s for _, s in view["parents"]],
         "orphans": left.count, "left behind": left.describe() if left.count else "nothing",
+        "seconds until nothing left": round(left.waited_s, 1),
         "tracebacks on console": console.count("Traceback"),
         "error stopping trial": console.count("Error stopping trial"),
         # MLflow prints these for every run it ends on a tracking server, into the live table.
