@@ -199,6 +199,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # 34 s at load ~8 (make test-fast leaves it out)
 def test_model_configs_load_in_transformers_and_name_architectures_sglang_serves(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     python = _transformers_python()

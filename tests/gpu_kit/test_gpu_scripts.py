@@ -37,6 +37,7 @@ measure: {{repeats: 1, startup_timeout_s: 60{extra}}}
 """
 
 
+@pytest.mark.slow  # 20 s at load ~8 (make test-fast leaves it out)
 def test_lane_and_collect_on_the_emulator(tmp_path: Path, installed_flag_table: Path) -> None:
     fast, full = tmp_path / "fast.yaml", tmp_path / "full.yaml"
     fast.write_text(SPACE.format(kind="fast", extra=", fast_start: true"))
@@ -75,6 +76,7 @@ def test_lane_and_collect_on_the_emulator(tmp_path: Path, installed_flag_table: 
     assert bundle["rows"][0]["accept"] is None  # plain decode: no accept length, not 0
 
 
+@pytest.mark.slow  # 9 s at load ~8 (make test-fast leaves it out)
 def test_spread_probe_on_the_emulator(tmp_path: Path, installed_flag_table: Path) -> None:
     space = tmp_path / "probe.yaml"
     space.write_text(SPACE.format(kind="probe", extra=", fast_start: true"))
@@ -162,6 +164,7 @@ def test_state_restores_from_the_committed_xz_archives(tmp_path: Path) -> None:
     assert none.returncode == 2 and "has no results.tar.gz" in none.stderr
 
 
+@pytest.mark.slow  # 9 s at load ~8 (make test-fast leaves it out)
 def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Path) -> None:
     """The newest committed Ray state (eighth GPU run: both searches finished, each resumable with
     --resume) loads with this checkout's code; the third run's, pickled before the package
