@@ -10,7 +10,7 @@ SGLANG_PARSER_DEPS := numpy orjson psutil pybase64 requests packaging pillow sta
 # SGLang's dataset loaders (workload source sglang:<dataset>), at the versions SGLang 0.5.23 pins.
 SGLANG_DATASET_DEPS := transformers==5.19.0 tokenizers==0.23.2 datasets
 
-.PHONY: venv demo test clean-mlruns
+.PHONY: venv demo test test-fast clean-mlruns
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -62,6 +62,17 @@ test: $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
 	session=make-$$(date +%Y%m%d-%H%M%S)-$$$$; \
 	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder && \
 	$(BIN)/python scripts/reliability_report.py --check --session $$session
+
+# The GPU validation kit's tests (tests/gpu_kit/, for scripts/gpu/): not part of `make test` or CI;
+# tests/conftest.py collects them only with AUTOTUNE_GPU_KIT_TESTS=1. Several minutes on two cores.
+.PHONY: test-gpu-kit
+test-gpu-kit: $(STAMP) $(DATA_VENV)/.installed
+	AUTOTUNE_GPU_KIT_TESTS=1 $(BIN)/python -m pytest -q tests/gpu_kit
+
+# The fast tier, for the edit-test loop: every test not marked slow (those start Ray, a search,
+# many servers or a browser, or take over ~5 s) and no browser test; `make test` still runs all.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not slow and not browser"
 
 clean-mlruns:
 	find mlruns -mindepth 1 ! -name .gitkeep -exec rm -rf {} +

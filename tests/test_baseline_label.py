@@ -13,6 +13,7 @@ import io
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from tracking_helpers import eagle, result
 
 from autotune.search.callbacks import SearchCallback, SearchLedger
@@ -31,6 +32,7 @@ def _report() -> TrialReport:
                        baseline_key='{"tp_size": 1}')
 
 
+@pytest.mark.slow  # 10 s at load ~8 (make test-fast leaves it out)
 def test_the_baseline_a_trial_measured_has_one_name_in_mlflow_and_in_the_search_s_rows(tmp_path: Path) -> None:
     report = _report()
     tracker = Tracker("one-name", root=str(tmp_path)).connect()

@@ -126,6 +126,7 @@ def test_the_default_is_the_old_count_and_finalists_are_opt_in(tmp_path):
     assert all(r in (2, None) for r in one["phase-model"]["conclusion_runs"])
 
 
+@pytest.mark.slow  # 10 s at load ~8 (make test-fast leaves it out)
 def test_the_cli_default_reprints_the_documented_old_count():
     """docs/samplers.md, recorded-h200-llama-8b: phase-model 4 trials without the conclusion, 6
     with one finalist (its fresh baseline and itself); the first 5 seeds of each."""
@@ -159,6 +160,7 @@ def test_the_text_report_says_which_count(tmp_path):
     assert "re-measuring its 3 best" in concluded and "fin.runs" in concluded
 
 
+@pytest.mark.slow  # 12 s at load ~8 (make test-fast leaves it out)
 def test_bad_finalists_are_refused(tmp_path):
     problem = load_problem(tiny(tmp_path))
     with pytest.raises(ValueError, match="finalists"):

@@ -96,6 +96,7 @@ def test_the_default_is_the_committed_real_landscapes():
     assert m.configs == len(groups) and m.repeats == sum(map(len, groups))
 
 
+@pytest.mark.slow  # 7 s at load ~8 (make test-fast leaves it out)
 def test_the_command_names_the_noise_it_used_and_where_it_came_from(tmp_path):
     space = tiny(tmp_path)
     m = measured_noise()

@@ -51,6 +51,7 @@ def test_calibration_model_side_passes_every_point(tmp_path: Path) -> None:
     assert kimi["best steps (model)"]["model"] == "2"
 
 
+@pytest.mark.slow  # 6 s at load ~8 (make test-fast leaves it out)
 def test_calibration_quick_live_run(tmp_path: Path) -> None:
     stdout, data = run("calibration", "--quick", "--profile", LLAMA, "--seed", "3",
                        tmp_path=tmp_path)
@@ -68,6 +69,7 @@ def test_calibration_quick_live_run(tmp_path: Path) -> None:
     assert "model@prompts" in stdout and "live-model" in stdout
 
 
+@pytest.mark.slow  # 12 s at load ~8 (make test-fast leaves it out)
 def test_trial_accuracy_quick(tmp_path: Path) -> None:
     stdout, data = run("trial_accuracy", "--quick", "--repeats", "2", "--profile", LLAMA,
                        "--concurrency", "8", "--seed", "1", tmp_path=tmp_path)
@@ -101,6 +103,7 @@ def test_client_ceiling_quick(tmp_path: Path) -> None:
     assert "ceiling tok/s/core" in stdout
 
 
+@pytest.mark.slow  # 10 s at load ~8 (make test-fast leaves it out)
 def test_profile_overhead_quick(tmp_path: Path) -> None:
     stdout, data = run("profile_overhead", "--quick", "--seed", "7", tmp_path=tmp_path)
     assert len(data["runs"]["on"]) == len(data["runs"]["off"]) == 2

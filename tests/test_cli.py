@@ -39,6 +39,7 @@ def test_every_subcommand_is_its_module_command(name: str) -> None:
     assert proc.stdout.startswith("usage: "), proc.stdout[:200]
 
 
+@pytest.mark.slow  # 7 s at load ~8 (make test-fast leaves it out)
 def test_a_subcommand_prints_and_exits_as_its_module_does() -> None:
     args = ["--landscape", LANDSCAPE, "--seeds", "2"]
     via_autotune = _run("autotune", "bench-search", *args)

@@ -21,6 +21,7 @@ _RAY_MESSAGE = ("The current node timed out during startup. This could happen be
                 "raylet failed to startup or the GCS has become overloaded.")
 
 
+@pytest.mark.slow  # 18 s at load ~8 (make test-fast leaves it out)
 def test_an_embedded_start_that_times_out_is_tried_once_more(monkeypatch, capsys) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     space = load_space(str(SPACES / "baseline-wins.yaml"))

@@ -71,6 +71,7 @@ def _script_command(text: str) -> tuple[dict[str, str], list[str]]:
     return env, command
 
 
+@pytest.mark.slow  # 13 s at load ~8 (make test-fast leaves it out)
 def test_sh_export_is_the_real_sglang_command_of_the_winner(demo, store, tmp_path, capsys):
     out = tmp_path / "launch.sh"
     code, _, err = _export(store, "--name", "demo", "--format", "sh", "-o", str(out), capsys=capsys)
@@ -89,6 +90,7 @@ def test_sh_export_is_the_real_sglang_command_of_the_winner(demo, store, tmp_pat
     assert "trial t_best" in err and "1650.0 output tok/s" in err
 
 
+@pytest.mark.slow  # 30 s at load ~5 (make test-fast leaves it out)
 def test_the_exported_script_runs_that_command_under_bash(demo, store, tmp_path, capsys):
     """bash runs the script with a stand-in ``python`` that records what it was given."""
     code, text, err = _export(store, "--name", "demo", capsys=capsys)
@@ -249,6 +251,7 @@ def test_real_spec_drops_emulator_env_and_keeps_the_rest():
     assert "enable_metrics" not in stripped.server_args and stripped.env == {"NCCL_PROTO": "LL"}
 
 
+@pytest.mark.slow  # 10 s at load ~8 (make test-fast leaves it out)
 def test_cli_as_a_module(demo, store, tmp_path):
     out = tmp_path / "w.yaml"
     proc = subprocess.run([sys.executable, "-m", "autotune.export", "--name", "demo", "--format", "yaml",

@@ -168,6 +168,7 @@ def _time_to_ready(tmp_path: Path, name: str, profile: Path, extra: dict) -> tup
     return ready, info["autotune_sim"], log.read_text()
 
 
+@pytest.mark.slow  # real servers / a search
 def test_emulator_starts_faster_without_prefill_graphs(tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("AUTOTUNE_SIM_"):
@@ -221,6 +222,7 @@ def _measure_and_log(space_path: Path, store: Path, name: str, params_list: list
     return tracker
 
 
+@pytest.mark.slow  # real servers / a search
 def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, capsys):
     store = tmp_path / "store"
     tracker = _measure_and_log(write_space(tmp_path), store, "fast-search", [
@@ -239,6 +241,7 @@ def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, capsy
         assert "sglang.launch_server" in text or fmt == "yaml"
 
 
+@pytest.mark.slow  # real servers / a search
 def test_export_keeps_a_users_own_prefill_switch(tmp_path, sim_env, capsys):
     store = tmp_path / "store"
     _measure_and_log(write_space(tmp_path, fixed_args={"disable_prefill_cuda_graph": True}), store, "own",

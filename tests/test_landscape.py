@@ -135,6 +135,7 @@ def bench_cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow  # 19 s at load ~8 (make test-fast leaves it out)
 def test_script_collects_every_trial_and_skips_junk_with_a_warning(swept: Swept) -> None:
     assert swept.script.returncode == 0, swept.script.stderr
     stderr = swept.script.stderr
@@ -169,6 +170,7 @@ def test_portable_paths_replace_roots_on_path_boundaries_only() -> None:
         "other": ["/srv/checkoutline/x", "/scratch/resx"], "n": 3, "none": None}
 
 
+@pytest.mark.slow  # 38 s at load ~5 (make test-fast leaves it out)
 def test_bench_search_replays_the_landscape_and_finds_the_recorded_optimum(swept: Swept) -> None:
     proc = bench_cli("--landscape", str(swept.landscape), "--seeds", "3", "--budget", "6",
                      "--json")

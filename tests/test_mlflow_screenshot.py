@@ -119,6 +119,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # a real MLflow UI
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
 @pytest.mark.timeout(300)
 def test_the_ui_dies_with_a_script_killed_by_sigkill(tmp_path):

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 # MLflow turns telemetry off by itself under these (mlflow/telemetry/utils.py), and on request.
@@ -50,6 +52,7 @@ def test_plain_mlflow_here_would_start_its_telemetry_so_the_check_below_can_fail
     assert _probe("mlflow") == {"client": True, "session_id_in_environ": True, "disable": None}
 
 
+@pytest.mark.slow  # 8 s at load ~8 (make test-fast leaves it out)
 def test_autotune_tracking_turns_mlflow_telemetry_off() -> None:
     assert _probe("autotune") == {"client": False, "session_id_in_environ": False, "disable": "true"}
 

@@ -72,6 +72,7 @@ def _assert_no_workers(marker: str, *, grace_s: float = 5.0) -> None:
 
 # ---- real processes ------------------------------------------------------------------------------
 
+@pytest.mark.slow  # real gloo worker processes
 def test_gloo_probe_measures_ranks_and_reports(marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The probe's own environment asks for NVLink multicast and an algorithm: the guard must turn
     # multicast off, and a candidate's null must remove the inherited NCCL_ALGO.
@@ -118,6 +119,7 @@ def test_gloo_probe_measures_ranks_and_reports(marker: str, monkeypatch: pytest.
     _assert_no_workers(marker)
 
 
+@pytest.mark.slow  # real gloo worker processes
 def test_crashed_and_hung_candidates_are_failed_rows(marker: str) -> None:
     cands = [Candidate("exits", {"AUTOTUNE_NCCL_PROBE_FAULT": "exit:1"}),
              Candidate("hangs", {"AUTOTUNE_NCCL_PROBE_FAULT": "hang"}),
@@ -138,6 +140,7 @@ def test_crashed_and_hung_candidates_are_failed_rows(marker: str) -> None:
     _assert_no_workers(marker)
 
 
+@pytest.mark.slow  # real gloo worker processes
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_no_worker_outlives_an_interrupted_or_killed_probe(tmp_path: Path, marker: str,
                                                            sig: signal.Signals) -> None:
@@ -366,6 +369,7 @@ def test_a_candidate_failing_in_any_round_is_failed() -> None:
     assert rows[0]["status"] == "ok" and rows[0]["rounds"] == 2
 
 
+@pytest.mark.slow  # real gloo worker processes
 def test_gloo_probe_over_two_rounds(tmp_path) -> None:
     from autotune.nccl.candidates import Candidate
     from autotune.nccl.probe import ProbeSettings, run_probe
@@ -382,6 +386,7 @@ def test_gloo_probe_over_two_rounds(tmp_path) -> None:
     assert (tmp_path / "round1").is_dir() and (tmp_path / "round2").is_dir()
 
 
+@pytest.mark.slow  # real gloo worker processes
 def test_a_kept_workdir_can_be_probed_again_with_fresh_results(tmp_path: Path, marker: str) -> None:
     cands = [Candidate("default", {})]
     first = run_probe(cands, ProbeSettings(**{**FAST, "tokens": (1,)}), workdir=str(tmp_path))

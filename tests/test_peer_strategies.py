@@ -354,6 +354,7 @@ def test_bench_search_runs_the_tiers_and_sets_ours_against_the_best_peer(fixed_p
         assert f"{name}: reached the target inside its own plan in" in text
 
 
+@pytest.mark.slow  # 7 s at load ~8 (make test-fast leaves it out)
 def test_cli_default_strategies_include_the_tiers(fixed_path):
     proc = subprocess.run([sys.executable, "-m", "autotune.bench_search", "--space", fixed_path,
                            "--seeds", "2", "--budget", "10", "--json"], cwd=ROOT,

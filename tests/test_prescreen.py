@@ -184,6 +184,7 @@ def _parent(name: str, root: Path) -> tuple[Tracker, Any]:
     return tracker, parents[0]
 
 
+@pytest.mark.slow  # a search on Ray
 def test_search_probes_narrows_and_logs_to_the_parent_run(tmp_path: Path, sim_env: None) -> None:
     path = _space(tmp_path, "{keep: 3}")
     out = io.StringIO()
@@ -238,6 +239,7 @@ def _typed(space: SearchSpace, name: str, text: str | None) -> Any:
     return next(c for c in space.parameters[name].choices if c is not None and str(c) == text)
 
 
+@pytest.mark.slow  # a search on Ray
 def test_a_failed_probe_stops_the_search_and_fails_the_parent_run(
         tmp_path: Path, sim_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # Real gloo workers in a Ray task, each made to exit by the probe's test hook.

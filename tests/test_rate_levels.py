@@ -23,6 +23,7 @@ from autotune.space.workload import Workload
 slow = pytest.mark.slow
 
 
+@pytest.mark.slow  # a real server under load
 @pytest.mark.timeout(90)
 def test_a_rate_of_50_per_second_without_concurrency_keeps_several_requests_in_flight(
         launch: Callable[..., Sim]) -> None:  # noqa: F811

@@ -23,7 +23,8 @@ from reliability.procs import new_token, processes_with_token
 from reliability.searchrun import run_cli
 from reliability.spaces import base_space, merged
 
-pytestmark = pytest.mark.timeout(240)
+# slow: every case is a CLI subprocess, and 60 generated space files
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 TP = {"tp_size": {"type": "categorical", "choices": [1, 2]}}
 

@@ -42,7 +42,9 @@ from reliability.spaces import base_space, merged, write_space
 
 from autotune.server._reaper import group_alive
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(560)]
+# A hang bound, not a speed: three searches one after another took 434 s at load 10-20 and ran past
+# 560 s at load ~20 (2026-12-03).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 TRIALS = 8
 _ROW = re.compile(r"^\s*\d+ ([0-9a-f]{8})\s", re.MULTILINE)
@@ -89,17 +91,17 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     running = _wait_mid_flight(driver, log1, token, rows=2)
     driver.send_signal(signal.SIGINT)
     rc1 = driver.wait(timeout=180)
-    still = wait_gone(running, timeout_s=30)
+    still = wait_gone(running)
     left1 = leftovers(token, log_dir=search.ray_root, lock_dirs=[lock_dir])
     done1 = _completed(log1)
     text1 = log1.read_text(errors="replace")
     record.record("interrupts", "SIGINT mid-search", ok=rc1 == 130 and not still and left1.count == 0
                   and "--resume" in text1, exit_code=rc1, trials_done_before=len(done1),
                   servers_running_at_signal=len(running), servers_left=len(still),
-                  orphans=left1.count)
+                  orphans=left1.count, seconds_until_nothing_left=round(left1.waited_s, 1))
     assert rc1 == 130, text1[-3000:]
     assert "--resume" in text1 and "Traceback" not in text1, text1[-3000:]
-    assert not still and left1.count == 0, left1.describe()
+    assert not still and left1.count == 0, f"servers {still} outlived the SIGINT; {left1.describe()}"
 
     # 2. Resume, then SIGKILL mid-search.
     log2 = tmp_path / "phase2.log"
@@ -109,22 +111,23 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     kill_pid(driver.pid, signal.SIGKILL)
     driver.wait(timeout=30)
     t_kill = time.monotonic()
-    still = wait_gone(running, timeout_s=40)
+    still = wait_gone(running)
     gone_after_s = time.monotonic() - t_kill
     groups_left = [g for g in groups if group_alive(g)]
     # Ray's own processes (GCS, raylet, agents) notice the dead driver on their own polling; on a
     # loaded 2-core box (or beside another test under `-n 2`) that took over 60 s. What is asserted
     # is that they all go without help; the wait returns as soon as they have.
-    all_gone = wait_until(lambda: not processes_with_token(token), timeout_s=180, poll_s=0.5)
+    all_gone = wait_until(lambda: not processes_with_token(token), poll_s=0.5)
     stray = processes_with_token(token)
     parents = search.mlflow_view()["parents"]
-    left2 = leftovers(token, log_dir=search.ray_root, lock_dirs=[lock_dir], timeout_s=1)
+    left2 = leftovers(token, log_dir=search.ray_root, lock_dirs=[lock_dir])
     record.record("interrupts", "SIGKILL of the driver mid-search",
                   ok=not still and not groups_left and all_gone and left2.count == 0,
                   servers_running_at_kill=len(running), servers_left=len(still),
                   seconds_until_servers_gone=round(gone_after_s, 1),
                   processes_left=[(p.pid, p.cmdline[:60]) for p in stray][:5],
-                  parent_run_status_after_kill=[s for _, s in parents], orphans=left2.count)
+                  parent_run_status_after_kill=[s for _, s in parents], orphans=left2.count,
+                  seconds_until_nothing_left=round(left2.waited_s, 1))
     assert not still, f"servers {still} outlived the SIGKILLed driver"
     assert not groups_left, f"process groups {groups_left} outlived the driver"
     assert all_gone, f"processes left: {[(p.pid, p.cmdline[:80]) for p in stray]}"
@@ -140,7 +143,7 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     assert worker is not None and worker.cmdline.startswith("ray::"), (server, worker)
     kill_pid(worker.pid, signal.SIGKILL)
     t_kill = time.monotonic()
-    server_left = wait_gone([server.pid], timeout_s=30)
+    server_left = wait_gone([server.pid])
     gone_after_s = time.monotonic() - t_kill
     group_left = group_alive(server.pgid)
     try:
@@ -152,9 +155,10 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     left3 = leftovers(token, log_dir=search.ray_root, lock_dirs=[lock_dir])
     record.record("interrupts", "SIGKILL of a trial's Ray worker", ok=not server_left and not group_left
                   and rc3 == 0, worker=worker.cmdline[:40], server_gone=not server_left,
-                  seconds_until_server_gone=round(gone_after_s, 1), search_exit_code=rc3)
+                  seconds_until_server_gone=round(gone_after_s, 1), search_exit_code=rc3,
+                  seconds_until_nothing_left=round(left3.waited_s, 1))
     assert not server_left and not group_left, f"server {server.pid} outlived its worker {worker.pid}"
-    assert not wait_gone([worker.pid], timeout_s=30), f"worker {worker.pid} outlived its SIGKILL"
+    assert not wait_gone([worker.pid]), f"worker {worker.pid} outlived its SIGKILL"
     assert rc3 == 0, text3[-4000:]
     # The resumed table numbers on from the trials finished before it, and says so.
     before = re.search(r"^(\d+) trial\(s\) finished before the resume; best so far: ", text3, re.M)

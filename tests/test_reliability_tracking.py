@@ -49,7 +49,7 @@ from reliability import record
 from reliability.mlflow_server import MlflowServer
 from reliability.procs import new_token, wait_until
 from reliability.searchrun import cli_env, start_cli
-from reliability.tracking import ROW, answered_again, check, clean, rows, start_search
+from reliability.tracking import ROW, answered_again, check, clean, format_facts, rows, start_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -113,9 +113,9 @@ def test_server_killed_and_restarted_mid_search(tmp_path: Path, server: MlflowSe
           and mid_search and rows_down > rows_at_kill and rows_back < trials)
     record.record("tracking", "MLflow server killed and restarted mid-search", ok=ok, **facts)
     assert rc == 0, console[-3000:]
-    assert rows_down > rows_at_kill and rows_back < trials, facts
-    assert clean(facts), facts
-    assert facts["unsynced at the end"] == 0 and mid_search, (facts, console[-3000:])
+    assert rows_down > rows_at_kill and rows_back < trials, format_facts(facts)
+    assert clean(facts), format_facts(facts)
+    assert facts["unsynced at the end"] == 0 and mid_search, format_facts(facts) + "\n" + console[-3000:]
     assert facts["one line named the log"] and "Traceback" in errors_log.read_text(), console[-3000:]
 
 
@@ -174,9 +174,9 @@ def test_server_unreachable_from_the_start_then_synced(tmp_path: Path) -> None:
                   **facts)
     assert first.returncode == 0, first.stdout + first.stderr
     assert again.returncode == 0 and "written" not in again.stderr, again.stdout + again.stderr
-    assert clean(facts), facts
-    assert facts["winner tagged after sync"] and facts["search run is the spooled one"], facts
-    assert facts["space file and workload on the search run"], facts
+    assert clean(facts), format_facts(facts)
+    assert facts["winner tagged after sync"] and facts["search run is the spooled one"], format_facts(facts)
+    assert facts["space file and workload on the search run"], format_facts(facts)
     assert (Spool(spool.folder).header() or {}).get("parent_run_id") == parents[0].info.run_id
 
 
@@ -201,7 +201,7 @@ def test_server_killed_once_the_search_run_is_open_then_synced(tmp_path: Path, s
                   ok=ok, **facts)
     assert first.returncode == 0, first.stdout + first.stderr
     assert again.returncode == 0 and "written" not in again.stderr, again.stdout + again.stderr
-    assert clean(facts), facts
+    assert clean(facts), format_facts(facts)
     assert winner, "the search run has no winner tag after the sync"
 
 
@@ -298,7 +298,7 @@ def test_full_disk_under_the_store_then_synced(tmp_path: Path) -> None:
         ok = clean(facts) and synced.returncode == 0 and full_said
         record.record("tracking", "disk of the MLflow store full (16 MiB tmpfs), then synced", ok=ok, **facts)
         assert synced.returncode == 0, synced.stdout + synced.stderr
-        assert clean(facts), facts
+        assert clean(facts), format_facts(facts)
         assert full_said, console[-3000:]
     finally:
         subprocess.run(["umount", "-l", str(store)], check=False)
@@ -349,8 +349,9 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
     record.record("tracking", "driver SIGKILLed during an MLflow write, then resumed", ok=ok, **facts)
     assert in_flight >= 1, console[-3000:]
     assert rc == 0, console[-3000:]
-    assert clean(facts, reruns=True) and facts["unsynced at the end"] == 0, facts
-    assert not missing and shown, facts
+    assert clean(facts, reruns=True), format_facts(facts, reruns=True)
+    assert facts["unsynced at the end"] == 0, format_facts(facts, reruns=True)
+    assert not missing and shown, format_facts(facts)
 
 
 def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
@@ -402,7 +403,7 @@ def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
               and facts["console said so"])
         record.record("tracking", "a Ray worker node removed mid-trial", ok=ok, **facts)
         assert rc == 0, console[-3000:]
-        assert clean(facts, reruns=True), facts
-        assert retried and facts["lost attempt kept"] and facts["console said so"], facts
+        assert clean(facts, reruns=True), format_facts(facts, reruns=True)
+        assert retried and facts["lost attempt kept"] and facts["console said so"], format_facts(facts)
     finally:
         cluster.shutdown()

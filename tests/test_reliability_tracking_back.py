@@ -27,7 +27,7 @@ import pytest
 from reliability import record
 from reliability.mlflow_server import MlflowServer
 from reliability.procs import new_token, wait_until
-from reliability.tracking import ANSWERED, ROW, answered_again, check, clean, start_search
+from reliability.tracking import ANSWERED, ROW, answered_again, check, clean, format_facts, start_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -118,12 +118,13 @@ def test_server_down_from_the_start_comes_back_mid_search(tmp_path: Path) -> Non
           and facts["search.json names the run"] and spooled_when_down >= 1)
     record.record("tracking", "MLflow unreachable from the start, back mid-search (no sync)", ok=ok, **facts)
     assert rc == 0, console[-3000:]
-    assert clean(facts), facts
+    assert clean(facts), format_facts(facts)
     assert facts["unsynced at the end"] == 0 and facts["summary says nothing waits"], console[-3000:]
     # One line when it was unreachable, one when it answered again, and the replay came with a
     # trial's result while trials were still to come, not only with the search's end.
     assert len(said) == 2 and "unreachable" in said[0][1] and back_at == said[1][0], said
-    assert replayed_mid_search, (facts, console[-3000:])
-    assert facts["records left pending"] == 0 and facts["search.json names the run"], facts
-    assert facts["search run is the spooled one"] and facts["space file and workload on the search run"], facts
-    assert facts["winner tagged"], facts
+    assert replayed_mid_search, format_facts(facts) + "\n" + console[-3000:]
+    assert facts["records left pending"] == 0 and facts["search.json names the run"], format_facts(facts)
+    assert facts["search run is the spooled one"] and facts["space file and workload on the search run"], \
+        format_facts(facts)
+    assert facts["winner tagged"], format_facts(facts)

@@ -421,6 +421,7 @@ BAD_SPACES = {
 }
 
 
+@pytest.mark.slow  # a CLI subprocess per case / a search on Ray
 @pytest.mark.parametrize("name", sorted(BAD_SPACES))
 def test_bad_space_exits_2_with_file_and_line_before_ray(tmp_path: Path, name: str) -> None:
     text, line, hint = BAD_SPACES[name]
@@ -460,6 +461,7 @@ def test_bad_options_exit_2_without_starting_ray(tmp_path: Path, monkeypatch: py
     assert "missing.yaml" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a CLI subprocess per case / a search on Ray
 def test_a_search_where_nothing_runs_exits_1(tmp_path: Path, sim_env: Path,
                                              monkeypatch: pytest.MonkeyPatch,
                                              capfd: pytest.CaptureFixture[str]) -> None:
@@ -536,6 +538,7 @@ def test_overhead_gaps_from_server_logs(tmp_path: Path, monkeypatch: pytest.Monk
 
 # ---- a trial that errors inside Ray ----------------------------------------------------------------
 
+@pytest.mark.slow  # 10 s at load ~8 (make test-fast leaves it out)
 def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path) -> None:
     """Ray's callback for a trial whose process raised or was lost: the trial is a failed result in
     the table, in MLflow (FAILED, with Ray's error as its reason) and in the search's results. The

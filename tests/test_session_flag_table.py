@@ -50,6 +50,7 @@ def test_subprocesses_get_the_table_and_this_process_keeps_the_real_parser(
         assert out.stdout.split() == [version, "flag", "table", installed_flag_table.name, "False"]
 
 
+@pytest.mark.slow  # 10 s at load ~8 (make test-fast leaves it out)
 def test_make_sglang_flags_writes_the_same_table(installed_flag_table, tmp_path):
     """The script and the session share one writer: same bytes but for ``generated_by``."""
     out = tmp_path / "script.json"

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA_PYTHON = REPO / ".venv-sglang-data" / "bin" / "python"
 
 
+@pytest.mark.slow  # 37 s at load ~8 (make test-fast leaves it out)
 def test_sglang_dataset_sources_in_an_environment_with_sglangs_loaders() -> None:
     if not DATA_PYTHON.exists():
         pytest.fail(f"{DATA_PYTHON} is missing: `make test` builds it (SGLang's dataset loaders and "

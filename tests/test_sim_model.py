@@ -71,6 +71,7 @@ def test_kimi_nccl_tuning_reaches_94_and_spec_beats_like_for_like_baseline():
     assert tuned_spec > tuned_base > tok_s(KIMI)
 
 
+@pytest.mark.slow  # 7 s at load ~8 (make test-fast leaves it out)
 def test_llama_baseline_and_best_tree():
     assert within(tok_s(LLAMA), 158, 0.05)
     best, best_cfg = 0.0, None

@@ -456,6 +456,7 @@ def test_fault_never_healthy(launch: Callable[..., Sim]) -> None:
     assert sim.proc.poll() is None
 
 
+@pytest.mark.slow  # 8 s at load ~8 (make test-fast leaves it out)
 def test_fault_slow_start_then_hang_then_crash_after_requests(launch: Callable[..., Sim]) -> None:
     sim = launch(*LLAMA_ARGS, healthy=False,
                  AUTOTUNE_SIM_FAULT="slow_start:1.5,hang_mid_stream:8,crash_after_requests:2")

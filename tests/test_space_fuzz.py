@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -101,6 +102,7 @@ HEADER = {key: DEMO[key] for key in ("backend", "profile", "model_path", "draft_
 @FUZZ
 @given(st.dictionaries(keys, values, max_size=8),
        st.dictionaries(st.sampled_from(KEYS), values, max_size=6))
+@pytest.mark.slow  # 6 s at load ~8 (make test-fast leaves it out)
 def test_random_dicts_only_raise_config_error(anything: dict[Any, Any],
                                               sections: dict[str, Any]) -> None:
     load_data(anything)

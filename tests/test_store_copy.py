@@ -37,6 +37,7 @@ def _read(db: Path, run_id: str, dest: Path) -> str:
     return Path(client.download_artifacts(run_id, "launch.json", str(dest))).read_text()
 
 
+@pytest.mark.slow  # 12 s at load ~8 (make test-fast leaves it out)
 def test_moved_store_reads_its_artifacts_through_the_copy(tmp_path: Path) -> None:
     run_id = _store(tmp_path / "device")
     shutil.move(str(tmp_path / "device"), str(tmp_path / "here"))  # the recorded absolute paths now dangle
@@ -53,6 +54,7 @@ def test_moved_store_reads_its_artifacts_through_the_copy(tmp_path: Path) -> Non
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.slow  # 9 s at load ~8 (make test-fast leaves it out)
 def test_bad_stores_say_what_would_be_right(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="folder holding mlflow.db"):
         find_db(store=tmp_path)

@@ -183,6 +183,7 @@ def _trial(space: Path, params: dict, tmp_path: Path, table: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow  # 30 s at load ~8 (make test-fast leaves it out)
 @pytest.mark.timeout(240)
 def test_a_synthetic_trial_is_labelled_everywhere_and_never_exported(tmp_path, capsys, flag_table):
     space_path = write(tmp_path, measure=", warmup_until_stable_pct: 50, warmup_max_rounds: 3")
@@ -232,6 +233,7 @@ def test_a_synthetic_trial_is_labelled_everywhere_and_never_exported(tmp_path, c
     assert any(synthetic.LABEL in line and f"{forced:.3f}".rstrip("0") in line for line in notes)
 
 
+@pytest.mark.slow  # 14 s at load ~8 (make test-fast leaves it out)
 @pytest.mark.timeout(240)
 def test_phase_profile_off_runs_without_the_device_timer(tmp_path, flag_table):
     space_path = write(tmp_path, tag="off", measure=", phase_profile: false")

@@ -141,6 +141,7 @@ def test_select_winner_derives_the_baseline_when_none_was_logged():
 # --- real stores ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the MLflow store
 def test_trial_run_is_nested_with_params_metrics_tags_and_artifacts(tracker, tmp_path):
     params = eagle(3, 1, NCCL_ALGO="Ring")
     res = result(params, 1500.0)
@@ -170,6 +171,7 @@ def test_trial_run_is_nested_with_params_metrics_tags_and_artifacts(tracker, tmp
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # the MLflow store
 def test_unknown_metrics_are_absent_not_zero(tracker):
     res = result(eagle(2, 1), 1300.0, accept=None, break_even=None, ttft_ms_p99=None, itl_ms_p99=None)
     run = tracker.client.get_run(tracker.log_trial("t-none", res))
@@ -180,6 +182,7 @@ def test_unknown_metrics_are_absent_not_zero(tracker):
     assert {k for k, v in run.data.metrics.items() if v == 0} == {"failed_requests"}
 
 
+@pytest.mark.slow  # the MLflow store
 def test_failed_trial_keeps_reason_and_log_tail(tracker, tmp_path):
     res = failed(eagle(7, 8, 64))
     run_id = tracker.log_trial("t-oom", res)
@@ -193,6 +196,7 @@ def test_failed_trial_keeps_reason_and_log_tail(tracker, tmp_path):
     assert "phases.png" not in _artifacts(tracker, run_id)
 
 
+@pytest.mark.slow  # the MLflow store
 def test_logging_a_trial_id_twice_updates_one_run(tracker):
     first = tracker.log_trial("dup_00001", result(eagle(4, 1), 1400.0))
     again = Tracker(tracker.name, root=tracker.root).connect()  # another process would start like this
@@ -206,6 +210,7 @@ def test_logging_a_trial_id_twice_updates_one_run(tracker):
     assert runs[0].tags["autotune.attempt"] == "2"
 
 
+@pytest.mark.slow  # the MLflow store
 def test_baseline_and_finalist_kinds_and_confirmation(tracker):
     tracker.log_trial("base_0", result({}, 1000.0))
     tracker.log_trial("fin_0", result(eagle(3, 1), 1520.0), kind="finalist", confirmed=True)
@@ -220,6 +225,7 @@ def test_baseline_and_finalist_kinds_and_confirmation(tracker):
         tracker.log_trial("bad id'", result({}, 1.0))
 
 
+@pytest.mark.slow  # the MLflow store
 def test_resume_marks_stale_running_runs_failed_and_reuses_them(tracker):
     running = tracker.start_trial("t_live", params=eagle(5, 1), spec=launch(eagle(5, 1)))
     done = tracker.log_trial("t_done", result(eagle(3, 1), 1500.0))
@@ -239,6 +245,7 @@ def test_resume_marks_stale_running_runs_failed_and_reuses_them(tracker):
     assert len(resumed.trial_runs()) == 2
 
 
+@pytest.mark.slow  # the MLflow store
 def test_a_new_search_marks_the_search_of_a_killed_driver_failed(store):
     name = f"killed-{next(_names)}"
     script = textwrap.dedent(f"""
@@ -263,6 +270,7 @@ def test_a_new_search_marks_the_search_of_a_killed_driver_failed(store):
     assert tr.client.get_run(new_parent).info.status == "RUNNING"
 
 
+@pytest.mark.slow  # the MLflow store
 def test_parent_run_has_settings_versions_and_space(store, tmp_path):
     space = ROOT / "search_spaces" / "demo.yaml"
     tr = Tracker(f"params-{next(_names)}", root=store).connect()
@@ -299,6 +307,7 @@ def _log_from_worker(blob: bytes, worker: int) -> list[str]:
     return [tr.log_trial(f"w{worker}_{j}", result(eagle(j + 2, 1), 1100.0 + 10 * worker + j)) for j in range(3)]
 
 
+@pytest.mark.slow  # the MLflow store
 def test_workers_in_several_processes_log_under_one_parent(tracker):
     blob = pickle.dumps(tracker)
     with ProcessPoolExecutor(3, mp_context=get_context("spawn")) as pool:
@@ -309,6 +318,7 @@ def test_workers_in_several_processes_log_under_one_parent(tracker):
     assert all(r.mlflow_status == "FINISHED" for r in runs)
 
 
+@pytest.mark.slow  # the MLflow store
 def test_finish_search_logs_summary_plots_and_winner_command(tracker, tmp_path):
     tracker.log_trial("base", result({}, 1000.0))
     for i, (steps, topk, tok) in enumerate([(3, 1, 1500.0), (5, 1, 1650.0), (3, 4, 1300.0), (7, 4, 950.0),
@@ -341,6 +351,7 @@ def test_finish_search_logs_summary_plots_and_winner_command(tracker, tmp_path):
     assert summary.export_error is None
 
 
+@pytest.mark.slow  # the MLflow store
 def test_finish_search_of_a_tiny_search_skips_what_it_cannot_plot(tracker):
     tracker.log_trial("only", result(eagle(3, 1), 1500.0))
     summary = tracker.finish_search()
@@ -349,6 +360,7 @@ def test_finish_search_of_a_tiny_search_skips_what_it_cannot_plot(tracker):
     assert "plots/skipped.json" in _artifacts(tracker, tracker.parent_run_id, "plots")
 
 
+@pytest.mark.slow  # the MLflow store
 def test_finish_search_uses_the_given_optuna_study(tracker):
     import optuna
 
@@ -377,17 +389,20 @@ def test_export_side_needs_an_existing_store(tmp_path):
     assert not (tmp_path / "mlruns").exists()
 
 
+@pytest.mark.slow  # the MLflow store
 def test_unknown_experiment_is_a_config_error(store):
     with pytest.raises(ConfigError, match="no experiment named 'nope'"):
         Tracker("nope", root=store).connect(create=False)
 
 
+@pytest.mark.slow  # the MLflow store
 def test_tracker_needs_a_search_run_before_trials(store):
     tr = Tracker(f"no-parent-{next(_names)}", root=store).connect()
     with pytest.raises(RuntimeError, match="start_search"):
         tr.log_trial("t", result({}, 1.0))
 
 
+@pytest.mark.slow  # the MLflow store
 def test_launch_spec_survives_mlflow(tracker):
     spec = LaunchSpec(model_path="/models/with space/x", draft_model_path=None,
                       server_args={"tp_size": 2, "enable_metrics": True}, env={"NCCL_PROTO": "LL128"},
@@ -409,6 +424,7 @@ def test_phase_figure_draws_only_known_phases_that_took_time():
     assert "4.00 ms (72.7%)" in notes and "1.00 ms" in notes  # no share known for draft: none shown
 
 
+@pytest.mark.slow  # 23 s at load ~8 (make test-fast leaves it out)
 def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path):
     """Seen on the GPU machine: the kit's IPython stand-in lacked ``version_info``, matplotlib's
     Figure() raised, the tracking callback raised, and Ray ran every trial again. The same
@@ -446,6 +462,7 @@ def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path):
     assert any("could not draw it" in why for why in out["skipped"].values())
 
 
+@pytest.mark.slow  # the MLflow store
 def test_winner_files_under_sglang_0517_keep_a_flag_its_config_loader_refuses(tracker, tmp_path):
     """On the H200 (SGLang 0.5.17) the MoE search's winner/ folder was empty and the search run said
     ``autotune.export_error``: 0.5.17's --config loader refuses cuda_graph_max_bs_decode (a deprecated

@@ -63,6 +63,7 @@ def down(tmp_path: Path) -> Tracker:
     return tracker
 
 
+@pytest.mark.slow  # 29 s at load ~8 (make test-fast leaves it out)
 def test_writes_never_raise_while_mlflow_fails_then_replay_in_order_and_once(tmp_path: Path, down: Tracker,
                                                                              monkeypatch) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
@@ -118,6 +119,7 @@ def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path
 
 
 
+@pytest.mark.slow  # 12 s at load ~8 (make test-fast leaves it out)
 def test_a_search_run_started_while_mlflow_is_unreachable_is_made_once_by_sync(tmp_path: Path,
                                                                               monkeypatch) -> None:
     from autotune.search.sync import sync_search
@@ -236,6 +238,7 @@ def _refuse_the_header(folder: Path) -> None:
     (folder / (HEADER + ".tmp")).symlink_to("/dev/full")
 
 
+@pytest.mark.slow  # 9 s at load ~8 (make test-fast leaves it out)
 def test_sync_finds_the_search_run_of_a_spool_whose_search_json_the_disk_refused(tmp_path: Path) -> None:
     from autotune.search.sync import sync_search
 
@@ -262,6 +265,7 @@ def test_sync_finds_the_search_run_of_a_spool_whose_search_json_the_disk_refused
     assert [(r.trial_id, r.output_tok_s) for r in runs] == [("t1", 900.0)]
 
 
+@pytest.mark.slow  # 21 s at load ~8 (make test-fast leaves it out)
 def test_sync_makes_the_search_run_of_a_spool_that_has_neither_mlflow_nor_search_json(tmp_path: Path) -> None:
     from autotune.search.sync import sync_search
     from autotune.tracking.durable import TAG_SPOOL_ID
@@ -292,6 +296,7 @@ def test_sync_makes_the_search_run_of_a_spool_that_has_neither_mlflow_nor_search
     assert Spool(folder).header()["parent_run_id"] == parents[0].info.run_id
 
 
+@pytest.mark.slow  # 14 s at load ~8 (make test-fast leaves it out)
 def test_sync_of_a_spool_without_search_json_or_its_store_says_what_to_give(tmp_path: Path, capsys) -> None:
     from autotune.search.sync import main
     from autotune.tracking.store import default_store

@@ -45,7 +45,8 @@ from autotune.trial.verdict import judge
 from autotune.space.prompts import Prompt
 from autotune.space.workload import Workload
 
-pytestmark = pytest.mark.timeout(120)
+# slow: real emulator servers, one or more per test
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 LLAMA = "llama-3.1-8b-eagle3-h100"

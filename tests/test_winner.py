@@ -76,6 +76,7 @@ def test_unmeasured_value_is_worse_than_any_measurement() -> None:
 
 # ---- end to end -----------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a search on Ray
 def test_a_minimised_objective_is_honoured_everywhere(tmp_path: Path, sim_env: Path) -> None:
     out = io.StringIO()
     outcome = run_search(SearchOptions(space=str(SPACES / "objective-min.yaml"), root=str(tmp_path)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
 
 from autotune.space.workload import Workload
@@ -30,6 +31,7 @@ def test_one_row_a_request_and_chats_as_json(tmp_path: Path) -> None:
     assert source_path(w) == str(w.path) and Path(source_path(w)).name == "chats.jsonl"
 
 
+@pytest.mark.slow  # 12 s at load ~8 (make test-fast leaves it out)
 def test_logged_once_per_workload_and_tagged_with_its_load_shape(tmp_path: Path) -> None:
     client, run_id = _run(tmp_path)
     w = Workload.from_spec({"num_prompts": 3, "warmup_prompts": 1, "output_len": 8, "concurrency": 2})

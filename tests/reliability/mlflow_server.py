@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 import httpx
+from reliability.procs import HANG_S, wait_until
+
+from autotune.server.ports import port_in_use
 
 
 def free_port() -> int:
@@ -44,7 +47,7 @@ class MlflowServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, timeout_s: float = 90) -> MlflowServer:
+    def start(self, *, timeout_s: float = HANG_S) -> MlflowServer:
         """Start it and wait until ``/health`` answers."""
         mlflow = Path(sys.executable).parent / "mlflow"
         argv = [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
@@ -89,12 +92,9 @@ class MlflowServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.proc.wait(timeout=30)
+        self.proc.wait(timeout=HANG_S)
         self.proc = None
-        # The port is free once the kernel closed the listener (no TIME_WAIT on a listen socket).
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) != 0:
-                    return
-            time.sleep(0.1)
+        # The port is free once the kernel closed the listener (no TIME_WAIT on a listen socket); a
+        # restart on it before then fails to bind, so a port still open at the deadline is an error.
+        if not wait_until(lambda: not port_in_use(self.port)):
+            raise RuntimeError(f"port {self.port} still bound {HANG_S:g} s after the mlflow server was killed")

@@ -20,9 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.server._reaper import pid_alive
-from autotune.server.ports import PortReservation, port_in_use
+from autotune.server.ports import PortReservation, _lock_dir, port_in_use
 
 TOKEN_ENV = "AUTOTUNE_RELIABILITY_TOKEN"
+
+#: The one deadline of every wait for something already on its way out (a process group, a port, a
+#: lock). It bounds a hang, not a speed: each wait returns as soon as its event happened, and on two
+#: cores at load 6-8 Ray's processes took over a minute to notice a dead driver, so any deadline
+#: short enough to assume how fast the box is fails there. Tests measure the time it took instead.
+HANG_S = 240.0
 SERVER_MODULE = "autotune.sim.server"
 REAPER_FILE = "_reaper.py"
 
@@ -90,7 +96,7 @@ def servers_with_token(token: str) -> list[Proc]:
     return [p for p in processes_with_token(token) if p.is_server or p.is_reaper]
 
 
-def wait_until(predicate: Callable[[], bool], *, timeout_s: float, poll_s: float = 0.1) -> bool:
+def wait_until(predicate: Callable[[], bool], *, timeout_s: float = HANG_S, poll_s: float = 0.1) -> bool:
     """Poll ``predicate`` until it holds or ``timeout_s`` passes; returns its last value."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -100,7 +106,7 @@ def wait_until(predicate: Callable[[], bool], *, timeout_s: float, poll_s: float
     return predicate()
 
 
-def wait_gone(pids: Iterable[int], *, timeout_s: float) -> list[int]:
+def wait_gone(pids: Iterable[int], *, timeout_s: float = HANG_S) -> list[int]:
     """Wait for every pid to exit; returns those still alive at the end."""
     pids = list(pids)
     wait_until(lambda: not any(pid_alive(p) for p in pids), timeout_s=timeout_s)
@@ -126,18 +132,114 @@ def ports_from_logs(log_dir: Path) -> set[int]:
     return ports
 
 
-def held_ports(ports: Iterable[int]) -> list[int]:
-    """Ports still bound on 127.0.0.1 or still reserved by an autotune process."""
+def _socket_inodes(port: int) -> set[int]:
+    """Inodes of the listening TCP sockets bound to ``port`` (any address), from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(int(fields[9]))
+    return inodes
+
+
+def _socket_holders(inodes: set[int]) -> set[int]:
+    """Pids with an open descriptor on one of the socket ``inodes``."""
+    wanted = {f"socket:[{i}]" for i in inodes}
+    holders = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{name}/fd/{fd}") in wanted:
+                    holders.add(int(name))
+                    break
+            except OSError:
+                continue
+    return holders
+
+
+def _flock_holders(path: Path) -> set[int]:
+    """Pids /proc/locks names as holding a lock on the file ``path``."""
+    try:
+        st = path.stat()
+        table = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return set()
+    holders = set()
+    for line in table:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:56789 0 EOF"; a blocked waiter's line has "->".
+        if len(fields) < 6 or "->" in fields[1]:
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            pid, dev = int(fields[4]), (int(major, 16), int(minor, 16))
+        except ValueError:
+            continue
+        if int(inode) == st.st_ino and dev == (os.major(st.st_dev), os.minor(st.st_dev)):
+            holders.add(pid)
+    return holders
+
+
+@dataclass(frozen=True)
+class HeldPort:
+    """A port still bound or reserved, and who holds it (so a failure says whose it is)."""
+
+    port: int
+    how: str  # "bound" (a listening socket) or "reserved" (an autotune PortReservation's flock)
+    holders: tuple[tuple[int, str], ...]  # (pid, command line) of each holder /proc could name
+
+    def __str__(self) -> str:
+        who = ", ".join(f"pid {pid} {cmd[:100]!r}" for pid, cmd in self.holders) or "holder unknown"
+        return f"{self.port} {self.how} by {who}"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def _carries(pid: int, token: str) -> bool:
+    try:
+        return f"{TOKEN_ENV}={token}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def held_ports(ports: Iterable[int], token: str | None = None) -> list[HeldPort]:
+    """Ports still bound on 127.0.0.1 or still reserved by an autotune process.
+
+    With ``token``, a port whose every holder /proc names is a process without the token is left
+    out: ports are drawn at random from one range by every autotune process of the machine, so a
+    port this test's search used and released may be another test's (or user's) server's by now.
+    A port whose holder cannot be named counts as held.
+    """
     held = []
     for port in sorted(set(ports)):
         if port_in_use(port):
-            held.append(port)
-            continue
-        reservation = PortReservation.try_acquire(port)
-        if reservation is None:
-            held.append(port)
+            how, pids = "bound", _socket_holders(_socket_inodes(port))
         else:
-            reservation.release()
+            reservation = PortReservation.try_acquire(port)
+            if reservation is not None:
+                reservation.release()
+                continue
+            how, pids = "reserved", _flock_holders(_lock_dir() / f"{port}.lock")
+        if token is not None and pids and not any(_carries(p, token) for p in pids):
+            continue
+        held.append(HeldPort(port, how, tuple((p, _cmdline(p)) for p in sorted(pids))))
     return held
 
 
@@ -163,22 +265,42 @@ class Leftovers:
     """What a search left behind; everything empty means clean."""
 
     servers: list[Proc]
-    ports: list[int]
+    ports: list[HeldPort]
     gpu_locks: list[str]
+    #: Seconds :func:`leftovers` waited for the search's things to go (up to its deadline).
+    waited_s: float = 0.0
 
     @property
     def count(self) -> int:
         return len(self.servers) + len(self.ports) + len(self.gpu_locks)
 
     def describe(self) -> str:
-        return (f"servers/watchdogs {[(p.pid, p.cmdline[:80]) for p in self.servers]}, "
-                f"ports {self.ports}, GPU locks {self.gpu_locks}")
+        return (f"after waiting {self.waited_s:.1f} s: servers/watchdogs "
+                f"{[(p.pid, p.cmdline[:80]) for p in self.servers]}, "
+                f"ports {[str(p) for p in self.ports]}, GPU locks {self.gpu_locks}")
 
 
-def leftovers(token: str, *, log_dir: Path, lock_dirs: Iterable[Path], timeout_s: float = 20.0) -> Leftovers:
-    """Servers, watchdogs, ports and GPU locks still held after a search (waits up to
-    ``timeout_s`` for processes already going down)."""
+def leftovers(token: str, *, log_dir: Path, lock_dirs: Iterable[Path], timeout_s: float = HANG_S) -> Leftovers:
+    """Servers, watchdogs, ports and GPU locks still held after a search.
+
+    Everything is polled until all of it is gone, up to ``timeout_s``: a server's port and GPU lock
+    outlive its process by as long as whoever holds them takes to exit (a Ray worker holds the
+    port's reservation until it has exited, which on a loaded box comes seconds after its server
+    was killed), so one look right after the servers are gone can catch them on their way out.
+    What is still there at the deadline is what was left behind.
+    """
     lock_dirs = list(lock_dirs)
-    wait_until(lambda: not servers_with_token(token), timeout_s=timeout_s, poll_s=0.2)
-    return Leftovers(servers=servers_with_token(token), ports=held_ports(ports_from_logs(log_dir)),
-                     gpu_locks=held_gpu_locks(lock_dirs))
+    t0 = time.monotonic()
+
+    def look() -> Leftovers:
+        return Leftovers(servers=servers_with_token(token),
+                         ports=held_ports(ports_from_logs(log_dir), token),
+                         gpu_locks=held_gpu_locks(lock_dirs))
+
+    deadline = t0 + timeout_s
+    left = look()
+    while left.count and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = look()
+    left.waited_s = time.monotonic() - t0
+    return left

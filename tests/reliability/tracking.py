@@ -84,22 +84,44 @@ def check(search: SearchDir, uri: str | None, token: str, console: str, trials: 
         "ray and mlflow disagree": disagree, "optuna disagrees with ray": search.optuna_mismatches(),
         "duplicates": view["duplicate_trial_ids"],
         "running runs": view["running"], "parent runs": [s for _, s in view["parents"]],
-        "orphans": left.count, "tracebacks on console": console.count("Traceback"),
+        "orphans": left.count, "left behind": left.describe() if left.count else "nothing",
+        "seconds until nothing left": round(left.waited_s, 1),
+        "tracebacks on console": console.count("Traceback"),
         "error stopping trial": console.count("Error stopping trial"),
         # MLflow prints these for every run it ends on a tracking server, into the live table.
         "mlflow view-run prints": console.count("View run"),
     }
 
 
+_EMPTY_FACTS = ("lost", "re-run trials", "attempts other than 1", "ray and mlflow disagree",
+                "optuna disagrees with ray", "duplicates", "running runs", "orphans",
+                "tracebacks on console", "error stopping trial", "mlflow view-run prints")
+
+
+def unclean(facts: dict, *, reruns: bool = False) -> list[str]:
+    """The facts not as required (empty: every one is); ``reruns``: a killed driver's unfinished
+    trials may run again."""
+    bad = [] if facts["ray trials"] == facts["trials planned"] == facts["mlflow trial runs"] else [
+        "trials planned", "ray trials", "mlflow trial runs"]
+    skipped = ("re-run trials", "attempts other than 1") if reruns else ()
+    bad += [k for k in _EMPTY_FACTS if k not in skipped and facts[k]]
+    if facts["parent runs"] != ["FINISHED"]:
+        bad.append("parent runs")
+    return bad
+
+
 def clean(facts: dict, *, reruns: bool = False) -> bool:
     """Every fact as required; ``reruns``: a killed driver's unfinished trials may run again."""
-    return (facts["ray trials"] == facts["trials planned"] == facts["mlflow trial runs"]
-            and not any(facts[k] for k in ("lost", *(() if reruns else ("re-run trials", "attempts other than 1")),
-                                           "ray and mlflow disagree", "optuna disagrees with ray",
-                                           "duplicates", "running runs",
-                                           "orphans", "tracebacks on console", "error stopping trial",
-                                           "mlflow view-run prints"))
-            and facts["parent runs"] == ["FINISHED"])
+    return not unclean(facts, reruns=reruns)
+
+
+def format_facts(facts: dict, *, reruns: bool = False) -> str:
+    """Every fact, one a line and whole, those not as required first and marked: the message of a
+    failed ``assert clean(facts)`` (pytest's own truncation is off too, see pyproject.toml)."""
+    bad = unclean(facts, reruns=reruns)
+    order = bad + [k for k in facts if k not in bad]
+    return "facts not as required: " + (", ".join(bad) or "none") + "\n" + "\n".join(
+        f"{'!! ' if k in bad else '   '}{k}: {facts[k]!r}" for k in order)
 
 
 #: The console line of a search's replay that MLflow took after failing (DurableTracker.drain).
