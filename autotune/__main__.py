@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("autotune.export.command", "the winning launch command of a search"),
     "probe": ("autotune.nccl_probe", "rank NCCL settings by all-reduce latency"),
     "evaluate": ("autotune.sim.evaluate", "the emulator's model of every config of a space, no servers"),
-    "bench-search": ("autotune.search.benchmark.command", "trials each search strategy needs"),
+    "bench-search": ("autotune.bench_search", "trials each search strategy needs (a source checkout)"),
     "sync": ("autotune.search.sync", "write a search's spooled results to MLflow when it answers again"),
     "store-copy": ("autotune.tracking.store_copy", "a brought-back MLflow store, readable here"),
     "spaces": ("autotune.space.packaged", "the example spaces shipped with autotune (--space NAME)"),

@@ -10,6 +10,9 @@ run); ``--quick`` runs a tiny version for tests, ``--json PATH`` also writes the
 - ``python -m benchmarks.client_ceiling``: how many streamed tokens/s the benchmark client sustains
   on one core, against a zero-compute emulator.
 - ``python -m benchmarks.profile_overhead``: what turning the phase profile on costs in tok/s.
+- ``python -m benchmarks.search`` (also ``python -m autotune.bench_search``): the sampler benchmark,
+  trials to the optimum per search strategy, the peers' included (``benchmarks/search/``, its
+  landscapes in ``benchmarks/landscapes/``).
 
 ``docs/benchmarks.md`` describes them and keeps the figures they gave.
 """

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from autotune.search.benchmark.conclusion import RUNS_PER_FINALIST, conclude
-from autotune.search.benchmark.problem import Oracle, load_problem
-from autotune.search.benchmark.strategies import benchmark, run_strategy
+from benchmarks.search.conclusion import RUNS_PER_FINALIST, conclude
+from benchmarks.search.problem import Oracle, load_problem
+from benchmarks.search.strategies import benchmark, run_strategy
 from autotune.space.trial_config import config_key
 
 from test_bench_search import ROOT, tiny

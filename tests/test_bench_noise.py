@@ -17,8 +17,8 @@ import pytest
 
 from test_bench_search import ROOT, run_cli, tiny
 
-from autotune.search.benchmark.noise import measured_noise, pooled_log_sd, recorded_files
-from autotune.search.benchmark.strategies import benchmark
+from benchmarks.search.noise import measured_noise, pooled_log_sd, recorded_files
+from benchmarks.search.strategies import benchmark
 
 
 def landscape(path: Path, repeats: list[list[float] | None], *, failed: int = 0) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.search.benchmark.command import render
-from autotune.search.benchmark.problem import Oracle, load_problem
-from autotune.search.benchmark.strategies import STRATEGIES, _quantile, benchmark
+from benchmarks.search.command import render
+from benchmarks.search.problem import Oracle, load_problem
+from benchmarks.search.strategies import STRATEGIES, _quantile, benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from autotune.search.benchmark.conclusion import conclude as bench_conclude
-from autotune.search.benchmark.drawn import DrawnEvaluator
-from autotune.search.benchmark.families import record
-from autotune.search.benchmark.problem import Oracle, load_problem
+from benchmarks.search.conclusion import conclude as bench_conclude
+from benchmarks.search.drawn import DrawnEvaluator
+from benchmarks.search.families import record
+from benchmarks.search.problem import Oracle, load_problem
 from autotune.search.trainable import constraint_values
 from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key

@@ -1,4 +1,4 @@
-"""Synthetic landscape families (autotune.search.benchmark.families): the committed landscapes load and
+"""Synthetic landscape families (benchmarks.search.families): the committed landscapes load and
 cover their spaces, their curves are not the phase-model sampler's form (fitted against the
 emulator's landscape of the same space as the contrast), the repeats carry the noise asked for,
 the never-pays family never pays, and bench_search replays them."""
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.search.benchmark.problem import load_problem
-from autotune.search.benchmark.strategies import benchmark
-from autotune.search.benchmark.landscape import load_landscape, missing_configs
-from autotune.search.benchmark.families import (FAMILIES, PLATEAU, generate, interp_verify, plain_8b,
+from benchmarks.search.problem import load_problem
+from benchmarks.search.strategies import benchmark
+from benchmarks.search.landscape import load_landscape, missing_configs
+from benchmarks.search.families import (FAMILIES, PLATEAU, generate, interp_verify, plain_8b,
                                          truth, write)
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._cycle import CycleModel, _verify_features
@@ -198,7 +198,7 @@ def test_cli_writes_a_landscape_and_refuses_what_the_family_does_not_model(
         tmp_path: Path) -> None:
     out = tmp_path / "l.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "autotune.search.benchmark.families", "--family", "interp-verify",
+        [sys.executable, "-m", "benchmarks.search.families", "--family", "interp-verify",
          "--space", str(SPACES / "bench-family-llama-8b-h200.yaml"), "--out", str(out),
          "--seed", "1", "--noise-cv", "0.02"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)

@@ -76,3 +76,21 @@ def test_no_module_is_over_the_size_limit() -> None:
     big = {str(p.relative_to(PACKAGE.parent)): n for p in sorted(PACKAGE.rglob("*.py"))
            if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not big, f"modules over {MAX_LINES} lines (split them along what they do): {big}"
+
+
+#: The one autotune module that may import the repository's ``benchmarks`` (the research code the
+#: package does not ship): ``python -m autotune.bench_search``, the thin entry to the sampler benchmark.
+MAY_IMPORT_BENCHMARKS = {"autotune/bench_search.py"}
+
+
+def test_only_the_thin_entry_imports_the_benchmarks() -> None:
+    importers = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any(n == "benchmarks" or n.startswith("benchmarks.") for n in names):
+                importers.add(str(path.relative_to(PACKAGE.parent)))
+    assert importers == MAY_IMPORT_BENCHMARKS, (
+        f"only {sorted(MAY_IMPORT_BENCHMARKS)} may import benchmarks (a wheel does not carry it); "
+        f"found {sorted(importers)}")

@@ -34,8 +34,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "autotune", src / "autotune",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # benchmarks/ too, as in a checkout: it sits beside the package, and must stay out of the wheel.
+    for name in ("autotune", "benchmarks"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     out = tmp_path_factory.mktemp("wheel")
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                            "--no-index", "-w", str(out), str(src)],
@@ -65,6 +66,14 @@ def test_the_wheel_is_the_free_name_with_its_license_and_command(wheel: Path) ->
         entry = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert "[console_scripts]\nautotune = autotune.__main__:main" in entry
     assert "autotune/__main__.py" in names and "autotune/search/__main__.py" in names
+
+
+def test_the_wheel_does_not_carry_the_benchmarks(wheel: Path) -> None:
+    _, names = _metadata(wheel)
+    research = [n for n in names if n.startswith(("benchmarks/", "autotune/search/benchmark/"))
+                or n == "autotune/search/samplers/_peers.py"]
+    assert not research, research
+    assert "autotune/bench_search.py" in names  # the thin entry, which says it needs a checkout
 
 
 def test_the_wheel_carries_every_packaged_space(wheel: Path) -> None:
@@ -105,6 +114,23 @@ def test_an_installed_wheel_finds_demo_by_name_without_a_checkout(wheel: Path, t
                          cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["configs"] == count
+
+
+def test_bench_search_from_a_wheel_says_it_needs_a_checkout(wheel: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                           "--target", str(site), str(wheel)],
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stderr
+    work = tmp_path / "elsewhere"  # no benchmarks/ here
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for argv in (["-m", "autotune.bench_search", "--seeds", "1"], ["-m", "autotune", "bench-search"]):
+        run = subprocess.run([sys.executable, *argv], cwd=work, env=env, capture_output=True, text=True,
+                             timeout=120, check=False)
+        assert run.returncode == cli.BAD_INPUT and run.stdout == "", (argv, run.stdout, run.stderr)
+        (line,) = run.stderr.splitlines()
+        assert "needs a source checkout" in line and "python -m benchmarks.search" in line
 
 
 def test_a_local_file_wins_over_the_packaged_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

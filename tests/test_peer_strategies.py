@@ -1,4 +1,4 @@
-"""SGLang auto_benchmark's tiers as samplers (autotune/samplers/_peers.py): the documented order,
+"""SGLang auto_benchmark's tiers as samplers (benchmarks/search/peers.py): the documented order,
 no repeats inside the plan, conditions, plain Optuna use, constraints, and bench_search rows.
 
 The expected orders below are worked out by hand from the rules in the module docstring
@@ -20,13 +20,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.search.benchmark.command import render
-from autotune.search.benchmark.problem import Oracle, load_problem
-from autotune.search.benchmark.strategies import AUTO_TIERS, OURS, PEERS, STRATEGIES, benchmark
-from autotune.search.samplers import (SAMPLER_NAMES, AutoBenchmarkTierSampler, AutoTier1Sampler,
-                               AutoTier2Sampler, make_sampler)
+from benchmarks.search.command import render
+from benchmarks.search.problem import Oracle, load_problem
+from benchmarks.search.strategies import (AUTO_TIERS, OURS, PEER_SAMPLERS, PEERS, STRATEGIES, benchmark,
+                                          make_strategy)
+from autotune.search.samplers import SAMPLER_NAMES, make_sampler
 from autotune.search.samplers._observations import PLAN_KEY
-from autotune.search.samplers._peers import default_value, tier_overlays
+from benchmarks.search.peers import (AutoBenchmarkTierSampler, AutoTier1Sampler, AutoTier2Sampler,
+                                     default_value, tier_overlays)
 from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,7 +235,7 @@ def test_no_config_twice_until_every_config_ran_and_conditions_hold(tmp_path, na
     problem = load_problem(write(tmp_path, small, "small.yaml"))
     space = problem.space
     size = space.count()
-    sampler = make_sampler(name, seed=3, space=space)
+    sampler = make_strategy(name, seed=3, space=space)
     study, _ = drive(problem, sampler, seed=3, trials=size + 3)
     seen = [sampler.trial_index(t) for t in study.trials]
     assert sorted(seen[:size]) == list(range(size))  # every config once, none twice
@@ -266,7 +267,7 @@ def test_random_tail_is_seeded(plain_path):
 
 def test_plain_optimize_with_constraints_ranks_groups_by_the_objective(fixed_path):
     space = load_space(fixed_path)
-    sampler = make_sampler("auto-tier1", seed=0, space=space)
+    sampler = make_strategy("auto-tier1", seed=0, space=space)
     assert isinstance(sampler, AutoTier1Sampler)
 
     def score(params: dict) -> float:
@@ -304,9 +305,24 @@ def test_trials_in_flight_do_not_block_or_repeat(plain_path):
     assert idx[3:] == sampler.spec_plan(first_group)[:2]
 
 
-def test_registry_names():
-    assert {"auto-tier1", "auto-tier2"} <= set(SAMPLER_NAMES)
-    assert all(n == n.lower() and "_" not in n for n in SAMPLER_NAMES)
+def test_registry_names(fixed_path):
+    # The peers are the benchmark's: the product's sampler registry does not know them.
+    assert set(PEER_SAMPLERS) == set(AUTO_TIERS) and not set(AUTO_TIERS) & set(SAMPLER_NAMES)
+    assert all(n == n.lower() and "_" not in n for n in (*SAMPLER_NAMES, *PEER_SAMPLERS))
+    with pytest.raises(ValueError, match="unknown sampler"):
+        make_sampler("auto-tier1", seed=0, space=load_space(fixed_path))
+
+
+def test_a_space_naming_a_peer_is_pointed_at_the_benchmark(tmp_path, fixed_path):
+    from autotune.errors import ConfigError
+
+    text = Path(fixed_path).read_text()
+    assert "search:" not in text  # the fixture leaves the sampler to its default
+    bad = tmp_path / "peer.yaml"
+    bad.write_text(text + "search: {sampler: auto-tier1}\n")
+    with pytest.raises(ConfigError, match=r"auto-tier1 is a peer strategy for the sampler benchmark "
+                                          r"\(python -m autotune.bench_search\), not a product sampler"):
+        load_space(bad)
 
 
 # ----------------------------------------------------------------------------- bench_search
@@ -358,7 +374,7 @@ def test_a_float_without_step_is_a_config_error(tmp_path, name):
         "parameters:\n", "parameters:\n  mem_fraction_static: {type: float, low: 0.7, high: 0.9}\n")
     space = load_space(write(tmp_path, text, "float.yaml"))
     with pytest.raises(ConfigError, match="mem_fraction_static"):
-        make_sampler(name, seed=0, space=space)
+        make_strategy(name, seed=0, space=space)
 
 
 def test_sampler_pickles_mid_study(fixed_path):
@@ -380,7 +396,7 @@ def test_sampler_pickles_mid_study(fixed_path):
 
 
 def test_best_peer_bounds_and_wording(fixed_path):
-    from autotune.search.benchmark.strategies import best_peer
+    from benchmarks.search.strategies import best_peer
 
     out = benchmark(fixed_path, seeds=2, budget=8, strategies=["random", "auto-tier1", OURS])
     for name, median in (("random", None), ("auto-tier1", None), (OURS, 4.0)):

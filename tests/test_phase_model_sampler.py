@@ -11,7 +11,7 @@ import optuna
 import pytest
 from optuna.samplers import RandomSampler, TPESampler
 
-from autotune.search.benchmark.problem import Oracle, load_problem
+from benchmarks.search.problem import Oracle, load_problem
 from autotune.search.samplers import (
     SAMPLER_NAMES,
     GridOrderSampler,
@@ -401,8 +401,7 @@ def test_make_sampler_names(tmp_path):
     assert isinstance(make_sampler("random", seed=0, space=space), RandomSampler)
     assert isinstance(make_sampler("grid", seed=0, space=space), GridOrderSampler)
     assert isinstance(make_sampler("phase-model", seed=0, space=space), PhaseModelSampler)
-    assert set(SAMPLER_NAMES) == {"tpe", "random", "grid", "phase-model", "auto-tier1",
-                                  "auto-tier2"}
+    assert set(SAMPLER_NAMES) == {"tpe", "random", "grid", "phase-model"}
     with pytest.raises(ValueError, match="phase-model"):
         make_sampler("cmaes", seed=0, space=space)
     with pytest.raises(ValueError):

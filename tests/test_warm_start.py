@@ -117,7 +117,7 @@ def test_the_search_measures_the_default_first_and_reports_the_gain(
 
 
 def test_the_benchmark_runs_the_default_first_for_every_strategy() -> None:
-    from autotune.search.benchmark.strategies import benchmark
+    from benchmarks.search.strategies import benchmark
 
     # On this landscape SGLang's default 3/1/4 is the optimum: with the warm start every strategy
     # reaches the target at its second trial (the group's baseline is the first), without it not.

@@ -32,6 +32,9 @@ METRICS: dict[str, str] = {
 }
 
 SAMPLERS = ("tpe", "random", "grid", "phase-model")
+#: SGLang auto_benchmark's tiers: the sampler benchmark runs them as peers, a search cannot, so a
+#: space naming one is told where they went rather than only that the name is not allowed.
+PEER_STRATEGIES = ("auto-tier1", "auto-tier2")
 
 
 @dataclass(frozen=True)
@@ -213,6 +216,11 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
         reader.fail(f"{storage!r} is not a study storage; allowed: sqlite (mlruns/optuna.db), journal "
                     "(mlruns/optuna.journal), or an Optuna RDB URL (sqlite:////abs/path.db, "
                     "postgresql://..., mysql://...)", field="search.storage", line=line_of(value, "storage"))
+    sampler = value.get("sampler")
+    if isinstance(sampler, str) and sampler.strip().lower().replace("_", "-") in PEER_STRATEGIES:
+        reader.fail(f"{sampler} is a peer strategy for the sampler benchmark (python -m autotune.bench_search), "
+                    f"not a product sampler; allowed: {', '.join(SAMPLERS)}",
+                    field="search.sampler", line=line_of(value, "sampler"))
     return SearchSettings(
         storage=storage,
         sampler=reader.string(value.get("sampler", "tpe"), "search.sampler",

@@ -4,7 +4,7 @@ Running chosen values through the space's own define-by-run applies what the spa
 skips what its conditions leave out, so a caller gets the config the space would run (and the
 values a sampler would be asked for, what ``enqueue_trial`` takes) without restating the rules.
 Used by the warm start (:mod:`autotune.space.warm_start`) and the auto_benchmark tiers
-(:mod:`autotune.search.samplers._peers`).
+(the sampler benchmark's peers, ``benchmarks/search/peers.py`` in the checkout).
 """
 
 from __future__ import annotations

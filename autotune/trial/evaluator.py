@@ -5,7 +5,7 @@ SGLang, on the emulator's server, on the emulator's model alone or on a recorded
 calls an :class:`Evaluator` and reads the :class:`Evaluation`, which holds the result as
 :func:`autotune.trial.verdict.judge` left it. :class:`MeasuringEvaluator` starts servers (SGLang
 or the emulator's); bench_search's evaluators (the model-only truth and the recorded landscapes)
-live with bench_search, in ``autotune.search.benchmark.problem``.
+live with bench_search, outside the package: ``benchmarks.search.drawn`` in the checkout.
 """
 
 from __future__ import annotations

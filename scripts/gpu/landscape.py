@@ -8,7 +8,7 @@ Each TRIAL_JSON is the stdout of ``python -m autotune.trial --space SPACE --para
 (speculative configs and every group's baseline, ``{"speculative_algorithm": null, ...}``; one
 ``--baseline-store DIR`` for the whole sweep measures each baseline once). Empty or non-JSON files
 are skipped with a warning. The landscape is written to FILE (its ``space`` relative to FILE's
-folder), then loaded back with :func:`autotune.search.benchmark.landscape.load_landscape`; when that fails (a config
+folder), then loaded back with :func:`benchmarks.search.landscape.load_landscape`; when that fails (a config
 without a record, a record the space rejects, ...) the error and the configs still to sweep are
 printed and the exit status is 1, the file written all the same. Replay it with
 ``python -m autotune.bench_search --landscape FILE``.
@@ -39,7 +39,7 @@ except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(REPO))
 
 from autotune.errors import ConfigError  # noqa: E402
-from autotune.search.benchmark.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
+from benchmarks.search.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
 from autotune.trial.report import portable_paths  # noqa: E402
 from autotune.space.trial_config import config_key  # noqa: E402
 

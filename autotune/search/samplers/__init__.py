@@ -5,11 +5,10 @@
 - ``grid``: every config in the order of SGLang's ``bench_speculative.py``
   (:class:`GridOrderSampler`);
 - ``phase-model``: :class:`PhaseModelSampler`, which fits the speculative cycle from the phase
-  profiles and accept data trials report, and needs far fewer trials;
-- ``auto-tier1``, ``auto-tier2``: SGLang ``auto_benchmark``'s tier 1 and tier 2 searches
-  (:class:`AutoTier1Sampler`, :class:`AutoTier2Sampler`), peers' strategies for
-  ``python -m autotune.bench_search``, then random.
+  profiles and accept data trials report, and needs far fewer trials.
 
+The peers' strategies the sampler benchmark sets these against (SGLang ``auto_benchmark``'s tiers)
+are not product samplers: they live with the benchmark, in the checkout's ``benchmarks/search/``.
 See ``docs/samplers.md``.
 """
 
@@ -21,16 +20,12 @@ from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
 from autotune.search.samplers._fit import Settings as PhaseModelSettings
 from autotune.search.samplers._observations import USER_ATTR_KEYS
-from autotune.search.samplers._peers import AutoBenchmarkTierSampler, AutoTier1Sampler, AutoTier2Sampler
 from autotune.search.samplers._planned import GridOrderSampler, PlannedSampler
 from autotune.search.samplers.phase_model import PhaseModelSampler
 
 __all__ = [
     "SAMPLER_NAMES",
     "USER_ATTR_KEYS",
-    "AutoBenchmarkTierSampler",
-    "AutoTier1Sampler",
-    "AutoTier2Sampler",
     "GridOrderSampler",
     "PhaseModelSampler",
     "PhaseModelSettings",
@@ -38,7 +33,7 @@ __all__ = [
     "make_sampler",
 ]
 
-SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model", "auto-tier1", "auto-tier2")
+SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model")
 
 
 def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
@@ -47,8 +42,7 @@ def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
     Args:
         name: One of :data:`SAMPLER_NAMES`.
         seed: Seed (None: nondeterministic).
-        space: The loaded ``SearchSpace`` (``grid``, ``phase-model`` and the ``auto-tier``
-            samplers enumerate it).
+        space: The loaded ``SearchSpace`` (``grid`` and ``phase-model`` enumerate it).
 
     Raises:
         ValueError: For an unknown name.
@@ -64,8 +58,4 @@ def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
         return GridOrderSampler(space, seed=seed)
     if key in ("phase-model", "phasemodel"):
         return PhaseModelSampler(space, seed=seed)
-    if key == "auto-tier1":
-        return AutoTier1Sampler(space, seed=seed)
-    if key == "auto-tier2":
-        return AutoTier2Sampler(space, seed=seed)
     raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(SAMPLER_NAMES)}")

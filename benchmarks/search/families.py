@@ -4,7 +4,7 @@ The emulator (:mod:`autotune.sim.model`) and the phase-model sampler share one f
 top-1 acceptance decaying smoothly with depth, a tree recovering a constant share of the misses
 with a geometric decay over ranks, a verify cost that is flat or saturates smoothly, a constant
 CPU "other". A benchmark on emulator landscapes therefore flatters the sampler. These generators
-write recorded landscapes (``autotune-landscape/1``, :mod:`autotune.search.benchmark.landscape`) covering every
+write recorded landscapes (``autotune-landscape/1``, :mod:`benchmarks.search.landscape`) covering every
 config of a space, from curves of another form:
 
 - acceptance read from tables: per-position top-1 acceptance ``q[d]`` (any shape: a dip then a
@@ -24,7 +24,7 @@ log-normal draws of CV ``noise_cv`` around that truth; ``output_tok_s`` is their
 phases move with it. A speculative record is feasible when its median beats its group's baseline
 median by more than the space's ``min_speedup``.
 
-``python -m autotune.search.benchmark.families --family F --space SPACE --out FILE [--seed S]
+``python -m benchmarks.search.families --family F --space SPACE --out FILE [--seed S]
 [--noise-cv 0.01] [--repeats R]``; the families are in :data:`FAMILIES`.
 """
 
@@ -43,11 +43,11 @@ import numpy as np
 
 from autotune import cli
 from autotune.errors import AutotuneError
-from autotune.search.benchmark.landscape import FORMAT, load_landscape
 from autotune.space.trial_config import config_key
 from autotune.space.workload import primary_concurrency
 from autotune.trial.outcome import Status
 from autotune.trial.verdict import pays
+from benchmarks.search.landscape import FORMAT, load_landscape
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
              "speculative_num_draft_tokens")
@@ -302,8 +302,8 @@ def record(t: Mapping[str, Any], params: Mapping[str, Any], *, baseline: Mapping
 def generate(family: str, space_path: str, *, seed: int = 0, noise_cv: float = 0.01,
              repeats: int | None = None) -> dict[str, Any]:
     """The landscape document (space path as given) of ``family`` over every config of a space."""
-    from autotune.search.benchmark.problem import min_speedup
     from autotune.space.search_space import load_space
+    from benchmarks.search.problem import min_speedup
 
     fam = FAMILIES[family]
     space = load_space(space_path)
@@ -357,8 +357,8 @@ def write(doc: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.command_parser("python -m autotune.search.benchmark.families", __doc__, examples=[
-        "python -m autotune.search.benchmark.families --family interp-verify "
+    parser = cli.command_parser("python -m benchmarks.search.families", __doc__, examples=[
+        "python -m benchmarks.search.families --family interp-verify "
         "--space bench-family-llama-8b-h200 --out landscape.json"])
     parser.add_argument("--family", required=True, choices=sorted(FAMILIES))
     parser.add_argument("--space", required=True, help="the space to cover (every config): a YAML file or a packaged name")

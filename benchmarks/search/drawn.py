@@ -1,9 +1,9 @@
 """bench_search's evaluators: a problem's truth, drawn with its noise, judged as a trial is.
 
 :class:`DrawnEvaluator` is the :class:`autotune.trial.evaluator.Evaluator` of ``bench_search``,
-over either source of truth of a :class:`~autotune.search.benchmark.problem.Problem`: the
-emulator's model alone (:class:`~autotune.search.benchmark.problem.EmulatorTruth`) or a recorded
-landscape (:class:`~autotune.search.benchmark.landscape.LandscapeEvaluator`, the synthetic
+over either source of truth of a :class:`~benchmarks.search.problem.Problem`: the
+emulator's model alone (:class:`~benchmarks.search.problem.EmulatorTruth`) or a recorded
+landscape (:class:`~benchmarks.search.landscape.LandscapeEvaluator`, the synthetic
 families included). A config's n-th evaluation in seed s is its source's n-th draw; the result
 is a :class:`~autotune.trial.result.TrialResult` judged by :func:`autotune.trial.verdict.judge`,
 the verdict the search's trials get.
@@ -21,7 +21,7 @@ from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
 
 if TYPE_CHECKING:
-    from autotune.search.benchmark.problem import Problem
+    from benchmarks.search.problem import Problem
 
 __all__ = ["DrawnEvaluator", "histogram_of"]
 
@@ -73,7 +73,7 @@ class DrawnEvaluator:
 
     def draw(self, params: Mapping[str, Any]) -> TrialResult:
         """The config's next measurement, not judged (a failed one says its kind)."""
-        from autotune.search.benchmark.problem import runs
+        from benchmarks.search.problem import runs
 
         key = config_key(params)
         n = self.counts.get(key, 0)
@@ -104,7 +104,7 @@ class DrawnEvaluator:
     def __call__(self, params: Mapping[str, Any], *, name: str = "trial",
                  fresh_baseline: bool = False) -> Evaluation:
         """Draw one config (and its group's baseline when needed) and judge it."""
-        from autotune.search.benchmark.problem import min_speedup
+        from benchmarks.search.problem import min_speedup
 
         space = self.problem.space
         base_params = space.baseline_params(dict(params))

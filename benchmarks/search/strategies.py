@@ -1,9 +1,9 @@
 """The sampler benchmark itself: each strategy run through an Optuna study against the oracle, summarised.
 
 :func:`benchmark` runs every strategy (:data:`STRATEGIES`) for a number of seeds on one problem
-(:mod:`autotune.search.benchmark.problem`) and summarises trials-to-target per strategy, the
+(:mod:`benchmarks.search.problem`) and summarises trials-to-target per strategy, the
 phase model's median set against its peers' (:func:`best_peer`). How trials are counted and
-when a run succeeds is said in :mod:`autotune.search.benchmark.command`, the command that
+when a run succeeds is said in :mod:`benchmarks.search.command`, the command that
 prints it; kept apart from it so that tests and other tools call the benchmark without the CLI.
 """
 
@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from optuna.samplers import BaseSampler
 
-from autotune.search.benchmark.noise import measured_noise
-from autotune.search.benchmark.problem import Oracle, Problem, load_problem
-from autotune.search.benchmark.problem import runs as ran  # "runs" names run lists here
 from autotune.search.samplers import SAMPLER_NAMES, make_sampler
 from autotune.search.samplers._observations import PLAN_KEY
+from benchmarks.search.noise import measured_noise
+from benchmarks.search.peers import AutoTier1Sampler, AutoTier2Sampler
+from benchmarks.search.problem import Oracle, Problem, load_problem
+from benchmarks.search.problem import runs as ran  # "runs" names run lists here
 
 #: The noise the emulator rows used before one was measured; ``--noise 0.02`` is its stress check.
 STRESS_NOISE_CV = 0.02
@@ -34,6 +36,9 @@ STRATEGIES = ("grid", "random", "tpe", *AUTO_TIERS, OURS)
 FINALISTS_OF_SPACE = "space"
 #: The strategies the phase model's median is set against (issue 15: at least 2x fewer trials).
 PEERS = ("random", "tpe", *AUTO_TIERS)
+#: The peers' strategies the benchmark builds itself: a space file cannot name them (they are not
+#: product samplers), so ``make_sampler`` does not know them.
+PEER_SAMPLERS = {"auto-tier1": AutoTier1Sampler, "auto-tier2": AutoTier2Sampler}
 
 
 @dataclass
@@ -50,6 +55,12 @@ class RunResult:
     conclusion_runs: int | None = None  # finalist runs in trials_to_target (None: not counted)
 
 
+def make_strategy(name: str, *, seed: int | None, space: Any) -> BaseSampler:
+    """The sampler of a strategy: a peer's (:data:`PEER_SAMPLERS`) or a product one (``make_sampler``)."""
+    peer = PEER_SAMPLERS.get(name)
+    return peer(space, seed=seed) if peer is not None else make_sampler(name, seed=seed, space=space)
+
+
 def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noise_cv: float,
                  phase_data: bool = True, warm_start: bool = True,
                  finalists: int | None = None) -> RunResult:
@@ -59,12 +70,12 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
     space can run it (``problem.warm_start``), as every search does. With ``finalists`` a run
     succeeds when the search, concluded after that trial with that many finalists, names a config
     at the target; the conclusion's runs count within the budget
-    (:mod:`autotune.search.benchmark.conclusion`).
+    (:mod:`benchmarks.search.conclusion`).
     """
     import optuna
 
     t0 = time.perf_counter()
-    sampler = make_sampler(strategy, seed=seed, space=problem.space)
+    sampler = make_strategy(strategy, seed=seed, space=problem.space)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     warm = problem.warm_start if warm_start else None
     if warm is not None and warm.asked:
@@ -164,7 +175,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         seeds: Runs per strategy.
         budget: Trials per run.
         noise_cv: The emulator's tok/s noise CV. Default: measured from the recorded real
-            landscapes (:func:`autotune.search.benchmark.noise.measured_noise`); the result's
+            landscapes (:func:`benchmarks.search.noise.measured_noise`); the result's
             ``noise_source`` says which. A landscape's noise is its recorded repeats: giving
             ``noise_cv`` with ``landscape`` is a ValueError.
         threshold: Fraction of the optimum that counts as reached.
@@ -179,7 +190,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
             ``"space"`` for the space's own ``max(1, search.finalists)``: each run is judged by
             what the search, stopped after the trial, would name after re-measuring N finalists
             beside fresh baselines, and the count adds their runs (two a finalist;
-            :mod:`autotune.search.benchmark.conclusion`).
+            :mod:`benchmarks.search.conclusion`).
 
     Raises:
         ValueError: Bad counts, noise, strategies, or ``finalists`` neither ``"space"`` nor a
@@ -200,9 +211,10 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         source = {"kind": "given", "describe": f"noise cv {noise_cv:g} (given: --noise)"}
     if noise_cv < 0:
         raise ValueError(f"noise must be >= 0, got {noise_cv}")
-    unknown = [s for s in strategies if s not in SAMPLER_NAMES]
+    known = (*SAMPLER_NAMES, *PEER_SAMPLERS)
+    unknown = [s for s in strategies if s not in known]
     if unknown:
-        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(SAMPLER_NAMES)}")
+        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(known)}")
     if finalists is not None and finalists != FINALISTS_OF_SPACE and (
             isinstance(finalists, bool) or not isinstance(finalists, int) or finalists < 1):
         raise ValueError(f"finalists must be {FINALISTS_OF_SPACE!r} or a whole number >= 1 "

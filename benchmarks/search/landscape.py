@@ -18,11 +18,11 @@ params, derived values filled in, keyed by :func:`autotune.search.samplers._cand
 records of one config are an error: separate runs are not pooled. A record with status
 ``failed`` or no ``output_tok_s`` is a failed config; unknown stays None, never 0.
 
-:class:`LandscapeEvaluator` replays it as the truth of :func:`autotune.search.benchmark.problem.load_problem`:
+:class:`LandscapeEvaluator` replays it as the truth of :func:`benchmarks.search.problem.load_problem`:
 the truth is each record's median tok/s, phases, accept length and its group's baseline; the
 n-th measurement of a config in seed s is one of its recorded repeats (see
 :meth:`LandscapeEvaluator.draw`). Judging (feasibility against the baseline by the space's
-``min_speedup``) stays in :mod:`autotune.search.benchmark.problem`.
+``min_speedup``) stays in :mod:`benchmarks.search.problem`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.search.benchmark.problem import noise_rng
-from autotune.search.benchmark._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
 from autotune.errors import ConfigError
 from autotune.space.trial_config import config_key
+from benchmarks.search._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
+from benchmarks.search.problem import noise_rng
 
 __all__ = ["FORMAT", "PHASE_KEYS", "STATUSES", "Entry", "Landscape", "LandscapeEvaluator",
            "canonical", "load_landscape", "missing_configs"]
@@ -206,7 +206,7 @@ class LandscapeEvaluator:
     def expected(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The recorded truth of a config: median tok/s, phases, accept length, its baseline.
 
-        Whether it is feasible is :class:`autotune.search.benchmark.problem.Problem`'s to judge.
+        Whether it is feasible is :class:`benchmarks.search.problem.Problem`'s to judge.
         """
         key = config_key(params)
         if key in self._cache:

@@ -4,7 +4,7 @@ Two sources of truth go through the same judging code (:class:`Oracle`, :func:`l
 
 - :class:`EmulatorTruth`: the model-only evaluator (:mod:`autotune.sim.evaluate`), with
   log-normal noise on tok/s and accepted-drafts histograms drawn from the model's acceptance;
-- :class:`autotune.search.benchmark.landscape.LandscapeEvaluator`: a recorded sweep of real measurements, whose
+- :class:`benchmarks.search.landscape.LandscapeEvaluator`: a recorded sweep of real measurements, whose
   noise is drawn from each config's recorded repeats.
 
 A source has ``space``, ``expected(params)`` (``status`` ``"ok"`` or ``"failed"``,
@@ -32,9 +32,9 @@ from autotune.sim.model import PerformanceModel
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
-from autotune.search.benchmark.conclusion import Reading, conclude
-from autotune.search.benchmark.drawn import DrawnEvaluator, histogram_of
 from autotune.search.report import TrialReport
+from benchmarks.search.conclusion import Reading, conclude
+from benchmarks.search.drawn import DrawnEvaluator, histogram_of
 
 
 def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
@@ -123,7 +123,7 @@ class Problem:
     Attributes:
         space: The loaded space.
         evaluator: The source of truth and noise (:class:`EmulatorTruth` or a
-            :class:`autotune.search.benchmark.landscape.LandscapeEvaluator`).
+            :class:`benchmarks.search.landscape.LandscapeEvaluator`).
         configs: Every config of the space (enumeration order).
         optimum: Best true feasible tok/s (speculative configs and baselines).
         optimum_params: Its config.
@@ -181,14 +181,14 @@ def load_problem(space_path: str | None = None, *, profile: str | None = None,
         space_path: The space; with ``landscape``, overrides the landscape's own ``space``.
         profile: Emulator profile override (not with ``landscape``).
         threshold: Fraction of the optimum that counts as reached.
-        landscape: A recorded landscape file (:mod:`autotune.search.benchmark.landscape`).
+        landscape: A recorded landscape file (:mod:`benchmarks.search.landscape`).
     """
     from autotune.space.search_space import load_space
 
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     if landscape is not None:
-        from autotune.search.benchmark.landscape import LandscapeEvaluator, load_landscape
+        from benchmarks.search.landscape import LandscapeEvaluator, load_landscape
 
         if profile is not None:
             raise ValueError("--profile does not apply to a recorded landscape (its numbers are "
@@ -239,7 +239,7 @@ class Oracle:
         finalists: None: the pick after each trial is the best measured feasible config (mean of
             its measurements). A number: the pick is what the search, stopped there, would name
             after re-measuring that many finalists beside fresh baselines
-            (:mod:`autotune.search.benchmark.conclusion`), and ``success_at`` counts the
+            (:mod:`benchmarks.search.conclusion`), and ``success_at`` counts the
             conclusion's runs too.
 
     Raises:

@@ -97,7 +97,7 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
     """The winner a search stopped after ``oracle.trials`` trials would name.
 
     Args:
-        oracle: An :class:`autotune.search.benchmark.problem.Oracle` (its readings, its noise
+        oracle: An :class:`benchmarks.search.problem.Oracle` (its readings, its noise
             stream, its space).
         finalists: How many finalists to re-measure (at least 1, as the search confirms).
 

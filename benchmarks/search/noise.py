@@ -1,7 +1,7 @@
 """bench_search's default emulator noise, measured from the recorded real-GPU landscapes.
 
-``python -m autotune.bench_search --space S`` draws each emulated measurement as
-``tok/s * exp(N(0, cv) - cv**2 / 2)`` (:mod:`autotune.search.benchmark.problem`). Its default ``cv``
+``python -m benchmarks.search --space S`` draws each emulated measurement as
+``tok/s * exp(N(0, cv) - cv**2 / 2)`` (:mod:`benchmarks.search.problem`). Its default ``cv``
 is not chosen by hand: :func:`measured_noise` estimates it from the committed real landscapes,
 ``benchmarks/landscapes/recorded-h200-*.json``, where every config holds the tok/s of its repeats
 (``output_tok_s_repeats``, the runs of the workload one trial measured on one server).
@@ -21,7 +21,7 @@ landscape replay draws for one measurement (one recorded repeat) and what the em
 too. It leaves out what the repeats do not see: a server relaunched, another machine, another
 day. A trial reports the median of its repeats, whose spread is smaller than one repeat's.
 
-``python -m autotune.bench_search --print-noise`` prints it, with the files it came from.
+``python -m benchmarks.search --print-noise`` prints it, with the files it came from.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 #: The committed recorded landscapes (the checkout's benchmarks/landscapes/).
-LANDSCAPES = Path(__file__).resolve().parents[3] / "benchmarks" / "landscapes"
+LANDSCAPES = Path(__file__).resolve().parents[1] / "landscapes"
 RECORDED_GLOB = "recorded-h200-*.json"
 ESTIMATOR = "pooled within-config standard deviation of ln tok/s over the recorded repeats"
 

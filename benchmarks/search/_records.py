@@ -1,4 +1,4 @@
-"""One record of a recorded landscape (:mod:`autotune.search.benchmark.landscape`), checked field by field.
+"""One record of a recorded landscape (:mod:`benchmarks.search.landscape`), checked field by field.
 
 A record is the JSON ``python -m autotune.trial --json`` prints. Only what the replay reads is
 checked: ``params`` (which the space must accept), ``status``, ``is_baseline``, ``output_tok_s``

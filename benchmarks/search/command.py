@@ -1,18 +1,18 @@
 """How many trials each search strategy needs to get within 2% of the best config.
 
-``python -m autotune.bench_search --space S [--profile P] --seeds 20 --budget B [--noise CV]
+``python -m benchmarks.search --space S [--profile P] --seeds 20 --budget B [--noise CV]
 [--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.sim.evaluate`) with measurement noise
-(by default the CV measured from the recorded real landscapes' repeats, :mod:`autotune.search.benchmark.noise`;
+(by default the CV measured from the recorded real landscapes' repeats, :mod:`benchmarks.search.noise`;
 ``--print-noise`` prints it),
-and ``python -m autotune.bench_search --landscape FILE [--space S] ...`` on a recorded landscape
-(:mod:`autotune.search.benchmark.landscape`: real measurements of every config, replayed, the noise drawn from each
-config's recorded repeats):
+and ``python -m benchmarks.search --landscape FILE [--space S] ...`` on a recorded landscape
+(:mod:`benchmarks.search.landscape`: real measurements of every config, replayed, the noise drawn from each
+config's recorded repeats), these strategies (``python -m autotune.bench_search`` is the same command, in a checkout):
 
 - ``grid``: every config in the order of SGLang's ``bench_speculative.py``;
 - ``random``: Optuna's random sampler;
 - ``tpe``: Optuna's TPE with its defaults (10 random start-up trials);
 - ``auto-tier1``, ``auto-tier2``: SGLang ``auto_benchmark``'s tier 1 and tier 2 searches
-  (:mod:`autotune.search.samplers._peers`), then random;
+  (:mod:`benchmarks.search.peers`), then random;
 - ``phase-model``: :class:`autotune.search.samplers.PhaseModelSampler`.
 
 The report ends with the phase model's median against the best median of the peers (random, TPE
@@ -39,13 +39,13 @@ config of the space, baselines included. This is issue 15's count, the default.
 ``--finalists N`` (N >= 1) counts the search's conclusion as well: after every trial the pick is
 what the search, stopped there, would name after re-measuring its N best feasible speculative
 trials beside fresh baselines, from the same noise, with the winner policy
-(:mod:`autotune.search.benchmark.conclusion`); the count is that trial plus the conclusion's runs
+(:mod:`benchmarks.search.conclusion`); the count is that trial plus the conclusion's runs
 (two a finalist), within the budget. ``--finalists space`` takes N from the space, as the search
 does (``max(1, search.finalists)``). The conclusion costs every strategy the same runs.
 
 Noise is common across strategies: the n-th measurement of a config in seed s gets the same noise
 whichever strategy asks for it. The truth, the noise and the oracle live in
-:mod:`autotune.search.benchmark.problem`.
+:mod:`benchmarks.search.problem`.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ from typing import Any
 
 from autotune import cli
 from autotune.errors import AutotuneError
-from autotune.search.benchmark.noise import measured_noise
-from autotune.search.benchmark.strategies import (AUTO_TIERS, FINALISTS_OF_SPACE, OURS,
-                                                  STRATEGIES, benchmark)
+from benchmarks.search.noise import measured_noise
+from benchmarks.search.strategies import (AUTO_TIERS, FINALISTS_OF_SPACE, OURS,
+                                          STRATEGIES, benchmark)
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
@@ -110,7 +110,7 @@ def _conclusion_line(finalists: int | None) -> str:
 
 
 def render(result: Mapping[str, Any]) -> str:
-    """Plain-text table of a :func:`~autotune.search.benchmark.strategies.benchmark` result."""
+    """Plain-text table of a :func:`~benchmarks.search.strategies.benchmark` result."""
     any_summary = next(iter(result.values()))
     a = any_summary
     concluded = a.get("finalists") is not None
@@ -199,9 +199,9 @@ def print_noise() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.command_parser("python -m autotune.bench_search", __doc__, examples=[
-        "python -m autotune.bench_search --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
-        "python -m autotune.bench_search --landscape LANDSCAPE.json --json -o figures.json"])
+    parser = cli.command_parser("python -m benchmarks.search", __doc__, examples=[
+        "python -m benchmarks.search --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
+        "python -m benchmarks.search --landscape LANDSCAPE.json --json -o figures.json"])
     parser.add_argument("--space",
                         help="search space YAML or packaged name (backend sim, or give --profile); with "
                              "--landscape, overrides the landscape's own space")

@@ -1,1 +1,0 @@
-"""The sampler benchmark (``python -m autotune.bench_search``) and the landscapes it runs on."""
