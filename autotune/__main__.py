@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trial": ("autotune.trial.command", "measure one config of a space and its baseline"),
     "export": ("autotune.export.command", "the winning launch command of a search"),
     "probe": ("autotune.nccl_probe", "rank NCCL settings by all-reduce latency"),
-    "evaluate": ("autotune.sim.evaluate", "the emulator's model of every config of a space, no servers"),
+    "evaluate": ("autotune.simtools.evaluate", "the emulator's model of every config of a space, no servers"),
     "bench-search": ("autotune.search.benchmark.command", "trials each search strategy needs"),
     "sync": ("autotune.search.sync", "write a search's spooled results to MLflow when it answers again"),
     "store-copy": ("autotune.tracking.store_copy", "a brought-back MLflow store, readable here"),

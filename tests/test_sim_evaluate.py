@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sim.evaluate import ModelEvaluator, workload_shape
+from autotune.simtools.evaluate import ModelEvaluator, workload_shape
 from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,7 +17,7 @@ DEMO = ROOT / "search_spaces" / "demo.yaml"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune.sim.evaluate", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "autotune.simtools.evaluate", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 

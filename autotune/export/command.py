@@ -8,7 +8,7 @@ written as a shell script (``export`` lines, then ``python -m sglang.launch_serv
 parser before it is written.
 
 The command is always the real SGLang one, also after a search on the emulator: the module is
-``sglang.launch_server`` and the emulator's ``AUTOTUNE_SIM_*`` variables are dropped. By default
+``sglang.launch_server`` and the emulator's own variables are dropped. By default
 ``--enable-metrics`` and ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1`` stay, because the measured numbers
 were taken with them (the device timer records CUDA events and its cost is part of the measurement);
 ``--strip-metrics`` drops both for a server that nobody scrapes.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune import cli
 from autotune.sglang import args as sglang_args
-from autotune.sglang.backend import BACKENDS
+from autotune.backend import BACKENDS
 from autotune.space import synthetic
 from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
                             objective_of, select_winner)

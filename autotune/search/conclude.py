@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.levels import Measured, level_answers, level_finalists, levels_of

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from autotune import cli
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
 from autotune.search.callbacks import LIVE_CALLBACKS, Callbacks, errored_report
 from autotune.search.report import TrialReport
