@@ -17,7 +17,7 @@ from autotune import cli
 COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("autotune.search.run", "run a search over a space (Ray Tune + Optuna + MLflow)"),
     "trial": ("autotune.trial.command", "measure one config of a space and its baseline"),
-    "export": ("autotune.export.command", "the winning launch command of a search"),
+    "export": ("autotune.export.main", "the winning launch command of a search"),
     "probe": ("autotune.nccl_probe", "rank NCCL settings by all-reduce latency"),
     "evaluate": ("autotune.simtools.evaluate", "the emulator's model of every config of a space, no servers"),
     "bench-search": ("autotune.search.benchmark.command", "trials each search strategy needs"),

@@ -32,7 +32,8 @@ from autotune.sglang import metrics
 from autotune.backend import get_backend
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
-from autotune.profile.telemetry import GpuSampler, NullSampler, open_sampler
+from autotune.profile.nvml import open_sampler
+from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
