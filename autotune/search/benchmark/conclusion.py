@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.search.benchmark.judging import pays
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, pick_winner
 
 #: Runs one finalist costs: its group's fresh baseline and the config itself.
@@ -104,7 +105,6 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
     """
     if finalists < 1:
         raise ValueError(f"finalists must be >= 1, got {finalists}")
-    from autotune.search.benchmark.problem import pays
 
     readings: list[Reading] = oracle.readings
     spec_ok = [r for r in readings if r.feasible and not r.is_baseline and r.tok_s is not None]

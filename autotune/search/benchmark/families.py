@@ -43,7 +43,9 @@ import numpy as np
 
 from autotune import cli
 from autotune.errors import AutotuneError
+from autotune.search.benchmark.judging import min_speedup
 from autotune.search.benchmark.landscape import FORMAT, load_landscape
+from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key
 from autotune.space.workload import primary_concurrency
 from autotune.trial.outcome import Status
@@ -301,9 +303,6 @@ def record(t: Mapping[str, Any], params: Mapping[str, Any], *, baseline: Mapping
 def generate(family: str, space_path: str, *, seed: int = 0, noise_cv: float = 0.01,
              repeats: int | None = None) -> dict[str, Any]:
     """The landscape document (space path as given) of ``family`` over every config of a space."""
-    from autotune.search.benchmark.problem import min_speedup
-    from autotune.space.search_space import load_space
-
     fam = FAMILIES[family]
     space = load_space(space_path)
     reps = int(repeats or getattr(space.measure, "repeats", 3) or 3)

@@ -33,9 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.search.benchmark.problem import noise_rng
+from autotune.search.benchmark.judging import noise_rng
 from autotune.search.benchmark._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
 from autotune.errors import ConfigError
+from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key
 
 __all__ = ["FORMAT", "PHASE_KEYS", "STATUSES", "Entry", "Landscape", "LandscapeEvaluator",
@@ -163,8 +164,6 @@ def load_landscape(path: str | os.PathLike[str], *, space: str | None = None) ->
 
 
 def _load_space(data: Mapping[str, Any], file: str, *, override: str | None) -> tuple[Any, str]:
-    from autotune.space.search_space import load_space
-
     if override is not None:
         path = str(override)
     else:

@@ -16,7 +16,6 @@ A source has ``space``, ``expected(params)`` (``status`` ``"ok"`` or ``"failed"`
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,34 +24,15 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import AutotuneError
+from autotune.search.benchmark.landscape import LandscapeEvaluator, load_landscape
+from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key
 from autotune.simtools.evaluate import ModelEvaluator
-from autotune.trial.outcome import Failure, Status, is_oom_log
+from autotune.space.warm_start import sglang_default
+from autotune.trial.outcome import Failure, is_oom_log
 from autotune.search.benchmark.conclusion import Reading, conclude
+from autotune.search.benchmark.judging import min_speedup, noise_rng, pays, runs
 from autotune.search.report import TrialReport
-
-
-def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
-    """The generator of measurement ``n`` of config ``key`` in seed ``seed``, whoever asks."""
-    digest = hashlib.blake2b(repr((seed, key, n)).encode(), digest_size=8).digest()
-    return np.random.default_rng(int.from_bytes(digest, "big"))
-
-
-def min_speedup(space: Any) -> float:
-    return float(getattr(space.constraints, "min_speedup", 1.0) or 1.0)
-
-
-def pays(speedup: float | None, space: Any) -> bool:
-    """Whether a speculative config with this speedup over its baseline is feasible.
-
-    Strictly more than the space's ``min_speedup``: a tie is not a win (as the trainable judges).
-    """
-    return speedup is not None and speedup > min_speedup(space)
-
-
-def runs(truth: Mapping[str, Any]) -> bool:
-    """Whether a config ran and has a tok/s; unknown tok/s is a failure, never 0."""
-    return truth.get("status") == Status.OK and truth.get("output_tok_s") is not None
 
 
 class EmulatorTruth:
@@ -146,8 +126,6 @@ class Problem:
     def warm_start(self) -> Any:
         """SGLang's default speculative config in this space (:func:`autotune.space.warm_start.sglang_default`),
         found once: every strategy and seed starts from it."""
-        from autotune.space.warm_start import sglang_default
-
         return sglang_default(self.space)
 
     def baseline_truth(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -182,13 +160,9 @@ def load_problem(space_path: str | None = None, *, profile: str | None = None,
         threshold: Fraction of the optimum that counts as reached.
         landscape: A recorded landscape file (:mod:`autotune.search.benchmark.landscape`).
     """
-    from autotune.space.search_space import load_space
-
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     if landscape is not None:
-        from autotune.search.benchmark.landscape import LandscapeEvaluator, load_landscape
-
         if profile is not None:
             raise ValueError("--profile does not apply to a recorded landscape (its numbers are "
                              "measured, not modelled)")

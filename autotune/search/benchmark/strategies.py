@@ -20,8 +20,8 @@ import numpy as np
 
 from autotune.search.benchmark.noise import measured_noise
 from autotune.search.benchmark.problem import Oracle, Problem, load_problem
-from autotune.search.benchmark.problem import runs as ran  # "runs" names run lists here
-from autotune.search.samplers import SAMPLER_NAMES, make_sampler
+from autotune.search.benchmark.judging import runs as ran  # "runs" names run lists here
+from autotune.search.samplers import GridOrderSampler, SAMPLER_NAMES, make_sampler
 from autotune.search.samplers._observations import PLAN_KEY
 
 #: The noise the emulator rows used before one was measured; ``--noise 0.02`` is its stress check.
@@ -91,8 +91,6 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
 def grid_full(problem: Problem, *, seed: int, noise_cv: float,
               finalists: int | None = None) -> int | None:
     """Trials the grid needs with no budget (it runs through the whole space at most)."""
-    from autotune.search.samplers import GridOrderSampler
-
     grid = GridOrderSampler(problem.space, seed=seed)
     oracle = Oracle(problem, seed=seed, noise_cv=noise_cv, phase_data=False, finalists=finalists)
     for i in grid.order:
