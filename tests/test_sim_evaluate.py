@@ -110,7 +110,7 @@ def test_closed_loop_replay_matches_analytic_at_concurrency_1_and_sees_the_drain
     ev = ModelEvaluator(space, shape=shape)
     params = {"speculative_num_steps": 2, "speculative_eagle_topk": 1,
               "speculative_num_draft_tokens": 3, "NCCL_ALGO": "Ring"}
-    model = ev._model(params)
+    model = ev.model(params)
     reqs = [Request(i, o, model.acceptance(f).mean)
             for i, o, f in zip(shape.input_lens, shape.output_lens, ev._factors(model))]
     analytic = ev.expected(params)["output_tok_s"]
