@@ -17,9 +17,9 @@ from autotune import cli
 COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("autotune.search.run", "run a search over a space (Ray Tune + Optuna + MLflow)"),
     "trial": ("autotune.trial.command", "measure one config of a space and its baseline"),
-    "export": ("autotune.export.command", "the winning launch command of a search"),
+    "export": ("autotune.export.main", "the winning launch command of a search"),
     "probe": ("autotune.nccl_probe", "rank NCCL settings by all-reduce latency"),
-    "evaluate": ("autotune.sim.evaluate", "the emulator's model of every config of a space, no servers"),
+    "evaluate": ("autotune.simtools.evaluate", "the emulator's model of every config of a space, no servers"),
     "bench-search": ("autotune.bench_search", "trials each search strategy needs (a source checkout)"),
     "sync": ("autotune.search.sync", "write a search's spooled results to MLflow when it answers again"),
     "store-copy": ("autotune.tracking.store_copy", "a brought-back MLflow store, readable here"),

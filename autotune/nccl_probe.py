@@ -15,8 +15,11 @@ from typing import Any
 
 from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
-from autotune.nccl.candidates import forbids_nvls, hidden_of_space, load_candidates, candidates_from_space
+from autotune.nccl.candidates import forbids_nvls, load_candidates
 from autotune.nccl.probe import BACKENDS, ProbeSettings, format_table, run_probe
+from autotune.space.nccl_candidates import candidates_from_space, hidden_of_space
+from autotune.space.packaged import SPACE_HELP
+from autotune.space.search_space import load_space
 
 __all__ = ["main"]
 
@@ -32,8 +35,6 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from autotune.space.packaged import SPACE_HELP
-
     p = cli.command_parser("python -m autotune.nccl_probe", __doc__, examples=[
         "python -m autotune.nccl_probe --space demo --tp 8 --backend sim",
         "python -m autotune.nccl_probe --candidates candidates.yaml --tp 2 --hidden 7168 "
@@ -74,8 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         profile = args.profile
         hidden = args.hidden
         if args.space:
-            from autotune.space.search_space import load_space
-
             space = load_space(args.space)
             candidates = candidates_from_space(space)
             forbidden = dict(space.forbidden.env)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.sim.evaluate import ModelEvaluator
+from autotune.simtools.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile

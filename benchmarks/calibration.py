@@ -10,7 +10,7 @@ tok/s, prefill included, is printed beside it). Each line says PASS or FAIL agai
 
 Two model columns: ``model`` is the steady-state expectation over the whole prompt distribution
 (what the seed figures describe and ``tests/test_sim_model.py`` checks); ``model@prompts`` is what a
-trial of this run should read: the expectation of :class:`autotune.sim.evaluate.ModelEvaluator` for
+trial of this run should read: the expectation of :class:`autotune.simtools.evaluate.ModelEvaluator` for
 the prompts and lengths actually sent, with decode rate and accept length counted as a trial counts
 them (each request's last cycle cut short, :func:`benchmarks._common.as_measured`). ``live-model``
 is the live figure's gap to it and ``+-2se`` the live figure's sampling error (two standard errors
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.sim.evaluate import ModelEvaluator
+from autotune.simtools.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.space.search_space import SearchSpace

@@ -113,7 +113,7 @@ async def one_run(url: str, workload: Workload, *, profiled: bool) -> dict[str, 
 
 
 def sim_backend(spec: LaunchSpec) -> bool:
-    from autotune.sglang.backend import get_backend
+    from autotune.backend import get_backend
 
     return get_backend(spec.backend).emulated
 

@@ -73,7 +73,7 @@ def derive_space(source: Path, directory: Path, cuts: Mapping[str, Mapping[str, 
 
 def truth(space_path: Path, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """True (noise-free) tok/s of ``params`` and the space's optimum, same workload."""
-    from autotune.sim.evaluate import ModelEvaluator
+    from autotune.simtools.evaluate import ModelEvaluator
     from autotune.space.search_space import load_space
 
     evaluator = ModelEvaluator(load_space(space_path))

@@ -4,7 +4,7 @@
 Does a trial measure what the emulator is known to do? For both built-in profiles at concurrency 1
 and 8, a few configs each run as R independent trials (:func:`autotune.trial.measure.measure`, a fresh
 emulator subprocess each, real HTTP), and their median is compared with the noise-free expectation
-of :class:`autotune.sim.evaluate.ModelEvaluator` for the same workload (same prompts, lengths and
+of :class:`autotune.simtools.evaluate.ModelEvaluator` for the same workload (same prompts, lengths and
 concurrency):
 
 - output tok/s within 3%;
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.sim.evaluate import ModelEvaluator
+from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import SearchSpace
 from autotune.trial.measure import MeasureSettings, measure
 from autotune.trial.result import TrialResult

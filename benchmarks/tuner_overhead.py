@@ -163,7 +163,7 @@ def zero_work_trainable(config: dict[str, Any], ctx: Any) -> None:
     exactly as :func:`autotune.search.trainable.trainable` reports a measured trial."""
     from ray import tune
 
-    from autotune.sim.evaluate import ModelEvaluator
+    from autotune.simtools.evaluate import ModelEvaluator
     from autotune.search.trainable import _space, report_of
     from autotune.trial.result import TrialResult
     from autotune.trial.verdict import judge

@@ -16,6 +16,7 @@ from tracking_helpers import eagle, failed, launch, result
 
 from autotune.launch.serving import serving_spec
 from autotune.export import command as export
+from autotune.export.main import main as export_main
 from autotune.errors import LaunchArgsError
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.args import parse_server_args, sglang_available
@@ -53,7 +54,7 @@ def demo(store) -> Tracker:
 
 
 def _export(store: Path, *args: str, capsys) -> tuple[int, str, str]:
-    code = export.main(["--root", str(store), *args])
+    code = export_main(["--root", str(store), *args])
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -17,6 +17,7 @@ import yaml
 
 from autotune.launch.serving import serving_spec
 from autotune.export import command as export
+from autotune.export.main import main as export_main
 from autotune.sglang import fast_start
 from autotune.sglang import flags as sglang_flags
 from autotune.sglang import parser_tables
@@ -234,7 +235,7 @@ def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, capsy
     assert "--disable-prefill-cuda-graph" in logged.argv() and "trial-only" in logged.shell_command()
     for fmt in ("sh", "yaml", "json"):
         out = tmp_path / f"winner.{fmt}"
-        code = export.main(["--root", str(store), "--name", "fast-search", "--format", fmt, "-o", str(out)])
+        code = export_main(["--root", str(store), "--name", "fast-search", "--format", fmt, "-o", str(out)])
         assert code == 0, capsys.readouterr().err
         text = out.read_text()
         assert "disable-prefill-cuda-graph" not in text and "AUTOTUNE_TRIAL_ONLY" not in text
@@ -248,6 +249,6 @@ def test_export_keeps_a_users_own_prefill_switch(tmp_path, sim_env, capsys):
                      [{"speculative_algorithm": None}])
     for fmt, needle in (("sh", "--disable-prefill-cuda-graph"), ("yaml", "disable-prefill-cuda-graph: true")):
         out = tmp_path / f"own.{fmt}"
-        code = export.main(["--root", str(store), "--name", "own", "--format", fmt, "-o", str(out)])
+        code = export_main(["--root", str(store), "--name", "own", "--format", fmt, "-o", str(out)])
         assert code == 0, capsys.readouterr().err
         assert needle in out.read_text()

@@ -22,7 +22,7 @@ from benchmarks.search.families import (FAMILIES, PLATEAU, generate, interp_veri
                                          truth, write)
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._cycle import CycleModel, _verify_features
-from autotune.sim.evaluate import ModelEvaluator
+from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from autotune.sglang import args as sa
-from autotune.sglang.backend import BACKENDS
+from autotune.backend import BACKENDS
 from autotune.errors import LaunchArgsError
 from autotune.launch.spec import LaunchSpec
 

@@ -2,74 +2,198 @@
 
 ``docs/architecture.md`` draws the order. A package may import the foundation modules and any
 package before it, never one after it; imports inside functions count too, since a lazy import
-is still a dependency. The emulator's tools sit later than its core: ``sim.evaluate`` replays
-spaces (after ``space``), ``sim.fit`` reads trial records (after ``tracking``); the emulator core
-imports only ``sglang``.
+is still a dependency. No two modules import each other, directly or through others (``if
+TYPE_CHECKING:`` imports never run, so they are left out of that check only). The emulator
+(``sim/``) imports only ``sglang/``; outside it, only the backend registry (``autotune.backend``)
+and the emulator's tools (``simtools/``) reach it or name its variables.
 """
 
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "autotune"
 
-#: The data flow, first to last. A name is a top-level module or package of ``autotune``; the two
-#: emulator tools are their own entries so that the core's rule can be checked apart from theirs.
-ORDER = ("errors", "names", "_yaml_lines", "cli", "sglang", "sim", "nccl", "space", "sim.evaluate", "launch",
-         "server", "bench", "profile", "trial", "tracking", "sim.fit", "export", "search", "nccl_probe",
+#: The data flow, first to last. A name is a top-level module or package of ``autotune``.
+ORDER = ("errors", "names", "_yaml_lines", "cli", "sglang", "sim", "backend", "nccl", "space", "launch",
+         "server", "bench", "profile", "trial", "tracking", "simtools", "export", "search", "nccl_probe",
          "bench_search", "__main__", "data")
 #: What the emulator core may import besides itself (the issue's rule: the core imports only sglang/).
 SIM_CORE_MAY_IMPORT = {"errors", "names", "sglang"}
+#: The modules outside sim/ that may import the emulator or name its AUTOTUNE_SIM_* variables:
+#: the registry fills the sim backend's hooks from it; the tools replay and fit its model.
+KNOW_THE_EMULATOR = ("autotune.backend", "autotune.simtools")
+#: Lazy imports of a later package, each for a command's start-up. None today: a command that
+#: wants one lists it here as (importer, imported) with the reason beside it.
+LAZY_UPWARD: dict[tuple[str, str], str] = {}
 MAX_LINES = 400
 
 
-def _node(parts: tuple[str, ...]) -> str:
-    """The ORDER entry a module (its dotted parts under autotune) belongs to."""
-    head = parts[0].removesuffix(".py")
-    if head == "sim" and len(parts) > 1 and parts[1].removesuffix(".py") in ("evaluate", "fit"):
-        return "sim." + parts[1].removesuffix(".py")
-    return head
+@dataclass(frozen=True)
+class Import:
+    """One import of an autotune module by another."""
+
+    src: str  # the importing module, dotted
+    dst: str  # the imported module, dotted
+    where: str  # path:line
+    in_function: bool
+    type_checking: bool
 
 
-def _imports() -> dict[tuple[str, str], list[str]]:
-    """(importer node, imported node) -> where, for every import of autotune inside autotune."""
-    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+def _modules() -> dict[str, Path]:
+    out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).parts
-        if rel == ("__init__.py",):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
+             modules: dict[str, Path]) -> list[str]:
+    """The autotune modules an import statement loads (relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        if node.level:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[:len(base) - (node.level - 1)]
+            full = ".".join(base + ([node.module] if node.module else []))
+        else:
+            full = node.module or ""
+        # `from pkg import sub` loads the submodule; `from mod import name` loads the module.
+        names = [f"{full}.{a.name}" if f"{full}.{a.name}" in modules else full for a in node.names]
+    out = []
+    for name in names:
+        if name.split(".")[0] != "autotune":
             continue
-        src = _node(rel)
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            targets: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                if node.module == "autotune":
-                    targets = [a.name for a in node.names]
-                elif node.module.startswith("autotune."):
-                    targets = [node.module.removeprefix("autotune.")]
-            elif isinstance(node, ast.Import):
-                targets = [a.name.removeprefix("autotune.") for a in node.names if a.name.startswith("autotune.")]
-            for target in targets:
-                dst = _node(tuple(target.split(".")))
-                if dst != src and dst != "__version__":
-                    edges[(src, dst)].append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
-    return edges
+        while name not in modules and "." in name:
+            name = name.rsplit(".", 1)[0]
+        out.append(name)
+    return out
+
+
+def imports() -> list[Import]:
+    """Every import of an autotune module inside autotune, at the top or in a function."""
+    modules = _modules()
+    found: list[Import] = []
+    for module, path in modules.items():
+        if module == "autotune":
+            continue  # the package's own __init__: its version, no layer
+        rel = path.relative_to(PACKAGE.parent)
+
+        def visit(tree: ast.AST, in_function: bool, type_checking: bool) -> None:
+            for node in ast.iter_child_nodes(tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for dst in dict.fromkeys(_targets(node, module, path.name == "__init__.py", modules)):
+                        if dst not in (module, "autotune"):
+                            found.append(Import(module, dst, f"{rel}:{node.lineno}", in_function,
+                                                type_checking))
+                visit(node, in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)),
+                      type_checking or (isinstance(node, ast.If) and _is_type_checking(node)))
+
+        visit(ast.parse(path.read_text(), filename=str(path)), False, False)
+    return found
+
+
+def _package(module: str) -> str:
+    """The ORDER entry of a dotted module name (``autotune`` itself is ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def test_every_import_points_down_the_data_flow() -> None:
-    edges = _imports()
-    unknown = sorted({n for edge in edges for n in edge} - set(ORDER))
+    found = imports()
+    unknown = sorted({_package(m) for i in found for m in (i.src, i.dst)} - set(ORDER))
     assert not unknown, f"modules the layout does not place (add them to ORDER and the docs): {unknown}"
-    upward = [f"{src} -> {dst} ({', '.join(where[:3])})" for (src, dst), where in sorted(edges.items())
-              if ORDER.index(dst) > ORDER.index(src)]
+    upward = [f"{i.src} -> {i.dst} ({i.where}{', in a function' if i.in_function else ''})" for i in found
+              if ORDER.index(_package(i.dst)) > ORDER.index(_package(i.src))
+              and (_package(i.src), _package(i.dst)) not in LAZY_UPWARD]
     assert not upward, "imports against the data flow:\n" + "\n".join(upward)
 
 
+def cycles(found: list[Import]) -> list[list[str]]:
+    """The strongly connected groups of two or more modules of the run-time import graph."""
+    graph: dict[str, set[str]] = {}
+    for i in found:
+        if not i.type_checking:
+            graph.setdefault(i.src, set()).add(i.dst)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return groups
+
+
+def test_no_two_modules_import_each_other() -> None:
+    found = imports()
+    bad = []
+    for group in cycles(found):
+        edges = [f"  {i.src} -> {i.dst} ({i.where})" for i in found
+                 if i.src in group and i.dst in group and not i.type_checking]
+        bad.append(" <-> ".join(group) + "\n" + "\n".join(edges))
+    assert not bad, "import cycles (move the shared piece down, or pass it in):\n" + "\n".join(bad)
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    fake = [Import("autotune.a", "autotune.b", "a.py:1", True, False),
+            Import("autotune.b", "autotune.c", "b.py:1", False, False),
+            Import("autotune.c", "autotune.a", "c.py:1", False, False),
+            Import("autotune.c", "autotune.d", "c.py:2", False, True),
+            Import("autotune.d", "autotune.c", "d.py:1", False, False)]
+    assert cycles(fake) == [["autotune.a", "autotune.b", "autotune.c"]]
+
+
 def test_the_emulator_core_imports_only_sglang() -> None:
-    bad = [f"sim -> {dst} ({', '.join(where[:3])})" for (src, dst), where in sorted(_imports().items())
-           if src == "sim" and dst not in SIM_CORE_MAY_IMPORT]
+    bad = [f"{i.src} -> {i.dst} ({i.where})" for i in imports()
+           if _package(i.src) == "sim" and _package(i.dst) not in SIM_CORE_MAY_IMPORT | {"sim"}]
     assert not bad, "\n".join(bad)
+
+
+def _knows_the_emulator(module: str) -> bool:
+    return _package(module) == "sim" or module.startswith(KNOW_THE_EMULATOR)
+
+
+def test_only_the_backend_registry_reaches_the_emulator() -> None:
+    bad = [f"{i.src} -> {i.dst} ({i.where})" for i in imports()
+           if _package(i.dst) == "sim" and not _knows_the_emulator(i.src)]
+    bad += [f"{m} names AUTOTUNE_SIM_ ({p.relative_to(PACKAGE.parent)})" for m, p in _modules().items()
+            if not _knows_the_emulator(m) and "AUTOTUNE_SIM_" in p.read_text()]
+    assert not bad, ("the emulator is reached through autotune.backend.get_backend(name).emulator:\n"
+                     + "\n".join(bad))
 
 
 def test_no_module_is_over_the_size_limit() -> None:

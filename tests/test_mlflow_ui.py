@@ -231,6 +231,7 @@ def test_failed_trial_page_shows_the_reason(search, ui, page):
 def test_a_search_tracks_through_the_tracking_server_and_exports_from_it(ui, capsys):
     """The same server as a tracking URI: runs, artifacts (proxied) and export over HTTP."""
     from autotune.export import command as export
+    from autotune.export.main import main as export_main
 
     tr = Tracker("via-http", tracking_uri=ui).connect()
     tr.start_search(backend="sim")
@@ -240,7 +241,7 @@ def test_a_search_tracks_through_the_tracking_server_and_exports_from_it(ui, cap
     summary = tr.finish_search(winner_files=export.winner_files)
     assert summary.winner.run.run_id == run_id and summary.export_error is None
     assert {a.path for a in tr.client.list_artifacts(run_id)} >= {"launch.json", "phases.png"}
-    assert export.main(["--name", "via-http", "--tracking-uri", ui, "--format", "json"]) == 0
+    assert export_main(["--name", "via-http", "--tracking-uri", ui, "--format", "json"]) == 0
     out = capsys.readouterr()
     assert '"trial_id": "t"' in out.out and "1410.0 output tok/s" in out.err
     assert "View run" not in out.out and "View experiment" not in out.out  # MLflow's own prints

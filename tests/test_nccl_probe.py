@@ -21,7 +21,6 @@ import pytest
 from autotune.nccl.candidates import (
     MULTICAST_OFF,
     Candidate,
-    candidates_from_space,
     load_candidates,
     name_of,
     parse_name,
@@ -30,6 +29,7 @@ from autotune.nccl.candidates import (
 from autotune.errors import ConfigError
 from autotune.nccl.probe import ProbeSettings, format_table, rank_rows, run_probe
 from autotune.nccl_probe import main
+from autotune.space.nccl_candidates import candidates_from_space
 from autotune.space.search_space import load_space
 
 REPO = Path(__file__).resolve().parent.parent

@@ -298,7 +298,7 @@ def test_baseline_wins_and_the_summary_says_so(tmp_path: Path, sim_env: Path) ->
 @slow
 def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
         tmp_path: Path, sim_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from autotune.export.command import main as export_main
+    from autotune.export.main import main as export_main
 
     outcome, text = _search("levels.yaml", tmp_path)
     parent, runs = _mlflow("test-levels", tmp_path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sim.evaluate import ModelEvaluator, workload_shape
+from autotune.simtools.evaluate import ModelEvaluator, workload_shape
 from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,7 +17,7 @@ DEMO = ROOT / "search_spaces" / "demo.yaml"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune.sim.evaluate", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "autotune.simtools.evaluate", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -110,7 +110,7 @@ def test_closed_loop_replay_matches_analytic_at_concurrency_1_and_sees_the_drain
     ev = ModelEvaluator(space, shape=shape)
     params = {"speculative_num_steps": 2, "speculative_eagle_topk": 1,
               "speculative_num_draft_tokens": 3, "NCCL_ALGO": "Ring"}
-    model = ev._model(params)
+    model = ev.model(params)
     reqs = [Request(i, o, model.acceptance(f).mean)
             for i, o, f in zip(shape.input_lens, shape.output_lens, ev._factors(model))]
     analytic = ev.expected(params)["output_tok_s"]

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from autotune.errors import ConfigError
-from autotune.sim.fit import command as fit_cli
+from autotune.simtools.fit import command as fit_cli
 from autotune.sim.engine import SimEngine
-from autotune.sim.fit.command import fit_profile
-from autotune.sim.fit.data import Observation, load_measurements, split
-from autotune.sim.fit.report import predict_window
+from autotune.simtools.fit.command import fit_profile
+from autotune.simtools.fit.data import Observation, load_measurements, split
+from autotune.simtools.fit.report import predict_window
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
@@ -54,7 +54,7 @@ def synthetic_summary(profile, cfg, *, noise: float, rng: random.Random, request
                       output_len: int = 200) -> dict:
     """A summary_json-shaped measurement of ``cfg`` made by the model of ``profile``, with noise."""
     argv, env = _launch(cfg)
-    from autotune.sim.fit.data import server_args_of
+    from autotune.simtools.fit.data import server_args_of
     stub = Observation(id="x", source="synthetic", server_args=server_args_of(argv), env=env,
                        steps=cfg and cfg[0], topk=cfg and cfg[1], draft_tokens=cfg and cfg[2],
                        forced_acc=cfg and cfg[3], tok_s=1.0, tok_s_spread=None, repeats=1,
@@ -274,7 +274,7 @@ def test_cli_writes_a_profile_the_evaluator_accepts(tmp_path, capsys):
                        "speculative_eagle_topk": {"type": "categorical", "choices": [1]}},
         "workload": {"source": "builtin", "num_prompts": 4, "output_len": 200, "concurrency": 1},
         "budget": {"trials": 3}}))
-    proc = subprocess.run([sys.executable, "-m", "autotune.sim.evaluate", "--space", str(space), "--json"],
+    proc = subprocess.run([sys.executable, "-m", "autotune.simtools.evaluate", "--space", str(space), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     recs = json.loads(proc.stdout)["records"]
@@ -301,7 +301,7 @@ def test_cli_list_and_errors(tmp_path, capsys):
 def test_round_trip_through_live_emulator_trials(tmp_path):
     """Trials measured on the live emulator (real server, /metrics, summary_json) are fitted and
     the held-out configs predicted within the goals: the window layout matches what trials see."""
-    from autotune.sim.fit.solve import profile_dict
+    from autotune.simtools.fit.solve import profile_dict
 
     truth = tmp_path / "truth.yaml"
     truth.write_text(yaml.safe_dump(profile_dict(TRUE, {}, name="truth", description="t",

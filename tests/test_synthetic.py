@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from autotune.export import command as export
+from autotune.export.main import main as export_main
 from autotune.space import synthetic
 from autotune.errors import ConfigError
 from autotune.space.search_space import load_space
@@ -218,7 +219,7 @@ def test_a_synthetic_trial_is_labelled_everywhere_and_never_exported(tmp_path, c
     tr.finish_search()
 
     target = tmp_path / "launch.sh"
-    code = export.main(["--root", str(tmp_path / "store"), "--name", "synthetic-e2e", "--run-id",
+    code = export_main(["--root", str(tmp_path / "store"), "--name", "synthetic-e2e", "--run-id",
                         run.info.run_id, "--format", "sh", "-o", str(target)])
     assert code == 0, capsys.readouterr().err
     text = target.read_text()

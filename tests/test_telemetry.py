@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.profile.nvml import NvmlSampler
-from autotune.profile.telemetry import (GIB, GpuWindow, NullSampler, open_sampler, trial_figures,
+from autotune.profile.nvml import NvmlSampler, open_sampler
+from autotune.profile.telemetry import (GIB, GpuWindow, NullSampler, trial_figures,
                                         visible_devices)
 from autotune.space.workload import Workload
 from autotune.tracking.content import trial_metrics

@@ -2,6 +2,6 @@
 
 import sys
 
-from autotune.export.command import main
+from autotune.export.main import main
 
 sys.exit(main())

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from autotune.backend import is_emulator_env
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.metrics import DEVICE_TIMER_ENV
 from autotune.sglang.speculative import SIMULATE_ACC_LEN_ENV
 
-EMULATOR_ENV_PREFIX = "AUTOTUNE_SIM_"
-"""Variables only the emulator (``autotune.sim``) reads."""
 
 
 def serving_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None = None,
@@ -35,7 +34,7 @@ def serving_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | N
     """
     spec = spec.without_trial_only()
     env = {k: v for k, v in spec.env.items()
-           if not k.startswith(EMULATOR_ENV_PREFIX) and k != SIMULATE_ACC_LEN_ENV}
+           if not is_emulator_env(k) and k != SIMULATE_ACC_LEN_ENV}
     args = dict(spec.server_args)
     if strip_metrics:
         env.pop(DEVICE_TIMER_ENV, None)

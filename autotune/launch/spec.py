@@ -18,7 +18,7 @@ import yaml
 
 from autotune.sglang import args as sglang_args
 from autotune.sglang import flags as sglang_flags
-from autotune.sglang.backend import BACKENDS
+from autotune.backend import BACKENDS
 from autotune.names import is_env_name
 
 # Set from the spec's own fields, so a server-args mapping must not carry them too.
@@ -49,7 +49,7 @@ class LaunchSpec:
         server_args: Other ``ServerArgs`` fields by underscore name -> value; None values are left
             out of the command line.
         env: Environment variables to set for the server (``NCCL_ALGO`` -> ``Ring``).
-        backend: A name in :data:`~autotune.sglang.backend.BACKENDS`: ``"sglang"`` (the real
+        backend: A name in :data:`~autotune.backend.BACKENDS`: ``"sglang"`` (the real
             server) or ``"sim"`` (the emulator).
         host: The address the server binds.
         port: The port, or None to leave it to the caller (:mod:`autotune.server.process` picks a free one)

@@ -1,15 +1,15 @@
-"""NCCL probe candidates: what they are, how they are named, read from a file or from a space.
+"""NCCL probe candidates: what they are, how they are named, read from a file.
 
 A candidate is a set of environment settings for NCCL (``None`` means "unset"). Its name lists
 the settings that are set, ``K=V`` joined by commas in the order given (``NCCL_ALGO=Ring,
 NCCL_PROTO=LL``); with none set it is ``default``. A name can be parsed back into its settings.
 
-Only the standard library (plus PyYAML when present) is imported: this runs on GPU boxes.
+Only the standard library (plus PyYAML when present) is imported: this runs on GPU boxes. A
+space's candidates are read in ``autotune.space.nccl_candidates``.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +18,11 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.names import is_env_name
-from autotune.sglang.backend import get_backend
+
+try:
+    from autotune._yaml_lines import line_of, load_yaml_text
+except ImportError:  # no PyYAML on this machine: JSON is the fallback format
+    line_of = load_yaml_text = None  # type: ignore[assignment]
 
 DEFAULT_NAME = "default"
 NVLS_VAR = "NCCL_NVLS_ENABLE"
@@ -95,9 +99,7 @@ def _load(path: Path) -> Any:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"not valid JSON: {exc.msg}", file=str(path),
                               line=exc.lineno) from None
-    try:
-        from autotune._yaml_lines import load_yaml_text
-    except ImportError:  # no PyYAML on this machine: JSON is the fallback format
+    if load_yaml_text is None:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -107,9 +109,7 @@ def _load(path: Path) -> Any:
 
 
 def _line(container: Any, key: Any) -> int | None:
-    try:
-        from autotune._yaml_lines import line_of
-    except ImportError:
+    if line_of is None:
         return None
     return line_of(container, key)
 
@@ -239,74 +239,3 @@ def worker_env(cand: Candidate) -> dict[str, str | None]:
         out.update(MULTICAST_OFF)
     out.update({k: v for k, v in env.items() if not (k == NVLS_VAR and v is None)})
     return out
-
-
-# ------------------------------------------------------------------------------ space
-
-
-def nccl_dims(space: Any) -> list[Any]:
-    """The space's searched NCCL_* parameters (categorical or int), in file order."""
-    return [p for p in space.parameters.values() if p.name.startswith("NCCL_")]
-
-
-def candidates_from_space(space: Any) -> list[Candidate]:
-    """Every combination of the space's NCCL_* parameters that its ``forbidden`` allows.
-
-    The space's ``fixed_env`` NCCL_* settings are the base of every candidate. A ``null`` choice
-    means unset.
-
-    Raises:
-        ConfigError: When the space searches no NCCL_* parameter, or one has no finite grid.
-    """
-    dims = nccl_dims(space)
-    if not dims:
-        raise ConfigError("the space searches no NCCL_* parameter: nothing to probe",
-                          file=space.file, field="parameters")
-    grids = []
-    for p in dims:
-        if p.type == "float":
-            raise ConfigError(f"{p.name} is a float range; the NCCL probe needs categorical or "
-                              "int parameters", file=space.file, line=p.line,
-                              field=f"parameters.{p.name}")
-        grids.append(list(p.values()))
-    base = {k: env_text(v) for k, v in space.fixed_env.items() if k.startswith("NCCL_")}
-    out = []
-    for combo in itertools.product(*grids):
-        env = {p.name: env_text(v) for p, v in zip(dims, combo)}
-        full = {**base, **env}
-        if space._check_forbidden({}, {k: v for k, v in full.items() if v is not None}):
-            continue
-        out.append(Candidate(name_of(env), env, base_env=base))
-    if not out:
-        raise ConfigError("every NCCL_* combination of the space is forbidden",
-                          file=space.file, field="parameters")
-    return out
-
-
-def hidden_of_space(space: Any) -> int:
-    """The model's hidden size: ``nccl_prescreen.hidden``, the sim profile's, or config.json's.
-
-    Raises:
-        ConfigError: When none of them is available.
-    """
-    settings = getattr(space, "nccl_prescreen", None)
-    if settings is not None and settings.hidden is not None:
-        return int(settings.hidden)
-    if get_backend(space.backend).emulated and space.profile:
-        from autotune.nccl.sim import profile_hidden
-
-        return profile_hidden(space.profile)
-    config = Path(space.model_path).expanduser() / "config.json"
-    try:
-        data = json.loads(config.read_text())
-    except (OSError, ValueError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    text_config = data.get("text_config")
-    for source in (data, text_config if isinstance(text_config, dict) else {}):
-        if isinstance(source.get("hidden_size"), int):
-            return int(source["hidden_size"])
-    raise ConfigError(f"cannot tell the model's hidden size: {config} has no hidden_size; set "
-                      "nccl_prescreen.hidden in the space (or pass --hidden)", file=space.file,
-                      field="nccl_prescreen.hidden")

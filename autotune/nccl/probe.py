@@ -33,6 +33,8 @@ from autotune.nccl.candidates import (
     Candidate,
     check_forbidden,
 )
+from autotune.nccl.runner import RunSettings, run_candidates
+from autotune.nccl.sim import sim_rows
 
 __all__ = ["BACKENDS", "ProbeSettings", "format_table", "phase_of", "rank_rows", "run_probe"]
 
@@ -277,8 +279,6 @@ def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
     t0 = time.monotonic()
     backend, note = resolve_backend(settings.backend, settings.tp)
     if backend == "sim":
-        from autotune.nccl.sim import sim_rows
-
         settings = replace(settings, rounds=1)  # the model has no noise: one pass says it all
 
         rows = sim_rows(candidates, profile=settings.profile, tp=settings.tp,
@@ -287,8 +287,6 @@ def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
             if on_row is not None:
                 on_row(row)
     else:
-        from autotune.nccl.runner import RunSettings, run_candidates
-
         run = RunSettings(tp=settings.tp, hidden=settings.hidden, tokens=tuple(settings.tokens),
                           iters=settings.iters, warmup=settings.warmup, backend=backend,
                           timeout_s=settings.timeout_s, batch=settings.batch)

@@ -1,5 +1,7 @@
 """The NVML sampler (``nvidia-ml-py``, module ``pynvml``): a background thread over the window.
 
+:func:`open_sampler` decides whether a trial samples at all (it lives here, beside the sampler it
+opens, so that the sampler interface in :mod:`autotune.profile.telemetry` needs nothing of NVML);
 :func:`open_nvml` starts NVML and finds the handles of the GPUs the server sees;
 :class:`NvmlSampler` reads them every ``interval_s`` in a daemon thread, so the asyncio loop that
 drives the workload is never blocked by it (each NVML call takes tens of microseconds, and ctypes
@@ -13,9 +15,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
-from autotune.profile.telemetry import GpuSampler, GpuWindow, NullSampler
+from autotune.profile.telemetry import SAMPLE_INTERVAL_S, GpuSampler, GpuWindow, NullSampler, visible_devices
 
 INSTALL_HINT = "pip install 'autotune[gpu]' (nvidia-ml-py)"
 
@@ -244,4 +246,39 @@ def open_nvml(devices: list[str] | None, *, interval_s: float) -> GpuSampler:
     return NvmlSampler(pynvml, handles, devices=names, interval_s=interval_s)
 
 
-__all__ = ["INSTALL_HINT", "NvmlSampler", "open_nvml"]
+def open_sampler(*, env: Mapping[str, str], wanted: bool | None, needs_gpus: bool,
+                 server_gpus: int | None = None,
+                 interval_s: float = SAMPLE_INTERVAL_S) -> GpuSampler:
+    """The sampler for a trial whose server runs with ``env``.
+
+    Args:
+        env: The server's environment; its ``CUDA_VISIBLE_DEVICES`` (set by Ray for a Tune
+            trial) picks the GPUs, every GPU NVML reports when unset.
+        wanted: True to sample, False not to, None to sample when the backend takes GPUs.
+        needs_gpus: Whether the trial's backend runs on physical GPUs (the emulator does not,
+            so by default its trials report no telemetry rather than an unrelated GPU's).
+        server_gpus: GPUs the server uses (its ``tp_size``), to say so in the ``note`` when
+            ``CUDA_VISIBLE_DEVICES`` is unset and NVML reports more: they are all counted.
+        interval_s: Seconds between background samples.
+
+    Returns:
+        An NVML sampler, or a :class:`NullSampler` with the reason in its ``note`` (pynvml not
+        importable, NVML's init failing, no visible GPU, a device NVML does not know).
+    """
+    if not interval_s > 0:
+        raise ValueError(f"interval_s must be > 0, got {interval_s}")
+    if wanted is False:
+        return NullSampler("GPU telemetry switched off")
+    if wanted is None and not needs_gpus:
+        return NullSampler("the backend runs on no GPU")
+    devices = visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    if devices == []:
+        return NullSampler("CUDA_VISIBLE_DEVICES leaves the server no GPU")
+    sampler = open_nvml(devices, interval_s=interval_s)
+    if devices is None and server_gpus is not None and len(sampler.devices) > server_gpus:
+        sampler.note = (f"CUDA_VISIBLE_DEVICES unset: all {len(sampler.devices)} GPUs are counted, "
+                        f"the server's {server_gpus} and the others")
+    return sampler
+
+
+__all__ = ["INSTALL_HINT", "NvmlSampler", "open_nvml", "open_sampler"]

@@ -2,8 +2,8 @@
 
 A :class:`GpuSampler` is started just before a measured repeat's first request and stopped after
 its last response; :meth:`GpuSampler.stop` returns that window's :class:`GpuWindow`.
-:func:`open_sampler` is the one place that decides whether a trial samples at all and which GPUs:
-the NVML sampler (:mod:`autotune.profile.nvml`, ``nvidia-ml-py``) on the GPUs the server sees, or
+:func:`autotune.profile.nvml.open_sampler` is the one place that decides whether a trial samples
+at all and which GPUs: the NVML sampler (``nvidia-ml-py``) on the GPUs the server sees, or
 :class:`NullSampler`, whose windows are all unknown (None, never 0) and whose ``note`` says why.
 :func:`trial_figures` and :func:`repeat_figures` turn windows into the trial's metrics, so the
 result, its repeat breakdown and MLflow share one definition (``docs/search-spaces.md``).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 GIB = float(2 ** 30)
 SAMPLE_INTERVAL_S = 0.15
@@ -115,43 +115,6 @@ def visible_devices(value: str | None) -> list[str] | None:
     return out
 
 
-def open_sampler(*, env: Mapping[str, str], wanted: bool | None, needs_gpus: bool,
-                 server_gpus: int | None = None,
-                 interval_s: float = SAMPLE_INTERVAL_S) -> GpuSampler:
-    """The sampler for a trial whose server runs with ``env``.
-
-    Args:
-        env: The server's environment; its ``CUDA_VISIBLE_DEVICES`` (set by Ray for a Tune
-            trial) picks the GPUs, every GPU NVML reports when unset.
-        wanted: True to sample, False not to, None to sample when the backend takes GPUs.
-        needs_gpus: Whether the trial's backend runs on physical GPUs (the emulator does not,
-            so by default its trials report no telemetry rather than an unrelated GPU's).
-        server_gpus: GPUs the server uses (its ``tp_size``), to say so in the ``note`` when
-            ``CUDA_VISIBLE_DEVICES`` is unset and NVML reports more: they are all counted.
-        interval_s: Seconds between background samples.
-
-    Returns:
-        An NVML sampler, or a :class:`NullSampler` with the reason in its ``note`` (pynvml not
-        importable, NVML's init failing, no visible GPU, a device NVML does not know).
-    """
-    if not interval_s > 0:
-        raise ValueError(f"interval_s must be > 0, got {interval_s}")
-    if wanted is False:
-        return NullSampler("GPU telemetry switched off")
-    if wanted is None and not needs_gpus:
-        return NullSampler("the backend runs on no GPU")
-    devices = visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
-    if devices == []:
-        return NullSampler("CUDA_VISIBLE_DEVICES leaves the server no GPU")
-    from autotune.profile import nvml
-
-    sampler = nvml.open_nvml(devices, interval_s=interval_s)
-    if devices is None and server_gpus is not None and len(sampler.devices) > server_gpus:
-        sampler.note = (f"CUDA_VISIBLE_DEVICES unset: all {len(sampler.devices)} GPUs are counted, "
-                        f"the server's {server_gpus} and the others")
-    return sampler
-
-
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or not den > 0:
         return None
@@ -222,5 +185,5 @@ def window_detail(windows: Sequence[GpuWindow]) -> dict[str, Any]:
             "util_pct_max": max(peaks) if peaks else None}
 
 
-__all__ = ["GIB", "SAMPLE_INTERVAL_S", "GpuSampler", "GpuWindow", "NullSampler", "open_sampler",
+__all__ = ["GIB", "SAMPLE_INTERVAL_S", "GpuSampler", "GpuWindow", "NullSampler",
            "repeat_figures", "trial_figures", "visible_devices", "window_detail"]

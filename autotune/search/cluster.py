@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.search.options import SearchOptions
 
@@ -23,9 +23,7 @@ EXCLUSIVE_RESOURCE = "autotune_node"
 def _sim_logical_gpus(space: Any, concurrency: int | None) -> int:
     """Logical GPUs for a sim search on a GPU-less machine: whole nodes of the profile's size,
     enough for ``concurrency`` trials of the largest TP at once."""
-    from autotune.sim.profile import load_profile
-
-    per_node = load_profile(space.profile).gpus_per_node
+    per_node = get_backend(space.backend).emulator.load_profile(space.profile).gpus_per_node
     tp = max(space.tp_sizes())
     want = tp * max(1, concurrency or 1)
     nodes = max(1, math.ceil(want / per_node))

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from autotune.search.options import SearchOutcome
 from autotune.space.warm_start import versus_default
+from autotune.tracking.ui_links import run_url, runs_url
+from autotune.trial.levels import LoadLevel
+from autotune.trial.report import phase_table
+from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 
 
@@ -41,8 +46,6 @@ def browse_hint(tracking_uri: str, experiment_id: str | None, *, bindir: str = "
 
     A tracking server is its own UI (``mlflow ui --backend-store-uri http://...`` would be wrong).
     """
-    from autotune.tracking.ui_links import run_url, runs_url
-
     server = tracking_uri.startswith(("http://", "https://"))
     base = tracking_uri.rstrip("/") if server else "http://127.0.0.1:5000"
     lines = [f"{bindir}mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"] if not server else []
@@ -57,8 +60,6 @@ def browse_hint(tracking_uri: str, experiment_id: str | None, *, bindir: str = "
 def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_file: str = "") -> None:
     """The end-of-search report: winner, baseline, speedup, accept vs break-even, phases."""
     out = sys.stdout if out is None else out  # the stream of the moment, not of import time
-    from autotune.trial.report import phase_table
-    from autotune.trial.result import TrialResult
 
     s = outcome.summary()
     print("\n" + "=" * 78, file=out)
@@ -85,8 +86,6 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
               file=out)
     print(phase_table(w), file=out)
     if outcome.per_level:
-        from autotune.search.summary_files import level_table, level_title
-
         print(f"\nBest config per {level_title(outcome.per_level)} (each judged against its "
               "baseline at that level):", file=out)
         for line in level_table(outcome.per_level):
@@ -112,6 +111,42 @@ def serve_heading(serve: str | None, measured: str | None) -> tuple[str, str | N
     if serve:
         return "Launch command (to serve with; python -m autotune.export writes it checked by SGLang's parser)", serve
     return "Launch command as measured (python -m autotune.export writes the one to serve with)", measured
+
+
+def level_title(per_level: Sequence[dict[str, Any]]) -> str:
+    """``concurrency`` or ``request rate``: what the per-level rows' levels are."""
+    return LoadLevel.of_record(per_level[0]).title if per_level else "concurrency"
+
+
+def level_table(per_level: Sequence[dict[str, Any]]) -> list[str]:
+    """The best config per load level as a Markdown table (``summary.md`` and the console)."""
+    head = "request rate (req/s)" if level_title(per_level) == "request rate" else "concurrency"
+    lines = [f"| {head} | best config | tok/s | baseline tok/s | speedup | break-even accept | why |",
+             "|---|---|---|---|---|---|---|"]
+    for row in per_level:
+        level = LoadLevel.of_record(row)
+        config = ("nothing feasible" if row.get("winner") is None
+                  else config_label(row.get("params"), baseline=bool(row.get("is_baseline"))))
+        if row.get("winner") is not None and not row.get("confirmed"):
+            config += " (not confirmed)"
+        lines.append(f"| {level.value:g} | {config} | {num(row.get('output_tok_s'), '.1f')} | "
+                     f"{num(row.get('baseline_tok_s'), '.1f')} | {num(row.get('speedup'), '.3f')}x | "
+                     f"{num(row.get('break_even_accept_length'), '.2f')} | {row.get('note')} |")
+    return lines
+
+
+_SHORT = {"speculative_algorithm": "algorithm", "speculative_num_steps": "steps",
+          "speculative_eagle_topk": "topk", "speculative_num_draft_tokens": "draft_tokens"}
+
+
+def config_label(params: dict[str, Any] | None, *, baseline: bool = False) -> str:
+    """A config by its searched parameters (``algorithm=EAGLE3, steps=3, topk=1, draft_tokens=4``).
+    ``params`` holds the searched ones only (a fixed algorithm is not among them), so whether it is
+    the no-speculation baseline is said by ``baseline``."""
+    if baseline:
+        return "no speculation"
+    p = params or {}
+    return ", ".join(f"{_SHORT.get(k, k)}={v}" for k, v in p.items()) or "the space's fixed config"
 
 
 def _print_unsynced(outcome: SearchOutcome, out: TextIO) -> None:

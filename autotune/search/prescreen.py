@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from autotune.errors import AutotuneError
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
+from autotune.nccl.probe import ProbeSettings, format_table, run_probe
+from autotune.space.nccl_candidates import candidates_from_space, hidden_of_space
+from autotune.space.search_space import load_space
 
 NARROWED_NAME = "space-nccl-prescreen.yaml"
 REPORT_NAME = "nccl-probe.json"
@@ -49,8 +52,6 @@ class PrescreenOutcome:
 
 def _probe_task(candidates: list[Any], settings: Any, forbidden_env: dict[str, Any]) -> dict[str, Any]:
     """Runs in a Ray worker on the GPUs Ray gave it (CUDA_VISIBLE_DEVICES is set by Ray)."""
-    from autotune.nccl.probe import run_probe
-
     return run_probe(candidates, settings, forbidden_env=forbidden_env)
 
 
@@ -69,9 +70,6 @@ def probe_space(space: Any) -> dict[str, Any]:
     otherwise.
     """
     import ray
-
-    from autotune.nccl.candidates import candidates_from_space, hidden_of_space
-    from autotune.nccl.probe import ProbeSettings
 
     pre = space.nccl_prescreen
     tp = max(space.tp_sizes())
@@ -137,8 +135,6 @@ def narrowed_data(space: Any, kept: list[str]) -> dict[str, Any]:
 def _write_narrowed(space: Any, kept: list[str], path: Path) -> None:
     import yaml
 
-    from autotune.space.search_space import load_space
-
     header = ("# Written by the NCCL pre-screen of this search: the space as given, narrowed to the\n"
               f"# kept NCCL candidates (nccl_prescreen.kept). Original: {space.file}\n")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -172,8 +168,6 @@ def run_prescreen(space: Any, *, exp_dir: Path, tracker: Any = None, restoring: 
         return PrescreenOutcome(tuple(pre.kept or ()), None, str(space.file))
     path = exp_dir / NARROWED_NAME
     if restoring and path.is_file():
-        from autotune.space.search_space import load_space
-
         kept = load_space(path).nccl_prescreen.kept or ()
         return PrescreenOutcome(tuple(kept), None, str(path), reused=True)
     try:
@@ -193,7 +187,6 @@ def run_prescreen(space: Any, *, exp_dir: Path, tracker: Any = None, restoring: 
         raise
     _write_narrowed(space, kept, path)
     (exp_dir / REPORT_NAME).write_text(json.dumps(report, indent=2))
-    from autotune.nccl.probe import format_table
 
     table = format_table(report)
     if out is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from autotune import cli
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
 from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray

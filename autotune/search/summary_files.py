@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.search.console import num, serve_heading
+from autotune.search.console import config_label, level_table, level_title, num, serve_heading
 from autotune.search.levels import levels_of
 from autotune.search.options import SearchOutcome
 from autotune.trial.report import phase_rows
@@ -25,7 +25,7 @@ from autotune.trial.levels import LoadLevel, metric_suffix
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 
-__all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "level_table", "level_title", "rows_of", "trials_csv", "summary_md",
+__all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "rows_of", "trials_csv", "summary_md",
            "write_beside"]
 
 TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
@@ -113,42 +113,6 @@ def trials_csv(rows: Sequence[Row]) -> str:
     return buf.getvalue()
 
 
-def level_title(per_level: Sequence[dict[str, Any]]) -> str:
-    """``concurrency`` or ``request rate``: what the per-level rows' levels are."""
-    return LoadLevel.of_record(per_level[0]).title if per_level else "concurrency"
-
-
-def level_table(per_level: Sequence[dict[str, Any]]) -> list[str]:
-    """The best config per load level as a Markdown table (``summary.md`` and the console)."""
-    head = "request rate (req/s)" if level_title(per_level) == "request rate" else "concurrency"
-    lines = [f"| {head} | best config | tok/s | baseline tok/s | speedup | break-even accept | why |",
-             "|---|---|---|---|---|---|---|"]
-    for row in per_level:
-        level = LoadLevel.of_record(row)
-        config = ("nothing feasible" if row.get("winner") is None
-                  else _config(row.get("params"), baseline=bool(row.get("is_baseline"))))
-        if row.get("winner") is not None and not row.get("confirmed"):
-            config += " (not confirmed)"
-        lines.append(f"| {level.value:g} | {config} | {num(row.get('output_tok_s'), '.1f')} | "
-                     f"{num(row.get('baseline_tok_s'), '.1f')} | {num(row.get('speedup'), '.3f')}x | "
-                     f"{num(row.get('break_even_accept_length'), '.2f')} | {row.get('note')} |")
-    return lines
-
-
-_SHORT = {"speculative_algorithm": "algorithm", "speculative_num_steps": "steps",
-          "speculative_eagle_topk": "topk", "speculative_num_draft_tokens": "draft_tokens"}
-
-
-def _config(params: dict[str, Any] | None, *, baseline: bool = False) -> str:
-    """A config by its searched parameters (``algorithm=EAGLE3, steps=3, topk=1, draft_tokens=4``).
-    ``params`` holds the searched ones only (a fixed algorithm is not among them), so whether it is
-    the no-speculation baseline is said by ``baseline``."""
-    if baseline:
-        return "no speculation"
-    p = params or {}
-    return ", ".join(f"{_SHORT.get(k, k)}={v}" for k, v in p.items()) or "the space's fixed config"
-
-
 def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     """``summary.md``: the verdict, the winner with its phases and launch command, the finalists,
     SGLang's default, and every measurement ranked."""
@@ -163,7 +127,7 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     if w is not None:
         head = ("No speculative config beat its no-speculation baseline: **serve without "
                 "speculative decoding**." if outcome.baseline_wins
-                else f"**Winner: {_config(w.params, baseline=w.is_baseline)}**, confirmed beside a fresh baseline.")
+                else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, confirmed beside a fresh baseline.")
         lines += ["", head, "", "| figure | value |", "|---|---|",
                   f"| output tok/s | {num(w.output_tok_s, '.1f')} (spread {num(w.output_tok_s_spread, '.1f')}) |",
                   f"| baseline tok/s | {num(w.baseline_tok_s, '.1f')} |",
@@ -191,20 +155,20 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     if outcome.finalists:
         lines += ["", "## Finalists", "", "| config | search tok/s | confirmed tok/s | speedup | verdict |",
                   "|---|---|---|---|---|"]
-        lines += [f"| {_config(f.get('params'))} | {num(f.get('search_tok_s'), '.1f')} | "
+        lines += [f"| {config_label(f.get('params'))} | {num(f.get('search_tok_s'), '.1f')} | "
                   f"{num(f.get('confirmed_tok_s'), '.1f')} | {num(f.get('confirmed_speedup'), '.3f')}x | "
                   f"{f.get('status')}{': ' + f['reason'] if f.get('reason') else ''} |"
                   for f in outcome.finalists]
     d = outcome.sglang_default
     if d is not None:
         lines += ["", "## SGLang's default", "",
-                  f"{_config(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
+                  f"{config_label(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
                   f"{d.get('status')}, {num(d.get('output_tok_s'), '.1f')} tok/s, speedup "
                   f"{num(d.get('speedup'), '.3f')}x; the winner gives {num(d.get('gain'), '.3f')}x that."]
     measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.kind} | {r.trial_id} | {_config(r.result.params, baseline=r.result.is_baseline)} | {r.result.status} | "
+    lines += [f"| {r.kind} | {r.trial_id} | {config_label(r.result.params, baseline=r.result.is_baseline)} | {r.result.status} | "
               f"{num(r.result.output_tok_s, '.1f')} | {num(r.result.speedup, '.3f')} | "
               f"{num(r.result.accept_length, '.2f')} | {(r.result.reason or '').replace('|', '/')} |"
               for r in measured]

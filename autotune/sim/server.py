@@ -46,7 +46,15 @@ from typing import Any, NoReturn
 import uvicorn
 
 from autotune.errors import AutotuneError, LaunchArgsError
+from autotune.sglang.args import parse_server_args
+from autotune.sim.api_common import GenRequest, SimState, drive
+from autotune.sim.app import create_app
+from autotune.sim.config import ModelConfig
+from autotune.sim.emulator import PROFILE_ENV, SEED_ENV
+from autotune.sim.engine import SimEngine
 from autotune.sim.faults import FAULT_ENV, FaultPlan, crash, parse_faults
+from autotune.sim.model import PerformanceModel
+from autotune.sim.profile import load_profile
 
 DEFAULT_PROFILE = "kimi-k2.5-eagle3-tp8"
 PROG = "python -m autotune.sim.server"
@@ -239,8 +247,6 @@ async def _startup(state: Any, *, startup_s: float, fatal: str | None,
                 args.get("chunked_prefill_size"), args.get("max_prefill_tokens"),
                 state.sim_info.get("max_running_requests"), state.context_len, extra=tp0)
     # SGLang's own warm-up: one /generate of 8 tokens, counted in the metrics like any request.
-    from autotune.sim.api_common import GenRequest, drive
-
     warm = GenRequest(prompt="The capital city of France is", prompt_tokens=7, max_new_tokens=8,
                       ignore_eos=True, client=False)
     async for _ in drive(state, warm):
@@ -260,12 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         faults = parse_faults(os.environ.get(FAULT_ENV))
         startup_override = _env_float("AUTOTUNE_SIM_STARTUP_S")
         noise_cv = _env_float("AUTOTUNE_SIM_NOISE_CV")
-        seed_env = os.environ.get("AUTOTUNE_SIM_SEED")
+        seed_env = os.environ.get(SEED_ENV)
         seed_from_env = int(seed_env) if seed_env not in (None, "") else None
     except ValueError as exc:
         return _fail(f"{PROG}: error: {exc}", 1)
-
-    from autotune.sglang.args import parse_server_args
 
     try:
         args = dict(parse_server_args(argv))
@@ -275,18 +279,12 @@ def main(argv: list[str] | None = None) -> int:
             msg = f"{PROG}: error: {msg}"
         return _fail(f"usage: {PROG} [sglang.launch_server arguments]\n{msg}", 2)
 
-    from autotune.sim.profile import load_profile
-
-    profile_name = os.environ.get("AUTOTUNE_SIM_PROFILE") or DEFAULT_PROFILE
+    profile_name = os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
     try:
         profile = load_profile(profile_name)
     except (AutotuneError, OSError, ValueError) as exc:
         return _fail(f"{PROG}: error: cannot load simulator profile {profile_name!r} "
                      f"(AUTOTUNE_SIM_PROFILE): {exc}", 1)
-
-    from autotune.sim.engine import SimEngine
-    from autotune.sim.config import ModelConfig
-    from autotune.sim.model import PerformanceModel
 
     host = str(args.get("host") or "127.0.0.1")
     port = int(args.get("port") or 30000)
@@ -335,9 +333,6 @@ def main(argv: list[str] | None = None) -> int:
                 "startup_s": startup_s + prefill_capture_s, "prefill_capture_s": prefill_capture_s,
                 "faults": faults.active,
                 "max_total_num_tokens": None, "pid": os.getpid()}
-
-    from autotune.sim.api_common import SimState
-    from autotune.sim.app import create_app
 
     engine = SimEngine(model, max_running_requests=args.get("max_running_requests"), seed=seed,
                        noise_cv=noise_cv)

@@ -15,9 +15,8 @@ from typing import Any
 
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
-from autotune.sglang.backend import BACKENDS, get_backend
+from autotune.backend import BACKENDS, get_backend
 from autotune.names import is_env_name
-from autotune.sim.profile import builtin_profiles, load_profile
 from autotune.space import synthetic
 from autotune.space._cross_checks import CrossChecks
 from autotune.space._schema import Reader, closest, is_int, items, show, type_name
@@ -148,7 +147,8 @@ class _Builder(CrossChecks):
             if value is not None:
                 self.fail("profile is only for backend: sim", field="profile", line=line)
             return None
-        builtins = builtin_profiles()
+        emulator = get_backend(backend).emulator
+        builtins = emulator.builtin_profiles()
         if value is None:
             self.fail("backend sim needs a profile: a built-in name (" + ", ".join(builtins)
                       + ") or a path to a profile YAML", field="profile", line=line)
@@ -158,7 +158,7 @@ class _Builder(CrossChecks):
             if not Path(path).is_file():
                 self.fail(f"profile file {path} does not exist", field="profile", line=line)
             try:
-                load_profile(path)  # a bad profile fails now, not in the first trial
+                emulator.load_profile(path)  # a bad profile fails now, not in the first trial
             except ConfigError as exc:
                 self.fail(f"invalid profile: {exc}", field="profile", line=line)
             except (ValueError, TypeError) as exc:

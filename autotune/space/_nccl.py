@@ -18,11 +18,11 @@ from autotune.nccl.candidates import (
     DEFAULT_NAME,
     env_text,
     name_of,
-    nccl_dims,
     parse_name,
 )
 from autotune.space._schema import join, show
 from autotune.space._schema_params import Parameter
+from autotune.space.nccl_candidates import nccl_dims
 
 NCCL_BUNDLE = "nccl_candidate"
 

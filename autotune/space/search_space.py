@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
 from autotune.space._build import build_space

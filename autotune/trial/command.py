@@ -13,7 +13,7 @@ import json
 import sys
 
 from autotune import cli
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
 from autotune.errors import AutotuneError
 from autotune.space.workload import Workload
 from autotune.trial.baselines import shared_store

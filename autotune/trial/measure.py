@@ -29,10 +29,11 @@ from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, Serv
                              ServerStartupCrash, ServerStartupTimeout)
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang import metrics
-from autotune.sglang.backend import get_backend
+from autotune.backend import get_backend
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
-from autotune.profile.telemetry import GpuSampler, NullSampler, open_sampler
+from autotune.profile.nvml import open_sampler
+from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
@@ -116,8 +117,9 @@ def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchS
     env = {k: str(v) for k, v in config.env.items()}
     if settings is None or settings.device_timer:
         env.update(DEVICE_TIMER_ENV)
-    if get_backend(config.backend).emulated:
-        env["AUTOTUNE_SIM_PROFILE"] = str(config.profile)
+    backend = get_backend(config.backend)
+    if backend.emulated:
+        env.update(backend.emulator.launch_env(profile=str(config.profile)))
     args.pop("model_path", None)
     args.pop("speculative_draft_model_path", None)
     trial_only: frozenset[str] = frozenset()
@@ -239,8 +241,9 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     unset = set(getattr(config, "unset_env", ()) or ())
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(spec.env)
-    if get_backend(config.backend).emulated and settings.sim_seed is not None:
-        env["AUTOTUNE_SIM_SEED"] = str(settings.sim_seed)
+    backend = get_backend(config.backend)
+    if backend.emulated and settings.sim_seed is not None:
+        env.update(backend.emulator.launch_env(seed=settings.sim_seed))
     workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="autotune-trial-"))
     workdir.mkdir(parents=True, exist_ok=True)
     label = name or ("baseline" if config.is_baseline else "trial")

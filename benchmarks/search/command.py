@@ -1,7 +1,7 @@
 """How many trials each search strategy needs to get within 2% of the best config.
 
 ``python -m benchmarks.search --space S [--profile P] --seeds 20 --budget B [--noise CV]
-[--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.sim.evaluate`) with measurement noise
+[--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.simtools.evaluate`) with measurement noise
 (by default the CV measured from the recorded real landscapes' repeats, :mod:`benchmarks.search.noise`;
 ``--print-noise`` prints it),
 and ``python -m benchmarks.search --landscape FILE [--space S] ...`` on a recorded landscape

@@ -2,7 +2,7 @@
 
 Two sources of truth go through the same judging code (:class:`Oracle`, :func:`load_problem`):
 
-- :class:`EmulatorTruth`: the model-only evaluator (:mod:`autotune.sim.evaluate`), with
+- :class:`EmulatorTruth`: the model-only evaluator (:mod:`autotune.simtools.evaluate`), with
   log-normal noise on tok/s and accepted-drafts histograms drawn from the model's acceptance;
 - :class:`benchmarks.search.landscape.LandscapeEvaluator`: a recorded sweep of real measurements, whose
   noise is drawn from each config's recorded repeats.
@@ -26,9 +26,7 @@ import numpy as np
 
 from autotune.errors import AutotuneError
 from autotune.space.trial_config import config_key
-from autotune.sim.evaluate import ModelEvaluator
-from autotune.sim.config import ModelConfig
-from autotune.sim.model import PerformanceModel
+from autotune.simtools.evaluate import ModelEvaluator
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
@@ -78,9 +76,7 @@ class EmulatorTruth:
         """P(j drafts accepted per cycle), averaged over the workload's prompts."""
         key = config_key(params)
         if key not in self._hist:
-            cfg = self.space.trial_config(dict(params))
-            model = PerformanceModel(self.evaluator.profile,
-                                     ModelConfig.from_server_args(cfg.server_args, cfg.env))
+            model = self.evaluator.model(params)
             if model.config.spec is None:
                 self._hist[key] = None
             else:

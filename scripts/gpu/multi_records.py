@@ -104,7 +104,7 @@ def ray_file(mlruns: Path, space_name: str, name: str) -> Path | None:
 
 def evaluator(space: Any, profile: Any) -> Any:
     """The emulator's model-only evaluator of ``space`` on ``profile``, noise-free."""
-    from autotune.sim.evaluate import ModelEvaluator
+    from autotune.simtools.evaluate import ModelEvaluator
 
     return ModelEvaluator(space, profile=profile)
 

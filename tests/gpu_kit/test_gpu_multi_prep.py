@@ -67,7 +67,7 @@ def test_space_renders_commands_sglang_0517_accepts(path: Path, arch: str, count
 
 
 def test_tp_space_probes_three_protocols_at_three_rounds_and_tp1_has_no_all_reduce_flag() -> None:
-    from autotune.nccl.candidates import candidates_from_space
+    from autotune.space.nccl_candidates import candidates_from_space
 
     space = load_space(TP)
     pre = space.nccl_prescreen

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
+from autotune.tracking.content import spec_from_argv
 
 _OK_STATUSES = ("ok", "feasible", "infeasible")
 # The device timer's phases that a window spreads over its cycles; "other" is the rest.
@@ -107,8 +108,6 @@ def _num(value: Any) -> float | None:
 
 def server_args_of(argv: Sequence[str]) -> dict[str, Any]:
     """The server args of a trial's launch command, read the way tracking reads them."""
-    from autotune.tracking.content import spec_from_argv
-
     try:
         return dict(spec_from_argv([str(w) for w in argv]).server_args)
     except ValueError:

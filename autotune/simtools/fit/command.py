@@ -1,10 +1,10 @@
 """Fit an emulator profile to real trial summaries, predict held-out configs, report the error.
 
-``python -m autotune.sim.fit --measurements DIR_OR_FILES... --base-profile NAME_OR_PATH
+``python -m autotune.simtools.fit --measurements DIR_OR_FILES... --base-profile NAME_OR_PATH
 --name NAME (--fit-half even|odd | --fit ID,ID...) --out-profile PATH --report PATH...``
 
 Reads ``summary_json`` files (one per measured config, the plain baseline among them), fits the
-timing keys of a dense single-GPU profile to the fit half (see :mod:`autotune.sim.fit.solve`),
+timing keys of a dense single-GPU profile to the fit half (see :mod:`autotune.simtools.fit.solve`),
 writes the profile, then predicts the other half with the emulator's own model and reports the
 error on tok/s and on the phase shares against the goals (10% and 5 points). ``--list`` only
 prints the config ids and the excluded files. Documented in ``docs/sim-profiles.md``.
@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.sim.fit import solve as fs
-from autotune.sim.fit.data import Dataset, Observation, load_measurements, split
-from autotune.sim.fit.report import compare, goals, markdown
+from autotune.simtools.fit import solve as fs
+from autotune.simtools.fit.data import Dataset, Observation, load_measurements, split
+from autotune.simtools.fit.report import compare, goals, markdown
 from autotune.sim.profile import Profile, load_profile
 
 _FIELDS = {f for f in Profile.__dataclass_fields__}
@@ -48,10 +48,10 @@ def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = Non
     """Fit ``base``'s timing keys to one half of ``ds`` and predict the other half.
 
     Args:
-        ds: Loaded measurements (:func:`autotune.sim.fit.data.load_measurements`).
+        ds: Loaded measurements (:func:`autotune.simtools.fit.data.load_measurements`).
         base: Profile whose other keys (hardware, acceptance, TP) the result keeps.
         name: Name of the fitted profile.
-        half: ``even`` or ``odd`` (see :func:`autotune.sim.fit.data.split`); or give ``fit_ids``.
+        half: ``even`` or ``odd`` (see :func:`autotune.simtools.fit.data.split`); or give ``fit_ids``.
         input_len: Prompt tokens per request assumed for prefill (fit and prediction use the same
             value, so the measured prefill is matched whatever it is).
         overrides: Profile keys to set as given (``num_layers``, ``gpu_memory_gib``...).
@@ -86,7 +86,7 @@ def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = Non
     cv = fs.noise_cv(ds.observations)
     if cv is not None:
         values["noise_cv"] = cv
-    desc = (f"{name}: fitted by autotune.sim.fit.command to {len(fit)} measured configs "
+    desc = (f"{name}: fitted by autotune.simtools.fit.command to {len(fit)} measured configs "
             f"({', '.join(o.id for o in fit)}) on top of {base.name}")
     data = fs.profile_dict(base, values, name=name, description=desc, overrides=overrides)
     profile = _validated(data)
@@ -249,7 +249,7 @@ def write_report(report: dict[str, Any], paths: Sequence[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autotune.sim.fit",
+    parser = argparse.ArgumentParser(prog="python -m autotune.simtools.fit",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--measurements", nargs="+", required=True,
                         help="trial summary JSON files, or directories of them")
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                           overrides=_parse_set(args.set), profile_path=args.out_profile)
         out = Path(args.out_profile)
         out.parent.mkdir(parents=True, exist_ok=True)
-        header = (f"# {res.profile_data['description']}\n# Written by python -m autotune.sim.fit; "
+        header = (f"# {res.profile_data['description']}\n# Written by python -m autotune.simtools.fit; "
                   f"accuracy report: {', '.join(args.report) or 'not written'}.\n")
         out.write_text(header + yaml.safe_dump(res.profile_data, sort_keys=False))
         load_profile(out)

@@ -1,6 +1,6 @@
 """Model-only evaluator: the emulator's performance model, in process, with no HTTP.
 
-``python -m autotune.sim.evaluate --space S [--profile P] [--optimum]`` prints what the model expects
+``python -m autotune.simtools.evaluate --space S [--profile P] [--optimum]`` prints what the model expects
 a trial of every config in a search space to measure: output tok/s, accept length, phase profile,
 the baseline of its non-speculative group, speedup and break-even accept length; a table, or with
 ``--json`` one JSON object (``configs``, and ``records``: one per config). With ``--optimum`` it prints
@@ -20,9 +20,15 @@ from typing import Any, Iterable, Mapping
 
 from autotune import cli
 from autotune.errors import AutotuneError
+from autotune.sim.closed_loop import Request, replay
 from autotune.sim.config import ModelConfig
+from autotune.sim.engine import natural_length
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile, load_profile
+from autotune.sim.tokens import apply_chat_template, count_tokens
+from autotune.space.packaged import SPACE_HELP
+from autotune.space.search_space import load_space
+from autotune.space.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -41,10 +47,6 @@ class WorkloadShape:
 
 def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadShape:
     """Mean prompt and output lengths of a space's measured prompts, as the emulator counts them."""
-    from autotune.sim.engine import natural_length
-    from autotune.sim.tokens import apply_chat_template, count_tokens
-    from autotune.space.workload import Workload
-
     workload = Workload.from_spec(space.workload, file=getattr(space, "file", None))
     prompts = workload.measured()
     api = getattr(workload, "api", "generate")
@@ -84,7 +86,8 @@ class ModelEvaluator:
         self._cache: dict[tuple, dict[str, Any]] = {}
         self._prompt_factors: tuple[float, ...] | None = None
 
-    def _model(self, params: Mapping[str, Any]) -> PerformanceModel:
+    def model(self, params: Mapping[str, Any]) -> PerformanceModel:
+        """The emulator's performance model of one config of the space."""
         cfg = self.space.trial_config(dict(params))
         return PerformanceModel(self.profile, ModelConfig.from_server_args(cfg.server_args, cfg.env))
 
@@ -95,8 +98,6 @@ class ModelEvaluator:
 
     def _replay(self, model: PerformanceModel) -> float:
         """Closed-loop expectation at concurrency > 1 (batched prefills, draining batch)."""
-        from autotune.sim.closed_loop import Request, replay
-
         s = self.shape
         factors = self._factors(model) or (1.0,) * len(s.output_lens)
         reqs = []
@@ -112,7 +113,7 @@ class ModelEvaluator:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        model = self._model(params)
+        model = self.model(params)
         failure = model.check_startup(visible_gpus=None)
         out: dict[str, Any] = {"params": dict(params), "status": "ok", "reason": None}
         if failure:
@@ -205,12 +206,10 @@ def render(records: list[Mapping[str, Any]], *, optimum: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autotune.space.packaged import SPACE_HELP
-
-    parser = cli.command_parser("python -m autotune.sim.evaluate", __doc__, examples=[
-        "python -m autotune.sim.evaluate --space demo --optimum",
-        "python -m autotune.sim.evaluate --space demo --json -o expected.json",
-        "python -m autotune.sim.evaluate --space kimi-k2.5-eagle3-tp8-sim --profile my-profile.yaml"])
+    parser = cli.command_parser("python -m autotune.simtools.evaluate", __doc__, examples=[
+        "python -m autotune.simtools.evaluate --space demo --optimum",
+        "python -m autotune.simtools.evaluate --space demo --json -o expected.json",
+        "python -m autotune.simtools.evaluate --space kimi-k2.5-eagle3-tp8-sim --profile my-profile.yaml"])
     parser.add_argument("--space", required=True, help=SPACE_HELP)
     parser.add_argument("--profile", help="built-in profile name or YAML path (default: the space's)")
     parser.add_argument("--optimum", action="store_true", help="print only the best feasible config")
@@ -218,7 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing", action="store_true", help="print configs/s to stderr")
     cli.add_output(parser, record="{configs, records: one per config} (with --optimum: the best record)")
     args = parser.parse_args(argv)
-    from autotune.space.search_space import load_space
 
     try:
         space = load_space(args.space)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.sim.fit.data import Observation
+from autotune.simtools.fit.data import Observation
 from autotune.sim.profile import Profile
 
 # A term must cut the RMS residual by this fraction to be kept (guards against fitting noise).

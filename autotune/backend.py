@@ -1,0 +1,147 @@
+"""The server backends a trial can launch: real SGLang, or the emulator that stands in for it.
+
+A :class:`Backend` says what ``python -m`` runs and the few facts the rest of autotune acts on
+(whether timings are modelled, whether trials need physical GPUs, whether concurrent servers
+compete for this machine's cores); :data:`BACKENDS` is the one list of valid names, read by the
+space schema, :class:`~autotune.launch.spec.LaunchSpec`, the search, trials and exports.
+
+What differs between real SGLang and the emulator beyond those facts is the :class:`Emulator`
+interface: the profile a space names and what it says (hidden size, GPUs per node), the launch
+environment that tells the emulator its profile and seed, the variables only the emulator reads,
+and the all-reduce model the NCCL probe's ``sim`` mode ranks by. This registry is the only module
+outside ``sim/`` (and the emulator tools, ``simtools/``) that imports the emulator, and it does so
+lazily: a search on real SGLang never loads it. It sits right after ``sim/`` in the package order,
+before ``nccl/`` and ``space/``, which need it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+from autotune.errors import ConfigError
+
+__all__ = ["BACKENDS", "Backend", "Emulator", "EmulatedProfile", "get_backend", "is_emulator_env"]
+
+
+class EmulatedProfile(Protocol):
+    """What the rest of autotune reads from an emulator profile."""
+
+    @property
+    def hidden_size(self) -> int: ...
+
+    @property
+    def gpus_per_node(self) -> int: ...
+
+
+class Emulator(Protocol):
+    """What an emulated backend does that real SGLang does not (``autotune.sim.emulator``)."""
+
+    def builtin_profiles(self) -> list[str]:
+        """The names of the profiles shipped with the emulator."""
+        ...
+
+    def load_profile(self, name_or_path: str | Path) -> EmulatedProfile:
+        """A profile by built-in name or YAML path.
+
+        Raises:
+            ConfigError: A file that is not a valid profile (``ValueError``/``TypeError`` for
+                values of the wrong kind).
+        """
+        ...
+
+    def launch_env(self, *, profile: str | None = None, seed: int | None = None) -> dict[str, str]:
+        """The environment that makes a launched emulator use ``profile`` and ``seed`` (each
+        only when given)."""
+        ...
+
+    def reads_env(self, name: str) -> bool:
+        """Whether ``name`` is one of the emulator's own variables (dropped from a real launch)."""
+        ...
+
+    def allreduce_us(self, profile: str, *, tp: int, env: Mapping[str, str],
+                     nbytes: Sequence[int]) -> list[float]:
+        """The modelled NCCL all-reduce latency (µs) of each message size, SGLang's custom
+        all-reduce off.
+
+        Raises:
+            ValueError: The emulator rejects a variable of ``env``; the message names them.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One server backend.
+
+    Attributes:
+        name: What a space's ``backend:`` and the ``autotune.backend`` tag say.
+        module: The module run with ``python -m``.
+        emulated: The emulator models the timings from a profile (which the space must name, and
+            which gives the hidden size, the seed and the NCCL probe's ``sim`` backend); it reads
+            no model files, and its figures must be re-measured on real GPUs.
+        needs_gpus: Trials take physical GPUs; otherwise an embedded Ray gets logical ones.
+        shares_cores: Its servers compute on this machine's CPU cores, so concurrent ones slow
+            each other down (finalists are confirmed one at a time).
+        load_emulator: Returns the :class:`Emulator` of an emulated backend; None for real SGLang.
+    """
+
+    name: str
+    module: str
+    emulated: bool
+    needs_gpus: bool
+    shares_cores: bool
+    load_emulator: Callable[[], Emulator] | None = None
+
+    def __post_init__(self) -> None:
+        if self.emulated != (self.load_emulator is not None):
+            raise ValueError(f"backend {self.name!r}: an emulated backend, and only one, has an emulator")
+
+    @property
+    def emulator(self) -> Emulator:
+        """The emulator's hooks.
+
+        Raises:
+            ValueError: For a backend that is not emulated.
+        """
+        if self.load_emulator is None:
+            raise ValueError(f"backend {self.name!r} is not an emulator")
+        return self.load_emulator()
+
+
+def _sim() -> Emulator:
+    # Imported here, not at the top: only a space on the emulator loads it.
+    from autotune.sim.emulator import EMULATOR
+
+    return EMULATOR
+
+
+BACKENDS: Mapping[str, Backend] = MappingProxyType({
+    "sglang": Backend("sglang", "sglang.launch_server", emulated=False, needs_gpus=True,
+                      shares_cores=False),
+    "sim": Backend("sim", "autotune.sim.server", emulated=True, needs_gpus=False, shares_cores=True,
+                   load_emulator=_sim),
+})
+"""Backend name -> :class:`Backend`."""
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called ``name``.
+
+    Raises:
+        ConfigError: For a name not in :data:`BACKENDS`.
+    """
+    try:
+        return BACKENDS[name]
+    except (KeyError, TypeError):
+        raise ConfigError(f"unknown backend {name!r}; use one of {', '.join(BACKENDS)}",
+                          field="backend") from None
+
+
+def is_emulator_env(name: str) -> bool:
+    """Whether ``name`` is a variable only an emulated backend reads: a measuring device, never
+    part of a launch on real SGLang."""
+    return any(b.emulator.reads_env(name) for b in BACKENDS.values() if b.emulated)

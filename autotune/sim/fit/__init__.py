@@ -1,1 +1,0 @@
-"""Fitting an emulator profile to measured trials (``python -m autotune.sim.fit``)."""

@@ -1,0 +1,1 @@
+"""Fitting an emulator profile to measured trials (``python -m autotune.simtools.fit``)."""
