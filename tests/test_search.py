@@ -134,7 +134,7 @@ def _gpu_intervals_disjoint(lock_dir: Path) -> int:
             by_gpu.setdefault(gpu, []).append((u["start"], u["end"]))
     for gpu, spans in by_gpu.items():
         spans.sort()
-        for (s1, e1), (s2, _) in itertools.pairwise(spans):
+        for (_, e1), (s2, _) in itertools.pairwise(spans):
             assert s2 >= e1, f"GPU {gpu} was held by two emulators at once"
     return len(usage)
 

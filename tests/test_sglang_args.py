@@ -251,7 +251,8 @@ def test_auto_pick_matches_sglangs_own_function(arch, algorithm):
 
     namespace = sa.real_parser().parse_args(["--model-path", "m", "--speculative-algorithm", algorithm])
     server_args = ServerArgs.from_cli_args(namespace)
-    assert speculative.auto_speculative_params(algorithm, arch) == hook._auto_choose_speculative_params(server_args, arch)
+    assert (speculative.auto_speculative_params(algorithm, arch)
+            == hook._auto_choose_speculative_params(server_args, arch))
 
 
 @needs_sglang
@@ -323,7 +324,8 @@ def test_adaptive_rules():
     on, _ = speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
                                     "speculative_adaptive": True})
     assert (on["speculative_num_steps"], on["speculative_eagle_topk"], on["speculative_num_draft_tokens"]) == (3, 1, 4)
-    off, notes = speculative.resolve_speculative({"model_path": "meta-llama/Llama-3.1-8B", "speculative_algorithm": "EAGLE",
+    off, notes = speculative.resolve_speculative({"model_path": "meta-llama/Llama-3.1-8B",
+                                                  "speculative_algorithm": "EAGLE",
                                          "speculative_adaptive": True, "speculative_num_steps": 3,
                                          "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8})
     assert off["speculative_adaptive"] is False and any("adaptive disabled" in n for n in notes)
@@ -371,7 +373,8 @@ def test_infer_model_arch(tmp_path):
     assert speculative.infer_model_arch("../../.gpu/models/llama-8b/target") == "LlamaForCausalLM"
     assert speculative.infer_model_arch(".gpu/models/qwen3-30b-a3b/target") is None
     assert speculative.infer_model_arch(str(ckpt / "target")) is None  # the checkpoint's parent names no model
-    assert speculative.auto_speculative_params("EAGLE", speculative.infer_model_arch("meta-llama/Llama-4-Scout")) == (3, 1, 4)
+    scout = speculative.infer_model_arch("meta-llama/Llama-4-Scout")
+    assert speculative.auto_speculative_params("EAGLE", scout) == (3, 1, 4)
 
 
 # ---------------------------------------------------------------------------------------------

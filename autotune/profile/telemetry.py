@@ -71,7 +71,7 @@ class GpuSampler(ABC):
     def stop(self) -> GpuWindow:
         """Close the window opened by :meth:`start` (a last sample) and return its figures."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook: a sampler with nothing to release keeps it)
         """Stop any background sampling and release the devices (idempotent)."""
 
     def describe(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ beats its baseline, the baseline wins, and the summary says so.
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import sys

@@ -25,8 +25,8 @@ from autotune.trial.levels import LoadLevel, metric_suffix
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 
-__all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "level_table", "level_title", "rows_of", "trials_csv", "summary_md",
-           "write_beside"]
+__all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "level_table", "level_title", "rows_of", "trials_csv",
+           "summary_md", "write_beside"]
 
 TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
 # With load levels: the summary JSON's per_level, as a file of its own (search.levels).
@@ -204,7 +204,8 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.kind} | {r.trial_id} | {_config(r.result.params, baseline=r.result.is_baseline)} | {r.result.status} | "
+    lines += [f"| {r.kind} | {r.trial_id} | {_config(r.result.params, baseline=r.result.is_baseline)} | "
+              f"{r.result.status} | "
               f"{num(r.result.output_tok_s, '.1f')} | {num(r.result.speedup, '.3f')} | "
               f"{num(r.result.accept_length, '.2f')} | {(r.result.reason or '').replace('|', '/')} |"
               for r in measured]

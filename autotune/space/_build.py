@@ -219,7 +219,7 @@ class _Builder(CrossChecks):
             return {}
         self.reader.mapping(value, "parameters", line)
         out: dict[str, Parameter] = {}
-        for name, spec, fld, pline in items(value, "parameters"):
+        for name, spec, fld, _pline in items(value, "parameters"):
             kline = key_line_of(value, name)
             if isinstance(name, str) and name in RESERVED:
                 self.fail(f"{name} cannot be searched: {RESERVED[name]}", field=fld,

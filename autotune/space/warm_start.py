@@ -54,7 +54,8 @@ class WarmStart:
         if self.triple is None:
             return f"no SGLang default speculative config: {self.reason}"
         s, k, n = self.triple
-        what = f"SGLang's default {self.algorithm} {s}/{k}/{n} (auto-picked for {self.model_arch or 'an unknown architecture'})"
+        arch = self.model_arch or 'an unknown architecture'
+        what = f"SGLang's default {self.algorithm} {s}/{k}/{n} (auto-picked for {arch})"
         return f"{what}, measured first" if self.params is not None else f"{what} not measured: {self.reason}"
 
 
@@ -73,7 +74,10 @@ def _in_range(p: Any, value: Any) -> bool:
     if not float(p.low) <= float(value) <= float(p.high):
         return False
     step = p.step or (1 if p.type == "int" else None)
-    return step is None or abs(((float(value) - float(p.low)) / float(step)) - round((float(value) - float(p.low)) / float(step))) < 1e-9
+    if step is None:
+        return True
+    steps = (float(value) - float(p.low)) / float(step)
+    return abs(steps - round(steps)) < 1e-9
 
 
 def _unset_value(p: Any) -> Any:

@@ -286,5 +286,5 @@ def study_from_runs(runs: Iterable[TrialRun]) -> Any:
     return study
 
 
-__all__ = ["MAX_PARAM", "context_tags", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs", "trial_metrics", "trial_params",
-           "trial_point"]
+__all__ = ["MAX_PARAM", "context_tags", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs",
+           "trial_metrics", "trial_params", "trial_point"]

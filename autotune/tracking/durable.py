@@ -322,7 +322,8 @@ class DurableTracker:
             if self.spool.write_error is not None and not self._disk_said:
                 self._disk_said = True
                 self._trouble(f"cannot write the tracking spool {self.spool.path}; "
-                              f"{len(self.spool.pending())} record(s) held in memory until it can", self.spool.write_error)
+                              f"{len(self.spool.pending())} record(s) held in memory until it can",
+                              self.spool.write_error)
             elif self.spool.write_error is None:
                 self._disk_said = False
         except Exception as exc:  # noqa: BLE001 - a write that cannot even be recorded must not stop a trial

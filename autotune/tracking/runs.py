@@ -255,6 +255,6 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
 
 
 __all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
-           "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
-           "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner", "objective_of",
-           "search_levels", "select_level_winners", "select_winner"]
+           "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED",
+           "TAG_STALE_METRICS", "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner",
+           "objective_of", "search_levels", "select_level_winners", "select_winner"]

@@ -25,8 +25,8 @@ from autotune.space.load_levels import AXES, CONCURRENCY, REQUEST_RATE, LoadLeve
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 
-__all__ = ["AXES", "CONCURRENCY", "LEVEL_FIELDS", "REQUEST_RATE", "LoadLevel", "as_level", "concurrencies", "level_record",
-           "level_result", "levels_measured", "metric_suffix", "with_levels"]
+__all__ = ["AXES", "CONCURRENCY", "LEVEL_FIELDS", "REQUEST_RATE", "LoadLevel", "as_level", "concurrencies",
+           "level_record", "level_result", "levels_measured", "metric_suffix", "with_levels"]
 
 # What a level's record keeps of its own result: the figures that differ between levels. The
 # launch, the log tail, the requests and the telemetry stay on the trial (one server for all).

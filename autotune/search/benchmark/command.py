@@ -78,7 +78,8 @@ def _warm_line(warm: Mapping[str, Any] | None) -> str:
     if warm.get("params") is None:
         return f"warm start: {warm['describe']}"
     if warm.get("tok_s") is None:
-        return f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: it fails here"
+        return (f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: "
+                "it fails here")
     verdict = "reaches the target" if warm["reaches_target"] else (
         "below the target" if warm["feasible"] else "infeasible (does not beat its baseline)")
     return (f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: "

@@ -360,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         "python -m autotune.search.benchmark.families --family interp-verify "
         "--space bench-family-llama-8b-h200 --out landscape.json"])
     parser.add_argument("--family", required=True, choices=sorted(FAMILIES))
-    parser.add_argument("--space", required=True, help="the space to cover (every config): a YAML file or a packaged name")
+    parser.add_argument("--space", required=True,
+                        help="the space to cover (every config): a YAML file or a packaged name")
     parser.add_argument("--out", required=True, help="landscape JSON to write")
     parser.add_argument("--seed", type=int, default=0, help="seed of the repeats' noise")
     parser.add_argument("--noise-cv", type=float, default=0.01,

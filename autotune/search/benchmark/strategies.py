@@ -234,7 +234,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         out["grid"]["unbudgeted_trials_to_target"] = full
         out["grid"]["unbudgeted_median"] = _quantile(full, 0.5)
     ours = out.get(OURS, {}).get("median")
-    for name, summary in out.items():
+    for summary in out.values():
         summary.update(common)
         theirs = summary["median"]
         summary["ratio_ours_to_this"] = (ours / theirs) if ours and theirs else None
