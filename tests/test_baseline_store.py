@@ -61,7 +61,7 @@ def test_two_workloads_at_once_the_first_wins_and_the_other_is_refused(tmp_path:
         outcomes = _at_once([lambda w=w, folder=folder: shared_store(folder, workload=w, settings=SETTINGS)
                              for w in workloads])
         marker = json.loads((folder / MEASURED_ON).read_text())
-        for w, outcome in zip(workloads, outcomes):
+        for w, outcome in zip(workloads, outcomes, strict=True):
             if marker["workload"] == repr(w):
                 assert outcome is None, outcome
             else:  # never accepted beside the other workload's baselines

@@ -206,7 +206,7 @@ def test_replayed_measurements_are_the_recorded_repeats(swept: Swept) -> None:
             runs.append([oracle.run(cfg) for _ in range(4)])
         values = [[m.objective for m in run] for run in runs]
         assert values[0] == values[1]  # same seed, same draws
-        for run, vals in zip(runs, values):
+        for run, vals in zip(runs, values, strict=True):
             # Each pass of two measurements walks through both recorded repeats.
             assert sorted(vals[:2]) == sorted(rec["output_tok_s_repeats"])
             assert sorted(vals[2:]) == sorted(rec["output_tok_s_repeats"])

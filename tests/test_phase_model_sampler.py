@@ -110,7 +110,7 @@ def test_acceptance_fit_recovers_accept_lengths_it_never_saw(theta):
     fitted = AcceptanceModel(10, 8)
     fitted.fit(obs)
     unseen = [(1, 1, 2), (5, 1, 6), (6, 4, 20), (3, 8, 16), (10, 8, 60)]
-    S, K, N = map(np.array, zip(*unseen))
+    S, K, N = map(np.array, zip(*unseen, strict=True))
     want = truth.mean(S, K, N, theta)
     got, var = fitted.predict(S, K, N)
     assert np.all(np.abs(got / want - 1) < 0.03), (got, want)

@@ -339,7 +339,7 @@ def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
     capsys.readouterr()
     assert export_main(["--name", "test-levels", "--root", str(tmp_path), "--per-level"]) == 0
     table = json.loads(capsys.readouterr().out)
-    for answer, row in zip(outcome.per_level, table["levels"]):
+    for answer, row in zip(outcome.per_level, table["levels"], strict=True):
         assert row["concurrency"] == answer["concurrency"]
         assert row["winner"]["trial_id"] == answer["winner"]
         assert row["winner"]["output_tok_s"] == pytest.approx(answer["output_tok_s"])

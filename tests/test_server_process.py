@@ -259,7 +259,7 @@ def test_concurrent_starts_get_distinct_ports() -> None:
     finally:
         for s in servers:
             s.stop()
-    for s, r in zip(servers, reported):
+    for s, r in zip(servers, reported, strict=True):
         assert_all_gone(r["pid"], r["child_pid"], pgid=r["pgid"], port=s.port)
 
 

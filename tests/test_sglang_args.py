@@ -64,7 +64,7 @@ def test_covered_flag_matches_sglang(dest):
     ours = [a for a in builtin.build_parser()._actions if a.dest == dest]
     assert real, f"{dest} is not a flag of the installed SGLang"
     assert len(ours) == len(real)
-    for r, o in zip(real, ours):
+    for r, o in zip(real, ours, strict=True):
         assert o.option_strings == r.option_strings
         assert o.nargs == r.nargs
         assert o.default == r.default

@@ -198,7 +198,7 @@ def test_multi_token_chunks_add_up_to_server_counts(server: ServerProcess, api: 
                                       concurrency=1, keep_raw=True, request_timeout_s=30))
     assert bench.completed == 3 and bench.failed == 0
     multi = 0
-    for rec, n in zip(bench.records, wanted):
+    for rec, n in zip(bench.records, wanted, strict=True):
         assert rec.ok and rec.completion_tokens == n
         counts = rec.chunk_tokens
         assert counts and counts[-1] == n and all(b > a for a, b in itertools.pairwise(counts))

@@ -146,7 +146,7 @@ def percentile(values: Sequence[float], q: float,
     else:
         if len(weights) != len(values):
             raise ValueError("values and weights differ in length")
-        pairs = sorted((v, w) for v, w in zip(values, weights) if w > 0)
+        pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
     total = sum(w for _, w in pairs)
     if total == 0:
         return None

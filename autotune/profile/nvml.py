@@ -150,14 +150,14 @@ class NvmlSampler(GpuSampler):
         util_max = [s.util_max for s in samples if s.util_max is not None]
         mems = [s.mem_max for s in samples if s.mem_max is not None]
         energy, source = None, None
-        if e0 is not None and e1 is not None and all(b >= a for a, b in zip(e0, e1)):
-            energy, source = sum(b - a for a, b in zip(e0, e1)) / 1000.0, "counter"
+        if e0 is not None and e1 is not None and all(b >= a for a, b in zip(e0, e1, strict=True)):
+            energy, source = sum(b - a for a, b in zip(e0, e1, strict=True)) / 1000.0, "counter"
         elif samples[0].power_w is not None and samples[-1].power_w is not None:
             # Trapezoids over the samples that have power (a missing one is bridged): the
             # counter is missing, or went backwards (the driver reloaded mid-window).
             known = [s for s in samples if s.power_w is not None]
             energy = math.fsum((b.t - a.t) * (a.power_w + b.power_w) / 2.0
-                               for a, b in zip(known, known[1:]))
+                               for a, b in zip(known, known[1:], strict=False))
             source = "power"
         return GpuWindow(
             duration_s=duration, samples=len(samples),

@@ -201,7 +201,7 @@ def trial_figures(windows: Sequence[GpuWindow], tokens: Sequence[int | None]) ->
         out["gpu_power_w_mean"] = _ratio(out["gpu_energy_j"], window_s)
     utils = [w.util_pct_mean for w in windows]
     if _all_known(utils) and window_s:
-        out["gpu_util_pct_mean"] = math.fsum(u * d for u, d in zip(utils, durations)) / window_s
+        out["gpu_util_pct_mean"] = math.fsum(u * d for u, d in zip(utils, durations, strict=True)) / window_s
     peaks = [w.mem_peak_bytes for w in windows]
     if _all_known(peaks):
         out["gpu_mem_peak_gib"] = max(peaks) / GIB

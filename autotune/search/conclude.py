@@ -101,7 +101,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
               f"autotune.search.run --space {opts.space} --name {name} --resume", file=out, flush=True)
     elif chosen:
         confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
-        for (tid, _, first), (params, result, base) in zip(chosen, confirmed):
+        for (tid, _, first), (params, result, base) in zip(chosen, confirmed, strict=True):
             confirmed_rows.append((tid, result, base))
             finalists_out.append({"trial_id": tid, "params": params,
                                   "search_tok_s": first.output_tok_s,

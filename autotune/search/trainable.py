@@ -74,7 +74,7 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
             if hist is None:
                 hist = list(h)
             elif len(hist) == len(h):
-                hist = [a + b for a, b in zip(hist, h)]
+                hist = [a + b for a, b in zip(hist, h, strict=True)]
     return {
         "status": result.status,
         "is_baseline": result.is_baseline,

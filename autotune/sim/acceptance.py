@@ -157,7 +157,7 @@ def accept_moments(acc, steps: int, topk: int, draft_tokens: int,
     for f, w in points:
         f = round(f, 4)  # as cached_acceptance rounds, so sampling and expectation agree
         a = reach = 1.0
-        for b, g in zip(base, gains):
+        for b, g in zip(base, gains, strict=True):
             p = min(cap, b * f)
             reach *= p + (1 - p) * g
             a += reach

@@ -100,7 +100,7 @@ class ModelEvaluator:
         s = self.shape
         factors = self._factors(model) or (1.0,) * len(s.output_lens)
         reqs = []
-        for n_in, n_out, f in zip(s.input_lens, s.output_lens, factors):
+        for n_in, n_out, f in zip(s.input_lens, s.output_lens, factors, strict=True):
             a = model.acceptance(f).mean if model.config.spec is not None else 1.0
             reqs.append(Request(input_len=n_in, output_len=n_out, tokens_per_cycle=a))
         return replay(model, reqs, s.concurrency,

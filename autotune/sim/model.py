@@ -285,7 +285,7 @@ class PerformanceModel:
         if self.config.simulate_acc_len is not None:
             return self.acceptance().mean
         spread = self.profile.acceptance.prompt_spread
-        return sum(w * self.acceptance(_factor(spread, z)).mean for z, w in zip(_GH_NODES, _GH_WEIGHTS))
+        return sum(w * self.acceptance(_factor(spread, z)).mean for z, w in zip(_GH_NODES, _GH_WEIGHTS, strict=True))
 
     def expected(self, *, batch: int = 1, input_len: int = 128, output_len: int = 256,
                  prompt_factors: tuple[float, ...] | None = None) -> Expectation:
@@ -312,7 +312,7 @@ class PerformanceModel:
                 points = tuple((f, 1.0 / len(prompt_factors)) for f in prompt_factors)
             else:
                 spread = self.profile.acceptance.prompt_spread
-                points = tuple((_factor(spread, z), w) for z, w in zip(_GH_NODES, _GH_WEIGHTS))
+                points = tuple((_factor(spread, z), w) for z, w in zip(_GH_NODES, _GH_WEIGHTS, strict=True))
             s = self.config.spec
             accept, inv = accept_moments(self.profile.acceptance, s.num_steps, s.topk,
                                           s.num_draft_tokens, points)

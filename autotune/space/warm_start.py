@@ -111,7 +111,7 @@ def sglang_default(space: Any) -> WarmStart:
     algorithm = algos[0]
     arch = speculative.infer_model_arch(getattr(space, "model_path", None))
     triple = speculative.auto_speculative_params(algorithm, arch)
-    want = dict(zip((STEPS, TOPK, DRAFT), triple))
+    want = dict(zip((STEPS, TOPK, DRAFT), triple, strict=True))
     values: dict[str, Any] = {}
     for name, p in space.parameters.items():
         values[name] = algorithm if name == ALGO else want[name] if name in want else _unset_value(p)

@@ -49,7 +49,7 @@ def phase_figure(phases: Mapping[str, Any], *, title: str = "") -> Figure | None
     names = [n for n, _, _ in rows]
     values = [float(ms) for _, ms, _ in rows]
     bars = ax.barh(names, values, color=[_COLOURS[n] for n in names])
-    for bar, (_, ms, pct) in zip(bars, rows):
+    for bar, (_, ms, pct) in zip(bars, rows, strict=True):
         label = f"{ms:.2f} ms" + (f" ({pct:.1f}%)" if _known(pct) else "")
         ax.annotate(label, (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                     xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)

@@ -116,7 +116,7 @@ WEAK = Draft(  # a draft that barely matches its target
 
 def interp(points: Sequence[tuple[float, float]], x: float) -> float:
     """Piecewise-linear through ``points`` (x ascending); outside them is an error."""
-    xs, ys = zip(*points)
+    xs, ys = zip(*points, strict=True)
     if not xs[0] <= x <= xs[-1]:
         raise ValueError(f"{x:g} lies outside the interpolation points {xs[0]:g}..{xs[-1]:g}")
     return float(np.interp(x, xs, ys))

@@ -126,4 +126,4 @@ def _average_over_c(features, y: np.ndarray, prior: tuple[np.ndarray, np.ndarray
     best = min(f[2] for f in fits)
     weights = np.array([np.exp(-0.5 * (f[2] - best)) for f in fits])
     weights /= weights.sum()
-    return [(float(w), c, post) for w, (c, post, _) in zip(weights, fits) if w > 1e-4]
+    return [(float(w), c, post) for w, (c, post, _) in zip(weights, fits, strict=True) if w > 1e-4]

@@ -104,7 +104,7 @@ def tier_overlays(knobs: Sequence[tuple[str, Sequence[Any]]], tier: int) -> list
     if head:
         names = [name for name, _ in head]
         for combo in itertools.product(*[values for _, values in head]):
-            out.append(dict(zip(names, combo)))
+            out.append(dict(zip(names, combo, strict=True)))
     for name, values in tail:
         out.extend({name: v} for v in values)
     return out
@@ -184,7 +184,7 @@ class AutoBenchmarkTierSampler(PlannedSampler):
             out = self._defaults(True)
             warm = sglang_default(self.space)
             if warm.params is not None and warm.triple is not None:
-                out.update({k: v for k, v in zip(TRIPLE, warm.triple) if k in out})
+                out.update({k: v for k, v in zip(TRIPLE, warm.triple, strict=True) if k in out})
                 if ALGO in out and warm.algorithm is not None:
                     out[ALGO] = warm.algorithm
             self._spec_defaults = out

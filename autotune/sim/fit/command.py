@@ -149,7 +149,7 @@ def cannot_capture(ds: Dataset, fit: Sequence[Observation], pred: Sequence[Obser
     gaps = [100 * (o.output_len / (o.phases["cycle"] * o.cycles_per_request) * 1e3 - o.tok_s) / o.tok_s
             for o in obs]
     if max(abs(g) for g in gaps) > 2:
-        worst = max(zip(gaps, obs), key=lambda t: abs(t[0]))
+        worst = max(zip(gaps, obs, strict=True), key=lambda t: abs(t[0]))
         notes.append(f"tok/s (median of repeats) and the phase window (the median repeat's; with "
                      f"an even number of repeats the upper middle one) disagree by up to "
                      f"{worst[0]:+.1f}% ({worst[1].id}): tok/s errors include this. An odd number "

@@ -97,8 +97,8 @@ def _solve(phase: str, rows: Sequence[Observation], target: Feature,
         else:
             dropped.append(f"{key} (cuts the fit-half RMS by {100 * (1 - rms2 / rms) if rms else 0:.0f}%,"
                            f" keeps 0)")
-    return PhaseFit(phase=phase, values={k: float(v) for k, v in zip(names, x)},
-                    residuals={o.id: float(r) for o, r in zip(rows, res)}, dropped=dropped)
+    return PhaseFit(phase=phase, values={k: float(v) for k, v in zip(names, x, strict=True)},
+                    residuals={o.id: float(r) for o, r in zip(rows, res, strict=True)}, dropped=dropped)
 
 
 def _topk_factor(o: Observation) -> float:
