@@ -274,7 +274,7 @@ def candidates_from_space(space: Any) -> list[Candidate]:
     for combo in itertools.product(*grids):
         env = {p.name: env_text(v) for p, v in zip(dims, combo, strict=True)}
         full = {**base, **env}
-        if space._check_forbidden({}, {k: v for k, v in full.items() if v is not None}):
+        if space.forbidden_reason({}, {k: v for k, v in full.items() if v is not None}):
             continue
         out.append(Candidate(name_of(env), env, base_env=base))
     if not out:

@@ -209,4 +209,4 @@ def _primary(axis: str, levels: tuple[LoadLevel, ...], value: Any, bad: Bad) -> 
     if level not in levels:
         raise bad(key, f"must be one of the {axis} levels {[lv.value for lv in levels]}, "
                        f"got {value!r}")
-    return level  # type: ignore[return-value]
+    return level

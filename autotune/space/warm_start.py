@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.sglang import args as sglang_args
 from autotune.sglang import speculative
 from autotune.space.replay import ReplayTrial, UnfitValue
 from autotune.space.rules import ALGO, DRAFT, STEPS, TOPK
 from autotune.space.trial_config import config_key
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 __all__ = ["WarmStart", "compare_to_default", "gain", "sglang_default", "versus_default"]
 
@@ -98,7 +101,7 @@ def _unset_value(p: Any) -> Any:
     return choices[0] if choices is not None else (int(p.low) if p.type == "int" else float(p.low))
 
 
-def sglang_default(space: Any) -> WarmStart:
+def sglang_default(space: SearchSpace) -> WarmStart:
     """SGLang's default speculative config in ``space`` (see the module doc)."""
     algo_param = space.parameters.get(ALGO)
     fixed = dict(getattr(space, "fixed_args", {}) or {})
@@ -137,7 +140,7 @@ def sglang_default(space: Any) -> WarmStart:
 
 
 def compare_to_default(warm: WarmStart | None, results: Sequence[Mapping[str, Any]],
-                       winner: Mapping[str, Any] | None, *, space: Any) -> dict[str, Any] | None:
+                       winner: Mapping[str, Any] | None, *, space: SearchSpace) -> dict[str, Any] | None:
     """How the search's winner compares with SGLang's default speculative config.
 
     Args:
