@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from autotune.errors import ConfigError
 from autotune.names import is_env_name
@@ -149,6 +149,7 @@ def load_candidates(path: str | Path) -> list[Candidate]:
 
 
 def _entry(entry: Any, file: str, fld: str, line: int | None) -> Candidate:
+    env: Mapping[str, str | None]
     if isinstance(entry, str):
         try:
             env = parse_name(entry)
@@ -243,13 +244,49 @@ def worker_env(cand: Candidate) -> dict[str, str | None]:
 
 # ------------------------------------------------------------------------------ space
 
+# nccl/ sits above space/ in the package order (docs/architecture.md), so it cannot import
+# space.SearchSpace; these protocols name what the probe reads of one.
 
-def nccl_dims(space: Any) -> list[Any]:
+
+class NcclParam(Protocol):
+    """A searched parameter as the probe reads it (:class:`autotune.space.Parameter` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def line(self) -> int | None: ...
+    def values(self) -> Sequence[Any]: ...
+
+
+P_co = TypeVar("P_co", bound=NcclParam, covariant=True)
+
+
+class NcclSpace(Protocol[P_co]):
+    """A search space as the probe reads it (:class:`autotune.space.SearchSpace` is one)."""
+
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def profile(self) -> str | None: ...
+    @property
+    def model_path(self) -> str: ...
+    @property
+    def parameters(self) -> Mapping[str, P_co]: ...
+    @property
+    def fixed_env(self) -> Mapping[str, Any]: ...
+    def forbidden_reason(self, args: Mapping[str, Any], env: Mapping[str, str]) -> str | None: ...
+
+
+def nccl_dims(space: NcclSpace[P_co]) -> list[P_co]:
     """The space's searched NCCL_* parameters (categorical or int), in file order."""
     return [p for p in space.parameters.values() if p.name.startswith("NCCL_")]
 
 
-def candidates_from_space(space: Any) -> list[Candidate]:
+def candidates_from_space(space: NcclSpace[NcclParam]) -> list[Candidate]:
     """Every combination of the space's NCCL_* parameters that its ``forbidden`` allows.
 
     The space's ``fixed_env`` NCCL_* settings are the base of every candidate. A ``null`` choice
@@ -283,7 +320,7 @@ def candidates_from_space(space: Any) -> list[Candidate]:
     return out
 
 
-def hidden_of_space(space: Any) -> int:
+def hidden_of_space(space: NcclSpace[NcclParam]) -> int:
     """The model's hidden size: ``nccl_prescreen.hidden``, the sim profile's, or config.json's.
 
     Raises:
