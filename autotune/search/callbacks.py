@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 
 # The live table, tracker and counters of each search running in this process, by experiment
@@ -153,7 +156,7 @@ def _brief(error: BaseException | None) -> str:
     return f"{type(cause).__name__}: {first[:120]}" if first else type(cause).__name__
 
 
-def errored_report(space: Any, config: dict[str, Any], error: BaseException | None) -> Any:
+def errored_report(space: SearchSpace, config: dict[str, Any], error: BaseException | None) -> Any:
     """A trial that errored inside Ray, as the report it stands in for: a failed result with the
     error as its reason (a :class:`~autotune.search.report.TrialReport`)."""
     from autotune.search.report import TrialReport

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune.sglang.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
@@ -26,8 +26,11 @@ from autotune.space.load_levels import primary_level
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
-def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any, space: Any,
+
+def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any, space: SearchSpace,
                        repeats: int, out: TextIO) -> list[tuple[dict, Any, Any]]:
     """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs."""
     import ray
@@ -66,7 +69,7 @@ def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any
     return done + ray.get(refs)
 
 
-def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]], state: dict,
+def conclude(space: SearchSpace, ctx: Any, results: list[tuple[str, dict, TrialReport]], state: dict,
               *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
               opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
     from autotune.trial.result import TrialResult
@@ -157,7 +160,7 @@ def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]],
     return outcome
 
 
-def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
+def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
     """A trial result as the winner policy sees it, valued by the space's objective."""
     return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),

@@ -16,10 +16,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune.errors import AutotuneError
 from autotune.sglang.backend import get_backend
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 NARROWED_NAME = "space-nccl-prescreen.yaml"
 REPORT_NAME = "nccl-probe.json"
@@ -54,7 +57,7 @@ def _probe_task(candidates: list[Any], settings: Any, forbidden_env: dict[str, A
     return run_probe(candidates, settings, forbidden_env=forbidden_env)
 
 
-def probe_backend(space: Any) -> str:
+def probe_backend(space: SearchSpace) -> str:
     """The probe backend of a space: ``auto`` is sim on the emulator and nccl otherwise."""
     backend = space.nccl_prescreen.backend
     if backend == "auto":
@@ -62,7 +65,7 @@ def probe_backend(space: Any) -> str:
     return backend
 
 
-def probe_space(space: Any) -> dict[str, Any]:
+def probe_space(space: SearchSpace) -> dict[str, Any]:
     """Run the NCCL probe on ``space``'s candidates as a Ray task; returns the report.
 
     Ray must be initialised. The task asks for ``tp`` GPUs with the nccl backend, none
@@ -115,7 +118,7 @@ def choose_kept(report: dict[str, Any], keep: int) -> list[str]:
     return kept
 
 
-def narrowed_data(space: Any, kept: list[str]) -> dict[str, Any]:
+def narrowed_data(space: SearchSpace, kept: list[str]) -> dict[str, Any]:
     """The space file's content with ``nccl_prescreen.kept`` set and its paths made absolute.
 
     The copy lives in another folder, so every path the original resolved against its own
@@ -134,7 +137,7 @@ def narrowed_data(space: Any, kept: list[str]) -> dict[str, Any]:
     return data
 
 
-def _write_narrowed(space: Any, kept: list[str], path: Path) -> None:
+def _write_narrowed(space: SearchSpace, kept: list[str], path: Path) -> None:
     import yaml
 
     from autotune.space.search_space import load_space
@@ -146,7 +149,7 @@ def _write_narrowed(space: Any, kept: list[str], path: Path) -> None:
     load_space(path)  # it must load, or no trial could
 
 
-def run_prescreen(space: Any, *, exp_dir: Path, tracker: Any = None, restoring: bool = False,
+def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: Any = None, restoring: bool = False,
                   out: TextIO | None = None) -> PrescreenOutcome | None:
     """Probe and narrow ``space`` when it asks for it; None when it does not.
 

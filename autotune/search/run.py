@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import cli
 from autotune.sglang.backend import get_backend
@@ -30,11 +30,14 @@ from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.summary_files import write_beside
 from autotune.space.warm_start import sglang_default
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+
 EXIT_CONFIG = cli.BAD_INPUT
 EXIT_INTERRUPTED = cli.INTERRUPTED
 
 
-def _make_sampler(space: Any, seed: int) -> Any:
+def _make_sampler(space: SearchSpace, seed: int) -> Any:
     # The registry ships with the package: an ImportError here is a bug to see, never a reason to
     # search with another sampler than the space names.
     from autotune.search.samplers import make_sampler
@@ -114,7 +117,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
             ray.shutdown()
 
 
-def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
+def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
          tracker: Any, ray_where: str, out: TextIO) -> SearchOutcome:
     import optuna

@@ -17,19 +17,22 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
 from autotune.search.report import TrialReport
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+
 log = logging.getLogger(__name__)
 
 class DefineByRun:
     """Picklable define-by-run function: the space's own ``suggest``."""
 
-    def __init__(self, space: Any) -> None:
+    def __init__(self, space: SearchSpace) -> None:
         self.space = space
 
     def __call__(self, trial: Any) -> dict[str, Any]:

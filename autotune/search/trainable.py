@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.search.report import TrialReport
 from autotune.trial.winner import known
@@ -19,6 +19,9 @@ from autotune.trial.measure import MeasureSettings, baseline_for, measure, slos_
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge, slo_margin
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 
 @dataclass(frozen=True)
@@ -42,13 +45,13 @@ def _space(path: str) -> Any:
     return _SPACES[path]
 
 
-def _workload(space: Any) -> Any:
+def _workload(space: SearchSpace) -> Any:
     from autotune.space.workload import Workload
 
     return Workload.from_spec(space.workload, file=space.file)
 
 
-def constraint_values(result: TrialResult, space: Any) -> dict[str, float]:
+def constraint_values(result: TrialResult, space: SearchSpace) -> dict[str, float]:
     """Optuna constraint values (``<= 0`` feasible) for a judged result."""
     failed = 0.0 if result.ok else 1.0
     if result.is_baseline:
@@ -91,7 +94,7 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
     }
 
 
-def report_of(result: TrialResult, space: Any, *, baseline: TrialResult | None,
+def report_of(result: TrialResult, space: SearchSpace, *, baseline: TrialResult | None,
               baseline_key: str | None) -> TrialReport:
     """What a judged trial tells the search; its objective is the space's, None when unknown."""
     objective = known(result.metric(space.objective.metric)) if result.ok else None

@@ -16,13 +16,16 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from autotune import cli
 from autotune.errors import AutotuneError
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile, load_profile
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class WorkloadShape:
     output_lens: tuple[int, ...] = ()
 
 
-def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadShape:
+def workload_shape(space: SearchSpace, *, concurrency: int | None = None) -> WorkloadShape:
     """Mean prompt and output lengths of a space's measured prompts, as the emulator counts them."""
     from autotune.sim.engine import natural_length
     from autotune.sim.tokens import apply_chat_template, count_tokens
@@ -71,7 +74,7 @@ class ModelEvaluator:
         seed: Seed of the noise.
     """
 
-    def __init__(self, space: Any, *, profile: Profile | str | None = None,
+    def __init__(self, space: SearchSpace, *, profile: Profile | str | None = None,
                  shape: WorkloadShape | None = None, noise_cv: float = 0.0, seed: int = 0) -> None:
         self.space = space
         chosen = profile if profile is not None else getattr(space, "profile", None)

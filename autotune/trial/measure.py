@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import httpx
 
@@ -41,6 +41,9 @@ from autotune.trial.levels import with_levels
 from autotune.trial.result import TrialResult, failed_result, summarise
 from autotune.trial.warmup import Level, flush_cache, stabilise
 from autotune.trial.verdict import judge
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
 
@@ -342,7 +345,7 @@ def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = N
     return judge(result, baseline, slos=slos, min_speedup=min_speedup)
 
 
-def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None = None,
+def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int | None = None,
                  **overrides: Any) -> MeasureSettings:
     """Measurement settings from a space's ``measure:`` section."""
     m = space.measure
@@ -354,7 +357,7 @@ def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None 
                            trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
 
 
-def slos_of(space: Any) -> list[tuple[str, str, float]]:
+def slos_of(space: SearchSpace) -> list[tuple[str, str, float]]:
     """A space's SLOs as ``(metric, op, limit)``."""
     return [(s.metric, s.op, s.value) for s in space.constraints.slos]
 

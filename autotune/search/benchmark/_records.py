@@ -11,10 +11,13 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import ConfigError
 from autotune.trial.outcome import Status
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 PHASE_KEYS = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms")
 STATUSES = tuple(s.value for s in Status)
@@ -45,7 +48,7 @@ class Entry:
     reason: str | None
 
 
-def canonical(space: Any, params: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+def canonical(space: SearchSpace, params: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The space's resolved form of a config (derived values filled), or why it rejects it."""
     why = space.validate_config(params)
     if why is not None:
@@ -53,7 +56,7 @@ def canonical(space: Any, params: Mapping[str, Any]) -> tuple[dict[str, Any], st
     return dict(space.trial_config(dict(params)).params), None
 
 
-def read_entry(rec: Any, i: int, space: Any, file: str) -> Entry:
+def read_entry(rec: Any, i: int, space: SearchSpace, file: str) -> Entry:
     """Record ``i`` of a landscape, checked field by field against ``space``.
 
     Raises:

@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from autotune.search.benchmark.landscape import FORMAT, load_landscape
 from autotune.space.trial_config import config_key
 from autotune.space.workload import primary_concurrency
 from autotune.trial.outcome import Status
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
              "speculative_num_draft_tokens")
@@ -231,12 +234,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            never_pays=True))}
 
 
-def _triple(space: Any, cfg: Mapping[str, Any]) -> tuple[int, int, int]:
+def _triple(space: SearchSpace, cfg: Mapping[str, Any]) -> tuple[int, int, int]:
     ctx = {**(space.fixed_args or {}), **cfg}
     return tuple(int(ctx[key]) for key in SPEC_KEYS[1:])  # type: ignore[return-value]
 
 
-def truth(fam: Family, space: Any, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def truth(fam: Family, space: SearchSpace, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Noise-free tok/s, accept length and phases of one config (or baseline) of ``space``."""
     ctx = {**(space.fixed_args or {}), **cfg}
     unknown = sorted(k for k in cfg if k not in SPEC_KEYS and k != "attention_backend")

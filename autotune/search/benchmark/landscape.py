@@ -31,12 +31,15 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.search.benchmark.problem import noise_rng
 from autotune.search.benchmark._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
 from autotune.errors import ConfigError
 from autotune.space.trial_config import config_key
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 __all__ = ["FORMAT", "PHASE_KEYS", "STATUSES", "Entry", "Landscape", "LandscapeEvaluator",
            "canonical", "load_landscape", "missing_configs"]
@@ -59,7 +62,7 @@ class Landscape:
     """
 
     file: str
-    space: Any
+    space: SearchSpace
     space_path: str
     description: str
     acceptance: str | None
@@ -80,7 +83,7 @@ class Landscape:
         return self._lookup[key]
 
 
-def missing_configs(space: Any, entries: Mapping[tuple, Any]) -> tuple[list[dict], list[dict]]:
+def missing_configs(space: SearchSpace, entries: Mapping[tuple, Any]) -> tuple[list[dict], list[dict]]:
     """Configs of the space with no entry: (speculative or enumerated ones, group baselines)."""
     configs, baselines, seen = [], [], set()
     for cfg in space.enumerate():

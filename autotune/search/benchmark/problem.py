@@ -20,7 +20,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from autotune.trial.outcome import Failure, Status, is_oom_log
 from autotune.search.benchmark.conclusion import Reading, conclude
 from autotune.search.report import TrialReport
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+
 
 def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
     """The generator of measurement ``n`` of config ``key`` in seed ``seed``, whoever asks."""
@@ -40,11 +43,11 @@ def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest, "big"))
 
 
-def min_speedup(space: Any) -> float:
+def min_speedup(space: SearchSpace) -> float:
     return float(getattr(space.constraints, "min_speedup", 1.0) or 1.0)
 
 
-def pays(speedup: float | None, space: Any) -> bool:
+def pays(speedup: float | None, space: SearchSpace) -> bool:
     """Whether a speculative config with this speedup over its baseline is feasible.
 
     Strictly more than the space's ``min_speedup``: a tie is not a win (as the trainable judges).
@@ -134,7 +137,7 @@ class Problem:
         groups: Number of non-speculative groups.
     """
 
-    space: Any
+    space: SearchSpace
     evaluator: Any
     configs: list[dict[str, Any]]
     optimum: float

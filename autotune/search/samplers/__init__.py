@@ -15,7 +15,7 @@ See ``docs/samplers.md``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
@@ -24,6 +24,9 @@ from autotune.search.samplers._observations import USER_ATTR_KEYS
 from autotune.search.samplers._peers import AutoBenchmarkTierSampler, AutoTier1Sampler, AutoTier2Sampler
 from autotune.search.samplers._planned import GridOrderSampler, PlannedSampler
 from autotune.search.samplers.phase_model import PhaseModelSampler
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 __all__ = [
     "SAMPLER_NAMES",
@@ -41,7 +44,7 @@ __all__ = [
 SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model", "auto-tier1", "auto-tier2")
 
 
-def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
+def make_sampler(name: str, *, seed: int | None, space: SearchSpace) -> BaseSampler:
     """The sampler a space's ``search.sampler`` names.
 
     Args:

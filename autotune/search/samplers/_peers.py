@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
@@ -70,6 +70,9 @@ from autotune.errors import ConfigError
 from autotune.search.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
 from autotune.search.samplers._observations import finished, read_observation
 from autotune.search.samplers._planned import PlannedSampler
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 #: ``build_candidates``' cuts per tier: (knobs kept, values kept per knob, knobs in the product).
 TIER_CUTS = {1: (6, 2, 0), 2: (8, 3, 3)}
@@ -129,7 +132,7 @@ class AutoBenchmarkTierSampler(PlannedSampler):
             ``search.max_candidates``; None: no cap).
     """
 
-    def __init__(self, space: Any, *, tier: int, seed: int | None = None,
+    def __init__(self, space: SearchSpace, *, tier: int, seed: int | None = None,
                  max_knobs: int | None = None, values_per_knob: int | None = None,
                  max_candidates: int | None = None) -> None:
         super().__init__(space, seed=seed)
@@ -312,7 +315,7 @@ class AutoTier1Sampler(AutoBenchmarkTierSampler):
     """SGLang auto_benchmark tier 1: each knob alone over the baseline (first 6 knobs, 2 values),
     base stage then speculative stage, then random. See :class:`AutoBenchmarkTierSampler`."""
 
-    def __init__(self, space: Any, *, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, **kwargs: Any) -> None:
         super().__init__(space, tier=1, seed=seed, **kwargs)
 
 
@@ -321,5 +324,5 @@ class AutoTier2Sampler(AutoBenchmarkTierSampler):
     alone (first 8 knobs, 3 values), base stage then speculative stage, then random. See
     :class:`AutoBenchmarkTierSampler`."""
 
-    def __init__(self, space: Any, *, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, **kwargs: Any) -> None:
         super().__init__(space, tier=2, seed=seed, **kwargs)
