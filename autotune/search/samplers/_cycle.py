@@ -9,6 +9,8 @@ is self-contained (features, priors, Bayesian linear fits) and is tested on its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from autotune.search.samplers import _blr
@@ -114,7 +116,7 @@ def _simple_features(name: str, s: np.ndarray, k: np.ndarray) -> np.ndarray:
     return ones[:, None]
 
 
-def _average_over_c(features, y: np.ndarray, prior: tuple[np.ndarray, np.ndarray],
+def _average_over_c(features: Callable[[float], np.ndarray], y: np.ndarray, prior: tuple[np.ndarray, np.ndarray],
                     nonneg: np.ndarray) -> _Averaged:
     """Fits for every saturation rate, weighted by how well each explains the data."""
     fits = []

@@ -273,11 +273,11 @@ class AutoBenchmarkTierSampler(PlannedSampler):
                 failed.add(idx)
             elif not self.table.spec[idx] or obs.is_baseline:
                 if obs.ok:
-                    baseline[idx] = obs.value
+                    baseline[idx] = obs.measured
             elif obs.baseline_tok_s is not None:
                 baseline[idx] = obs.baseline_tok_s
             if obs.ok:
-                objective[idx] = obs.value
+                objective[idx] = obs.measured
         score = baseline if baseline else objective
         ranked = [i for i in base if i in score and i not in failed]
         if ranked:

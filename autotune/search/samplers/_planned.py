@@ -106,7 +106,7 @@ class PlannedSampler(BaseSampler):
         if index is None:
             return
         params = {k: _jsonable(v) for k, v in self.table.configs[index].items()}
-        plan = {"index": int(index), "params": params}
+        plan: dict[str, Any] = {"index": int(index), "params": params}
         reason = getattr(self, "last_reason", None)
         if reason:
             plan["reason"] = reason  # why this config: design, model, neighbour (for the record)
