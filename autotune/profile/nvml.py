@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from autotune.profile.telemetry import GpuSampler, GpuWindow, NullSampler
@@ -81,12 +82,19 @@ class NvmlSampler(GpuSampler):
     def sample(self) -> None:
         """Read utilisation, memory used and power draw of every GPU once."""
         nv, t = self._nvml, self._clock()
-        utils = [self._read(lambda h=h: float(nv.nvmlDeviceGetUtilizationRates(h).gpu))
-                 for h in self._handles]
-        mems = [self._read(lambda h=h: int(nv.nvmlDeviceGetMemoryInfo(h).used))
-                for h in self._handles]
-        powers = [self._read(lambda h=h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0)  # mW
-                  for h in self._handles]
+
+        def util(h: Any) -> float:
+            return float(nv.nvmlDeviceGetUtilizationRates(h).gpu)
+
+        def mem(h: Any) -> int:
+            return int(nv.nvmlDeviceGetMemoryInfo(h).used)
+
+        def power(h: Any) -> float:
+            return nv.nvmlDeviceGetPowerUsage(h) / 1000.0  # mW
+
+        utils = [self._read(partial(util, h)) for h in self._handles]
+        mems = [self._read(partial(mem, h)) for h in self._handles]
+        powers = [self._read(partial(power, h)) for h in self._handles]
         self._samples.append(_Sample(
             t=t, util_mean=math.fsum(utils) / len(utils) if _whole(utils) else None,
             util_max=max(utils) if _whole(utils) else None,
@@ -155,9 +163,9 @@ class NvmlSampler(GpuSampler):
         elif samples[0].power_w is not None and samples[-1].power_w is not None:
             # Trapezoids over the samples that have power (a missing one is bridged): the
             # counter is missing, or went backwards (the driver reloaded mid-window).
-            known = [s for s in samples if s.power_w is not None]
-            energy = math.fsum((b.t - a.t) * (a.power_w + b.power_w) / 2.0
-                               for a, b in zip(known, known[1:], strict=False))
+            known = [(s.t, s.power_w) for s in samples if s.power_w is not None]
+            energy = math.fsum((tb - ta) * (pa + pb) / 2.0
+                               for (ta, pa), (tb, pb) in zip(known, known[1:], strict=False))
             source = "power"
         return GpuWindow(
             duration_s=duration, samples=len(samples),

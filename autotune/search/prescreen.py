@@ -22,6 +22,7 @@ from autotune.errors import AutotuneError
 from autotune.sglang.backend import get_backend
 
 if TYPE_CHECKING:
+    from autotune.space._schema_sections import NcclPrescreen
     from autotune.space.search_space import SearchSpace
 
 NARROWED_NAME = "space-nccl-prescreen.yaml"
@@ -57,9 +58,16 @@ def _probe_task(candidates: list[Any], settings: Any, forbidden_env: dict[str, A
     return run_probe(candidates, settings, forbidden_env=forbidden_env)
 
 
+def _section(space: SearchSpace) -> NcclPrescreen:
+    """The space's ``nccl_prescreen`` section: only a space that has one is prescreened."""
+    if space.nccl_prescreen is None:
+        raise ValueError(f"space {space.name} has no nccl_prescreen section")
+    return space.nccl_prescreen
+
+
 def probe_backend(space: SearchSpace) -> str:
     """The probe backend of a space: ``auto`` is sim on the emulator and nccl otherwise."""
-    backend = space.nccl_prescreen.backend
+    backend = _section(space).backend
     if backend == "auto":
         return "sim" if get_backend(space.backend).emulated else "nccl"
     return backend
@@ -76,7 +84,7 @@ def probe_space(space: SearchSpace) -> dict[str, Any]:
     from autotune.nccl.candidates import candidates_from_space, hidden_of_space
     from autotune.nccl.probe import ProbeSettings
 
-    pre = space.nccl_prescreen
+    pre = _section(space)
     tp = max(space.tp_sizes())
     backend = probe_backend(space)
     candidates = candidates_from_space(space)
@@ -177,7 +185,7 @@ def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: Any = None, res
     if restoring and path.is_file():
         from autotune.space.search_space import load_space
 
-        kept = load_space(path).nccl_prescreen.kept or ()
+        kept = _section(load_space(path)).kept or ()
         return PrescreenOutcome(tuple(kept), None, str(path), reused=True)
     try:
         report = probe_space(space)

@@ -89,11 +89,19 @@ class Pick:
     note: str
 
 
+def _score(c: Candidate) -> float:
+    """The value of a candidate :func:`_best` kept (one whose value is known)."""
+    value = known(c.value)
+    if value is None:
+        raise ValueError(f"candidate {c.ref!r} has no known value")
+    return value
+
+
 def _best(pool: Sequence[Candidate], maximize: bool) -> Candidate | None:
     scored = [c for c in pool if known(c.value) is not None]
     if not scored:
         return None
-    return (max if maximize else min)(scored, key=lambda c: c.value)
+    return (max if maximize else min)(scored, key=_score)
 
 
 def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | None:
@@ -113,8 +121,8 @@ def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | No
         which = ""
     best = _best(pool, maximize)
     best_base = _best([c for c in cands if c.is_baseline and c.feasible], maximize)
-    if best is not None and (best_base is None or (best.value > best_base.value if maximize
-                                                   else best.value < best_base.value)):
+    if best is not None and (best_base is None or (_score(best) > _score(best_base) if maximize
+                                                   else _score(best) < _score(best_base))):
         return Pick(best.ref, False, f"best {which}feasible speculative config")
     if best_base is not None:
         if best is not None:
