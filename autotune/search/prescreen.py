@@ -185,8 +185,8 @@ def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: Any = None, res
     if restoring and path.is_file():
         from autotune.space.search_space import load_space
 
-        kept = _section(load_space(path)).kept or ()
-        return PrescreenOutcome(tuple(kept), None, str(path), reused=True)
+        before = _section(load_space(path)).kept or ()
+        return PrescreenOutcome(tuple(before), None, str(path), reused=True)
     try:
         report = probe_space(space)
         kept = choose_kept(report, pre.keep)

@@ -16,7 +16,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from autotune import cli
 from autotune.errors import AutotuneError
@@ -199,7 +199,7 @@ def _row(rec: Mapping[str, Any]) -> str:
             f"{verdict:<10} {config}")
 
 
-def render(records: list[Mapping[str, Any]], *, optimum: bool) -> str:
+def render(records: Sequence[Mapping[str, Any]], *, optimum: bool) -> str:
     """The records as a person reads them: a table (the best feasible config with ``optimum``)."""
     head = f"{'tok/s':>10} {'speedup':>8} {'accept':>7} {'break-even':>10}  {'verdict':<10} config"
     if optimum:

@@ -297,6 +297,7 @@ class PerformanceModel:
         (:meth:`prompt_factor`); without them, the expectation is over the prompt distribution.
         """
         cycle = self.step(batch)
+        cycles: float
         if self.config.spec is None:
             cycles = output_len - 1
             accept = None
@@ -331,7 +332,8 @@ def _factor(spread: float, z: float) -> float:
     return math.exp(spread * z - spread * spread / 2)
 
 
-def _lookup(table: Mapping[str, tuple[float, float]], key: str, default: tuple[float, float]):
+def _lookup(table: Mapping[str, tuple[float, float]], key: str,
+            default: tuple[float, float]) -> tuple[float, float]:
     for k, v in table.items():
         if k.lower() == key:
             return v

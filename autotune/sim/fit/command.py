@@ -16,7 +16,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,7 @@ def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = Non
     return FitResult(profile_data=data, profile=profile, report=report)
 
 
-def _backend_factor(base: Profile):
+def _backend_factor(base: Profile) -> Callable[[Observation], float]:
     def factor(o: Observation) -> float:
         backend = o.server_args.get("attention_backend") or base.default_attention_backend
         f = base.attention_backends.get(str(backend))
@@ -186,7 +186,8 @@ def cannot_capture(ds: Dataset, fit: Sequence[Observation], pred: Sequence[Obser
     accs = [o.accept_window_decode for o in spec]
     if len(other_res) >= 4 and None not in accs:
         by_id = {o.id: o for o in spec}
-        xs = [by_id[r["id"]].accept_window_decode for _, r in other_res]
+        # None is not in accs (checked above): the filter only tells the type checker.
+        xs = [x for _, r in other_res if (x := by_id[r["id"]].accept_window_decode) is not None]
         ys = [e for e, _ in other_res]
         if len(set(xs)) > 1 and max(ys) - min(ys) > 1e-9:
             corr = statistics.correlation(xs, ys)
