@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
@@ -29,7 +29,7 @@ class BaselineStore(Protocol):
 
     def put(self, key: str, result: TrialResult) -> None: ...
 
-    def lock(self, key: str): ...
+    def lock(self, key: str) -> AbstractContextManager[None]: ...
 
 
 class MemoryBaselineStore:

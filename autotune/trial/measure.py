@@ -145,7 +145,7 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
     warm = workload.warmup()
     if warm:
         await run_benchmark(base, warm, **kwargs)
-    if stable_pct is not None:
+    if stable_pct is not None and settings is not None:  # stable_pct comes from settings
         level.warmup = await stabilise(server, client, workload, kwargs, stable_pct,
                                        settings.warmup_max_rounds)
     for _ in range(repeats):
@@ -274,10 +274,10 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     except (TrialTimeout, ServerError, AutotuneError, httpx.HTTPError, OSError) as exc:
         kind, why = failure_of(exc, trial_timeout_s=settings.trial_timeout_s)
         if isinstance(exc, (ServerStartupCrash, ServerStartupTimeout, ServerCrashed)):
-            tail = exc.log_tail  # the tail the server left as it died
+            died_tail = exc.log_tail  # the tail the server left as it died
         else:
-            tail = server.log_tail() if server.log_path else None
-        return failed_result(config, spec, why, failure=kind, log_tail=tail,
+            died_tail = server.log_tail() if server.log_path else None
+        return failed_result(config, spec, why, failure=kind, log_tail=died_tail,
                              log_path=str(log_path), t0=t0)
     per_level = []
     for level in levels:

@@ -184,8 +184,10 @@ def repeat_breakdown(benches: Sequence[BenchResult], profiles: Sequence[PhasePro
                 # From the profile's per-cycle figures, so its rules hold here too: a phase the
                 # mode cannot run is a known 0, a series missing where it must run is unknown.
                 cycle = (p.draft_ms, p.verify_ms, p.extend_ms, p.decode_ms, p.gpu_other_ms)
+                known = [ms for ms in cycle if ms is not None]
                 row.update(prefill_s=_seconds(p.prefill_ms, p.cycles),
-                           cycle_gpu_s=_seconds(None if None in cycle else math.fsum(cycle), p.cycles),
+                           cycle_gpu_s=_seconds(math.fsum(known) if len(known) == len(cycle) else None,
+                                                p.cycles),
                            host_s=_seconds(p.other_ms, p.cycles))
         out.append(row)
     return out
@@ -218,7 +220,7 @@ def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
         for b in benches:
             for msg, n in b.errors.items():
                 errors[msg] = errors.get(msg, 0) + n
-        worst = max(errors, key=errors.get) if errors else "no request completed"
+        worst = max(errors, key=errors.__getitem__) if errors else "no request completed"
         result.status, result.feasible = Status.FAILED, False
         result.failure = Failure.REQUESTS_FAILED.value
         result.reason = f"{result.failed_requests} request(s) failed: {worst}"
@@ -237,7 +239,9 @@ def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
                 setattr(result, name, value)
             result.gpu_telemetry.update(window_detail(windows))
     # The repeat whose tok/s is the median speaks for the others in every per-run figure.
-    mid = sorted(range(len(benches)), key=lambda i: benches[i].output_tok_s)[len(benches) // 2]
+    # Every repeat measured a rate here (fewer rates than benches returned above): rates[i] is
+    # benches[i]'s.
+    mid = sorted(range(len(benches)), key=lambda i: rates[i])[len(benches) // 2]
     bench = benches[mid]
     result.decode_tok_s_p50 = bench.decode_tok_s_p50
     result.decode_tok_s_p90 = bench.decode_tok_s_p90
