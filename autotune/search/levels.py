@@ -106,8 +106,8 @@ def level_answers(measured: Sequence[Measured], levels: Sequence[LoadLevel | int
         return out
 
     rows = []
-    levels = [as_level(level) for level in levels]  # a bare int is a concurrency
-    for level, pick in pick_per_level(levels, candidates_at, maximize=maximize).items():
+    wanted = [as_level(level) for level in levels]  # a bare int is a concurrency
+    for level, pick in pick_per_level(wanted, candidates_at, maximize=maximize).items():
         row: dict[str, Any] = {**level.field(), "level": level.label, "winner": None, "is_baseline": None,
                                "params": None, "note": "nothing feasible at this level",
                                "status": None, "objective": None, "confirmed": None,

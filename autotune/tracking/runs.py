@@ -214,8 +214,9 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
         return Winner(pick.ref, False, pick.note)
     if any(r.is_baseline for r in runs):
         return None  # baselines were measured and none is feasible (an SLO): nothing to derive
-    measured = [r for r in runs if r.metric("baseline_tok_s") is not None]
-    source = max(measured, key=lambda r: r.metric("baseline_tok_s"), default=None)
+    measured = [(tok_s, r) for r in runs if (tok_s := r.metric("baseline_tok_s")) is not None]
+    best = max(measured, key=lambda m: m[0], default=None)
+    source = None if best is None else best[1]
     if source is not None:
         return Winner(source, True, "no speculative config beat its baseline; exporting the baseline "
                                     f"measured for trial {source.trial_id} (speculation removed)")
@@ -241,7 +242,7 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
     field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
 
-    levels = [as_level(level) for level in levels]
+    wanted = [as_level(level) for level in levels]
 
     def at(level: LoadLevel) -> list[Candidate]:
         return [Candidate(ref=r, value=known(r.metric(field_name + metric_suffix(level))),
@@ -250,7 +251,7 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
                           stage=FINALIST if r.kind == KIND_FINALIST else TRIAL)
                 for r in runs if r.level_status(level) is not None]
 
-    picks = pick_per_level(levels, at, maximize=maximize)
+    picks = pick_per_level(wanted, at, maximize=maximize)
     return {level: None if p is None else Winner(p.ref, False, p.note) for level, p in picks.items()}
 
 

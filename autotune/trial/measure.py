@@ -274,7 +274,7 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     except (TrialTimeout, ServerError, AutotuneError, httpx.HTTPError, OSError) as exc:
         kind, why = failure_of(exc, trial_timeout_s=settings.trial_timeout_s)
         if isinstance(exc, (ServerStartupCrash, ServerStartupTimeout, ServerCrashed)):
-            died_tail = exc.log_tail  # the tail the server left as it died
+            died_tail: str | None = exc.log_tail  # the tail the server left as it died
         else:
             died_tail = server.log_tail() if server.log_path else None
         return failed_result(config, spec, why, failure=kind, log_tail=died_tail,

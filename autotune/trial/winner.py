@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Hashable
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 TRIAL, FINALIST = "trial", "finalist"
+
+#: A load level as the caller names it (a ``LoadLevel``, or a bare concurrency).
+L = TypeVar("L", bound=Hashable)
 
 
 def metric_field(name: str) -> str:
@@ -135,8 +139,8 @@ def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | No
     return None
 
 
-def pick_per_level(levels: Iterable[int], candidates_at: Callable[[int], Iterable[Candidate]], *,
-                   maximize: bool) -> dict[int, Pick | None]:
+def pick_per_level(levels: Iterable[L], candidates_at: Callable[[L], Iterable[Candidate]], *,
+                   maximize: bool) -> dict[L, Pick | None]:
     """The winner at each concurrency level: :func:`pick_winner`, the same rules, applied to the
     candidates as measured and judged at that level (``candidates_at(level)``).
 
