@@ -14,6 +14,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
+    from autotune.search.report import TrialReport
     from autotune.space.search_space import SearchSpace
 
 
@@ -47,14 +50,16 @@ class Callbacks:
         # at on_trial_start would miss the suggestion and the trial process start-up, and one
         # stopped before the MLflow logging would miss the bookkeeping.
         class SearchCallback(Callback):
-            def __reduce__(self):
+            def __reduce__(self) -> tuple[Any, ...]:
                 return _callback_from_key, (key,)
 
-            def setup(self, **info):
+            def setup(self, stop: Any = None, num_samples: int | None = None,
+                      total_num_samples: int | None = None, **info: Any) -> None:
                 state["free"] = []
                 state["t0"] = time.monotonic()
 
-            def on_trial_start(self, iteration, trials, trial, **info):
+            def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial,
+                        **info: Any) -> None:
                 free = state.setdefault("free", [])
                 if free:
                     began = heapq.heappop(free)
@@ -66,7 +71,8 @@ class Callbacks:
                     began = time.monotonic()
                 state["started"][trial.trial_id] = began
 
-            def on_trial_complete(self, iteration, trials, trial, **info):
+            def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial,
+                        **info: Any) -> None:
                 report = TrialReport.from_metrics(trial.last_result)
                 started = state["started"].pop(trial.trial_id, None)
                 measured = report.measured_s if report is not None and report.result is not None else None
@@ -86,7 +92,8 @@ class Callbacks:
                         tracker.drain()
                 self._free(started, measured)
 
-            def on_trial_error(self, iteration, trials, trial, **info):
+            def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial,
+                        **info: Any) -> None:
                 # An error inside Ray (the trial process lost, an exception outside the measured
                 # trial) is a failed trial like any other: in the table, MLflow and the counts.
                 self._free(state["started"].pop(trial.trial_id, None), None)
@@ -102,7 +109,8 @@ class Callbacks:
                 if tracker is not None:
                     tracker.drain()
 
-            def on_trial_recover(self, iteration, trials, trial, **info):
+            def on_trial_recover(self, iteration: int, trials: list[Trial], trial: Trial,
+                        **info: Any) -> None:
                 # Ray runs the trial again (its worker or node was lost): one console line, the
                 # traceback in a log, the attempt kept as lost in MLflow; the next attempt's
                 # result is logged as the following attempt.
@@ -112,7 +120,8 @@ class Callbacks:
                 print(f"  trial {trial.trial_id}: an attempt ended without a result ({_brief(err)}); "
                       f"Ray runs it again (details: {where})", file=table.out, flush=True)
                 if tracker is not None:
-                    tracker.attempt_lost(trial.trial_id, (report.result.reason or "") + "; Ray runs it again",
+                    tracker.attempt_lost(trial.trial_id,
+                                         ((report.result and report.result.reason) or "") + "; Ray runs it again",
                                          params=dict(trial.config or {}),
                                          kind="baseline" if report.is_baseline else "trial")
 
@@ -156,7 +165,8 @@ def _brief(error: BaseException | None) -> str:
     return f"{type(cause).__name__}: {first[:120]}" if first else type(cause).__name__
 
 
-def errored_report(space: SearchSpace, config: dict[str, Any], error: BaseException | None) -> Any:
+def errored_report(space: SearchSpace | None, config: dict[str, Any],
+                   error: BaseException | None) -> TrialReport:
     """A trial that errored inside Ray, as the report it stands in for: a failed result with the
     error as its reason (a :class:`~autotune.search.report.TrialReport`)."""
     from autotune.search.report import TrialReport

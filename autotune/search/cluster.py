@@ -28,6 +28,8 @@ def _sim_logical_gpus(space: SearchSpace, concurrency: int | None) -> int:
     enough for ``concurrency`` trials of the largest TP at once."""
     from autotune.sim.profile import load_profile
 
+    if space.profile is None:  # a sim space always names its profile
+        raise ValueError(f"space {space.name} names no sim profile")
     per_node = load_profile(space.profile).gpus_per_node
     tp = max(space.tp_sizes())
     want = tp * max(1, concurrency or 1)

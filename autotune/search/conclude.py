@@ -60,7 +60,8 @@ def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any
     for _, params, _ in candidates:
         res = resources(params)
         custom = {k: v for k, v in res.items() if k not in ("CPU", "GPU")}
-        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,
+        # Ray's annotation says dict; None (its default) means no custom resources.
+        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,  # type: ignore[arg-type]
                           max_retries=1)(confirm)
         refs.append(task.remote(params))
         if one_at_a_time:
@@ -79,6 +80,8 @@ def conclude(space: SearchSpace, ctx: Any, results: list[tuple[str, dict, TrialR
 
     def key(item: tuple[str, dict, TrialReport]) -> float:
         v = item[2].objective
+        if v is None:  # spec_ok holds measured reports only
+            raise ValueError(f"trial {item[0]} has no objective")
         return v if maximize else -v
 
     levels = levels_of(r.result for _, _, r in results)
@@ -93,7 +96,7 @@ def conclude(space: SearchSpace, ctx: Any, results: list[tuple[str, dict, TrialR
     baseline: TrialResult | None = None
     baseline_wins = False
     chosen = spec_ok[: max(1, space.search.finalists)]
-    if levels and not interrupted:
+    if levels and primary is not None and not interrupted:  # primary is set when levels are
         # Each level's answer is a confirmed config too: its best joins the finalists, also
         # when nothing was feasible at the primary level.
         chosen += level_finalists([(item, item[2].result) for item in results], levels,

@@ -160,7 +160,9 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
     resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
                                cpus=space.resources.cpus_per_trial,
                                exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
-    fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)
+    # Ray takes a function of the config returning a resource dict too; its annotation names only
+    # PlacementGroupFactory.
+    fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)  # type: ignore[arg-type]
     maximize = space.objective.direction == "maximize"
     warm = sglang_default(space)
     print(f"Warm start: {warm.describe()}" if not restoring else
@@ -218,7 +220,7 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
     all_results = []
     unfinished = 0
     errored = dict(state["errored"])
-    for r in grid:
+    for r in grid:  # type: ignore[attr-defined]  # ResultGrid iterates by __getitem__/__len__; Ray declares no __iter__
         metrics = r.metrics or {}
         report = TrialReport.from_metrics(metrics)
         if report is not None:

@@ -66,6 +66,8 @@ class ConstrainedOptunaSearch(OptunaSearch):
 
     @property
     def study(self) -> optuna.Study:
+        if self._ot_study is None:
+            raise ValueError("the searcher has no study yet")
         return self._ot_study
 
 
@@ -103,6 +105,8 @@ def saved_study(exp_dir: Path) -> optuna.Study:
     inside the restored Tuner)."""
     searcher = OptunaSearch()
     searcher.restore_from_dir(str(exp_dir))
+    if searcher._ot_study is None:
+        raise ValueError(f"no Optuna study was saved in {exp_dir}")
     return searcher._ot_study
 
 

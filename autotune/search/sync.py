@@ -58,7 +58,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
             continue
         header = spool.header()
         recovered = header is None
-        if recovered:  # the disk refused search.json when the search began: its first record has it
+        if header is None:  # the disk refused search.json when the search began: its first record has it
             header = _header_from_records(spool, tracking_uri)
         # A search that never reached MLflow names no run yet: its first record makes it.
         starts = spool.pending()[0].op == "start"

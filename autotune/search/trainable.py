@@ -132,6 +132,7 @@ def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "tri
         return result, None, key
     base_cfg = space.trial_config(space.baseline_params(params))
     key = group_key(base_cfg)
+    measured_here: TrialResult | None
     if fresh_baseline:
         measured_here = baseline = judge(
             measure(base_cfg, workload, settings, name=f"{name}-baseline"), None, slos=slos)
