@@ -98,8 +98,9 @@ def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
         ConfigError: The run does not exist or belongs to another experiment.
         NothingToExport: Nothing feasible was measured.
     """
-    parent = run_id
+    parent: str | None
     if run_id is not None:
+        parent = run_id
         try:
             run = tracker.client.get_run(run_id)
         except Exception as exc:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST and friends
@@ -201,7 +202,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
         _check_yaml(text, expected, rest=spec.config_rest())
     else:
         data: dict[str, Any] = {"argv": spec.argv(python="python"), "env": dict(sorted(spec.env.items()))}
-        if notes:
+        if notes and winner is not None:  # notes come from a winner
             data["autotune"] = _json_provenance(winner, search, notes)
         text = json.dumps(data, indent=2) + "\n"
         sglang_args.parse_server_args(data["argv"][3:])

@@ -227,7 +227,7 @@ def load_problem(space_path: str | None = None, *, profile: str | None = None,
             tok_s = problem.truth(params).get("output_tok_s")
             if problem.truly_feasible(params) and (best is None or tok_s > best):
                 best, best_params = tok_s, params
-    if best is None:
+    if best is None or best_params is None:  # set together
         raise AutotuneError(f"no config of {where} runs" + ("" if landscape else " on this profile"))
     problem.optimum, problem.optimum_params = best, dict(best_params)
     problem.target, problem.groups = threshold * best, len(groups)
@@ -363,25 +363,26 @@ class Oracle:
         """The objective, constraints and user attrs a trial reports (as the trainable does)."""
         base_status = None if base is None else ("failed" if not base["ok"] else "feasible")
         if not m["ok"]:
-            attrs = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
+            attrs: dict[str, Any] = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
                      "baseline_status": base_status, "failure": m.get("failure")}
             return TrialReport(objective=None, attrs=attrs, constraints={"failed": 1.0, "break_even": 1.0})
         tok_s = m["tok_s"]
-        attrs: dict[str, Any] = {"is_baseline": is_baseline, "output_tok_s": tok_s}
+        attrs = {"is_baseline": is_baseline, "output_tok_s": tok_s}
         if is_baseline:
             attrs.update(status="feasible", baseline_tok_s=tok_s, speedup=1.0)
             if self.phase_data:
                 attrs["baseline_decode_step_ms"] = m["phases"].get("cycle_ms")
                 attrs["phases"] = m["phases"]
             return TrialReport(objective=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": 0.0})
-        base_ok = base is not None and base["ok"]
-        speedup = tok_s / base["tok_s"] if base_ok else None
+        ok_base = base if base is not None and base["ok"] else None
+        speedup = tok_s / ok_base["tok_s"] if ok_base is not None else None
         feasible = pays(speedup, self.p.space)
         attrs.update(status="feasible" if feasible else "infeasible",
-                     baseline_tok_s=base["tok_s"] if base_ok else None, speedup=speedup,
+                     baseline_tok_s=ok_base["tok_s"] if ok_base is not None else None, speedup=speedup,
                      baseline_status=base_status)
         if self.phase_data:
-            attrs["baseline_decode_step_ms"] = base["phases"].get("cycle_ms") if base_ok else None
+            attrs["baseline_decode_step_ms"] = (ok_base["phases"].get("cycle_ms") if ok_base is not None
+                                                else None)
             attrs["phases"] = m["phases"]
             attrs["accept_length"] = m.get("accept_length")
             attrs["spec_correct_drafts_histogram"] = m.get("histogram")

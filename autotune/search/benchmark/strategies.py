@@ -208,7 +208,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         raise ValueError(f"finalists must be {FINALISTS_OF_SPACE!r} or a whole number >= 1 "
                          f"(None: no conclusion), got {finalists!r}")
     problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
-    if finalists == FINALISTS_OF_SPACE:
+    if isinstance(finalists, str):  # FINALISTS_OF_SPACE, the one text the check above lets by
         finalists = max(1, problem.space.search.finalists)
     seed_list = range(first_seed, first_seed + seeds)
     out: dict[str, Any] = {}
