@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
+    from autotune.search.progress import ProgressTable
     from autotune.search.report import TrialReport
     from autotune.space.search_space import SearchSpace
+    from autotune.tracking.durable import DurableTracker
 
 
 # The live table, tracker and counters of each search running in this process, by experiment
@@ -39,7 +41,8 @@ class Callbacks:
     """Builds the Ray Tune callback that prints progress and tracks trials in MLflow."""
 
     @staticmethod
-    def make(table: Any, tracker: Any, state: dict[str, Any], *, key: str) -> Any:
+    def make(table: ProgressTable, tracker: DurableTracker | None, state: dict[str, Any], *,
+             key: str) -> Any:
         from ray.tune import Callback
 
         from autotune.search.report import TrialReport
@@ -101,7 +104,7 @@ class Callbacks:
                 report = errored_report(state.get("space"), dict(trial.config or {}), err)
                 where = log_error(key, f"trial {trial.trial_id}: failed inside Ray", err)
                 state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
-                if tracker is not None:
+                if tracker is not None and report.result is not None:  # errored_report sets it
                     tracker.log_trial(trial.trial_id, report.result, drain=False,
                                       kind="baseline" if report.is_baseline else "trial")
                 table.row(trial=trial.trial_id, params=trial.config, report=report)

@@ -28,6 +28,8 @@ from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
+    from autotune.tracking.durable import DurableTracker
+    from autotune.trial.result import TrialResult
 
 
 def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any, space: SearchSpace,
@@ -71,7 +73,7 @@ def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any
 
 
 def conclude(space: SearchSpace, ctx: Any, results: list[tuple[str, dict, TrialReport]], state: dict,
-              *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
+              *, name: str, trials: int, interrupted: bool, tracker: DurableTracker | None, exp_dir: Path,
               opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
     from autotune.trial.result import TrialResult
 
@@ -163,7 +165,7 @@ def conclude(space: SearchSpace, ctx: Any, results: list[tuple[str, dict, TrialR
     return outcome
 
 
-def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
+def _candidate(result: TrialResult, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
     """A trial result as the winner policy sees it, valued by the space's objective."""
     return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.trial.result import TrialResult
 from autotune.trial.levels import LoadLevel, as_level, level_result, levels_measured
 from autotune.trial.outcome import Status
 from autotune.trial.winner import FINALIST, Candidate, known, pick_per_level
@@ -37,7 +38,7 @@ class Measured:
     """
 
     label: str
-    result: Any
+    result: TrialResult
     stage: str
 
 

@@ -24,6 +24,7 @@ from autotune.sglang.backend import get_backend
 if TYPE_CHECKING:
     from autotune.space._schema_sections import NcclPrescreen
     from autotune.space.search_space import SearchSpace
+    from autotune.tracking.durable import DurableTracker
 
 NARROWED_NAME = "space-nccl-prescreen.yaml"
 REPORT_NAME = "nccl-probe.json"
@@ -157,7 +158,7 @@ def _write_narrowed(space: SearchSpace, kept: list[str], path: Path) -> None:
     load_space(path)  # it must load, or no trial could
 
 
-def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: Any = None, restoring: bool = False,
+def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: DurableTracker | None = None, restoring: bool = False,
                   out: TextIO | None = None) -> PrescreenOutcome | None:
     """Probe and narrow ``space`` when it asks for it; None when it does not.
 

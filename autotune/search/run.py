@@ -32,6 +32,8 @@ from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
+    from autotune.tracking.durable import DurableTracker
+    from autotune.tracking.tracker import Tracker
 
 EXIT_CONFIG = cli.BAD_INPUT
 EXIT_INTERRUPTED = cli.INTERRUPTED
@@ -119,7 +121,8 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
 
 def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
-         tracker: Any, ray_where: str, out: TextIO) -> SearchOutcome:
+         tracker: Tracker | DurableTracker | None, ray_where: str, out: TextIO) -> SearchOutcome:
+    # ``tracker`` comes in a Tracker and is wrapped in a DurableTracker below.
     import optuna
     from ray import tune
 

@@ -43,6 +43,7 @@ from autotune.trial.warmup import Level, flush_cache, stabilise
 from autotune.trial.verdict import judge
 
 if TYPE_CHECKING:
+    from autotune.space.trial_config import TrialConfig
     from autotune.space.search_space import SearchSpace
 
 DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
@@ -104,7 +105,7 @@ class MeasureSettings:
             raise ValueError(f"trial_timeout_s must be > 0 or None, got {self.trial_timeout_s}")
 
 
-def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchSpec:
+def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None) -> LaunchSpec:
     """The launch of a trial config: always with metrics and the CUDA-event device timer.
 
     With ``settings.fast_start`` the server also starts without prefill CUDA graphs, through
@@ -213,7 +214,7 @@ def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def measure(config: Any, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
+def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
             name: str | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
 
@@ -293,7 +294,7 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     return with_levels(per_level, workload)
 
 
-def baseline_for(baseline_config: Any, workload: Workload, settings: MeasureSettings,
+def baseline_for(baseline_config: TrialConfig, workload: Workload, settings: MeasureSettings,
                  store: BaselineStore, *, slos: Sequence[tuple[str, str, float]] = (),
                  name: str = "baseline") -> tuple[TrialResult, bool]:
     """The group's baseline and whether it was measured by this call.
@@ -314,7 +315,7 @@ def baseline_for(baseline_config: Any, workload: Workload, settings: MeasureSett
         return result, True
 
 
-def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = None,
+def evaluate(config: TrialConfig, *, workload: Workload, baseline_config: TrialConfig | None = None,
              settings: MeasureSettings = MeasureSettings(), store: BaselineStore | None = None,
              slos: Sequence[tuple[str, str, float]] = (), min_speedup: float = 1.0) -> TrialResult:
     """Measure a config and judge it against its baseline (measured or reused).

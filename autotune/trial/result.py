@@ -13,7 +13,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autotune.bench.records import BenchResult
 from autotune.launch.serving import serving_spec
@@ -23,6 +23,9 @@ from autotune.profile.telemetry import GpuSampler, GpuWindow, repeat_figures, tr
 from autotune.space import synthetic
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.winner import metric_field
+
+if TYPE_CHECKING:
+    from autotune.space.trial_config import TrialConfig
 
 
 @dataclass
@@ -121,14 +124,14 @@ class TrialResult:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def _acceptance(config: Any) -> dict[str, Any]:
+def _acceptance(config: TrialConfig) -> dict[str, Any]:
     env = getattr(config, "env", None) or {}
     speculative = not config.is_baseline
     return {"acceptance": synthetic.acceptance_source(env, speculative=speculative),
             "synthetic_accept_length": synthetic.forced_accept_length(env) if speculative else None}
 
 
-def failed_result(config: Any, spec: LaunchSpec | None, reason: str, *, failure: Failure,
+def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, failure: Failure,
                   log_tail: str | None = None, log_path: str | None = None,
                   t0: float | None = None) -> TrialResult:
     """A failed trial's result: its reason and kind, the launch (``spec``, None when refused)."""
@@ -197,7 +200,7 @@ def _seconds(ms_per_cycle: float | None, cycles: float | None) -> float | None:
     return None if ms_per_cycle is None or cycles is None else ms_per_cycle * cycles / 1e3
 
 
-def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
+def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
               profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
               t0: float, startup_s: float, windows: Sequence[GpuWindow] = (),
               sampler: GpuSampler | None = None) -> TrialResult:
