@@ -27,12 +27,14 @@ from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
+    from autotune.search.trainable import TrialContext
+    from autotune.space.warm_start import WarmStart
     from autotune.space.search_space import SearchSpace
     from autotune.tracking.durable import DurableTracker
     from autotune.trial.result import TrialResult
 
 
-def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any, space: SearchSpace,
+def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: TrialContext, space: SearchSpace,
                        repeats: int, out: TextIO) -> list[tuple[dict, Any, Any]]:
     """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs."""
     import ray
@@ -72,9 +74,9 @@ def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any
     return done + ray.get(refs)
 
 
-def conclude(space: SearchSpace, ctx: Any, results: list[tuple[str, dict, TrialReport]], state: dict,
+def conclude(space: SearchSpace, ctx: TrialContext, results: list[tuple[str, dict, TrialReport]], state: dict,
               *, name: str, trials: int, interrupted: bool, tracker: DurableTracker | None, exp_dir: Path,
-              opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
+              opts: SearchOptions, out: TextIO, warm: WarmStart | None = None) -> SearchOutcome:
     from autotune.trial.result import TrialResult
 
     statuses = [r.status for _, _, r in results]
@@ -172,7 +174,7 @@ def _candidate(result: TrialResult, space: SearchSpace, *, stage: str = TRIAL) -
                      feasible=result.status == Status.FEASIBLE, stage=stage)
 
 
-def _baselines(results: list[tuple[str, dict, TrialReport]], ctx: Any) -> list[Any]:
+def _baselines(results: list[tuple[str, dict, TrialReport]], ctx: TrialContext) -> list[Any]:
     """Every measured baseline of the search (trials with speculation off, and the store)."""
     from autotune.trial.baselines import FileBaselineStore
     from autotune.trial.result import TrialResult

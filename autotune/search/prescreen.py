@@ -22,6 +22,8 @@ from autotune.errors import AutotuneError
 from autotune.sglang.backend import get_backend
 
 if TYPE_CHECKING:
+    from autotune.nccl.candidates import Candidate
+    from autotune.nccl.probe import ProbeSettings
     from autotune.space._schema_sections import NcclPrescreen
     from autotune.space.search_space import SearchSpace
     from autotune.tracking.durable import DurableTracker
@@ -52,7 +54,8 @@ class PrescreenOutcome:
     reused: bool = False
 
 
-def _probe_task(candidates: list[Any], settings: Any, forbidden_env: dict[str, Any]) -> dict[str, Any]:
+def _probe_task(candidates: list[Candidate], settings: ProbeSettings,
+                forbidden_env: dict[str, Any]) -> dict[str, Any]:
     """Runs in a Ray worker on the GPUs Ray gave it (CUDA_VISIBLE_DEVICES is set by Ray)."""
     from autotune.nccl.probe import run_probe
 
@@ -83,6 +86,7 @@ def probe_space(space: SearchSpace) -> dict[str, Any]:
     import ray
 
     from autotune.nccl.candidates import candidates_from_space, hidden_of_space
+    from autotune.nccl.candidates import Candidate
     from autotune.nccl.probe import ProbeSettings
 
     pre = _section(space)
