@@ -68,6 +68,12 @@ test: lint $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
 	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder && \
 	$(BIN)/python scripts/reliability_report.py --check --session $$session
 
+# The GPU validation kit's tests (tests/gpu_kit/, for scripts/gpu/): not part of `make test` or CI;
+# tests/conftest.py collects them only with AUTOTUNE_GPU_KIT_TESTS=1. Several minutes on two cores.
+.PHONY: test-gpu-kit
+test-gpu-kit: $(STAMP) $(DATA_VENV)/.installed
+	AUTOTUNE_GPU_KIT_TESTS=1 $(BIN)/python -m pytest -q tests/gpu_kit
+
 clean-mlruns:
 	find mlruns -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
 

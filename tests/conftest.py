@@ -35,6 +35,11 @@ import pytest
 
 from autotune.sglang import flags as sglang_flags
 
+# The GPU validation kit's tests (scripts/gpu/, a remote GPU host's plans and state) are not part of
+# `make test` or CI: they test tooling for GPU runs, not the product, and take minutes. `make test-gpu-kit`.
+GPU_KIT_ENV = "AUTOTUNE_GPU_KIT_TESTS"
+collect_ignore_glob = [] if os.environ.get(GPU_KIT_ENV) == "1" else ["gpu_kit/*"]
+
 
 @pytest.fixture(scope="session")
 def installed_flag_table(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 from tracking_helpers import eagle, result
 
-from autotune.search.callbacks import Callbacks
+from autotune.search.callbacks import SearchCallback, SearchLedger
 from autotune.search.progress import ProgressTable
 from autotune.search.report import TrialReport
 from autotune.search.summary_files import rows_of
@@ -37,8 +37,8 @@ def test_the_baseline_a_trial_measured_has_one_name_in_mlflow_and_in_the_search_
     tracker = Tracker("one-name", root=str(tmp_path)).connect()
     tracker.start_search()
     durable = DurableTracker(tracker, tmp_path / "tracking")  # what a search logs through
-    state = {"started": {}, "results": [], "errored": {}, "overheads": []}  # as run.py starts it
-    callback = Callbacks.make(ProgressTable(io.StringIO()), durable, state, key="k")
+    callback = SearchCallback(table=ProgressTable(io.StringIO()), tracker=durable, ledger=SearchLedger(),
+                              key="k")
     callback.setup()
     trial = SimpleNamespace(trial_id="abc123", config=dict(report.result.params),
                             last_result=report.to_metrics())

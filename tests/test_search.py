@@ -542,7 +542,7 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     callback and the tracker are the real ones; only Ray's Trial object is a stand-in (Ray calls
     ``on_trial_error`` with it after its retries), since making Ray lose a trial three times on
     purpose is the business of the cluster fault tests."""
-    from autotune.search.callbacks import Callbacks
+    from autotune.search.callbacks import SearchCallback, SearchLedger
     from autotune.search.progress import ProgressTable
     from autotune.space.search_space import load_space
 
@@ -550,12 +550,11 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
     tracker = Tracker("errored", root=str(tmp_path)).connect()
     tracker.start_search(space_path=str(SPACES / "slo.yaml"), backend="sim")
     out = io.StringIO()
-    state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
-                             "space": space}
+    ledger = SearchLedger(space=space)
     from autotune.tracking.durable import DurableTracker
 
     durable = DurableTracker(tracker, tmp_path / "tracking")
-    callback = Callbacks.make(ProgressTable(out), durable, state, key=str(tmp_path))
+    callback = SearchCallback(table=ProgressTable(out), tracker=durable, ledger=ledger, key=str(tmp_path))
 
     class LostTrial:
         trial_id = "abc_00001"
@@ -565,7 +564,7 @@ def test_a_trial_that_errors_inside_ray_is_a_failed_run_in_mlflow(tmp_path: Path
             return RuntimeError("The actor died unexpectedly before finishing this task.\n  worker: 9")
 
     callback.on_trial_error(0, [], LostTrial())
-    tid, config, report = state["errored"]["abc_00001"]
+    tid, config, report = ledger.errored["abc_00001"]
     assert report.status == "failed" and report.objective is None and report.feasible is False
     assert "errored inside Ray: RuntimeError: The actor died unexpectedly" in report.reason
     assert "abc_00001" in out.getvalue() and "failed" in out.getvalue()

@@ -1,143 +1,178 @@
 """The Ray Tune callback of a search (progress table, MLflow trial runs, tuner overhead) and its registry.
 
-The callback pickles by reference to this module and is looked up again in
-:data:`LIVE_CALLBACKS` (the comment there says why). The class and its registry live together in
-one importable module so that whatever runs the search, ``python -m autotune.search.run``
-included, shares one registry. Also :func:`errored_report`, how a trial that errored inside Ray
-is reported, by the callback and by the driver alike.
+:class:`SearchCallback` keeps the search's typed :class:`SearchLedger` (trials as
+:class:`~autotune.search.report.TrialEntry`); it pickles by reference to this module and is looked
+up again in :data:`LIVE_CALLBACKS` (the comment there says why). The class and its registry live
+together in one importable module so that whatever runs the search, ``python -m
+autotune.search.run`` included, shares one registry. Importing it imports Ray (the callback's
+base class): the driver imports it only where it runs a search. Also :func:`errored_report`, how
+a trial that errored inside Ray is reported, by the callback and by the driver alike.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ray.tune.experiment import Trial
+from ray.tune import Callback
 
-    from autotune.search.progress import ProgressTable
-    from autotune.search.report import TrialReport
+from autotune.search.progress import ProgressTable
+from autotune.search.report import TrialEntry, TrialReport
+
+if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
     from autotune.tracking.durable import DurableTracker
 
 
-# The live table, tracker and counters of each search running in this process, by experiment
-# directory. Ray Tune pickles the run's callbacks into tuner.pkl, and a restored Tuner uses those
-# copies; a callback pickles as its key only, so a resumed search reports through this run's
-# objects (not stale copies), and any ``out`` stream works (an open file does not pickle).
-LIVE_CALLBACKS: dict[str, tuple[Any, Any, dict[str, Any]]] = {}
+@dataclass
+class SearchLedger:
+    """What the driver and its callback keep of one running search.
+
+    Attributes:
+        space: The space the trials load (a failed trial's row needs it); None when unknown.
+        results: Every trial that reported, in the order it completed.
+        errored: Trials that errored inside Ray, by trial id.
+        overheads: The tuner's overhead of each trial, in seconds (see :class:`SearchCallback`).
+        started: When each running trial's slot was free (``time.monotonic``), by trial id.
+        free: When each slot no running trial holds was freed (a heap).
+        freed: Whether any trial has freed its slot yet.
+        t0: When the run started (``setup``).
+        study: The searcher's Optuna study, when this session made it (not on a resume).
+    """
+
+    space: SearchSpace | None = None
+    results: list[TrialEntry] = field(default_factory=list)
+    errored: dict[str, TrialEntry] = field(default_factory=dict)
+    overheads: list[float] = field(default_factory=list)
+    started: dict[str, float] = field(default_factory=dict)
+    free: list[float] = field(default_factory=list)
+    freed: bool = False
+    t0: float | None = None
+    study: Any = None
 
 
-def _callback_from_key(key: str) -> Any:
+# The live callback of each search running in this process, by experiment directory. Ray Tune
+# pickles the run's callbacks into tuner.pkl, and a restored Tuner uses those copies; a callback
+# pickles as its key only (SearchCallback.__reduce__), so a resumed search reports through this
+# run's table, tracker and ledger (not stale copies), and any ``out`` stream works (an open file
+# does not pickle). Only the live object is kept here: everything else is on it.
+LIVE_CALLBACKS: dict[str, SearchCallback] = {}
+
+
+def _callback_from_key(key: str) -> Callback:
     """Unpickle a search callback: the live one of this process, or a no-op if there is none."""
-    from ray.tune import Callback
-
     live = LIVE_CALLBACKS.get(key)
-    return Callbacks.make(*live, key=key) if live is not None else Callback()
+    return live if live is not None else Callback()
 
 
-class Callbacks:
-    """Builds the Ray Tune callback that prints progress and tracks trials in MLflow."""
+def _kind(report: TrialReport) -> str:
+    return "baseline" if report.is_baseline else "trial"
 
-    @staticmethod
-    def make(table: ProgressTable, tracker: DurableTracker | None, state: dict[str, Any], *,
-             key: str) -> Any:
-        from ray.tune import Callback
 
-        from autotune.search.report import TrialReport
+class SearchCallback(Callback):
+    """The Ray Tune callback that prints progress and tracks trials in MLflow.
 
-        # Tuner overhead of a trial: from the moment its slot was free (the previous trial's
-        # bookkeeping done, or the start of the run) to the end of its own bookkeeping, minus what
-        # it measured (duration_s of the trial and of a baseline it measured). A clock started
-        # at on_trial_start would miss the suggestion and the trial process start-up, and one
-        # stopped before the MLflow logging would miss the bookkeeping.
-        class SearchCallback(Callback):
-            def __reduce__(self) -> tuple[Any, ...]:
-                return _callback_from_key, (key,)
+    Tuner overhead of a trial: from the moment its slot was free (the previous trial's
+    bookkeeping done, or the start of the run) to the end of its own bookkeeping, minus what it
+    measured (duration_s of the trial and of a baseline it measured). A clock started at
+    on_trial_start would miss the suggestion and the trial process start-up, and one stopped
+    before the MLflow logging would miss the bookkeeping.
 
-            def setup(self, stop: Any = None, num_samples: int | None = None,
-                      total_num_samples: int | None = None, **info: Any) -> None:
-                state["free"] = []
-                state["t0"] = time.monotonic()
+    Args:
+        table: The live progress table.
+        tracker: The search's ``DurableTracker`` (never raises), None without tracking.
+        ledger: The search's ledger, which the driver reads after ``fit``.
+        key: The experiment directory: the key in :data:`LIVE_CALLBACKS`, and where
+            ``trial-errors.log`` goes.
+    """
 
-            def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial,
-                        **info: Any) -> None:
-                free = state.setdefault("free", [])
-                if free:
-                    began = heapq.heappop(free)
-                elif not state.get("freed"):
-                    began = state.get("t0", time.monotonic())  # one of the first slots
-                else:
-                    # A slot no earlier trial freed (resources allowed one more trial at once):
-                    # it was free from now, not from the start of the run.
-                    began = time.monotonic()
-                state["started"][trial.trial_id] = began
+    def __init__(self, *, table: ProgressTable, tracker: DurableTracker | None, ledger: SearchLedger,
+                 key: str) -> None:
+        self.table = table
+        self.tracker = tracker
+        self.ledger = ledger
+        self.key = key
 
-            def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial,
-                        **info: Any) -> None:
-                report = TrialReport.from_metrics(trial.last_result)
-                started = state["started"].pop(trial.trial_id, None)
-                measured = report.measured_s if report is not None and report.result is not None else None
-                if report is not None:
-                    state["results"].append((trial.trial_id, dict(trial.config), report))
-                    # Spooled before the row is printed: a result the table shows is kept, even
-                    # if the driver dies while MLflow is written.
-                    if tracker is not None:
-                        if report.baseline is not None:
-                            tracker.log_trial(report.baseline_label,
-                                              report.baseline, kind="baseline", drain=False)
-                        if report.result is not None:
-                            tracker.log_trial(trial.trial_id, report.result, drain=False,
-                                              kind="baseline" if report.is_baseline else "trial")
-                    table.row(trial=trial.trial_id, params=trial.config, report=report)
-                    if tracker is not None:
-                        tracker.drain()
-                self._free(started, measured)
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return _callback_from_key, (self.key,)
 
-            def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial,
-                        **info: Any) -> None:
-                # An error inside Ray (the trial process lost, an exception outside the measured
-                # trial) is a failed trial like any other: in the table, MLflow and the counts.
-                self._free(state["started"].pop(trial.trial_id, None), None)
-                err = trial.get_error() if hasattr(trial, "get_error") else None
-                report = errored_report(state.get("space"), dict(trial.config or {}), err)
-                where = log_error(key, f"trial {trial.trial_id}: failed inside Ray", err)
-                state["errored"][trial.trial_id] = (trial.trial_id, dict(trial.config or {}), report)
-                if tracker is not None and report.result is not None:  # errored_report sets it
-                    tracker.log_trial(trial.trial_id, report.result, drain=False,
-                                      kind="baseline" if report.is_baseline else "trial")
-                table.row(trial=trial.trial_id, params=trial.config, report=report)
-                print(f"                  (traceback: {where})", file=table.out, flush=True)
-                if tracker is not None:
-                    tracker.drain()
+    def setup(self, stop: Any = None, num_samples: int | None = None,
+              total_num_samples: int | None = None, **info: Any) -> None:
+        self.ledger.free = []
+        self.ledger.t0 = time.monotonic()
 
-            def on_trial_recover(self, iteration: int, trials: list[Trial], trial: Trial,
-                        **info: Any) -> None:
-                # Ray runs the trial again (its worker or node was lost): one console line, the
-                # traceback in a log, the attempt kept as lost in MLflow; the next attempt's
-                # result is logged as the following attempt.
-                err = trial.get_error() if hasattr(trial, "get_error") else None
-                report = errored_report(state.get("space"), dict(trial.config or {}), err)
-                where = log_error(key, f"trial {trial.trial_id}: attempt lost, Ray runs it again", err)
-                print(f"  trial {trial.trial_id}: an attempt ended without a result ({_brief(err)}); "
-                      f"Ray runs it again (details: {where})", file=table.out, flush=True)
-                if tracker is not None:
-                    tracker.attempt_lost(trial.trial_id,
-                                         ((report.result and report.result.reason) or "") + "; Ray runs it again",
-                                         params=dict(trial.config or {}),
-                                         kind="baseline" if report.is_baseline else "trial")
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        ledger = self.ledger
+        if ledger.free:
+            began = heapq.heappop(ledger.free)
+        elif not ledger.freed:
+            began = ledger.t0 if ledger.t0 is not None else time.monotonic()  # one of the first slots
+        else:
+            # A slot no earlier trial freed (resources allowed one more trial at once):
+            # it was free from now, not from the start of the run.
+            began = time.monotonic()
+        ledger.started[trial.trial_id] = began
 
-            def _free(self, started: float | None, measured: float | None) -> None:
-                if started is None:
-                    return
-                now = time.monotonic()
-                state["freed"] = True
-                heapq.heappush(state.setdefault("free", []), now)
-                if measured is not None:
-                    state["overheads"].append(max(now - started - measured, 0.0))
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        tracker = self.tracker
+        report = TrialReport.from_metrics(trial.last_result)
+        started = self.ledger.started.pop(trial.trial_id, None)
+        measured = report.measured_s if report is not None and report.result is not None else None
+        if report is not None:
+            self.ledger.results.append(TrialEntry(trial.trial_id, dict(trial.config), report))
+            # Spooled before the row is printed: a result the table shows is kept, even
+            # if the driver dies while MLflow is written.
+            if tracker is not None:
+                if report.baseline is not None:
+                    tracker.log_trial(report.baseline_label,
+                                      report.baseline, kind="baseline", drain=False)
+                if report.result is not None:
+                    tracker.log_trial(trial.trial_id, report.result, drain=False, kind=_kind(report))
+            self.table.row(trial=trial.trial_id, params=trial.config, report=report)
+            if tracker is not None:
+                tracker.drain()
+        self._free(started, measured)
 
-        return SearchCallback()
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # An error inside Ray (the trial process lost, an exception outside the measured
+        # trial) is a failed trial like any other: in the table, MLflow and the counts.
+        tracker = self.tracker
+        self._free(self.ledger.started.pop(trial.trial_id, None), None)
+        err = trial.get_error() if hasattr(trial, "get_error") else None
+        report = errored_report(self.ledger.space, dict(trial.config or {}), err)
+        where = log_error(self.key, f"trial {trial.trial_id}: failed inside Ray", err)
+        self.ledger.errored[trial.trial_id] = TrialEntry(trial.trial_id, dict(trial.config or {}), report)
+        if tracker is not None and report.result is not None:  # errored_report sets it
+            tracker.log_trial(trial.trial_id, report.result, drain=False, kind=_kind(report))
+        self.table.row(trial=trial.trial_id, params=trial.config, report=report)
+        print(f"                  (traceback: {where})", file=self.table.out, flush=True)
+        if tracker is not None:
+            tracker.drain()
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # Ray runs the trial again (its worker or node was lost): one console line, the
+        # traceback in a log, the attempt kept as lost in MLflow; the next attempt's
+        # result is logged as the following attempt.
+        err = trial.get_error() if hasattr(trial, "get_error") else None
+        report = errored_report(self.ledger.space, dict(trial.config or {}), err)
+        where = log_error(self.key, f"trial {trial.trial_id}: attempt lost, Ray runs it again", err)
+        print(f"  trial {trial.trial_id}: an attempt ended without a result ({_brief(err)}); "
+              f"Ray runs it again (details: {where})", file=self.table.out, flush=True)
+        if self.tracker is not None:
+            self.tracker.attempt_lost(trial.trial_id,
+                                      ((report.result and report.result.reason) or "") + "; Ray runs it again",
+                                      params=dict(trial.config or {}), kind=_kind(report))
+
+    def _free(self, started: float | None, measured: float | None) -> None:
+        if started is None:
+            return
+        now = time.monotonic()
+        self.ledger.freed = True
+        heapq.heappush(self.ledger.free, now)
+        if measured is not None:
+            self.ledger.overheads.append(max(now - started - measured, 0.0))
 
 
 #: Where the tracebacks of trials that errored inside Ray go, in the search's run folder; the
@@ -168,11 +203,9 @@ def _brief(error: BaseException | None) -> str:
     return f"{type(cause).__name__}: {first[:120]}" if first else type(cause).__name__
 
 
-def errored_report(space: SearchSpace | None, config: dict[str, Any],
-                   error: BaseException | None) -> TrialReport:
+def errored_report(space: SearchSpace | None, config: dict[str, Any], error: BaseException | None) -> TrialReport:
     """A trial that errored inside Ray, as the report it stands in for: a failed result with the
-    error as its reason (a :class:`~autotune.search.report.TrialReport`)."""
-    from autotune.search.report import TrialReport
+    error as its reason."""
     from autotune.trial.outcome import Failure, Status
     from autotune.trial.result import TrialResult
 

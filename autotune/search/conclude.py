@@ -1,45 +1,98 @@
-"""The end of a search: finalists re-measured beside fresh baselines, the winner, the MLflow summary.
+"""The end of a search: finalists re-measured beside fresh baselines, the winner, the summary files.
 
-:func:`conclude` turns the trials Ray Tune ran into a :class:`~autotune.search.options.SearchOutcome`:
-the best feasible configs are confirmed as Ray tasks, every measured baseline competes, the one
-winner policy (:func:`autotune.trial.winner.pick_winner`) picks, and the tracker's parent run gets
-the summary and the winner's exported files.
+Three steps, which :func:`finish` (the driver's last step) calls in turn, printing and tracking
+beside them: :func:`choose_finalists` (the best feasible configs, and each load level's best),
+:func:`confirm_finalists` (each re-measured beside a fresh baseline through the search's
+evaluator, as Ray tasks), and :func:`conclude`, which is pure: the trials, the confirmed finalists
+and the stored baselines in, the :class:`~autotune.search.options.SearchOutcome` out, the winner
+picked by the one winner policy (:func:`autotune.trial.winner.pick_winner`) and every baseline
+competing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.sglang.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
-from autotune.search.options import SearchOptions, SearchOutcome
-from autotune.search.report import TrialReport
+from autotune.search.options import SearchOutcome
+from autotune.search.report import TrialEntry
 from autotune.search.summary_files import (PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md,
                                            trials_csv)
 from autotune.space.warm_start import compare_to_default
 from autotune.space.load_levels import primary_level
+from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
     from autotune.search.trainable import TrialContext
     from autotune.space.warm_start import WarmStart
-    from autotune.space.search_space import SearchSpace
     from autotune.tracking.durable import DurableTracker
-    from autotune.trial.result import TrialResult
 
 
-def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: TrialContext, space: SearchSpace,
-                       repeats: int, out: TextIO) -> list[tuple[dict, Any, Any]]:
-    """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs."""
+@dataclass(frozen=True)
+class Finalist:
+    """A finalist, confirmed.
+
+    Attributes:
+        entry: The trial it was chosen from.
+        result: Its re-measurement, judged against ``baseline``.
+        baseline: Its group's fresh baseline, None when none was measured (an invalid config).
+    """
+
+    entry: TrialEntry
+    result: TrialResult
+    baseline: TrialResult | None
+
+
+def choose_finalists(space: SearchSpace, entries: Sequence[TrialEntry], *, interrupted: bool) -> list[TrialEntry]:
+    """The trials to confirm: the ``max(1, search.finalists)`` best feasible speculative ones, and,
+    with load levels (not after an interruption), each other level's best."""
+    maximize = space.objective.direction == "maximize"
+
+    def key(item: TrialEntry) -> float:
+        v = item.report.objective
+        if v is None:  # spec_ok holds measured reports only
+            raise ValueError(f"trial {item.trial_id} has no objective")
+        return v if maximize else -v
+
+    spec_ok = [e for e in entries if e.report.feasible and not e.report.is_baseline
+               and e.report.objective is not None]
+    spec_ok.sort(key=key, reverse=True)
+    chosen = spec_ok[: max(1, space.search.finalists)]
+    levels = levels_of(e.report.result for e in entries)
+    primary = primary_level(space.workload) if levels else None
+    if levels and primary is not None and not interrupted:  # primary is set when levels are
+        # Each level's answer is a confirmed config too: its best joins the finalists, also
+        # when nothing was feasible at the primary level.
+        chosen += level_finalists([(e, e.report.result) for e in entries], levels,
+                                  primary, metric=space.objective.metric,
+                                  maximize=maximize, chosen=chosen)
+    return chosen
+
+
+def one_at_a_time(space: SearchSpace) -> bool:
+    """Whether finalists are confirmed one after another: emulators share this machine's cores,
+    so concurrent finalists would slow each other down; with exclusive_node the user asked for
+    one benchmark per node."""
+    return bool(get_backend(space.backend).shares_cores or space.exclusive_node)
+
+
+def confirm_finalists(chosen: Sequence[TrialEntry], ctx: TrialContext, space: SearchSpace, *,
+                      repeats: int) -> list[Finalist]:
+    """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs, through
+    the search's evaluator (:func:`autotune.search.trainable.evaluator_for`)."""
     import ray
 
-    from autotune.search.trainable import TrialResources, run_config
+    from autotune.search.trainable import TrialResources, evaluator_for
     from autotune.trial.measure import MeasureSettings
 
     settings = MeasureSettings(**{**ctx.settings.__dict__, "repeats": repeats,
@@ -50,142 +103,33 @@ def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Tri
                                cpus=space.resources.cpus_per_trial,
                                exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
 
-    def confirm(params: dict) -> tuple[dict, Any, Any]:
-        result, baseline, _ = run_config(params, ctx, name="finalist", settings=settings,
-                                         fresh_baseline=True)
-        return params, result, baseline
+    def confirm(params: dict) -> tuple[TrialResult, TrialResult | None]:
+        evaluation = evaluator_for(ctx, settings=settings)(params, name="finalist", fresh_baseline=True)
+        return evaluation.result, evaluation.baseline
 
-    # Emulators share this machine's cores, so concurrent finalists would slow each other down;
-    # with exclusive_node the user asked for one benchmark per node. Then confirm one at a time.
-    one_at_a_time = get_backend(space.backend).shares_cores or space.exclusive_node
-    print(f"\nConfirming {len(candidates)} finalist(s), {repeats} repeats each, beside fresh "
-          f"baselines{', one at a time' if one_at_a_time else ''}...", file=out, flush=True)
+    serial = one_at_a_time(space)
     refs, done = [], []
-    for _, params, _ in candidates:
-        res = resources(params)
+    for entry in chosen:
+        res = resources(entry.params)
         custom = {k: v for k, v in res.items() if k not in ("CPU", "GPU")}
         # Ray's annotation says dict; None (its default) means no custom resources.
         task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,  # type: ignore[arg-type]
                           max_retries=1)(confirm)
-        refs.append(task.remote(params))
-        if one_at_a_time:
+        refs.append(task.remote(entry.params))
+        if serial:
             done.extend(ray.get(refs))
             refs = []
-    return done + ray.get(refs)
+    confirmed = done + ray.get(refs)
+    return [Finalist(entry=entry, result=result, baseline=base)
+            for entry, (result, base) in zip(chosen, confirmed, strict=True)]
 
 
-def conclude(space: SearchSpace, ctx: TrialContext, results: list[tuple[str, dict, TrialReport]], state: dict,
-              *, name: str, trials: int, interrupted: bool, tracker: DurableTracker | None, exp_dir: Path,
-              opts: SearchOptions, out: TextIO, warm: WarmStart | None = None) -> SearchOutcome:
-    from autotune.trial.result import TrialResult
-
-    statuses = [r.status for _, _, r in results]
-    maximize = space.objective.direction == "maximize"
-
-    def key(item: tuple[str, dict, TrialReport]) -> float:
-        v = item[2].objective
-        if v is None:  # spec_ok holds measured reports only
-            raise ValueError(f"trial {item[0]} has no objective")
-        return v if maximize else -v
-
-    levels = levels_of(r.result for _, _, r in results)
-    primary = primary_level(space.workload) if levels else None
-    spec_ok = [r for r in results if r[2].feasible and not r[2].is_baseline and r[2].objective is not None]
-    spec_ok.sort(key=key, reverse=True)
-    finalists_out: list[dict[str, Any]] = []
-    finalist_cands: list[Candidate] = []
-    fresh_baseline: dict[int, TrialResult] = {}  # id of a finalist's result -> its fresh baseline
-    confirmed_rows: list[tuple[str, TrialResult, TrialResult | None]] = []
-    winner: TrialResult | None = None
-    baseline: TrialResult | None = None
-    baseline_wins = False
-    chosen = spec_ok[: max(1, space.search.finalists)]
-    if levels and primary is not None and not interrupted:  # primary is set when levels are
-        # Each level's answer is a confirmed config too: its best joins the finalists, also
-        # when nothing was feasible at the primary level.
-        chosen += level_finalists([(item, item[2].result) for item in results], levels,
-                                  primary, metric=space.objective.metric, maximize=maximize,
-                                  chosen=chosen)
-    if interrupted:
-        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
-              f"autotune.search.run --space {opts.space} --name {name} --resume", file=out, flush=True)
-    elif chosen:
-        confirmed = _confirm_finalists(chosen, ctx, space, space.search.finalist_repeats, out)
-        for (tid, _, first), (params, result, base) in zip(chosen, confirmed, strict=True):
-            confirmed_rows.append((tid, result, base))
-            finalists_out.append({"trial_id": tid, "params": params,
-                                  "search_tok_s": first.output_tok_s,
-                                  "confirmed_tok_s": result.output_tok_s,
-                                  "confirmed_speedup": result.speedup,
-                                  "status": result.status, "reason": result.reason})
-            if tracker is not None:
-                tracker.log_trial(f"finalist-{tid}", result, kind="finalist",
-                                  confirmed=bool(result.feasible))
-                if base is not None:
-                    tracker.log_trial(f"finalist-{tid}-baseline", base, kind="baseline")
-            print(f"  finalist {tid}: search {num(first.output_tok_s, '.1f')} tok/s -> "
-                  f"confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
-                  f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
-            finalist_cands.append(_candidate(result, space, stage=FINALIST))
-            if base is not None:
-                finalist_cands.append(_candidate(base, space))
-                fresh_baseline[id(result)] = base
-    if not interrupted:
-        trial_cands = [_candidate(r.result, space) for _, _, r in results if r.result is not None]
-        base_cands = [_candidate(b, space) for b in _baselines(results, ctx)]
-        pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
-        if pick is not None:
-            winner, baseline_wins = pick.ref, pick.is_baseline
-            # A speculative winner is a confirmed finalist (finalists always run before this).
-            baseline = winner if baseline_wins else fresh_baseline.get(id(winner))
-    default = compare_to_default(warm, [{**r.record(), "params": cfg} for _, cfg, r in results],
-                                 winner.to_dict() if winner else None, space=space)
-    outcome = SearchOutcome(
-        name=name, winner=winner.to_dict() if winner else None,
-        baseline=baseline.to_dict() if baseline else None, trials=len(results),
-        feasible=statuses.count(Status.FEASIBLE), infeasible=statuses.count(Status.INFEASIBLE),
-        failed=statuses.count(Status.FAILED), interrupted=interrupted, baseline_wins=baseline_wins,
-        finalists=finalists_out, tracking_uri=getattr(tracker, "tracking_uri", None),
-        parent_run_id=getattr(tracker, "parent_run_id", None), experiment_path=str(exp_dir),
-        experiment_id=getattr(tracker, "experiment_id", None),
-        overheads_s=list(state["overheads"]), sglang_default=default)
-    rows = rows_of(results, confirmed_rows)
-    if levels and not interrupted:
-        outcome.per_level = level_answers(
-            [Measured(row.trial_id, row.result, FINALIST if row.kind == "finalist" else TRIAL)
-             for row in rows if row.result is not None],
-            levels, metric=space.objective.metric, maximize=maximize)
-    outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
-    if outcome.per_level:
-        outcome.report_files[PER_LEVEL_JSON] = json.dumps(outcome.per_level, indent=2, default=str) + "\n"
-    if tracker is not None:
-        from autotune.export.command import winner_files
-
-        tracker.finish_search(study=state.get("study"), sglang_default=default, winner_files=winner_files,
-                              report_files=outcome.report_files,
-                              status="KILLED" if interrupted else "FINISHED")
-    return outcome
-
-
-def _candidate(result: TrialResult, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
-    """A trial result as the winner policy sees it, valued by the space's objective."""
-    return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
-                     is_baseline=bool(result.is_baseline),
-                     feasible=result.status == Status.FEASIBLE, stage=stage)
-
-
-def _baselines(results: list[tuple[str, dict, TrialReport]], ctx: TrialContext) -> list[Any]:
-    """Every measured baseline of the search (trials with speculation off, and the store)."""
+def stored_baselines(baseline_dir: str) -> list[TrialResult]:
+    """The baselines the search's store holds (those that ran)."""
     from autotune.trial.baselines import FileBaselineStore
-    from autotune.trial.result import TrialResult
 
     found = []
-    for _, _, r in results:
-        if r.is_baseline and r.status == Status.FEASIBLE and r.result is not None:
-            found.append(r.result)
-        elif r.baseline is not None and r.baseline.ok:
-            found.append(r.baseline)
-    store = FileBaselineStore(ctx.baseline_dir)
+    store = FileBaselineStore(baseline_dir)
     for path in sorted(store.dir.glob("*.json")):
         try:
             b = TrialResult.from_dict(json.loads(path.read_text()))
@@ -194,3 +138,151 @@ def _baselines(results: list[tuple[str, dict, TrialReport]], ctx: TrialContext) 
         if b.ok:
             found.append(b)
     return found
+
+
+def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Sequence[Finalist],
+             stored: Sequence[TrialResult], *, name: str, interrupted: bool, exp_dir: Path,
+             overheads: Sequence[float], warm: WarmStart | None = None, tracking_uri: str | None = None,
+             parent_run_id: str | None = None, experiment_id: str | None = None) -> SearchOutcome:
+    """What the search found: the winner, the counts, the finalists' rows, the summary files.
+
+    Pure: it measures, prints and logs nothing.
+
+    Args:
+        space: The search's space.
+        entries: Every trial that ended (reported or errored).
+        finalists: The confirmed finalists (none when interrupted).
+        stored: The baselines of the search's store (:func:`stored_baselines`).
+        name: The search's name.
+        interrupted: The search stopped before its trials were done (no winner is named).
+        exp_dir: The search's run folder.
+        overheads: The tuner's overhead of each trial, in seconds.
+        warm: SGLang's default config (:func:`autotune.space.warm_start.sglang_default`).
+        tracking_uri: MLflow's URI, None without tracking (and the two ids below).
+        parent_run_id: The search's MLflow run.
+        experiment_id: Its experiment.
+    """
+    statuses = [e.report.status for e in entries]
+    maximize = space.objective.direction == "maximize"
+    levels = levels_of(e.report.result for e in entries)
+    finalists_out: list[dict[str, Any]] = []
+    finalist_cands: list[Candidate] = []
+    fresh_baseline: dict[int, TrialResult] = {}  # id of a finalist's result -> its fresh baseline
+    winner: TrialResult | None = None
+    baseline: TrialResult | None = None
+    baseline_wins = False
+    for f in finalists:
+        finalists_out.append({"trial_id": f.entry.trial_id, "params": f.entry.params,
+                              "search_tok_s": f.entry.report.output_tok_s,
+                              "confirmed_tok_s": f.result.output_tok_s,
+                              "confirmed_speedup": f.result.speedup,
+                              "status": f.result.status, "reason": f.result.reason})
+        finalist_cands.append(_candidate(f.result, space, stage=FINALIST))
+        if f.baseline is not None:
+            finalist_cands.append(_candidate(f.baseline, space))
+            fresh_baseline[id(f.result)] = f.baseline
+    if not interrupted:
+        trial_cands = [_candidate(e.report.result, space) for e in entries if e.report.result is not None]
+        base_cands = [_candidate(b, space) for b in _baselines(entries, stored)]
+        pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
+        if pick is not None:
+            winner, baseline_wins = pick.ref, pick.is_baseline
+            # A speculative winner is a confirmed finalist (finalists always run before this).
+            baseline = winner if baseline_wins else fresh_baseline.get(id(winner))
+    default = compare_to_default(warm, [{**e.report.record(), "params": e.params} for e in entries],
+                                 winner.to_dict() if winner else None, space=space)
+    outcome = SearchOutcome(
+        name=name, winner=winner.to_dict() if winner else None,
+        baseline=baseline.to_dict() if baseline else None, trials=len(entries),
+        feasible=statuses.count(Status.FEASIBLE), infeasible=statuses.count(Status.INFEASIBLE),
+        failed=statuses.count(Status.FAILED), interrupted=interrupted, baseline_wins=baseline_wins,
+        finalists=finalists_out, tracking_uri=tracking_uri, parent_run_id=parent_run_id,
+        experiment_path=str(exp_dir), experiment_id=experiment_id,
+        overheads_s=list(overheads), sglang_default=default)
+    rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
+    if levels and not interrupted:
+        outcome.per_level = level_answers(
+            [Measured(row.trial_id, row.result, FINALIST if row.kind == "finalist" else TRIAL)
+             for row in rows if row.result is not None],
+            levels, metric=space.objective.metric, maximize=maximize)
+    outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
+    if outcome.per_level:
+        outcome.report_files[PER_LEVEL_JSON] = json.dumps(outcome.per_level, indent=2, default=str) + "\n"
+    return outcome
+
+
+def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, overheads: Sequence[float],
+           study: Any, name: str, exp_dir: Path, space_arg: str, interrupted: bool,
+           tracker: DurableTracker | None, warm: WarmStart | None, out: TextIO) -> SearchOutcome:
+    """The search's last step, around :func:`conclude`: the finalists chosen, confirmed, printed
+    and tracked; the conclusion; the search's MLflow run closed with its summary files.
+
+    Args:
+        space: The space the trials loaded.
+        ctx: The trials' ``TrialContext``.
+        entries: Every trial that ended.
+        overheads: The tuner's overhead of each trial, in seconds.
+        study: The searcher's Optuna study (None after a resume).
+        name: The search's name.
+        exp_dir: Its run folder.
+        space_arg: The ``--space`` given (for the resume hint).
+        interrupted: The search stopped before its trials were done.
+        tracker: The search's ``DurableTracker``, None without tracking.
+        warm: SGLang's default config.
+        out: The console.
+    """
+    chosen = choose_finalists(space, entries, interrupted=interrupted)
+    finalists: list[Finalist] = []
+    if interrupted:
+        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
+              f"autotune.search.run --space {space_arg} --name {name} --resume", file=out, flush=True)
+    elif chosen:
+        repeats = space.search.finalist_repeats
+        print(f"\nConfirming {len(chosen)} finalist(s), {repeats} repeats each, beside fresh "
+              f"baselines{', one at a time' if one_at_a_time(space) else ''}...", file=out, flush=True)
+        finalists = confirm_finalists(chosen, ctx, space, repeats=repeats)
+        for f in finalists:
+            report_finalist(f, tracker=tracker, out=out)
+    outcome = conclude(space, entries, finalists, stored_baselines(ctx.baseline_dir), name=name,
+                       interrupted=interrupted, exp_dir=exp_dir, overheads=overheads,
+                       warm=warm, tracking_uri=getattr(tracker, "tracking_uri", None),
+                       parent_run_id=getattr(tracker, "parent_run_id", None),
+                       experiment_id=getattr(tracker, "experiment_id", None))
+    if tracker is not None:
+        from autotune.export.command import winner_files
+
+        tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
+                              winner_files=winner_files, report_files=outcome.report_files,
+                              status="KILLED" if interrupted else "FINISHED")
+    return outcome
+
+
+def report_finalist(f: Finalist, *, tracker: DurableTracker | None, out: TextIO) -> None:
+    """One finalist in MLflow (and its fresh baseline) and on the console."""
+    tid, result, base = f.entry.trial_id, f.result, f.baseline
+    if tracker is not None:
+        tracker.log_trial(f"finalist-{tid}", result, kind="finalist", confirmed=bool(result.feasible))
+        if base is not None:
+            tracker.log_trial(f"finalist-{tid}-baseline", base, kind="baseline")
+    print(f"  finalist {tid}: search {num(f.entry.report.output_tok_s, '.1f')} tok/s -> "
+          f"confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
+          f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
+
+
+def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
+    """A trial result as the winner policy sees it, valued by the space's objective."""
+    return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
+                     is_baseline=bool(result.is_baseline),
+                     feasible=result.status == Status.FEASIBLE, stage=stage)
+
+
+def _baselines(entries: Sequence[TrialEntry], stored: Sequence[TrialResult]) -> list[TrialResult]:
+    """Every measured baseline of the search (trials with speculation off, and the store)."""
+    found = []
+    for e in entries:
+        r = e.report
+        if r.is_baseline and r.status == Status.FEASIBLE and r.result is not None:
+            found.append(r.result)
+        elif r.baseline is not None and r.baseline.ok:
+            found.append(r.baseline)
+    return found + list(stored)

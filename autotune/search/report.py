@@ -14,13 +14,13 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import unmeasured_value
 
-__all__ = ["TrialReport", "UNMEASURED_ATTR"]
+__all__ = ["TrialEntry", "TrialReport", "UNMEASURED_ATTR"]
 
 UNMEASURED_ATTR = "objective_unmeasured"
 """The Optuna user attr set on a trial whose objective was unknown (its value is then
@@ -201,3 +201,15 @@ def _section(metrics: Mapping[str, Any], key: str) -> dict[str, Any] | None:
             node = node.setdefault(part, {})
         node[last] = leaf
     return out or None
+
+
+class TrialEntry(NamedTuple):
+    """One trial of a search as the driver keeps it: Ray's trial id, the config it ran, its report.
+
+    A named tuple so that readers of ``(trial id, config, report)`` (``summary_files.rows_of``)
+    take it as it is.
+    """
+
+    trial_id: str
+    params: dict[str, Any]
+    report: TrialReport

@@ -15,16 +15,16 @@ import io
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import cli
 from autotune.sglang.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
-from autotune.search.callbacks import LIVE_CALLBACKS, Callbacks, errored_report
-from autotune.search.report import TrialReport
+from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
-from autotune.search.conclude import conclude
+from autotune.search.conclude import finish
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.summary_files import write_beside
@@ -32,8 +32,6 @@ from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
-    from autotune.tracking.durable import DurableTracker
-    from autotune.tracking.tracker import Tracker
 
 EXIT_CONFIG = cli.BAD_INPUT
 EXIT_INTERRUPTED = cli.INTERRUPTED
@@ -119,54 +117,44 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
             ray.shutdown()
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What one search run is: its name, where its state goes, and how many trials at once."""
+
+    name: str
+    storage: Path
+    run_name: str
+    restoring: bool
+    trials: int
+    concurrency: int | None
+    seed: int
+    ray_where: str
+
+    @property
+    def exp_dir(self) -> Path:
+        return self.storage / self.run_name
+
+
 def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
-         tracker: Tracker | DurableTracker | None, ray_where: str, out: TextIO) -> SearchOutcome:
-    # ``tracker`` comes in a Tracker and is wrapped in a DurableTracker below.
-    import optuna
-    from ray import tune
-
+         tracker: Any, ray_where: str, out: TextIO) -> SearchOutcome:
+    """The search's steps in turn: tracking, prescreen, the tuner, its fit, the results, the end."""
+    from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger
     from autotune.search.progress import ProgressTable
-    from autotune.search.searcher import (ConstrainedOptunaSearch, DefineByRun, mirror_study, saved_study,
-                                          study_name, study_storage)
-    from autotune.search.trainable import TrialContext, TrialResources, trainable
+    from autotune.search.searcher import study_name, study_storage
+    from autotune.search.trainable import TrialContext
     from autotune.trial.measure import settings_for
 
-    exp_dir = storage / run_name
-    if tracker is not None:
-        from autotune.tracking.durable import DurableTracker
-
-        # Every MLflow write, the search run's start included, is spooled under the run's folder
-        # first and never raises: an exception from a Ray callback would make Ray stop the trial
-        # and run it again, and a tracking server down from the start must not stop the search.
-        tracker = DurableTracker(tracker, exp_dir / "tracking", say=lambda line: print(line, file=out, flush=True))
-        tracker.open_search(start={"backend": space.backend, "profile": space.profile, "budget": trials,
-                                   "seed": seed, "sampler": space.search.sampler, "ray_address": ray_where,
-                                   "resume": restoring,
-                                   "objective": [space.objective.metric, space.objective.direction]},
-                            space_file=space_path,
-                            workload={"spec": space.workload, "file": space.file, "name": space.name})
+    plan = _Plan(name=name, storage=storage, run_name=run_name, restoring=restoring, trials=trials,
+                 concurrency=concurrency, seed=seed, ray_where=ray_where)
+    tracker = _open_tracking(tracker, space, space_path, plan, out=out)
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
           file=out, flush=True)
-    # nccl_prescreen: the trials load a copy of the space narrowed to the best NCCL candidates.
-    from autotune.search.prescreen import run_prescreen
-    from autotune.space.search_space import load_space
-
-    screened = run_prescreen(space, exp_dir=exp_dir, tracker=tracker, restoring=restoring, out=out)
-    if screened is not None and screened.narrowed_path != space_path:
-        space_path = screened.narrowed_path
-        space = load_space(space_path)
-    ctx = TrialContext(space_path=space_path, baseline_dir=str(exp_dir / "baselines"),
-                       workdir=str(exp_dir), settings=settings_for(space))
-    resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
-                               cpus=space.resources.cpus_per_trial,
-                               exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
-    # Ray takes a function of the config returning a resource dict too; its annotation names only
-    # PlacementGroupFactory.
-    fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)  # type: ignore[arg-type]
-    maximize = space.objective.direction == "maximize"
+    space, space_path = _prescreen(space, space_path, plan, tracker=tracker, out=out)
+    ctx = TrialContext(space_path=space_path, baseline_dir=str(plan.exp_dir / "baselines"),
+                       workdir=str(plan.exp_dir), settings=settings_for(space))
     warm = sglang_default(space)
     print(f"Warm start: {warm.describe()}" if not restoring else
           f"Resuming; SGLang's default config: {warm.describe()}", file=out, flush=True)
@@ -174,78 +162,26 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
     # consistent with Tune's trials across resumes, and is mirrored to the storage once fit returns.
     study_store, study_where = study_storage(space.search.storage, root=Path(opts.root))
     study = study_name(name, run_name)
-    table = ProgressTable(out, maximize=maximize, objective=space.objective.metric)
-    state: dict[str, Any] = {"started": {}, "results": [], "errored": {}, "overheads": [],
-                             "space": space}
-    LIVE_CALLBACKS[str(exp_dir)] = (table, tracker, state)
-    callback = Callbacks.make(table, tracker, state, key=str(exp_dir))
-    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
-    # A trial that errors inside Ray gets one console line from our callback, its traceback goes
-    # to the run folder's trial-errors.log (search.callbacks), not Ray's 60 lines on the console.
-    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
-    # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-
-    run_config = tune.RunConfig(
-        name=run_name, storage_path=str(storage), verbose=0, callbacks=[callback],
-        failure_config=tune.FailureConfig(max_failures=2))
-    if restoring:
-        tuner = tune.Tuner.restore(str(exp_dir), trainable=fn, resume_unfinished=True,
-                                   resume_errored=True)
-        table.carry_on(_finished_before(tuner))
-    else:
-        # Optuna's INFO line "A new study created in memory" would land in the live table.
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        # SGLang's own default speculative config goes first: the one a tuned config has to beat.
-        searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
-                                           mode="max" if maximize else "min",
-                                           sampler=_make_sampler(space, seed),
-                                           points_to_evaluate=[warm.asked] if warm.asked else None)
-        # reuse_actors: a trial process serves the next trial with the same resources, instead of
-        # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
-        tune_config = tune.TuneConfig(search_alg=searcher, num_samples=trials,
-                                      max_concurrent_trials=concurrency,
-                                      time_budget_s=space.budget.wall_time_s, reuse_actors=True)
-        tuner = tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
-        state["study"] = searcher.study
+    table = ProgressTable(out, maximize=space.objective.direction == "maximize",
+                          objective=space.objective.metric)
+    ledger = SearchLedger(space=space)
+    key = str(plan.exp_dir)
+    callback = SearchCallback(table=table, tracker=tracker, ledger=ledger, key=key)
+    LIVE_CALLBACKS[key] = callback
     try:
+        tuner = _tuner(space, ctx, plan, callback=callback, ledger=ledger, warm=warm, table=table)
         grid = tuner.fit()
     finally:
-        LIVE_CALLBACKS.pop(str(exp_dir), None)
+        LIVE_CALLBACKS.pop(key, None)
     if study_store is not None:
-        try:
-            n = mirror_study(state.get("study") or saved_study(exp_dir), study_store, study)
-            print(f"Optuna study {study!r} ({n} trials): optuna-dashboard {study_where}", file=out, flush=True)
-        except Exception as exc:  # noqa: BLE001 - the search's results stand without the mirror
-            print(f"warning: the Optuna study was not written to {study_where}: "
-                  f"{type(exc).__name__}: {exc}", file=out, flush=True)
-
-    all_results = []
-    unfinished = 0
-    errored = dict(state["errored"])
-    for r in grid:  # type: ignore[attr-defined]  # ResultGrid iterates by __getitem__/__len__; Ray declares no __iter__
-        metrics = r.metrics or {}
-        report = TrialReport.from_metrics(metrics)
-        if report is not None:
-            all_results.append((metrics.get("trial_id", ""), dict(r.config or {}), report))
-        elif r.error is not None:
-            # Seen by this session's callback, or (after a resume) only in Ray's own record.
-            same = [k for k, (_, cfg, _) in errored.items() if cfg == dict(r.config or {})]
-            if same:
-                all_results.append(errored.pop(same[0]))
-            else:
-                tid = Path(r.path).name if getattr(r, "path", None) else ""
-                all_results.append((tid, dict(r.config or {}),
-                                    errored_report(space, dict(r.config or {}), r.error)))
-        else:
-            unfinished += 1
-    ended = len(all_results)
+        _mirror_study(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
+    entries, unfinished = _entries(grid, ledger, space)
     # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
     # planned means the run was stopped.
-    interrupted = unfinished > 0 or (ended < trials and space.budget.wall_time_s is None)
-    outcome = conclude(space, ctx, all_results, state, name=name, trials=trials,
-                       interrupted=interrupted, tracker=tracker, exp_dir=exp_dir, opts=opts,
-                       out=out, warm=warm)
+    interrupted = unfinished > 0 or (len(entries) < trials and space.budget.wall_time_s is None)
+    outcome = finish(space, ctx, entries, overheads=ledger.overheads, study=ledger.study, name=name,
+                     exp_dir=plan.exp_dir, space_arg=opts.space, interrupted=interrupted,
+                     tracker=tracker, warm=warm, out=out)
     if study_where is not None:
         outcome.optuna_study = {"storage": study_where, "name": study}
     if tracker is not None:
@@ -255,6 +191,124 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
         outcome.spool_path = str(tracker.spool.path)
         outcome.sync_command = sync_command(name, str(Path(opts.root).resolve()), opts.tracking_uri)
     return outcome
+
+
+def _open_tracking(tracker: Any, space: SearchSpace, space_path: str, plan: _Plan, *, out: TextIO) -> Any:
+    """The search's ``DurableTracker`` with the search run opened, or None without tracking."""
+    if tracker is None:
+        return None
+    from autotune.tracking.durable import DurableTracker
+
+    # Every MLflow write, the search run's start included, is spooled under the run's folder
+    # first and never raises: an exception from a Ray callback would make Ray stop the trial
+    # and run it again, and a tracking server down from the start must not stop the search.
+    durable = DurableTracker(tracker, plan.exp_dir / "tracking", say=lambda line: print(line, file=out, flush=True))
+    durable.open_search(start={"backend": space.backend, "profile": space.profile, "budget": plan.trials,
+                               "seed": plan.seed, "sampler": space.search.sampler,
+                               "ray_address": plan.ray_where, "resume": plan.restoring,
+                               "objective": [space.objective.metric, space.objective.direction]},
+                        space_file=space_path,
+                        workload={"spec": space.workload, "file": space.file, "name": space.name})
+    return durable
+
+
+def _prescreen(space: SearchSpace, space_path: str, plan: _Plan, *, tracker: Any,
+               out: TextIO) -> tuple[Any, str]:
+    """nccl_prescreen: the trials load a copy of the space narrowed to the best NCCL candidates."""
+    from autotune.search.prescreen import run_prescreen
+    from autotune.space.search_space import load_space
+
+    screened = run_prescreen(space, exp_dir=plan.exp_dir, tracker=tracker, restoring=plan.restoring, out=out)
+    if screened is not None and screened.narrowed_path != space_path:
+        return load_space(screened.narrowed_path), screened.narrowed_path
+    return space, space_path
+
+
+def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: Any, warm: Any,
+           table: Any) -> Any:
+    """Ray Tune's tuner of this run: a fresh one (the searcher's study kept in ``ledger``), or
+    the one restored from the run folder."""
+    import optuna
+    from ray import tune
+
+    from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
+    from autotune.search.trainable import TrialResources, trainable
+
+    resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
+                               cpus=space.resources.cpus_per_trial,
+                               exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
+    # Ray takes a function of the config returning a resource dict too; its annotation names only
+    # PlacementGroupFactory.
+    fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)  # type: ignore[arg-type]
+    maximize = space.objective.direction == "maximize"
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    # A trial that errors inside Ray gets one console line from our callback, its traceback goes
+    # to the run folder's trial-errors.log (search.callbacks), not Ray's 60 lines on the console.
+    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+    # Our own table replaces Ray's progress boxes; Ray's logs stay in its session dir.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+    run_config = tune.RunConfig(
+        name=plan.run_name, storage_path=str(plan.storage), verbose=0, callbacks=[callback],
+        failure_config=tune.FailureConfig(max_failures=2))
+    if plan.restoring:
+        tuner = tune.Tuner.restore(str(plan.exp_dir), trainable=fn, resume_unfinished=True,
+                                   resume_errored=True)
+        table.carry_on(_finished_before(tuner))
+        return tuner
+    # Optuna's INFO line "A new study created in memory" would land in the live table.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # SGLang's own default speculative config goes first: the one a tuned config has to beat.
+    searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
+                                       mode="max" if maximize else "min",
+                                       sampler=_make_sampler(space, plan.seed),
+                                       points_to_evaluate=[warm.asked] if warm.asked else None)
+    # reuse_actors: a trial process serves the next trial with the same resources, instead of
+    # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
+    tune_config = tune.TuneConfig(search_alg=searcher, num_samples=plan.trials,
+                                  max_concurrent_trials=plan.concurrency,
+                                  time_budget_s=space.budget.wall_time_s, reuse_actors=True)
+    ledger.study = searcher.study
+    return tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
+
+
+def _mirror_study(study: Any, exp_dir: Path, store: Any, name: str, where: str | None, *,
+                  out: TextIO) -> None:
+    """Write the searcher's study (after a resume, the one Ray saved) to ``search.storage``."""
+    from autotune.search.searcher import mirror_study, saved_study
+
+    try:
+        n = mirror_study(study or saved_study(exp_dir), store, name)
+        print(f"Optuna study {name!r} ({n} trials): optuna-dashboard {where}", file=out, flush=True)
+    except Exception as exc:  # noqa: BLE001 - the search's results stand without the mirror
+        print(f"warning: the Optuna study was not written to {where}: "
+              f"{type(exc).__name__}: {exc}", file=out, flush=True)
+
+
+def _entries(grid: Any, ledger: Any, space: SearchSpace) -> tuple[list[TrialEntry], int]:
+    """Every trial that ended, from Ray's result grid, and how many did not end."""
+    from autotune.search.callbacks import errored_report
+
+    entries: list[TrialEntry] = []
+    unfinished = 0
+    errored = dict(ledger.errored)
+    for r in grid:
+        metrics = r.metrics or {}
+        report = TrialReport.from_metrics(metrics)
+        if report is not None:
+            entries.append(TrialEntry(metrics.get("trial_id", ""), dict(r.config or {}), report))
+        elif r.error is not None:
+            # Seen by this session's callback, or (after a resume) only in Ray's own record.
+            same = [k for k, entry in errored.items() if entry.params == dict(r.config or {})]
+            if same:
+                entries.append(errored.pop(same[0]))
+            else:
+                tid = Path(r.path).name if getattr(r, "path", None) else ""
+                entries.append(TrialEntry(tid, dict(r.config or {}),
+                                          errored_report(space, dict(r.config or {}), r.error)))
+        else:
+            unfinished += 1
+    return entries, unfinished
 
 
 def build_parser() -> argparse.ArgumentParser:

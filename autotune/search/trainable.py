@@ -1,9 +1,10 @@
 """The Ray Tune trainable: one trial of a search, on the GPUs Ray gave it.
 
-It turns the suggested parameters into a ``TrialConfig``, makes sure the group's baseline exists
-(measured here, on the same GPUs, if no other trial measured it yet), measures the config, judges
-it, and reports one result: the verdict, the constraint values for Optuna, the attrs samplers read,
-and the full ``TrialResult`` (and the baseline's, when measured here) for MLflow.
+It hands the suggested parameters to the search's evaluator (:func:`evaluator_for`, a
+:class:`~autotune.trial.evaluator.MeasuringEvaluator`: the group's baseline measured here, on the
+same GPUs, if no other trial measured it yet, then the config, judged), and reports one result:
+the verdict, the constraint values for Optuna, the attrs samplers read, and the full
+``TrialResult`` (and the baseline's, when measured here) for MLflow.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.search.report import TrialReport
 from autotune.trial.winner import known
-from autotune.trial.baselines import FileBaselineStore, group_key
-from autotune.trial.measure import MeasureSettings, baseline_for, measure, slos_of
-from autotune.trial.outcome import Failure, Status
+from autotune.trial.evaluator import MeasuringEvaluator
+from autotune.trial.measure import MeasureSettings, slos_of
 from autotune.trial.result import TrialResult
-from autotune.trial.verdict import judge, slo_margin
+from autotune.trial.verdict import break_even_constraint, slo_margin
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -45,23 +45,11 @@ def _space(path: str) -> Any:
     return _SPACES[path]
 
 
-def _workload(space: SearchSpace) -> Any:
-    from autotune.space.workload import Workload
-
-    return Workload.from_spec(space.workload, file=space.file)
-
-
 def constraint_values(result: TrialResult, space: SearchSpace) -> dict[str, float]:
     """Optuna constraint values (``<= 0`` feasible) for a judged result."""
     failed = 0.0 if result.ok else 1.0
-    if result.is_baseline:
-        break_even = 0.0 if result.ok else 1.0
-    elif result.speedup is None:
-        break_even = 1.0
-    else:
-        # Strictly better than min_speedup: a tie is not a win.
-        break_even = space.constraints.min_speedup - result.speedup + 1e-9
-    out = {"failed": failed, "break_even": break_even}
+    out = {"failed": failed,
+           "break_even": break_even_constraint(result, min_speedup=space.constraints.min_speedup)}
     for i, (metric, op, limit) in enumerate(slos_of(space)):
         out[f"slo_{i}"] = slo_margin(result.metric(metric), op, limit)
     return out
@@ -103,46 +91,11 @@ def report_of(result: TrialResult, space: SearchSpace, *, baseline: TrialResult 
                        baseline_key=baseline_key)
 
 
-def run_config(params: Mapping[str, Any], ctx: TrialContext, *, name: str = "trial",
-               settings: MeasureSettings | None = None,
-               fresh_baseline: bool = False) -> tuple[TrialResult, TrialResult | None, str]:
-    """Measure one config and judge it; returns (result, baseline measured here or None, key).
-
-    With ``fresh_baseline`` (finalist confirmation) the baseline is measured again beside the
-    config, on the same GPUs, instead of reused, so the comparison is like for like in time too.
-    """
-    space = _space(ctx.space_path)
-    settings = settings or ctx.settings
-    params = space.coerce_params(dict(params))
-    reason = space.validate_config(params)
-    if reason:
-        failed = TrialResult(status=Status.FAILED, reason=f"invalid config: {reason}", params=dict(params),
-                             is_baseline=not space.is_speculative(params), feasible=False,
-                             failure=Failure.BAD_CONFIG.value)
-        return failed, None, "invalid"
-    config = space.trial_config(params)
-    workload = _workload(space)
-    store = FileBaselineStore(ctx.baseline_dir)
-    slos = slos_of(space)
-    if config.is_baseline:
-        key = group_key(config)
-        result = judge(measure(config, workload, settings, name=f"{name}-baseline"), None, slos=slos)
-        if result.ok and store.get(key) is None:
-            store.put(key, result)
-        return result, None, key
-    base_cfg = space.trial_config(space.baseline_params(params))
-    key = group_key(base_cfg)
-    measured_here: TrialResult | None
-    if fresh_baseline:
-        measured_here = baseline = judge(
-            measure(base_cfg, workload, settings, name=f"{name}-baseline"), None, slos=slos)
-    else:
-        baseline, fresh = baseline_for(base_cfg, workload, settings, store, slos=slos,
-                                       name=f"{name}-baseline")
-        measured_here = baseline if fresh else None
-    result = measure(config, workload, settings, name=name)
-    result = judge(result, baseline, slos=slos, min_speedup=space.constraints.min_speedup)
-    return result, measured_here, key
+def evaluator_for(ctx: TrialContext, *, settings: MeasureSettings | None = None) -> MeasuringEvaluator:
+    """The search's :class:`~autotune.trial.evaluator.Evaluator`: servers measured on the trial's
+    GPUs, baselines shared through the search's store (``settings`` overrides the context's)."""
+    return MeasuringEvaluator(space=_space(ctx.space_path), baseline_dir=ctx.baseline_dir,
+                              settings=settings or ctx.settings)
 
 
 def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
@@ -157,9 +110,10 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
     settings = ctx.settings
     if settings.workdir is None:
         settings = MeasureSettings(**{**settings.__dict__, "workdir": os.path.join(ctx.workdir, "logs")})
-    result, baseline, key = run_config(config, ctx, name=trial_name, settings=settings)
+    evaluation = evaluator_for(ctx, settings=settings)(config, name=trial_name)
     space = _space(ctx.space_path)
-    tune.report(report_of(result, space, baseline=baseline, baseline_key=key).to_metrics())
+    tune.report(report_of(evaluation.result, space, baseline=evaluation.baseline,
+                          baseline_key=evaluation.baseline_key).to_metrics())
 
 
 class TrialResources:

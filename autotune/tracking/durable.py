@@ -312,7 +312,8 @@ class DurableTracker:
         except OSError as exc:
             self._trouble(f"cannot write the tracking spool header in {self.spool.folder}", exc)
 
-    def _trial_data(self, trial_id: str, result: TrialResult, kind: str | None, confirmed: bool | None) -> dict[str, Any]:
+    def _trial_data(self, trial_id: str, result: TrialResult, kind: str | None,
+                    confirmed: bool | None) -> dict[str, Any]:
         return {"trial_id": trial_id, "attempt": self.spool.next_attempt(trial_id), "kind": kind,
                 "confirmed": confirmed, "result": result.to_dict()}
 

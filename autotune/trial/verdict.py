@@ -2,8 +2,10 @@
 
 :func:`judge` attaches the baseline comparison (speedup, break-even accept length, the baseline's
 decode step) and the verdict to a result; a speculative config is feasible only above
-``min_speedup`` and within every SLO. :func:`slo_margin` is the one SLO check, shared by the
-verdict and by the search's Optuna constraint. Kept apart from the measurement so the search, the
+``min_speedup`` and within every SLO. :func:`pays` is the one break-even rule and
+:func:`break_even_margin` its form as an Optuna constraint; :func:`slo_margin` is the one SLO
+check. The verdict, the search's Optuna constraints and bench_search's oracles all read these.
+Kept apart from the measurement so the search, the
 landscapes and the tests judge results without starting anything.
 """
 
@@ -84,17 +86,58 @@ def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
     cycle = (result.phases or {}).get("cycle_ms")
     result.break_even_accept_length = break_even(cycle, result.baseline_decode_step_ms)
     if result.phases is not None:
+        # The keys added here are VERDICT_PHASE_KEYS.
         result.phases = {**result.phases, "break_even_accept_length": result.break_even_accept_length,
                          "baseline_decode_step_ms": result.baseline_decode_step_ms,
                          "speedup": result.speedup}
     reasons = list(violations)
-    if result.speedup is None or result.speedup <= min_speedup:
+    if not pays(result.speedup, min_speedup=min_speedup):
         sp = "unknown" if result.speedup is None else f"{result.speedup:.3f}x"
         reasons.insert(0, f"does not beat the baseline (speedup {sp}, needs > {min_speedup:g}x)")
     result.feasible = not reasons
     result.status = Status.FEASIBLE if result.feasible else Status.INFEASIBLE
     result.reason = "; ".join(reasons) or None
     return result
+
+
+#: The phase keys :func:`judge` adds to a speculative result's phases (what was measured is the rest).
+VERDICT_PHASE_KEYS = ("break_even_accept_length", "baseline_decode_step_ms", "speedup")
+
+#: What a tie at ``min_speedup`` costs in :func:`break_even_margin`: a tie does not pay, so its
+#: margin must be above 0.
+_TIE = 1e-9
+
+
+def pays(speedup: float | None, *, min_speedup: float) -> bool:
+    """The one break-even rule: whether a speculative config with this speedup over its baseline
+    is worth running.
+
+    Strictly more than ``min_speedup``: a tie is not a win. An unknown speedup never pays.
+    """
+    return speedup is not None and speedup > min_speedup
+
+
+def break_even_margin(speedup: float | None, *, min_speedup: float) -> float:
+    """:func:`pays` as an Optuna constraint value: ``<= 0`` exactly when it pays.
+
+    ``min_speedup - speedup + 1e-9`` where that agrees with :func:`pays` (a tie is ``1e-9``, not
+    0), 0.0 for a speedup within 1e-9 above ``min_speedup`` (it pays), 1.0 when unknown.
+    """
+    if speedup is None:
+        return 1.0
+    margin = min_speedup - speedup + _TIE
+    return min(margin, 0.0) if pays(speedup, min_speedup=min_speedup) else margin
+
+
+def break_even_constraint(result: TrialResult, *, min_speedup: float) -> float:
+    """The ``break_even`` constraint of a judged result (``<= 0`` feasible).
+
+    A baseline that ran meets it (0.0) and one that failed does not (1.0); a speculative config
+    is :func:`break_even_margin` of its speedup.
+    """
+    if result.is_baseline:
+        return 0.0 if result.ok else 1.0
+    return break_even_margin(result.speedup, min_speedup=min_speedup)
 
 
 def slo_margin(value: float | None, op: str, limit: float) -> float:

@@ -1,5 +1,5 @@
 """After a concurrent search (``real_search.py --alone``): when each trial ran, on which GPU, and
-the same configs measured again alone, each on the GPU its trial had (issue 18).
+the same configs measured again alone, each on the GPU its trial had (the two-GPU plan).
 
 Two trials at once on two GPUs answer two questions only if the records say where and when each
 ran: ``concurrency.json`` lists, per trial, the GPUs Ray gave its server
@@ -8,7 +8,7 @@ interval of its own server (Ray's end time less the record's ``duration_s``; a t
 waited for the shared baseline started earlier). ``alone/aNN.json`` then holds the same config
 measured by ``python -m autotune.trial`` with ``CUDA_VISIBLE_DEVICES`` set to that GPU and no other
 server running, against the search's own baseline store; ``scripts/gpu/tp_compare.py`` sets the
-two readings side by side. Lent GPUs of one machine can differ, which is why the alone run uses the
+two readings side by side. The GPUs of one host can differ, which is why the alone run uses the
 trial's own GPU rather than the first.
 """
 

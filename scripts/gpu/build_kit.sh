@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build ONE carry-able overlay for the lent H200 (Python 3.12, torch 2.11.0+cu130, no network there):
+# Build ONE carry-able overlay for the remote H200 host (Python 3.12, torch 2.11.0+cu130, no network there):
 # SGLang 0.5.17 (the pins of shared/gpu/build_site.sh) + ray[tune] 2.60.0 + optuna 5.0.0 +
-# mlflow-skinny 3.17.2 with what its sqlite tracking store needs, trimmed to fit a device call.
+# mlflow-skinny 3.17.2 with what its sqlite tracking store needs, trimmed to fit what one call to the
+# host carries (64 MiB).
 #
 # Usage (here, from the repo root; needs PyPI): bash scripts/gpu/build_kit.sh [OUTDIR]   (default .gpu/kit)
 # Writes OUTDIR/site.tar.xz (at most scripts/gpu/carry.py's KIT_LIMIT, 51 MiB) and OUTDIR/sizes.txt. Downloads are kept in
@@ -9,7 +10,7 @@
 # (.gpu/kit-build/site); SIZES=raw skips the per-package xz estimate; XZ_THREADS (default 2);
 # SMOKE_PY=/path/to/python3.12 adds a real import/run test of the tuning stack (see step 6).
 # About 6.5 min on 2 cores with the wheels cached (xz about 4 min of it).
-# On the device: python3 scripts/gpu/prepare_kit.py .gpu/kit/site.tar.xz   (unpacks to /tmp/site), then
+# On the host: python3 scripts/gpu/prepare_kit.py .gpu/kit/site.tar.xz   (unpacks to /tmp/site), then
 #   export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # (add :/tmp/site/_standins for sglang.bench_serving, which imports `datasets`).
 set -euo pipefail

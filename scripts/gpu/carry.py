@@ -1,7 +1,7 @@
-"""What one device call carries for the GPU plan (issue 13), against the device tool's 64 MiB.
+"""What one call to the remote GPU host carries for the GPU plan, against the host's 64 MiB a call.
 
 A call sends the working tree (tracked and untracked-not-ignored files) plus the paths it names in
-``carry``: the GPU kit (``.gpu/kit/site.tar.xz``) and, on a call that may find a bare machine, the
+``carry``: the GPU kit (``.gpu/kit/site.tar.xz``) and, on a call that may find a fresh host, the
 last call's state (``.gpu/state/``). The kit is most of it, so the repository's own files have a
 budget too, and measurements committed under ``docs/measurements/`` spend it.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 MIB = 1 << 20
 REPO = Path(__file__).resolve().parents[2]
-#: The device tool's limit on what one call brings along (its README, "Limits").
+#: The remote host's limit on what one call brings along (working tree and carried paths together).
 CARRY_LIMIT = 64 * MIB
 #: What ``build_kit.sh`` may write. The kit comes from pinned wheels: 50.67 MiB on 2026-12-01 and
 #: 50.68 MiB on 2026-12-02 (with nvidia-ml-py); 51 leaves the measurements' archives 10 MiB.
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'one call':13s} {total / MIB:7.2f} MiB  of {CARRY_LIMIT / MIB:.0f} MiB "
           f"({(CARRY_LIMIT - total) / MIB:+.2f} MiB left)")
     if total > CARRY_LIMIT:
-        print("over: the device tool refuses the call. Commit bulky measurements as xz archives, "
+        print("over: the remote host refuses the call. Commit bulky measurements as xz archives, "
               "drop superseded snapshots (git keeps them), or trim the kit (scripts/gpu/build_kit.sh)",
               file=sys.stderr)
         return 1

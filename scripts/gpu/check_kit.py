@@ -6,7 +6,7 @@ Usage: python3 scripts/gpu/check_kit.py SITE [--full-list FILE] [--also-root DIR
 Starting from the entry modules, it follows the import statements that run when a module is imported
 (module level, class bodies, and ``if`` branches other than ``if TYPE_CHECKING``; not functions and
 not ``try`` blocks), recursively through every module found in SITE. Each absolute import must resolve
-inside SITE, to the standard library of Python 3.12, or to a package of the GPU image (KINDS.md's list).
+inside SITE, to the standard library of Python 3.12, or to a package the GPU host's image already has.
 
 Exit status 1 when an import reaches a module that the full install had (``--full-list``: the file
 list written before trimming) but the trimmed overlay lacks: that is a trimming mistake. Imports that
@@ -37,7 +37,7 @@ ENTRIES = [
     "mlflow.store.model_registry.sqlalchemy_store", "alembic.command",
 ]
 
-# The GPU image's packages (KINDS.md, "Python packages already there") as import names.
+# The packages the GPU host's image already has (its Python 3.12 environment) as import names.
 IMAGE_DISTS = """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
 build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
 cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers

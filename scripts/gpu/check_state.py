@@ -1,4 +1,4 @@
-"""Can this checkout resume a GPU plan's Ray state? Checked here, before device time is spent on it.
+"""Can this checkout resume a GPU plan's Ray state? Checked here, before GPU time is spent on it.
 
 Usage (here, from the repo root):
     python scripts/gpu/check_state.py STATE     (a folder with mlruns.tar.gz or mlruns.tar.xz,
@@ -7,8 +7,8 @@ Usage (here, from the repo root):
 ``python -m autotune.search --resume`` restores Ray Tune's pickled experiment (``tuner.pkl``) and the
 searcher's state (``searcher-state-*.pkl``, which holds the Optuna study, the sampler and the
 search space). Pickles name this package's modules and classes, and hold the instance attributes
-of the code that wrote them. The fourth GPU session found out on the device that a re-layout had
-made the third session's state unloadable. This loads every pickle of every search in STATE with
+of the code that wrote them. The fourth GPU run found out on the remote host that a re-layout had
+made the third run's state unloadable. This loads every pickle of every search in STATE with
 this checkout's code, and compares each pickled search space, and the searcher's sampler, with
 the same made afresh (an attribute the code now has and the pickle lacks would fail mid-search,
 not at load).

@@ -1,4 +1,4 @@
-"""Bundle a real-SGLang device run into one JSON and a markdown table.
+"""Bundle a real-SGLang GPU run into one JSON and a markdown table.
 
 Usage: python scripts/gpu/collect.py RUN_DIR --out docs/measurements/real-sglang-h200.json
 RUN_DIR holds what ``scripts/gpu/run.sh`` brought back: facts.txt and results.tar.gz (or lanes/).

@@ -1,10 +1,10 @@
-"""Figures of a real-search run brought back from the GPU machine (scripts/gpu/device.sh).
+"""Figures of a real-search run brought back from the remote GPU host (scripts/gpu/device.sh).
 
 Usage (here, from the repo root, after unpacking the call's results.tar.gz into DIR):
     python3 scripts/gpu/collect_search.py DIR [--json OUT] [--landscape-dir LDIR]
 
 For each ``DIR/rs-*/NAME/`` it prints one table row per measured record (search trials and sweep),
-then the figures the real-search issue asks for, each computed from those records:
+then the figures the real search is run for, each computed from those records:
 - the search's winner against the best config of the whole space (search and sweep together);
 - the repeat spread of every config: robust (1.4826 MAD) and the full range, first repeat included;
 - start-up: the wall time the tool waited against SGLang's own ``startup_time`` breakdown;
@@ -41,7 +41,7 @@ def _load(path: Path) -> dict | None:
 
 
 def results_dir_of(root: Path) -> str | None:
-    """The results folder on the GPU machine, as ``device.sh`` wrote it into ``facts.txt``."""
+    """The results folder on the remote GPU host, as ``device.sh`` wrote it into ``facts.txt``."""
     try:
         lines = (root / "facts.txt").read_text().splitlines()
     except OSError:

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# One call of the device tool for the real search (issue 13), from the repo root on the device:
+# One call on the remote GPU host for the real search, from the repo root there. The host takes one
+# command per call, with a time limit per call (600 s) and a limit on what a call carries (64 MiB:
+# scripts/gpu/carry.py); it may be released 30 s after a call, so a later call can find a fresh host.
 #   carry: .gpu/kit (site.tar.xz from scripts/gpu/build_kit.sh)
 #   command: [STATE=.gpu/state] bash scripts/gpu/device.sh CALL_S [PLAN_S]
-#   (STATE: the last call's results.tar.gz and mlruns.tar.gz, carried, so that a bare machine resumes)
-# The multi-GPU plans (issues 18 and 19; docs/gpu-validation.md, "Multi-GPU runs") are this call
-# with another plan and other model shapes:
+#   (STATE: the last call's results.tar.gz and mlruns.tar.gz, carried, so that a fresh host resumes)
+# The multi-GPU plans (two H200s, eight H200s; docs/gpu-validation.md, "Multi-GPU runs") are this
+# call with another plan and other model shapes:
 #   AUTOTUNE_GPU_PLAN=scripts/gpu/plan_x2.sh AUTOTUNE_GPU_MODELS=llama-8b bash scripts/gpu/device.sh ...
 #   AUTOTUNE_GPU_PLAN=scripts/gpu/plan_x8.sh AUTOTUNE_GPU_MODELS=kimi-k2.5 bash scripts/gpu/device.sh ...
-# The first call on a fresh machine unpacks the kit, writes the model configs, checks the imports
+# The first call on a fresh host unpacks the kit, writes the model configs, checks the imports
 # and starts scripts/gpu/plan.sh in its own session (setsid), so the plan outlives the call. This
-# call and any later call made while the machine is still warm only watch it: each returns after
-# CALL_S seconds (or when the plan ends) with a snapshot of everything so far in $OUT. A machine
-# that is given back between calls loses the rest of the plan, never what a snapshot brought back.
+# call and any later call made while the host is still up only watch it: each returns after
+# CALL_S seconds (or when the plan ends) with a snapshot of everything so far in $OUT (the folder
+# whose files come back with the call). A host released between calls loses the rest of the
+# plan, never what a snapshot brought back.
 set -uo pipefail
 CALL_S=${1:-560}
 PLAN_S=${2:-1500}
@@ -29,7 +32,7 @@ export LD_LIBRARY_PATH=/tmp/site/xgrammar${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 snapshot() { bash scripts/gpu/state.sh snapshot "$RES" "$OUT"; }
 
 if [ ! -f "$RES/started" ]; then
-  # A bare machine after one that went back: carry the last call's files in $STATE (results.tar.gz,
+  # A fresh host after one that was released: carry the last call's files in $STATE (results.tar.gz,
   # mlruns.tar.gz) and the plan resumes there instead of starting over.
   if [ -n "${STATE:-}" ] && ls "$STATE"/results.tar.?z >/dev/null 2>&1; then bash scripts/gpu/state.sh restore "$RES" "$STATE" || exit 1; fi
   { python3 scripts/gpu/prepare_kit.py "${KIT:-.gpu/kit/site.tar.xz}"
@@ -38,7 +41,7 @@ if [ ! -f "$RES/started" ]; then
     for d in .gpu/models/*/*/; do r=${d#.gpu/models/}; mkdir -p "$RES/models/$r" && cp "$d/config.json" "$RES/models/$r"; done
   } > "$RES/prepare.log" 2>&1
   { date -u; nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
-    nvidia-smi topo -m 2>/dev/null | head -12  # how the GPUs of a multi-GPU machine are linked
+    nvidia-smi topo -m 2>/dev/null | head -12  # how the GPUs of a multi-GPU host are linked
     python3 --version; nproc; free -g | head -2
     # Read back by collect_search.py: the records' log paths under it become <results>/...
     echo "results_dir $RES"

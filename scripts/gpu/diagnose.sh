@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call of measurements that are not the search (issue 13's spread and timer goals),
-# from the repo root on the device, .gpu/kit carried:
+# One call on the remote GPU host of measurements that are not the search (the repeat spread and
+# the device timer's cost), from the repo root on the host, .gpu/kit carried:
 #   [STEPS="probe timer"] [GRAPHS="fast-start full-graphs"] bash scripts/gpu/diagnose.sh CALL_S
 # probe: where the MoE repeat spread comes from: scripts/gpu/spread_probe.py on SGLang's default
 #        chain (3-1-4), workload variants $VARIANTS rotated on one server, once per $GRAPHS mode
@@ -8,7 +8,8 @@
 # timer: the device timer's cost on the 8B shape, $PAIRS interleaved pairs with paired acceptance
 #        draws (benchmarks.profile_overhead --timer-only; both servers get the same --random-seed),
 #        with prefill CUDA graphs when $TIMER_GRAPHS is full-graphs.
-# Steps run in the order of $STEPS, each bounded by the time left of CALL_S; what each wrote is in $OUT.
+# Steps run in the order of $STEPS, each bounded by the time left of CALL_S; what each wrote is in $OUT
+# (the folder whose files come back with the call).
 set -uo pipefail
 CALL_S=${1:-580}
 T0=$(date +%s)

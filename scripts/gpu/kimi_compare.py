@@ -1,4 +1,4 @@
-"""Issue 19's comparison from an eight-GPU plan's records (scripts/gpu/plan_x8.sh): per config, the
+"""The Kimi-K2.5 comparison from an eight-GPU plan's records (scripts/gpu/plan_x8.sh): per config, the
 measured cycle against the seed case study and against the emulator's Kimi profile rescaled to the
 served layer count; then the search's verdict against the sweep's.
 

@@ -1,4 +1,4 @@
-"""Kimi-K2.5's text model, per layer, as a config-only target for 8 H200s (issue 19), and its
+"""Kimi-K2.5's text model, per layer, as a config-only target for 8 H200s (the eight-GPU plan), and its
 EAGLE3 draft; with the arithmetic that says how many layers fit.
 
     python3 scripts/gpu/kimi_shape.py [--gpu-gib G] [--mem-fraction F] [--kv-gib K] [--tp T]
@@ -16,7 +16,7 @@ The shape (``SHAPE``; where each figure comes from):
   intermediate_size 18432 (the dense layer), first_k_dense_replace 1, n_group 1, topk_group 1,
   topk_method noaux_tc, scoring_func sigmoid, norm_topk_prob, routed_scaling_factor 2.827,
   vocab_size 163840, yarn rope scaling (factor 64 over 4096). The same fixtures give 1.03T
-  parameters for 61 layers, which :func:`weight_bytes` reproduces (``test_gpu_multi_prep.py``).
+  parameters for 61 layers, which :func:`weight_bytes` reproduces (``tests/gpu_kit/test_gpu_multi_prep.py``).
 - SGLang serves Kimi K2 with its DeepSeek-V3 model (``DeepseekV3ForCausalLM``); ``model_type``
   ``deepseek_v3`` is written instead of ``kimi_k2`` so that transformers' own DeepseekV3Config loads
   it without the checkpoint's remote code (which a config-only folder does not have).
@@ -41,7 +41,8 @@ from typing import Any
 
 GIB = float(1 << 30)
 BF16 = 2
-#: The lent H200's total memory as nvidia-smi reports it (facts.txt of every H200 call: 143771 MiB).
+#: An H200's total memory as nvidia-smi reports it on the remote host (facts.txt of every H200 call:
+#: 143771 MiB).
 H200_GIB = 143771 / 1024
 #: SGLang's static share (weights + KV) and the KV pool the weights must leave inside it. 0.85
 #: leaves about 21 GiB a GPU for activations, CUDA graphs (decode bs <= 4), NCCL and the MoE kernels'

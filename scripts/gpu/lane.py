@@ -1,6 +1,6 @@
 """One GPU's share of the real-SGLang run: each config through ``python -m autotune.trial``.
 
-Usage (on the device, from the repo root, CUDA_VISIBLE_DEVICES naming one GPU):
+Usage (on the remote GPU host, from the repo root, CUDA_VISIBLE_DEVICES naming one GPU):
     python3 scripts/gpu/lane.py [--fast SPACE] [--full SPACE] OUTDIR CONFIG [CONFIG ...]
 
 CONFIG is ``plain`` or ``STEPS-TOPK-DRAFT@ACC`` (EAGLE3 with SGLANG_SIMULATE_ACC_LEN=ACC), optionally

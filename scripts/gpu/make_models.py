@@ -1,6 +1,6 @@
 """Config-only target models with EAGLE3 drafts and local tokenizers, for ``--load-format dummy``.
 
-Usage (on the GPU machine or here): ``python3 scripts/gpu/make_models.py OUTDIR [SHAPE[:LAYERS] ...]``
+Usage (on the remote GPU host or here): ``python3 scripts/gpu/make_models.py OUTDIR [SHAPE[:LAYERS] ...]``
 with SHAPE among ``llama-8b`` (Llama-3.1-8B: hidden 4096, 32 layers, vocab 128256),
 ``qwen3-30b-a3b`` (Qwen3-30B-A3B MoE: 48 layers, 128 experts, top-8), ``kimi-k2.5`` (Kimi-K2.5's
 text model per layer, DeepSeek-V3 architecture: MLA, 384 experts, top-8; as many layers as fit 8

@@ -1,4 +1,4 @@
-"""Reading a multi-GPU plan's records back (issues 18 and 19), for tp_compare.py and kimi_compare.py.
+"""Reading a multi-GPU plan's records back (two or eight H200s), for tp_compare.py and kimi_compare.py.
 
 A plan's results folder (``results.tar.gz`` of a call, unpacked) holds, per space, ``search/sNN.json``
 (the search's trials and baselines as ``python -m autotune.trial --json`` records), ``sweep/cNN.json``,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU plan of issue 13, started by scripts/gpu/device.sh (or by hand on any GPU machine):
+# The GPU plan of the real search, started by scripts/gpu/device.sh (or by hand on any GPU machine):
 #   bash scripts/gpu/plan.sh RESULTS_DIR PLAN_S
 # 1. the dense 8B shape: real search + the sweep of what it did not measure (real_search.py);
 # 2. the device timer's cost on the real GPU (benchmarks.profile_overhead --timer-only);
@@ -11,8 +11,8 @@ source "$(dirname "$0")/plan_common.sh" "$@"
 SPACES=${AUTOTUNE_GPU_SPACES:-"scripts/gpu/h200-llama-8b.yaml scripts/gpu/h200-qwen3-30b-a3b.yaml"}
 # Two servers start (each 50-75 s on the H200) before the 6 interleaved pairs: 170 s was too short.
 TIMER_S=${AUTOTUNE_GPU_TIMER_S:-300}
-# Time kept back from the first space for the timer; 0 gives the first space all of it (a session
-# whose device time fits one MoE search and nothing more), and the timer then runs only if time is left.
+# Time kept back from the first space for the timer; 0 gives the first space all of it (GPU time
+# that fits one MoE search and nothing more), and the timer then runs only if time is left.
 TIMER_RESERVE_S=${AUTOTUNE_GPU_TIMER_RESERVE_S:-$TIMER_S}
 set -- $SPACES
 first=$1; shift

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-GPU plan of issue 18 on a lent nvidia-h200-x2, started by scripts/gpu/device.sh
+# The two-GPU plan on a remote host with two H200s (nvidia-h200-x2), started by scripts/gpu/device.sh
 # (AUTOTUNE_GPU_PLAN=scripts/gpu/plan_x2.sh AUTOTUNE_GPU_MODELS=llama-8b) or by hand:
 #   bash scripts/gpu/plan_x2.sh RESULTS_DIR PLAN_S
 # 1. The TP search (scripts/gpu/h200x2-llama-8b-tp.yaml: TP 1/2, custom all-reduce, NCCL protocol,
@@ -7,8 +7,8 @@
 #    configs the search did not measure (h200x2-llama-8b-tp.sweep.json), on one machine, one workload.
 # 2. Two trials at once, one GPU each (h200x2-llama-8b-conc2.yaml), then each config alone on the
 #    GPU its trial had (real_search.py --alone). It is kept CONC_RESERVE_S of the plan, so a TP
-#    search that runs long is cut (and resumed on the next machine) rather than this step lost.
-# Prepared on the CPU machine and rehearsed on the emulator (tests/test_gpu_multi_prep.py); not
+#    search that runs long is cut (and resumed on the next host) rather than this step lost.
+# Prepared on the CPU machine and rehearsed on the emulator (tests/gpu_kit/test_gpu_multi_prep.py); not
 # run on GPUs yet. Every step bounds itself by the time left.
 set -uo pipefail
 PLAN_S_DEFAULT=1650
@@ -18,7 +18,7 @@ TP_SWEEP=${AUTOTUNE_GPU_TP_SWEEP:-$HERE/scripts/gpu/h200x2-llama-8b-tp.sweep.jso
 CONC_SPACE=${AUTOTUNE_GPU_CONC_SPACE:-$HERE/scripts/gpu/h200x2-llama-8b-conc2.yaml}
 # The concurrency step: a baseline (~120 s), the two trials side by side (~130 s), the search's
 # finalist beside a fresh baseline (~240 s), each config alone (~250 s); 8B servers of the
-# single-H200 sessions took 110-130 s each, start-up included.
+# single-H200 runs took 110-130 s each, start-up included.
 CONC_RESERVE_S=${AUTOTUNE_GPU_CONC_RESERVE_S:-780}
 mkdir -p "$RES"
 CONC_OUT="$RES/rs-$(basename "$CONC_SPACE" .yaml)"

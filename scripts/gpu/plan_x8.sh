@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The eight-GPU plan of issue 19 on a lent nvidia-h200-x8, started by scripts/gpu/device.sh
+# The eight-GPU plan on a remote host with eight H200s (nvidia-h200-x8), started by scripts/gpu/device.sh
 # (AUTOTUNE_GPU_PLAN=scripts/gpu/plan_x8.sh AUTOTUNE_GPU_MODELS=kimi-k2.5) or by hand:
 #   bash scripts/gpu/plan_x8.sh RESULTS_DIR PLAN_S
 # 1. The sweep first: plain decoding and EAGLE3 chains of 1, 2, 3 and 5 steps (topk 1) of the
@@ -8,8 +8,8 @@
 #    break-even and speedup that scripts/gpu/kimi_compare.py sets beside the seed and the emulator.
 # 2. Then the phase-model search over the space (chains and topk-2 trees), 8 trials, whose verdict
 #    kimi_compare.py holds against the sweep's.
-# This takes more than one session's 30 minutes of device time (a trial of this shape is guessed at
-# 4-6 minutes): carry the state (scripts/gpu/state.sh) and the plan resumes where it stopped.
+# This takes more than 30 minutes of GPU time, more than a host may be held for (a trial of this shape
+# is guessed at 4-6 minutes): carry the state (scripts/gpu/state.sh) and the plan resumes where it stopped.
 # Prepared on the CPU machine and rehearsed on the emulator; not run on GPUs yet.
 set -uo pipefail
 PLAN_S_DEFAULT=1650

@@ -1,4 +1,4 @@
-"""On the GPU machine: make the kit's overlay ready in /tmp/site (see build_kit.sh).
+"""On the remote GPU host: make the kit's overlay ready in /tmp/site (see build_kit.sh).
 
 Usage (from the repo root, with .gpu/kit carried):
     python3 scripts/gpu/prepare_kit.py .gpu/kit/site.tar.xz [--target /tmp/site] && export PYTHONPATH=/tmp/site

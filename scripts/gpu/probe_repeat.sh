@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The NCCL probe again: twice over the acceptance candidates (how stable is the ranking?) and once
-# over per-collective Tree. Needs only the device image's torch. Usage: bash scripts/gpu/probe_repeat.sh
+# over per-collective Tree. Needs only the GPU host image's torch. Usage: bash scripts/gpu/probe_repeat.sh
 # BATCH=1 times each eager call alone (the first runs' method); the default, 10, times back-to-back
 # calls after the ranks meet.
 set -uo pipefail

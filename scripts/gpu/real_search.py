@@ -1,6 +1,6 @@
 """The real search and its ground truth, one space after another, on whatever GPU is here.
 
-Usage (on the device, from the repo root, the kit unpacked; see docs/gpu-validation.md):
+Usage (on the remote GPU host, from the repo root, the kit unpacked; see docs/gpu-validation.md):
     python3 scripts/gpu/real_search.py --out DIR [--deadline-s S] SPACE [SPACE ...]
 
 For each space, in order:
@@ -13,12 +13,12 @@ For each space, in order:
    with the search's records before the sweep starts;
 4. a count of server processes left behind (there must be none).
 
-With ``--resume`` (a plan restored onto a bare machine by ``scripts/gpu/state.sh``) it keeps what the
-earlier machines finished: a search that ended is not run again, an interrupted one continues
-(``autotune.search.run --resume``), a finished sweep slot is kept. Before sweeping on a machine that took
+With ``--resume`` (a plan restored onto a fresh host by ``scripts/gpu/state.sh``) it keeps what the
+earlier hosts finished: a search that ended is not run again, an interrupted one continues
+(``autotune.search.run --resume``), a finished sweep slot is kept. Before sweeping on a host that took
 over a finished search it re-measures the winner beside a fresh baseline (``anchors/``): the rest of
-the sweep is judged against this machine's baseline, and the winner's two figures say how far the
-machines agree.
+the sweep is judged against this host's baseline, and the winner's two figures say how far the
+hosts agree.
 
 Variants for the multi-GPU plans (``scripts/gpu/plan_x2.sh``, ``plan_x8.sh``): ``--sweep FILE``
 sweeps only the configs listed there (a JSON list of params), ``--sweep-first`` measures them
@@ -56,7 +56,7 @@ from autotune.space.trial_config import config_key  # noqa: E402
 from autotune.space.search_space import load_space  # noqa: E402
 
 # Seconds one trial server run takes, for the deadline: with prefill CUDA graphs and 4 x 768 tokens
-# a repeat, the 8B search's 8 servers took 132 s each (sixth session); a MoE trial about 180 s.
+# a repeat, the 8B search's 8 servers took 132 s each (sixth GPU run); a MoE trial about 180 s.
 TRIAL_S = float(os.environ.get("AUTOTUNE_GPU_TRIAL_S", "150"))
 # Command lines of servers and of SGLang's own subprocesses (it retitles them "sglang::scheduler...").
 SERVER_MODULES = ("sglang.launch_server", "autotune.sim.server", "sglang::")
@@ -250,8 +250,8 @@ def search_step(plan: Plan, space: Any, space_path: str, out: Path) -> bool | No
                             log=log, limit_s=min(plan.left() - 90, need * 1.5))
         plan.note(space=name, step="search", rc=rc, wall_s=wall, orphans=len(server_pids()),
                   **({"resumed": True} if again else {}))
-    # Records and export before the sweep: a plan cut during the sweep (the H200 machine went
-    # back between two calls once) must still bring back what the search did.
+    # Records and export before the sweep: a plan cut during the sweep (the H200 host was
+    # released between two calls once) must still bring back what the search did.
     records = search_results(name)
     save_search_records(records, out / "search")
     rc, wall = plan.run([sys.executable, "-m", "autotune.export", "--name", name, "--format", "sh",
@@ -296,11 +296,11 @@ def measure(plan: Plan, space_path: str, params: dict, *, store: str, json_out: 
 
 
 def anchor(plan: Plan, space: Any, space_path: str, out: Path, *, records: list[dict]) -> str | None:
-    """On a machine that took over a finished search, re-measure its winner beside a fresh baseline.
+    """On a host that took over a finished search, re-measure its winner beside a fresh baseline.
 
-    Lent machines of one kind differ (an H200 read 5-1-6 at 358.6 tok/s where another read 373.8),
-    so the rest of the sweep is judged against this machine's baseline, and the winner measured on
-    both says how far the two machines' figures can be compared. Returns the new baseline store.
+    Hosts with the same GPU differ (an H200 read 5-1-6 at 358.6 tok/s where another read 373.8),
+    so the rest of the sweep is judged against this host's baseline, and the winner measured on
+    both says how far the two hosts' figures can be compared. Returns the new baseline store.
     """
     machine = sum(1 for s in plan.steps if s.get("step") == "start")
     folder = out / "anchors" / f"machine-{machine}"
@@ -329,7 +329,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--deadline-s", type=float, default=1500.0)
     parser.add_argument("--resume", action="store_true",
-                        help="continue a plan restored from an earlier machine (scripts/gpu/state.sh): "
+                        help="continue a plan restored from an earlier host (scripts/gpu/state.sh): "
                              "keep what it finished, resume an interrupted search")
     parser.add_argument("--sweep", metavar="FILE",
                         help="sweep only these configs (a JSON list of params) instead of the whole space")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The whole real-GPU batch in one device call (nvidia-h200-x2), from the repo root:
+# The whole real-GPU batch in one call on a remote host with two H200s (nvidia-h200-x2), from the repo root:
 #   carry: .gpu/site_min.tar.xz .gpu/prepare_overlay.py .gpu/make_tiny_models.py
 #   command: bash scripts/gpu/run.sh
-# 1. the NCCL probe over both GPUs (issue 8); 2. two lanes of real-SGLang trials, one per GPU, each
-# with its own baseline (issue 9). Results are bundled into at most 8 files under $OUT.
+# 1. the NCCL probe over both GPUs; 2. two lanes of real-SGLang trials, one per GPU, each
+# with its own baseline. Results are bundled into at most 8 files under $OUT (the folder whose
+# files come back with the call).
 set -uo pipefail
 T0=$(date +%s)
 OUT=${OUT:-/tmp/out}

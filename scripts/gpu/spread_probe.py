@@ -1,4 +1,4 @@
-"""Where a trial's repeat spread comes from, on one server (issue 13's spread goal).
+"""Where a trial's repeat spread comes from, on one server (the real search's spread question).
 
     python3 scripts/gpu/spread_probe.py --space SPACE --params JSON [--variants 8x192,4x384]
         [--rounds 5] [--json OUT]

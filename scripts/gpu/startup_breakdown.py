@@ -1,6 +1,6 @@
 """Where a real SGLang server's start-up goes, from the trial server logs of a search.
 
-Usage (here, on a run brought back from the GPU machine and unpacked, see collect_search.py):
+Usage (here, on a run brought back from the remote GPU host and unpacked, see collect_search.py):
     python3 scripts/gpu/startup_breakdown.py LOG [LOG ...] [--json OUT]
 
 Each trial log is named ``<trial>-<pid>-<launch ms since the epoch>.log`` by the launcher, and

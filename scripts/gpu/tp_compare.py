@@ -1,4 +1,4 @@
-"""Issue 18's tables from a two-GPU plan's records (scripts/gpu/plan_x2.sh): the NCCL pre-screen,
+"""The two-GPU tables from a two-GPU plan's records (scripts/gpu/plan_x2.sh): the NCCL pre-screen,
 TP 1 against TP 2, and two trials at once against the same configs alone.
 
     python3 scripts/gpu/tp_compare.py RESULTS [--mlruns DIR] [--json OUT]

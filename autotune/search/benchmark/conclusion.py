@@ -10,13 +10,14 @@ an oracle's records, so that the benchmark's pick is the tool's:
 - **Which finalists**: the speculative trials judged feasible when they ran, best reading first, in
   trial order among equals (as ``conclude`` sorts its trial list); a config measured twice is two
   trials and can be chosen twice, as in the search.
-- **Their measurements**: the next draws of the oracle's noise for that config and for its group's
+- **Their measurements**: the oracle's evaluator called as the search's finalists call theirs
+  (``fresh_baseline=True``): the next draws of the oracle's noise for that config and for its group's
   baseline (the n-th measurement of a config in seed s is the same draw for every strategy), one
   draw each, as a trial's. A finalist's extra repeats (``search.finalist_repeats``) are not
   credited with less noise: the benchmark's noise is per measurement, and a landscape holds only
   the repeats it recorded.
 - **What they cost**: two runs a finalist (its fresh baseline, then the config: two servers, as
-  ``run_config(..., fresh_baseline=True)`` starts), added to the trials the search ran.
+  the search's evaluator starts with ``fresh_baseline=True``), added to the trials the search ran.
 - **The winner**: ``pick_winner`` over the trials (each reading as judged when it ran), the
   finalists (judged against their fresh baselines) and every baseline reading.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, pick_winner
 
 #: Runs one finalist costs: its group's fresh baseline and the config itself.
@@ -53,10 +55,10 @@ class Reading:
     is_baseline: bool
 
     @classmethod
-    def of(cls, key: tuple, m: Any, *, feasible: bool, is_baseline: bool) -> "Reading":
-        """From an oracle measurement ``m`` (``ok``, ``tok_s``); a failed run is never feasible."""
-        return cls(key=key, tok_s=m["tok_s"] if m["ok"] else None,
-                   feasible=bool(m["ok"] and feasible), is_baseline=is_baseline)
+    def of(cls, key: tuple, result: TrialResult, *, feasible: bool, is_baseline: bool) -> "Reading":
+        """From an evaluated run's result; a failed run is never feasible."""
+        return cls(key=key, tok_s=result.output_tok_s if result.ok else None,
+                   feasible=bool(result.ok and feasible), is_baseline=is_baseline)
 
 
 @dataclass(frozen=True)
@@ -104,22 +106,24 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
     """
     if finalists < 1:
         raise ValueError(f"finalists must be >= 1, got {finalists}")
-    from autotune.search.benchmark.problem import pays
-
     readings: list[Reading] = oracle.readings
     spec_ok = [(r.tok_s, r) for r in readings if r.feasible and not r.is_baseline and r.tok_s is not None]
     chosen = [r for _, r in sorted(spec_ok, key=lambda m: m[0], reverse=True)[:finalists]]
     cands = [Candidate(ref=r.key, value=r.tok_s, is_baseline=r.is_baseline,
                        feasible=r.feasible and r.tok_s is not None, stage=TRIAL) for r in readings]
-    extra: dict[tuple, int] = {}  # draws this conclusion took beyond the oracle's counts
+    # The conclusion's draws come after the oracle's without taking them from its stream.
+    evaluator = oracle.evaluator.fork()
     confirmed = []
     for r in chosen:
         gkey = oracle.group_of(r.key)
-        base_tok = oracle.next_draw(gkey, extra=extra)
-        tok = oracle.next_draw(r.key, extra=extra)
+        # Like the search's finalists: the same evaluator, a fresh baseline beside the config.
+        ev = evaluator(oracle.params_of(r.key), name="finalist", fresh_baseline=True)
+        base = ev.baseline
+        base_tok = base.output_tok_s if base is not None and base.ok else None
+        tok = ev.result.output_tok_s if ev.result.ok else None
         if base_tok is not None:
             cands.append(Candidate(ref=gkey, value=base_tok, is_baseline=True, feasible=True))
-        held = tok is not None and base_tok is not None and pays(tok / base_tok, oracle.p.space)
+        held = bool(ev.result.feasible)
         cands.append(Candidate(ref=r.key, value=tok, is_baseline=False, feasible=held,
                                stage=FINALIST))
         confirmed.append(Confirmed(key=r.key, tok_s=tok, baseline_tok_s=base_tok, held=held))

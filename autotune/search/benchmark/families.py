@@ -47,6 +47,7 @@ from autotune.search.benchmark.landscape import FORMAT, load_landscape
 from autotune.space.trial_config import config_key
 from autotune.space.workload import primary_concurrency
 from autotune.trial.outcome import Status
+from autotune.trial.verdict import pays
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -290,7 +291,7 @@ def record(t: Mapping[str, Any], params: Mapping[str, Any], *, baseline: Mapping
                    baseline_tok_s=med, speedup=1.0)
         return rec
     speedup = round(med / baseline["output_tok_s"], 5)
-    ok = speedup > min_speedup
+    ok = pays(speedup, min_speedup=min_speedup)
     rec.update(status="feasible" if ok else "infeasible",
                reason=None if ok else f"speedup {speedup:.3f} <= min_speedup {min_speedup:g}",
                accept_length=round(t["accept_length"], 5), acceptance="synthetic-family",

@@ -29,8 +29,11 @@ from autotune.space.trial_config import config_key
 from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
-from autotune.trial.outcome import Failure, Status, is_oom_log
+from autotune.trial.outcome import Status
+from autotune.trial.result import TrialResult
+from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
 from autotune.search.benchmark.conclusion import Reading, conclude
+from autotune.search.benchmark.drawn import DrawnEvaluator, histogram_of
 from autotune.search.report import TrialReport
 
 if TYPE_CHECKING:
@@ -44,15 +47,9 @@ def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
 
 
 def min_speedup(space: SearchSpace) -> float:
+    """The space's ``min_speedup`` (1.0 when it sets none): what :func:`autotune.trial.verdict.pays`
+    compares with here."""
     return float(getattr(space.constraints, "min_speedup", 1.0) or 1.0)
-
-
-def pays(speedup: float | None, space: SearchSpace) -> bool:
-    """Whether a speculative config with this speedup over its baseline is feasible.
-
-    Strictly more than the space's ``min_speedup``: a tie is not a win (as the trainable judges).
-    """
-    return speedup is not None and speedup > min_speedup(space)
 
 
 def runs(truth: Mapping[str, Any]) -> bool:
@@ -173,7 +170,7 @@ class Problem:
             else:
                 base = self.baseline_truth(params)
                 ok = runs(rec) and runs(base) and pays(
-                    rec["output_tok_s"] / base["output_tok_s"], self.space)
+                    rec["output_tok_s"] / base["output_tok_s"], min_speedup=min_speedup(self.space))
             self._feasible[key] = ok
         return self._feasible[key]
 
@@ -257,8 +254,7 @@ class Oracle:
         if finalists is not None and finalists < 1:
             raise ValueError(f"finalists must be >= 1 (or None: no conclusion), got {finalists}")
         self.p = problem
-        self.seed = seed
-        self.cv = noise_cv
+        self.evaluator = DrawnEvaluator(problem, seed=seed, noise_cv=noise_cv)
         self.phase_data = phase_data
         self.finalists = finalists
         self.trials = 0
@@ -270,44 +266,29 @@ class Oracle:
         self.readings: list[Reading] = []  # one per run, in order
         self._params: dict[tuple, dict[str, Any]] = {}
         self._group: dict[tuple, tuple] = {}
-        self._counts: dict[tuple, int] = {}
         self._sums: dict[tuple, float] = {}
         self._feasible: dict[tuple, bool] = {}
         self._true: dict[tuple, float] = {}
-        self._baseline: dict[tuple, dict[str, Any]] = {}
 
-    def _measure(self, params: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, Any]:
-        key = config_key(params)
-        n = self._counts.get(key, 0)
-        if n:
+    def _count(self, key: tuple, params: Mapping[str, Any], result: TrialResult) -> None:
+        """Book one run the evaluator just made of ``params``."""
+        if self.evaluator.counts[key] > 1:
             self.duplicates += 1
-        self._counts[key] = n + 1
         self.trials += 1
         self._params.setdefault(key, dict(params))
-        if not runs(truth):
+        if not result.ok or result.output_tok_s is None:  # an ok result measured its tok/s
             self.failed += 1
-            # The kind, as the trainable reports it (Failure): out of memory is read from the
-            # reason, which quotes the server's log.
-            oom = is_oom_log(str(truth.get("reason") or ""))
-            return {"ok": False, "failure": (Failure.OOM if oom else Failure.CRASH_AT_START).value}
-        out = {"ok": True, **self.p.evaluator.draw(params, truth, seed=self.seed, n=n,
-                                                   noise_cv=self.cv)}
-        self._sums[key] = self._sums.get(key, 0.0) + out["tok_s"]
-        self._true[key] = truth["output_tok_s"]
-        return out
+            return
+        self._sums[key] = self._sums.get(key, 0.0) + result.output_tok_s
+        self._true[key] = self.p.truth(params)["output_tok_s"]
 
     def group_of(self, key: tuple) -> tuple:
         """The key of a measured config's group baseline (its own key for a baseline)."""
         return self._group.get(key, key)
 
-    def next_draw(self, key: tuple, *, extra: dict[tuple, int]) -> float | None:
-        """The next tok/s of a measured config (None: it fails), past ``extra[key]`` draws
-        already taken (updated); the oracle's own stream is not consumed."""
-        params, n = self._params[key], self._counts.get(key, 0) + extra.get(key, 0)
-        extra[key] = extra.get(key, 0) + 1
-        truth = self.p.truth(params)
-        return self.p.evaluator.draw(params, truth, seed=self.seed, n=n, noise_cv=self.cv)[
-            "tok_s"] if runs(truth) else None
+    def params_of(self, key: tuple) -> dict[str, Any]:
+        """A measured config's params, as first proposed."""
+        return self._params[key]
 
     def _update_pick(self) -> None:
         if self.success_at is not None:
@@ -320,7 +301,7 @@ class Oracle:
         best_key, best = None, -math.inf
         for key, ok in self._feasible.items():
             if ok:
-                mean = self._sums[key] / self._counts[key]
+                mean = self._sums[key] / self.evaluator.counts[key]
                 if mean > best:
                     best_key, best = key, mean
         if best_key is not None and self._true[best_key] >= self.p.target:
@@ -332,59 +313,58 @@ class Oracle:
         base_params = space.baseline_params(dict(params))
         gkey = config_key(base_params)
         is_baseline = not space.is_speculative(params)
-        if gkey not in self._baseline:
+        if not self.evaluator.has_baseline(params):
+            # The group's baseline is its own run, and the pick is updated after it.
             self.baselines += 1
-            m = self._measure(base_params, self.p.truth(base_params))
-            self._baseline[gkey] = m
-            self.readings.append(Reading.of(gkey, m, feasible=True, is_baseline=True))
-            if m["ok"]:
+            base = self.evaluator(base_params).result
+            self._count(gkey, base_params, base)
+            self.readings.append(Reading.of(gkey, base, feasible=True, is_baseline=True))
+            if base.ok:
                 self._feasible[gkey] = True
             self._update_pick()
             if is_baseline:
-                return self._report(m, None, is_baseline=True)
+                return self._report(base)
         if is_baseline:
-            # The stored baseline is reused, as the trainable does; nothing new is run.
-            return self._report(self._baseline[gkey], None, is_baseline=True)
-        base = self._baseline[gkey]
-        m = self._measure(params, self.p.truth(params))
+            # The stored baseline is reused; nothing new is run.
+            return self._report(self.evaluator(params).result)
+        result = self.evaluator(params).result
         key = config_key(params)
         self._group[key] = gkey
+        self._count(key, params, result)
         # The trial's own verdict: this reading against the group's stored baseline reading.
-        self.readings.append(Reading.of(key, m, is_baseline=False, feasible=bool(
-            m["ok"] and base["ok"] and pays(m["tok_s"] / base["tok_s"], space))))
-        if m["ok"]:
-            mean = self._sums[key] / self._counts[key]
-            self._feasible[key] = bool(base["ok"] and pays(mean / base["tok_s"], space))
+        self.readings.append(Reading.of(key, result, is_baseline=False, feasible=bool(result.feasible)))
+        if result.ok:
+            base = self.evaluator.baselines[gkey]
+            mean = self._sums[key] / self.evaluator.counts[key]
+            self._feasible[key] = bool(base.ok and base.output_tok_s is not None
+                                       and pays(mean / base.output_tok_s, min_speedup=min_speedup(space)))
         self._update_pick()
-        return self._report(m, base, is_baseline=False)
+        return self._report(result)
 
-    def _report(self, m: Mapping[str, Any], base: Mapping[str, Any] | None, *,
-                is_baseline: bool) -> TrialReport:
+    def _report(self, result: TrialResult) -> TrialReport:
         """The objective, constraints and user attrs a trial reports (as the trainable does)."""
-        base_status = None if base is None else ("failed" if not base["ok"] else "feasible")
-        if not m["ok"]:
+        is_baseline = result.is_baseline
+        base_status = None if result.baseline_status is None else str(result.baseline_status)
+        be = break_even_constraint(result, min_speedup=min_speedup(self.p.space))
+        if not result.ok:
             attrs: dict[str, Any] = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
-                     "baseline_status": base_status, "failure": m.get("failure")}
+                     "baseline_status": base_status, "failure": result.failure}
             return TrialReport(objective=None, attrs=attrs, constraints={"failed": 1.0, "break_even": 1.0})
-        tok_s = m["tok_s"]
+        tok_s = result.output_tok_s
         attrs = {"is_baseline": is_baseline, "output_tok_s": tok_s}
+        # What was drawn, without what the verdict added (the samplers read the measured phases).
+        phases = {k: v for k, v in (result.phases or {}).items() if k not in VERDICT_PHASE_KEYS}
         if is_baseline:
             attrs.update(status="feasible", baseline_tok_s=tok_s, speedup=1.0)
             if self.phase_data:
-                attrs["baseline_decode_step_ms"] = m["phases"].get("cycle_ms")
-                attrs["phases"] = m["phases"]
-            return TrialReport(objective=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": 0.0})
-        ok_base = base if base is not None and base["ok"] else None
-        speedup = tok_s / ok_base["tok_s"] if ok_base is not None else None
-        feasible = pays(speedup, self.p.space)
-        attrs.update(status="feasible" if feasible else "infeasible",
-                     baseline_tok_s=ok_base["tok_s"] if ok_base is not None else None, speedup=speedup,
-                     baseline_status=base_status)
+                attrs["baseline_decode_step_ms"] = phases.get("cycle_ms")
+                attrs["phases"] = phases
+            return TrialReport(objective=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": be})
+        attrs.update(status=str(result.status), baseline_tok_s=result.baseline_tok_s,
+                     speedup=result.speedup, baseline_status=base_status)
         if self.phase_data:
-            attrs["baseline_decode_step_ms"] = (ok_base["phases"].get("cycle_ms") if ok_base is not None
-                                                else None)
-            attrs["phases"] = m["phases"]
-            attrs["accept_length"] = m.get("accept_length")
-            attrs["spec_correct_drafts_histogram"] = m.get("histogram")
-        be = (min_speedup(self.p.space) - speedup + 1e-9) if speedup is not None else 1.0
+            attrs["baseline_decode_step_ms"] = result.baseline_decode_step_ms
+            attrs["phases"] = phases
+            attrs["accept_length"] = result.accept_length
+            attrs["spec_correct_drafts_histogram"] = histogram_of(result)
         return TrialReport(objective=tok_s, attrs=attrs, constraints={"failed": 0.0, "break_even": be})

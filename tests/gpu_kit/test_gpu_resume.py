@@ -1,9 +1,9 @@
-"""The GPU plan survives losing its machine: a snapshot taken mid-search (scripts/gpu/state.sh), the
-machine killed outright, a bare one restored from the snapshot, and the plan resumed there finishes
+"""The GPU plan survives losing its host: a snapshot taken mid-search (scripts/gpu/state.sh), the
+host killed outright, a fresh one restored from the snapshot, and the plan resumed there finishes
 the search, keeps every trial in MLflow and sweeps the rest. Rehearsed on the emulator.
 
-A lent machine goes back 30 s after a call; on the H200 a late call found a bare machine and the plan
-started over, losing a third of the session's device time.
+The remote GPU host may be released 30 s after a call; on the H200 a late call found a fresh host and
+the plan started over, losing a third of that run's GPU time.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import pytest
 
 from autotune.space.trial_config import config_key
 from autotune.space.search_space import load_space
-from tests.test_gpu_plan import sim_twin
+from tests.gpu_kit.test_gpu_plan import sim_twin
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _children() -> dict[int, list[int]]:
@@ -60,7 +60,7 @@ def _alive(pid: int) -> bool:
 
 
 def _lose_the_machine(plan: subprocess.Popen) -> set[int]:
-    """SIGKILL the plan and everything it started, as a machine given back would; returns the pids."""
+    """SIGKILL the plan and everything it started, as a released host would; returns the pids."""
     killed: set[int] = set()
     for _ in range(5):  # a process forked while we look is caught on the next pass
         tree = _tree(plan.pid) if plan.poll() is None else set()
@@ -114,7 +114,7 @@ def test_a_plan_resumed_on_a_bare_machine_finishes_the_search(tmp_path: Path) ->
     assert not [p for p in killed if _alive(p)]
     _wait_for(lambda: not [p for p in killed if _alive(p)], timeout_s=60, what="the killed processes")
 
-    # A bare machine with the same checkout: nothing of the first one but the snapshot.
+    # A fresh host with the same checkout: nothing of the first one but the snapshot.
     subprocess.run(["rm", "-rf", str(res), str(work / "mlruns")], check=True)
     restore = subprocess.run(["bash", str(REPO / "scripts/gpu/state.sh"), "restore", str(res), str(state)],
                              cwd=work, capture_output=True, text=True, timeout=120)

@@ -1,5 +1,5 @@
-"""The device call's size budget (scripts/gpu/carry.py): the repository must leave room for the
-GPU kit and the plan's state, or the next GPU session's first call is refused."""
+"""The size budget of one call to the remote GPU host (scripts/gpu/carry.py): the repository must
+leave room for the GPU kit and the plan's state, or the next GPU run's first call is refused."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts" / "gpu"))
 import carry  # noqa: E402
 
@@ -21,7 +21,7 @@ def test_this_repository_leaves_room_for_the_kit_and_the_state() -> None:
     room = carry.CARRY_LIMIT - carry.KIT_LIMIT - carry.STATE_ALLOWANCE
     assert tree <= room, (
         f"the working tree is {tree / carry.MIB:.2f} MiB; with the kit's {carry.KIT_LIMIT / carry.MIB:.0f} MiB "
-        f"and the state's {carry.STATE_ALLOWANCE / carry.MIB:.0f} MiB a device call would exceed "
+        f"and the state's {carry.STATE_ALLOWANCE / carry.MIB:.0f} MiB one call to the host would exceed "
         f"{carry.CARRY_LIMIT / carry.MIB:.0f} MiB (room: {room / carry.MIB:.2f} MiB). Commit bulky "
         "measurements as xz archives or drop superseded snapshots")
 
@@ -46,7 +46,7 @@ def test_a_call_over_the_limit_is_refused_with_a_way_out(tmp_path: Path) -> None
     proc = subprocess.run([sys.executable, str(REPO / "scripts/gpu/carry.py"), "--repo", str(tmp_path)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "over: the device tool refuses the call" in proc.stderr
+    assert "over: the remote host refuses the call" in proc.stderr
     # The kit is not built in that checkout: its limit stands in, and says so.
     assert "not built: its limit" in proc.stdout
     big.unlink()

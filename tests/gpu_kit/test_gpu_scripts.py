@@ -1,7 +1,7 @@
 """The real-GPU batch's own scripts (scripts/gpu/lane.py, collect.py), rehearsed on the emulator.
 
-On the device they drive real SGLang; here the same scripts run against emulator servers through
-the same ``python -m autotune.trial`` calls, so a broken script is caught before device time is spent.
+On the remote GPU host they drive real SGLang; here the same scripts run against emulator servers
+through the same ``python -m autotune.trial`` calls, so a broken script is caught before GPU time is spent.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(180)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SPACE = """\
 name: gpu-rehearsal-{kind}
@@ -107,7 +107,7 @@ def test_spread_probe_on_the_emulator(tmp_path: Path, installed_flag_table: Path
 
 
 def test_collect_search_reprints_the_committed_h200_figures(tmp_path: Path) -> None:
-    """The eighth session's figures (docs/measurements/real-search-h200-8.json) come back from its
+    """The eighth GPU run's figures (docs/measurements/real-search-h200-8.json) come back from its
     committed raw archive: each shape's search winner is the best of every config of its space, and
     the per-cycle range divides the synthetic acceptance draws out. The archive holds the seventh's
     8B search too (restored and carried on), whose figures are unchanged."""
@@ -140,7 +140,7 @@ def test_collect_search_reprints_the_committed_h200_figures(tmp_path: Path) -> N
 
 
 def test_state_restores_from_the_committed_xz_archives(tmp_path: Path) -> None:
-    """A GPU session carries the committed xz snapshot as is (a third of the gzip size the 64 MiB a
+    """A GPU run carries the committed xz snapshot as is (a third of the gzip size the 64 MiB a
     call carries cannot spare): restore reads it like a call's gzip files."""
     state = REPO / "docs/measurements/raw/real-search-h200-8"
     carried = tmp_path / "state"
@@ -163,9 +163,9 @@ def test_state_restores_from_the_committed_xz_archives(tmp_path: Path) -> None:
 
 
 def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Path) -> None:
-    """The newest committed Ray state (eighth session: both searches finished, each resumable with
-    --resume) loads with this checkout's code; the third session's, pickled before the package
-    re-layout, does not (the fourth session found that out on the device). When a plan finishes,
+    """The newest committed Ray state (eighth GPU run: both searches finished, each resumable with
+    --resume) loads with this checkout's code; the third run's, pickled before the package
+    re-layout, does not (the fourth run found that out on the remote host). When a plan finishes,
     point this at the state the next plan resumes."""
     check = [sys.executable, "scripts/gpu/check_state.py"]
     ok = subprocess.run([*check, "docs/measurements/raw/real-search-h200-8"], cwd=REPO,

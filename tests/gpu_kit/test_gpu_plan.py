@@ -1,6 +1,6 @@
 """The real-search GPU plan (scripts/gpu/plan.sh, real_search.py, landscape.py), rehearsed on the
 emulator: the shipped H200 spaces with only the server swapped for the emulator, so a broken step
-is caught here and not in device time.
+is caught here and not in GPU time.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from autotune.space.search_space import load_space
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sim_twin(shipped: str, folder: Path, *, trials: int) -> Path:

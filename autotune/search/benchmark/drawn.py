@@ -1,0 +1,126 @@
+"""bench_search's evaluators: a problem's truth, drawn with its noise, judged as a trial is.
+
+:class:`DrawnEvaluator` is the :class:`autotune.trial.evaluator.Evaluator` of ``bench_search``,
+over either source of truth of a :class:`~autotune.search.benchmark.problem.Problem`: the
+emulator's model alone (:class:`~autotune.search.benchmark.problem.EmulatorTruth`) or a recorded
+landscape (:class:`~autotune.search.benchmark.landscape.LandscapeEvaluator`, the synthetic
+families included). A config's n-th evaluation in seed s is its source's n-th draw; the result
+is a :class:`~autotune.trial.result.TrialResult` judged by :func:`autotune.trial.verdict.judge`,
+the verdict the search's trials get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from autotune.space.trial_config import config_key
+from autotune.trial.evaluator import Evaluation
+from autotune.trial.outcome import Failure, Status, is_oom_log
+from autotune.trial.result import TrialResult
+from autotune.trial.verdict import judge
+
+if TYPE_CHECKING:
+    from autotune.search.benchmark.problem import Problem
+
+__all__ = ["DrawnEvaluator", "histogram_of"]
+
+#: Where a drawn result keeps its accepted-drafts histogram: a trial's records do the same.
+_HIST = "spec_correct_drafts_histogram"
+
+
+def histogram_of(result: TrialResult) -> list[int] | None:
+    """The accepted-drafts histogram a drawn result carries, None when it has none."""
+    for rec in result.records:
+        hist = (rec.get("spec") or {}).get(_HIST)
+        if hist is not None:
+            return hist
+    return None
+
+
+class DrawnEvaluator:
+    """Evaluates configs of one problem for one run (one seed): draws, then judges.
+
+    As the search's trials do, a speculative config is judged against its group's baseline, run
+    the first time the group is seen (kept whether it ran or not: bench_search runs a group's
+    baseline once), or run again with ``fresh_baseline``; a baseline config is its group's
+    baseline, run once and read back after. The space's SLOs are not judged (bench_search
+    counts trials to the best tok/s).
+
+    Args:
+        problem: The space and its truth (``problem.evaluator`` is read at each draw).
+        seed: Seed of the measurement noise.
+        noise_cv: Relative spread of drawn tok/s (the emulator's; a landscape ignores it).
+
+    Attributes:
+        counts: Draws taken so far, by config key (the next draw of a config is its ``n``).
+        baselines: Each group's baseline, judged, by the key of its params.
+    """
+
+    def __init__(self, problem: Problem, *, seed: int, noise_cv: float) -> None:
+        self.problem = problem
+        self.seed = seed
+        self.noise_cv = noise_cv
+        self.counts: dict[tuple, int] = {}
+        self.baselines: dict[tuple, TrialResult] = {}
+
+    def fork(self) -> DrawnEvaluator:
+        """A copy that draws on from here without moving this one's stream (what a hypothetical
+        conclusion reads)."""
+        other = DrawnEvaluator(self.problem, seed=self.seed, noise_cv=self.noise_cv)
+        other.counts, other.baselines = dict(self.counts), dict(self.baselines)
+        return other
+
+    def draw(self, params: Mapping[str, Any]) -> TrialResult:
+        """The config's next measurement, not judged (a failed one says its kind)."""
+        from autotune.search.benchmark.problem import runs
+
+        key = config_key(params)
+        n = self.counts.get(key, 0)
+        self.counts[key] = n + 1
+        truth = self.problem.truth(params)
+        is_baseline = not self.problem.space.is_speculative(params)
+        if not runs(truth):
+            # The kind, as a trial reports it (Failure): out of memory is read from the reason,
+            # which quotes the server's log.
+            oom = is_oom_log(str(truth.get("reason") or ""))
+            return TrialResult(status=Status.FAILED, reason=truth.get("reason"), params=dict(params),
+                               is_baseline=is_baseline, feasible=False,
+                               failure=(Failure.OOM if oom else Failure.CRASH_AT_START).value)
+        m = self.problem.evaluator.draw(params, truth, seed=self.seed, n=n, noise_cv=self.noise_cv)
+        hist = m.get("histogram")
+        return TrialResult(status=Status.OK, reason=None, params=dict(params), is_baseline=is_baseline,
+                           output_tok_s=m["tok_s"], accept_length=m.get("accept_length"),
+                           phases=m["phases"],
+                           records=[{"spec": {_HIST: hist}}] if hist is not None else [])
+
+    def has_baseline(self, params: Mapping[str, Any]) -> bool:
+        """Whether the group of ``params`` has run its baseline."""
+        return self._group(params) in self.baselines
+
+    def _group(self, params: Mapping[str, Any]) -> tuple:
+        return config_key(self.problem.space.baseline_params(dict(params)))
+
+    def __call__(self, params: Mapping[str, Any], *, name: str = "trial",
+                 fresh_baseline: bool = False) -> Evaluation:
+        """Draw one config (and its group's baseline when needed) and judge it."""
+        from autotune.search.benchmark.problem import min_speedup
+
+        space = self.problem.space
+        base_params = space.baseline_params(dict(params))
+        gkey = config_key(base_params)
+        label = repr(gkey)
+        if not space.is_speculative(params):
+            stored = self.baselines.get(gkey)
+            if stored is not None and not fresh_baseline:
+                return Evaluation(result=stored, baseline=None, baseline_key=label)
+            result = judge(self.draw(base_params), None)
+            self.baselines.setdefault(gkey, result)
+            return Evaluation(result=result, baseline=None, baseline_key=label)
+        measured: TrialResult | None = None
+        baseline = None if fresh_baseline else self.baselines.get(gkey)
+        if baseline is None:
+            baseline = measured = judge(self.draw(base_params), None)
+            self.baselines.setdefault(gkey, baseline)
+        result = judge(self.draw(params), baseline, min_speedup=min_speedup(space))
+        return Evaluation(result=result, baseline=measured, baseline_key=label)
