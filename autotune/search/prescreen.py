@@ -86,7 +86,6 @@ def probe_space(space: SearchSpace) -> dict[str, Any]:
     import ray
 
     from autotune.nccl.candidates import candidates_from_space, hidden_of_space
-    from autotune.nccl.candidates import Candidate
     from autotune.nccl.probe import ProbeSettings
 
     pre = _section(space)
