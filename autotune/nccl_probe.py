@@ -15,7 +15,7 @@ from typing import Any
 
 from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
-from autotune.nccl.candidates import forbids_nvls, hidden_of_space, load_candidates, candidates_from_space
+from autotune.nccl.candidates import candidates_from_space, forbids_nvls, hidden_of_space, load_candidates
 from autotune.nccl.probe import BACKENDS, ProbeSettings, format_table, run_probe
 
 __all__ = ["main"]

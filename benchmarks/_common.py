@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
+from autotune.sim.evaluate import ModelEvaluator
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
 from autotune.space.search_space import SearchSpace

@@ -39,8 +39,8 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
-from autotune.trial.measure import DEVICE_TIMER_ENV, launch_spec
 from autotune.space.workload import Workload
+from autotune.trial.measure import DEVICE_TIMER_ENV, launch_spec
 from benchmarks._common import (
     LLAMA,
     bench_space,

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_bench_search import ROOT, tiny
 
 from autotune.search.benchmark.conclusion import conclude as bench_conclude
 from autotune.search.benchmark.drawn import DrawnEvaluator
@@ -22,8 +23,6 @@ from autotune.trial.measure import settings_for
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import break_even_margin, judge, pays
-
-from test_bench_search import ROOT, tiny
 
 SPEC = {"tp_size": 1, "speculative_num_steps": 3, "speculative_eagle_topk": 4,
         "speculative_num_draft_tokens": 10}

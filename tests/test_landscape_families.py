@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autotune.search.benchmark.families import FAMILIES, PLATEAU, generate, interp_verify, plain_8b, truth, write
+from autotune.search.benchmark.landscape import load_landscape, missing_configs
 from autotune.search.benchmark.problem import load_problem
 from autotune.search.benchmark.strategies import benchmark
-from autotune.search.benchmark.landscape import load_landscape, missing_configs
-from autotune.search.benchmark.families import (FAMILIES, PLATEAU, generate, interp_verify, plain_8b,
-                                         truth, write)
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._cycle import CycleModel, _verify_features
 from autotune.sim.evaluate import ModelEvaluator

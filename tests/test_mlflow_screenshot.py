@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import re
 import os
+import re
 import shutil
 import signal
 import subprocess

@@ -23,8 +23,13 @@ import pytest
 from autotune.search.benchmark.command import render
 from autotune.search.benchmark.problem import Oracle, load_problem
 from autotune.search.benchmark.strategies import AUTO_TIERS, OURS, PEERS, STRATEGIES, benchmark
-from autotune.search.samplers import (SAMPLER_NAMES, AutoBenchmarkTierSampler, AutoTier1Sampler,
-                               AutoTier2Sampler, make_sampler)
+from autotune.search.samplers import (
+    SAMPLER_NAMES,
+    AutoBenchmarkTierSampler,
+    AutoTier1Sampler,
+    AutoTier2Sampler,
+    make_sampler,
+)
 from autotune.search.samplers._observations import PLAN_KEY
 from autotune.search.samplers._peers import default_value, tier_overlays
 from autotune.space.search_space import load_space

@@ -21,11 +21,11 @@ from autotune.search.samplers import (
 )
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._candidates import CandidateTable
-from autotune.space.trial_config import config_key
 from autotune.search.samplers._fit import Settings, predict
 from autotune.search.samplers._observations import Observation, read_observation
 from autotune.search.samplers.phase_model import expected_improvement
 from autotune.space.search_space import load_space
+from autotune.space.trial_config import config_key
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

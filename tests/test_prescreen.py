@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from autotune.nccl.candidates import candidates_from_space
 from autotune.errors import ConfigError
-from autotune.search.prescreen import NARROWED_NAME, PrescreenError, narrowed_data
+from autotune.nccl.candidates import candidates_from_space
 from autotune.search.options import SearchOptions
+from autotune.search.prescreen import NARROWED_NAME, PrescreenError, narrowed_data
 from autotune.search.run import run_search
 from autotune.sim.evaluate import ModelEvaluator
 from autotune.space.search_space import SearchSpace, load_space

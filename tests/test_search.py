@@ -28,7 +28,7 @@ import pytest
 
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
-from autotune.search.run import EXIT_CONFIG, EXIT_INTERRUPTED, main, run_search
+from autotune.search.run import EXIT_CONFIG, main, run_search
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 
@@ -149,8 +149,8 @@ def test_searcher_reads_flattened_results_as_constraints() -> None:
     from ray.tune.utils import flatten_dict
 
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
-    from autotune.space.search_space import load_space
     from autotune.search.trainable import report_of
+    from autotune.space.search_space import load_space
     from autotune.trial.result import TrialResult
     from autotune.trial.verdict import judge
 

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
+from autotune.errors import ConfigError, LaunchArgsError
 from autotune.sglang import _parser_twin as builtin
 from autotune.sglang import args as sa
 from autotune.sglang import parser_tables, speculative
-from autotune.errors import ConfigError, LaunchArgsError
 
 needs_sglang = pytest.mark.skipif(
     not sa.sglang_available(),

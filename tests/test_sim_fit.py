@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from autotune.errors import ConfigError
-from autotune.sim.fit import command as fit_cli
+from autotune.sim.config import ModelConfig
 from autotune.sim.engine import SimEngine
+from autotune.sim.fit import command as fit_cli
 from autotune.sim.fit.command import fit_profile
 from autotune.sim.fit.data import Observation, load_measurements, split
 from autotune.sim.fit.report import predict_window
-from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
 

@@ -36,14 +36,14 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
+from autotune.space.prompts import Prompt
 from autotune.space.search_space import SearchSpace
+from autotune.space.workload import Workload
 from autotune.trial.baselines import FileBaselineStore, group_key
 from autotune.trial.measure import MeasureSettings, evaluate, measure
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
-from autotune.space.prompts import Prompt
-from autotune.space.workload import Workload
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,8 +15,8 @@ from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
 from autotune.space.search_space import load_space
-from autotune.tracking.tracker import Tracker
 from autotune.space.warm_start import compare_to_default, sglang_default
+from autotune.tracking.tracker import Tracker
 
 SPACES = Path(__file__).parent / "spaces"
 

@@ -20,22 +20,31 @@ import json
 import shlex
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from autotune import cli
-from autotune.sglang import args as sglang_args
-from autotune.sglang.backend import BACKENDS
-from autotune.space import synthetic
-from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
-                            objective_of, select_winner)
 from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
 from autotune.launch.serving import serving_spec
-from autotune.sglang.metrics import DEVICE_TIMER_ENV
 from autotune.launch.spec import LaunchSpec
+from autotune.sglang import args as sglang_args
+from autotune.sglang.backend import BACKENDS
+from autotune.sglang.metrics import DEVICE_TIMER_ENV
+from autotune.space import synthetic
 from autotune.space.warm_start import versus_default
+from autotune.tracking.runs import (
+    KIND_SEARCH,
+    TAG_KIND,
+    TAG_SGLANG_DEFAULT,
+    TAG_SYNTHETIC_ACCEPT,
+    TRIAL_KINDS,
+    TrialRun,
+    Winner,
+    objective_of,
+    select_winner,
+)
 
 if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker

@@ -12,9 +12,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from autotune.sglang.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.search.options import SearchOptions
+from autotune.sglang.backend import get_backend
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace

@@ -17,23 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
-from autotune.sglang.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
 from autotune.search.report import TrialEntry
-from autotune.search.summary_files import (PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md,
-                                           trials_csv)
-from autotune.space.warm_start import compare_to_default
+from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
+from autotune.sglang.backend import get_backend
 from autotune.space.load_levels import primary_level
+from autotune.space.warm_start import compare_to_default
+from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
-from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
-    from autotune.space.search_space import SearchSpace
     from autotune.search.trainable import TrialContext
+    from autotune.space.search_space import SearchSpace
     from autotune.space.warm_start import WarmStart
     from autotune.tracking.durable import DurableTracker
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.trial.result import TrialResult
 from autotune.trial.levels import LoadLevel, as_level, level_result, levels_measured
 from autotune.trial.outcome import Status
+from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, Candidate, known, pick_per_level
 
 __all__ = ["Measured", "LEVEL_FIGURES", "level_answers", "level_finalists", "levels_of"]

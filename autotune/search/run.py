@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import cli
-from autotune.sglang.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
-from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
 from autotune.search.conclude import finish
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
+from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.summary_files import write_beside
+from autotune.sglang.backend import get_backend
 from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,8 @@ from typing import Any
 from autotune.search.console import num, serve_heading
 from autotune.search.levels import levels_of
 from autotune.search.options import SearchOutcome
-from autotune.trial.report import phase_rows
 from autotune.trial.levels import LoadLevel, metric_suffix
+from autotune.trial.report import phase_rows
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 

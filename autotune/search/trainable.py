@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.search.report import TrialReport
-from autotune.trial.winner import known
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import break_even_constraint, slo_margin
+from autotune.trial.winner import known
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace

@@ -27,10 +27,16 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Mapping
 
-from autotune.sim.acceptance import (AcceptanceDist, accept_moments, cached_acceptance, expected_cycles,
-                                     forced_acceptance)
+from autotune.sim.acceptance import (
+    AcceptanceDist,
+    accept_moments,
+    cached_acceptance,
+    expected_cycles,
+    forced_acceptance,
+)
 from autotune.sim.config import ModelConfig
 from autotune.sim.profile import Profile
+
 
 @dataclass(frozen=True)
 class CyclePhases:

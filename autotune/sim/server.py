@@ -284,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{PROG}: error: cannot load simulator profile {profile_name!r} "
                      f"(AUTOTUNE_SIM_PROFILE): {exc}", 1)
 
-    from autotune.sim.engine import SimEngine
     from autotune.sim.config import ModelConfig
+    from autotune.sim.engine import SimEngine
     from autotune.sim.model import PerformanceModel
 
     host = str(args.get("host") or "127.0.0.1")

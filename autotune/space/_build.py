@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
-from autotune.sglang.backend import BACKENDS, get_backend
 from autotune.names import is_env_name
+from autotune.sglang.backend import BACKENDS, get_backend
 from autotune.sim.profile import builtin_profiles, load_profile
 from autotune.space import synthetic
 from autotune.space._cross_checks import CrossChecks

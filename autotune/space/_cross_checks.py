@@ -219,8 +219,8 @@ class CrossChecks:
         """``measure.fast_start``: decode-throughput objectives only, and a flag that does it."""
         if not space.measure.fast_start:
             return
-        from autotune.sglang import fast_start  # resolves flags through the SGLang in use (may import it)
         from autotune.errors import LaunchArgsError
+        from autotune.sglang import fast_start  # resolves flags through the SGLang in use (may import it)
 
         line = line_of(data.get("measure"), "fast_start")
         why = fast_start.refusal(space.objective.metric, [s.metric for s in space.constraints.slos])

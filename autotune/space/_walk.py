@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from autotune.names import is_env_name
+from autotune.sglang.speculative import EAGLE_FAMILY, PAGED_TREE_BACKENDS
 from autotune.space._expr import values_equal
 from autotune.space._nccl import NCCL_BUNDLE, infer_candidate
 from autotune.space._schema import closest, env_text, is_int, is_number, show, type_name
@@ -28,8 +29,8 @@ from autotune.space.rules import (
     TOPK,
     TRIPLE,
 )
-from autotune.space.synthetic import ENV as SYNTHETIC_ENV, AcceptanceModel, forced_value
-from autotune.sglang.speculative import EAGLE_FAMILY, PAGED_TREE_BACKENDS
+from autotune.space.synthetic import ENV as SYNTHETIC_ENV
+from autotune.space.synthetic import AcceptanceModel, forced_value
 
 #: What :meth:`SpaceWalk.step` says of a parameter.
 SKIP, SET, CHOOSE, INVALID = "skip", "set", "choose", "invalid"

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.sglang.backend import get_backend
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
+from autotune.sglang.backend import get_backend
 from autotune.space._build import build_space
 from autotune.space._schema import join
 from autotune.space._schema_names import Forbidden, is_speculation_only

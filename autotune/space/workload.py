@@ -18,8 +18,7 @@ from typing import Any, Literal, overload
 from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space import sampling
-from autotune.space.load_levels import (CONCURRENCY, PRIMARY_KEYS, LoadLevel, concurrency_of,
-                                        primary_level, read_levels)
+from autotune.space.load_levels import CONCURRENCY, PRIMARY_KEYS, LoadLevel, concurrency_of, primary_level, read_levels
 from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")

@@ -18,10 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.cli import versions
-from autotune.tracking.runs import (KIND_SEARCH, KIND_TRIAL, TAG_BACKEND, TAG_KIND, TAG_OBJECTIVE,
-                                    TAG_SEARCH_NAME, TrialRun)
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.backend import BACKENDS
+from autotune.tracking.runs import (
+    KIND_SEARCH,
+    KIND_TRIAL,
+    TAG_BACKEND,
+    TAG_KIND,
+    TAG_OBJECTIVE,
+    TAG_SEARCH_NAME,
+    TrialRun,
+)
 from autotune.trial.levels import LoadLevel, metric_suffix
 
 if TYPE_CHECKING:

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.trial.outcome import Status
 from autotune.trial.levels import LoadLevel, as_level, metric_suffix
-from autotune.trial.winner import (FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level,
-                                   pick_winner)
+from autotune.trial.outcome import Status
+from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level, pick_winner
 
 # Tag names. Every tag autotune writes starts with "autotune.".
 TAG_KIND = "autotune.kind"

@@ -16,9 +16,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.tracking.content import finite_number, study_from_runs, trial_point
-from autotune.tracking.runs import (KIND_BASELINE, KIND_FINALIST, KIND_TRIAL, TAG_SGLANG_DEFAULT,
-                                    TAG_WINNER_NOTE, TAG_WINNER_RUN, TAG_WINNER_TRIAL, TrialRun,
-                                    Winner, objective_of, select_winner)
+from autotune.tracking.runs import (
+    KIND_BASELINE,
+    KIND_FINALIST,
+    KIND_TRIAL,
+    TAG_SGLANG_DEFAULT,
+    TAG_WINNER_NOTE,
+    TAG_WINNER_RUN,
+    TAG_WINNER_TRIAL,
+    TrialRun,
+    Winner,
+    objective_of,
+    select_winner,
+)
 from autotune.tracking.store import log_batch, retry
 from autotune.trial.outcome import Status
 

@@ -13,8 +13,8 @@ import json
 import sys
 
 from autotune import cli
-from autotune.sglang.backend import get_backend
 from autotune.errors import AutotuneError
+from autotune.sglang.backend import get_backend
 from autotune.space.workload import Workload
 from autotune.trial.baselines import shared_store
 from autotune.trial.measure import evaluate, settings_for, slos_of

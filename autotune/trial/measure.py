@@ -25,26 +25,32 @@ from typing import TYPE_CHECKING, Any, Sequence
 import httpx
 
 from autotune.bench.client import run_benchmark
-from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
-                             ServerStartupCrash, ServerStartupTimeout)
+from autotune.errors import (
+    AutotuneError,
+    LaunchArgsError,
+    ServerCrashed,
+    ServerError,
+    ServerStartupCrash,
+    ServerStartupTimeout,
+)
 from autotune.launch.spec import LaunchSpec
-from autotune.sglang import metrics
-from autotune.sglang.backend import get_backend
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.profile.telemetry import GpuSampler, NullSampler, open_sampler
 from autotune.server.process import ServerProcess
+from autotune.sglang import metrics
+from autotune.sglang.backend import get_backend
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
-from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.levels import with_levels
+from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
-from autotune.trial.warmup import Level, flush_cache, stabilise
 from autotune.trial.verdict import judge
+from autotune.trial.warmup import Level, flush_cache, stabilise
 
 if TYPE_CHECKING:
-    from autotune.space.trial_config import TrialConfig
     from autotune.space.search_space import SearchSpace
+    from autotune.space.trial_config import TrialConfig
 
 DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
 

@@ -23,8 +23,8 @@ The rules, in order:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 TRIAL, FINALIST = "trial", "finalist"

@@ -40,8 +40,8 @@ except ImportError:  # run from a checkout without the package installed
 
 from autotune.errors import ConfigError  # noqa: E402
 from autotune.search.benchmark.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
-from autotune.trial.report import portable_paths  # noqa: E402
 from autotune.space.trial_config import config_key  # noqa: E402
+from autotune.trial.report import portable_paths  # noqa: E402
 
 
 def read_trial(path: str) -> dict[str, Any] | None:

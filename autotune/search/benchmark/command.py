@@ -60,8 +60,7 @@ from typing import Any
 from autotune import cli
 from autotune.errors import AutotuneError
 from autotune.search.benchmark.noise import measured_noise
-from autotune.search.benchmark.strategies import (AUTO_TIERS, FINALISTS_OF_SPACE, OURS,
-                                                  STRATEGIES, benchmark)
+from autotune.search.benchmark.strategies import AUTO_TIERS, FINALISTS_OF_SPACE, OURS, STRATEGIES, benchmark
 
 
 def _fmt(v: Any, digits: int = 1) -> str:

@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autotune.search.benchmark.problem import noise_rng
-from autotune.search.benchmark._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
 from autotune.errors import ConfigError
+from autotune.search.benchmark._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
+from autotune.search.benchmark.problem import noise_rng
 from autotune.space.trial_config import config_key
 
 if TYPE_CHECKING:

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autotune.errors import AutotuneError
-from autotune.space.trial_config import config_key
-from autotune.sim.evaluate import ModelEvaluator
-from autotune.sim.config import ModelConfig
-from autotune.sim.model import PerformanceModel
-from autotune.trial.outcome import Status
-from autotune.trial.result import TrialResult
-from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
 from autotune.search.benchmark.conclusion import Reading, conclude
 from autotune.search.benchmark.drawn import DrawnEvaluator, histogram_of
 from autotune.search.report import TrialReport
+from autotune.sim.config import ModelConfig
+from autotune.sim.evaluate import ModelEvaluator
+from autotune.sim.model import PerformanceModel
+from autotune.space.trial_config import config_key
+from autotune.trial.outcome import Status
+from autotune.trial.result import TrialResult
+from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace

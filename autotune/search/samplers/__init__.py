@@ -15,7 +15,7 @@ See ``docs/samplers.md``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.trial.outcome import Status
 from autotune.search.report import UNMEASURED_ATTR
+from autotune.trial.outcome import Status
 
 #: System attr holding the config a planning sampler chose for a trial.
 PLAN_KEY = "autotune:plan"

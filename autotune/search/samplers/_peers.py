@@ -64,12 +64,12 @@ import optuna
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.space.replay import ReplayTrial, UnfitValue
-from autotune.space._schema_names import is_speculation_only
 from autotune.errors import ConfigError
 from autotune.search.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
 from autotune.search.samplers._observations import finished, read_observation
 from autotune.search.samplers._planned import PlannedSampler
+from autotune.space._schema_names import is_speculation_only
+from autotune.space.replay import ReplayTrial, UnfitValue
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace

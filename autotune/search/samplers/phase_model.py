@@ -26,7 +26,7 @@ With no phase data at all (user attrs absent) it hands every choice to a TPE sam
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from optuna.samplers import BaseSampler, TPESampler

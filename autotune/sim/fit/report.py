@@ -13,8 +13,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autotune.sim.fit.data import Observation
 from autotune.sim.config import ModelConfig
+from autotune.sim.fit.data import Observation
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile
 
