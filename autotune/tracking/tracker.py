@@ -28,20 +28,9 @@ from autotune.cli import versions
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking import stale, store, summary, trial_log
 from autotune.tracking.content import context_tags, search_tags, spec_of
-from autotune.tracking.runs import (
-    KIND_BASELINE,
-    KIND_SEARCH,
-    KIND_TRIAL,
-    TAG_CONFIRMED,
-    TAG_KIND,
-    TAG_PARENT,
-    TAG_REASON,
-    TAG_SEARCH_NAME,
-    TAG_TRIAL_ID,
-    TRIAL_KINDS,
-    TrialRun,
-    Winner,
-)
+from autotune.tracking.runs import (KIND_BASELINE, KIND_SEARCH, KIND_TRIAL, TAG_CONFIRMED,
+                                    TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCH_NAME,
+                                    TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner)
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
 from autotune.tracking.summary import SearchSummary
 
