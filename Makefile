@@ -10,7 +10,7 @@ SGLANG_PARSER_DEPS := numpy orjson psutil pybase64 requests packaging pillow sta
 # SGLang's dataset loaders (workload source sglang:<dataset>), at the versions SGLang 0.5.23 pins.
 SGLANG_DATASET_DEPS := transformers==5.19.0 tokenizers==0.23.2 datasets
 
-.PHONY: venv demo test test-fast clean-mlruns
+.PHONY: venv demo lint test test-fast clean-mlruns
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -49,6 +49,11 @@ $(VENV)/.chromium:
 
 venv: $(STAMP)
 
+# Style (ruff) and types (mypy), as configured in pyproject.toml; `make test` runs this first.
+lint: $(STAMP)
+	$(BIN)/ruff check autotune tests scripts benchmarks
+	$(BIN)/mypy autotune
+
 # The run is named, and the reliability outcomes it recorded must all come from it (none empty,
 # none left by an earlier run): scripts/reliability_report.py --check.
 # Two pytest-xdist workers: most of the suite's wall time is subprocesses starting up or waiting
@@ -58,7 +63,7 @@ venv: $(STAMP)
 # (pytest-xdist otherwise sorts modules by their number of tests, which put the long end-to-end
 # modules, with few tests each, last). PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
-test: $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
+test: lint $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
 	session=make-$$(date +%Y%m%d-%H%M%S)-$$$$; \
 	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder && \
 	$(BIN)/python scripts/reliability_report.py --check --session $$session

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.simtools.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
+from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import SearchSpace
 
 KIMI = "kimi-k2.5-eagle3-tp8"

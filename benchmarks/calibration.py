@@ -31,13 +31,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.simtools.evaluate import ModelEvaluator
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
+from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import SearchSpace
+from autotune.space.workload import Workload
 from autotune.trial.measure import MeasureSettings, measure
 from autotune.trial.result import TrialResult
-from autotune.space.workload import Workload
 from benchmarks._common import (
     KIMI,
     LLAMA,

@@ -39,8 +39,8 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
-from autotune.trial.measure import DEVICE_TIMER_ENV, launch_spec
 from autotune.space.workload import Workload
+from autotune.trial.measure import DEVICE_TIMER_ENV, launch_spec
 from benchmarks._common import (
     LLAMA,
     bench_space,
@@ -131,14 +131,14 @@ def report(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     on_tok = [r["tok_s"] for r in runs["on"]]
     off_tok = [r["tok_s"] for r in runs["off"]]
     ratio = median(on_tok) / median(off_tok)  # type: ignore[operator]
-    pairs = [a / b for a, b in zip(on_tok, off_tok)]
+    pairs = [a / b for a, b in zip(on_tok, off_tok, strict=True)]
     pair_ratio = median(pairs)
     ok = abs(ratio - 1) < TOLERANCE and abs(pair_ratio - 1) < TOLERANCE  # type: ignore[operator]
     print(table(["pair", "order", "on tok/s", "off tok/s", "on/off", "on cycle ms", "accept on/off"],
                 [[str(i + 1), "on-off" if i % 2 == 0 else "off-on", fmt(a["tok_s"]),
                   fmt(b["tok_s"]), fmt(pair, ".4f"), fmt(a.get("cycle_ms")),
                   f"{fmt(a.get('accept_meta'), '.3f')}/{fmt(b.get('accept_meta'), '.3f')}"]
-                 for i, (a, b, pair) in enumerate(zip(runs["on"], runs["off"], pairs))]))
+                 for i, (a, b, pair) in enumerate(zip(runs["on"], runs["off"], pairs, strict=True))]))
     print(f"\nmedian tok/s: on {fmt(median(on_tok))}, off {fmt(median(off_tok))}; "
           f"ratio of medians {ratio:.4f} ({pct(ratio - 1)}); median pair ratio "
           f"{pair_ratio:.4f} ({pct(pair_ratio - 1)}); pair ratios "
@@ -149,7 +149,7 @@ def report(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                                "ratio": ratio, "pair_ratio": pair_ratio, "ok": ok}
     if all(c is not None for c in on_c + off_c):
         c_ratio = median(on_c) / median(off_c)  # type: ignore[operator,arg-type]
-        c_pair = median([a / b for a, b in zip(on_c, off_c)])  # type: ignore[operator]
+        c_pair = median([a / b for a, b in zip(on_c, off_c, strict=True)])  # type: ignore[operator]
         print(f"per cycle (tok/s / accept length, the acceptance draws divided out): ratio of "
               f"medians {c_ratio:.4f} ({pct(c_ratio - 1)}); median pair ratio {c_pair:.4f} "
               f"({pct(c_pair - 1)})")  # type: ignore[operator]

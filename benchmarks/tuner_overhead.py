@@ -163,8 +163,8 @@ def zero_work_trainable(config: dict[str, Any], ctx: Any) -> None:
     exactly as :func:`autotune.search.trainable.trainable` reports a measured trial."""
     from ray import tune
 
-    from autotune.simtools.evaluate import ModelEvaluator
     from autotune.search.trainable import _space, report_of
+    from autotune.simtools.evaluate import ModelEvaluator
     from autotune.trial.result import TrialResult
     from autotune.trial.verdict import judge
 
@@ -195,9 +195,9 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
     from autotune.search.progress import ProgressTable
     from autotune.search.run import _make_sampler
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
+    from autotune.search.trainable import TrialContext, TrialResources
     from autotune.space.search_space import load_space
     from autotune.tracking.tracker import Tracker
-    from autotune.search.trainable import TrialContext, TrialResources
     from autotune.trial.measure import settings_for
 
     # The model-only evaluator needs a profile with real times (zero-compute has no tok/s).

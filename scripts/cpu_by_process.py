@@ -28,7 +28,8 @@ from pathlib import Path
 # (``ray::IDLE``, ``ray::DashboardAgent``) after they start, so both spellings of each map to one kind;
 # the raylet's command line holds the agents' command lines, a Ray worker's names the raylet's
 # socket, and an emulator's names pytest's temporary folders, so the specific patterns come first.
-KINDS = (("ray/raylet/raylet ", "raylet"), ("ray::DashboardAgent", "ray dashboard agent"), ("dashboard/agent.py", "ray dashboard agent"),
+KINDS = (("ray/raylet/raylet ", "raylet"), ("ray::DashboardAgent", "ray dashboard agent"),
+         ("dashboard/agent.py", "ray dashboard agent"),
          ("ray::RuntimeEnvAgent", "ray runtime_env agent"), ("runtime_env/agent", "ray runtime_env agent"),
          ("dashboard/dashboard.py", "ray dashboard head"), ("default_worker", "ray worker"),
          ("ray::", "ray worker"), ("gcs_server", "ray gcs_server"),

@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from autotune.trial.report import phase_table, summary_json
 from autotune.space.search_space import load_space
+from autotune.space.workload import Workload
 from autotune.trial.baselines import MemoryBaselineStore
 from autotune.trial.measure import evaluate, settings_for, slos_of
-from autotune.space.workload import Workload
+from autotune.trial.report import phase_table, summary_json
 
 
 def main() -> int:

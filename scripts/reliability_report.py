@@ -167,7 +167,8 @@ def render(doc: dict[str, Any], load: dict[str, Any] | None, *, input_name: str,
         "",
         ("To make this page again: `make test` runs `tests/test_reliability_*.py` within the whole "
         "suite (20 min 29 s and 21 min 52 s of pytest on two workers in two clean-clone runs, "
-        "2026-12-02, load average 3-5.5 when sampled), or `.venv/bin/pytest tests/test_reliability_*.py` alone (22 tests in one process: "
+        "2026-12-02, load average 3-5.5 when sampled), or `.venv/bin/pytest tests/test_reliability_*.py` "
+        "alone (22 tests in one process: "
         "20 min 21 s on two shared cores at load average 3-6; at load average 12-20 a run took 34 min "
         "and Ray's start-up or a CLI's 120 s limit could time out); "
         "`.venv/bin/python -m benchmarks.load_200 --json test-artifacts/load_200.json` (the 200-trial "

@@ -109,7 +109,8 @@ def test_sharegpt_file_and_the_model_path_as_tokenizer(tmp_path: Path, tokenizer
 ])
 def test_bad_sources_name_the_line_and_what_would_work(tmp_path: Path, speed_bench: Path, tokenizer: Path,
                                                        workload: str, field: str, words: str) -> None:
-    path = space_file(tmp_path, workload.replace("path: X", f"path: {speed_bench}").replace("tokenizer: T", f"tokenizer: {tokenizer}"))
+    path = space_file(tmp_path, workload.replace("path: X", f"path: {speed_bench}")
+                      .replace("tokenizer: T", f"tokenizer: {tokenizer}"))
     with pytest.raises(ConfigError) as info:
         load_space(str(path))
     err = info.value

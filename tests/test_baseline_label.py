@@ -4,7 +4,8 @@ run the search named. (The search labelled it ``<trial>-baseline`` while MLflow 
 ``baseline-<hash>``; ``export --per-level`` then disagreed with the search's per-level table,
 whose winners are these row labels: ``search.conclude`` builds them from ``rows_of``.)
 
-The search's callback logs through a real durable tracker on a sqlite store, as a search does; Ray's trial object is a stand-in carrying the three attributes the callback reads.
+The search's callback logs through a real durable tracker on a sqlite store, as a search does; Ray's
+trial object is a stand-in carrying the three attributes the callback reads.
 """
 
 from __future__ import annotations

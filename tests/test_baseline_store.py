@@ -47,7 +47,8 @@ def _at_once(fns: list[Callable[[], Any]]) -> list[BaseException | None]:
 def test_calls_that_open_a_new_store_together_all_succeed(tmp_path: Path) -> None:
     for r in range(ROUNDS):
         folder = tmp_path / str(r)
-        outcomes = _at_once([lambda: shared_store(folder, workload={"prompts": 4}, settings=SETTINGS)] * CALLS)
+        outcomes = _at_once([lambda folder=folder: shared_store(folder, workload={"prompts": 4},
+                                                                settings=SETTINGS)] * CALLS)
         assert outcomes == [None] * CALLS, outcomes
         assert json.loads((folder / MEASURED_ON).read_text())["workload"] == repr({"prompts": 4})
         assert not list(folder.glob("*.tmp")) and not list(folder.glob(".*.tmp"))
@@ -57,10 +58,10 @@ def test_two_workloads_at_once_the_first_wins_and_the_other_is_refused(tmp_path:
     for r in range(ROUNDS):
         folder = tmp_path / str(r)
         workloads = [{"prompts": 4 if i % 2 else 8} for i in range(CALLS)]
-        outcomes = _at_once([lambda w=w: shared_store(folder, workload=w, settings=SETTINGS)
+        outcomes = _at_once([lambda w=w, folder=folder: shared_store(folder, workload=w, settings=SETTINGS)
                              for w in workloads])
         marker = json.loads((folder / MEASURED_ON).read_text())
-        for w, outcome in zip(workloads, outcomes):
+        for w, outcome in zip(workloads, outcomes, strict=True):
             if marker["workload"] == repr(w):
                 assert outcome is None, outcome
             else:  # never accepted beside the other workload's baselines

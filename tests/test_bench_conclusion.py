@@ -7,17 +7,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from test_bench_search import ROOT, tiny
 
+from autotune.space.trial_config import config_key
 from benchmarks.search.conclusion import RUNS_PER_FINALIST, conclude
 from benchmarks.search.problem import Oracle, load_problem
 from benchmarks.search.strategies import benchmark, run_strategy
-from autotune.space.trial_config import config_key
-
-from test_bench_search import ROOT, tiny
 
 BEST = {"tp_size": 1, "speculative_num_steps": 4, "speculative_eagle_topk": 4,
         "speculative_num_draft_tokens": 10}

@@ -14,7 +14,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from test_bench_search import ROOT, run_cli, tiny
 
 from benchmarks.search.noise import measured_noise, pooled_log_sd, recorded_files

@@ -168,7 +168,7 @@ def test_sse_crlf_and_cr_line_endings_including_crlf_split_across_reads():
     rng = random.Random(3)
     for _ in range(50):
         cuts = sorted(rng.sample(range(1, len(crlf)), 4))
-        parts = [crlf[a:b] for a, b in zip([0, *cuts], [*cuts, len(crlf)])]
+        parts = [crlf[a:b] for a, b in zip([0, *cuts], [*cuts, len(crlf)], strict=True)]
         assert decode_all(parts) == expected
 
 
@@ -231,7 +231,7 @@ def test_generate_stream_split_across_reads_with_crlf_and_pings():
     blob = b": ping\r\n\r\n".join(e.replace(b"\n", b"\r\n") for e in events)
     rng = random.Random(0)
     cuts = sorted(rng.sample(range(1, len(blob)), 25))
-    pieces = [blob[a:b] for a, b in zip([0, *cuts], [*cuts, len(blob)])]
+    pieces = [blob[a:b] for a, b in zip([0, *cuts], [*cuts, len(blob)], strict=True)]
     res = run(lambda i, req: stream_response(pieces))
     (rec,) = res.records
     assert rec.ok, rec.error
@@ -449,7 +449,7 @@ def test_poisson_arrivals_are_seeded():
     a = poisson_arrivals(2000, 50.0, seed=1)
     assert a == poisson_arrivals(2000, 50.0, seed=1)
     assert a != poisson_arrivals(2000, 50.0, seed=2)
-    assert a[0] == 0.0 and all(x <= y for x, y in zip(a, a[1:]))
+    assert a[0] == 0.0 and all(x <= y for x, y in zip(a, a[1:], strict=False))
     assert a[-1] / 1999 == pytest.approx(1 / 50.0, rel=0.1)
 
 
@@ -466,7 +466,7 @@ def test_request_rate_run_follows_the_schedule():
                                     transport=serve(handler)))
     assert res.completed == n
     expected = poisson_arrivals(n, rate, seed=5)
-    for got, want in zip(sorted(starts), expected):
+    for got, want in zip(sorted(starts), expected, strict=True):
         assert got - t0 >= want - 1e-3  # never early
     assert sorted(starts)[-1] - t0 < expected[-1] + 0.5
 

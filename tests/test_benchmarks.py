@@ -116,7 +116,7 @@ def test_profile_overhead_quick(tmp_path: Path) -> None:
     assert "ratio of medians" in stdout
     # Paired draws divide out: the per-cycle ratio is tok/s over accept length, pair by pair.
     cyc = [a["tok_s"] / a["accept_meta"] / (b["tok_s"] / b["accept_meta"])
-           for a, b in zip(data["runs"]["on"], data["runs"]["off"])]
+           for a, b in zip(data["runs"]["on"], data["runs"]["off"], strict=True)]
     assert data["cycle_pair_ratio"] == pytest.approx(statistics.median(cyc))
 
 

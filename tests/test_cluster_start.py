@@ -14,7 +14,6 @@ import ray
 from autotune.search.cluster import init_ray
 from autotune.search.options import SearchOptions
 from autotune.space.search_space import load_space
-
 from tests.test_search import SPACES
 
 _RAY_MESSAGE = ("The current node timed out during startup. This could happen because some of the "

@@ -43,7 +43,6 @@ RAY = _pinned(PYPROJECT["project"]["dependencies"], "ray")  # "2.60.*"
 # pyproject's version is dynamic: autotune.__version__ is the one place it is written.
 from autotune import __version__ as VERSION  # noqa: E402
 
-
 # ---- shell and command lines ------------------------------------------------------------------
 
 def _commands(shell: str) -> list[list[str]]:

@@ -9,11 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_bench_search import ROOT, tiny
 
-from benchmarks.search.conclusion import conclude as bench_conclude
-from benchmarks.search.drawn import DrawnEvaluator
-from benchmarks.search.families import record
-from benchmarks.search.problem import Oracle, load_problem
 from autotune.search.trainable import constraint_values
 from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key
@@ -22,8 +19,10 @@ from autotune.trial.measure import settings_for
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import break_even_margin, judge, pays
-
-from test_bench_search import ROOT, tiny
+from benchmarks.search.conclusion import conclude as bench_conclude
+from benchmarks.search.drawn import DrawnEvaluator
+from benchmarks.search.families import record
+from benchmarks.search.problem import Oracle, load_problem
 
 SPEC = {"tp_size": 1, "speculative_num_steps": 3, "speculative_eagle_topk": 4,
         "speculative_num_draft_tokens": 10}

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from tracking_helpers import eagle, failed, launch, result
 
-from autotune.launch.serving import serving_spec
+from autotune.errors import LaunchArgsError
 from autotune.export import command as export
 from autotune.export.main import main as export_main
-from autotune.errors import LaunchArgsError
+from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.args import parse_server_args, sglang_available
 from autotune.tracking.tracker import Tracker

@@ -15,20 +15,18 @@ import httpx
 import pytest
 import yaml
 
-from autotune.launch.serving import serving_spec
-from autotune.export import command as export
-from autotune.export.main import main as export_main
-from autotune.sglang import fast_start
-from autotune.sglang import flags as sglang_flags
-from autotune.sglang import parser_tables
 from autotune.errors import ConfigError, LaunchArgsError
+from autotune.export.main import main as export_main
+from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.server.process import ServerProcess
+from autotune.sglang import fast_start, parser_tables
+from autotune.sglang import flags as sglang_flags
 from autotune.space.search_space import load_space
+from autotune.space.workload import Workload
 from autotune.tracking.tracker import Tracker
 from autotune.trial.measure import evaluate, launch_spec, settings_for, slos_of
 from autotune.trial.result import TrialResult
-from autotune.space.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from autotune.errors import ConfigError
+from autotune.space.search_space import load_space
 from benchmarks.search.command import render
+from benchmarks.search.landscape import FORMAT, load_landscape
 from benchmarks.search.problem import Oracle, load_problem
 from benchmarks.search.strategies import STRATEGIES, benchmark
-from autotune.errors import ConfigError
-from benchmarks.search.landscape import FORMAT, load_landscape
-from autotune.space.search_space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN_SPEEDUP = 1.0
@@ -208,7 +208,7 @@ def test_replayed_measurements_are_the_recorded_repeats(swept: Swept) -> None:
             runs.append([oracle.run(cfg) for _ in range(4)])
         values = [[m.objective for m in run] for run in runs]
         assert values[0] == values[1]  # same seed, same draws
-        for run, vals in zip(runs, values):
+        for run, vals in zip(runs, values, strict=True):
             # Each pass of two measurements walks through both recorded repeats.
             assert sorted(vals[:2]) == sorted(rec["output_tok_s_repeats"])
             assert sorted(vals[2:]) == sorted(rec["output_tok_s_repeats"])

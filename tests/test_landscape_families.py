@@ -15,15 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.search.problem import load_problem
-from benchmarks.search.strategies import benchmark
-from benchmarks.search.landscape import load_landscape, missing_configs
-from benchmarks.search.families import (FAMILIES, PLATEAU, generate, interp_verify, plain_8b,
-                                         truth, write)
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._cycle import CycleModel, _verify_features
 from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import load_space
+from benchmarks.search.families import FAMILIES, PLATEAU, generate, interp_verify, plain_8b, truth, write
+from benchmarks.search.landscape import load_landscape, missing_configs
+from benchmarks.search.problem import load_problem
+from benchmarks.search.strategies import benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 LANDSCAPES = ROOT / "benchmarks" / "landscapes"
@@ -123,7 +122,7 @@ def test_verify_steps_and_kinks_the_samplers_verify_curve_cannot_follow(
     assert _verify_fit_error(erows) < 0.01  # the emulator's verify is the sampler's curve
     assert _verify_fit_error(rows) > 0.05
     if family == "step-verify":
-        chain = {triple(c)[2]: r[3] for c, r in zip(configs, rows) if triple(c)[1] == 1}
+        chain = {triple(c)[2]: r[3] for c, r in zip(configs, rows, strict=True) if triple(c)[1] == 1}
         slope = chain[4] - chain[3]
         assert chain[5] - chain[4] > 8 * slope and chain[6] - chain[5] < 2 * slope  # a jump
 
@@ -147,7 +146,7 @@ def test_interp_costs_reproduce_the_measured_h200_sweep_and_other_falls_with_acc
     chains = sorted((truth(f, space, c)["accept_length"], truth(f, space, c)["phases"]["other_ms"])
                     for c in configs if c["speculative_eagle_topk"] == 1)
     other = [o for _, o in chains]
-    assert len(other) == 7 and all(b < a for a, b in zip(other, other[1:]))
+    assert len(other) == 7 and all(b < a for a, b in zip(other, other[1:], strict=False))
     assert 0.30 < other[-1] < other[0] < 0.34  # the measured chains: 0.31-0.32 ms
 
 

@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from autotune.sglang import args as sa
 from autotune.backend import BACKENDS
 from autotune.errors import LaunchArgsError
 from autotune.launch.spec import LaunchSpec
+from autotune.sglang import args as sa
 
 needs_sglang = pytest.mark.skipif(
     not sa.sglang_available(),

@@ -89,7 +89,8 @@ def imports() -> list[Import]:
             continue  # the package's own __init__: its version, no layer
         rel = path.relative_to(PACKAGE.parent)
 
-        def visit(tree: ast.AST, in_function: bool, type_checking: bool) -> None:
+        def visit(tree: ast.AST, in_function: bool, type_checking: bool, module: str = module, path: Path = path,
+                  rel: Path = rel) -> None:
             for node in ast.iter_child_nodes(tree):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     for dst in dict.fromkeys(_targets(node, module, path.name == "__init__.py", modules)):

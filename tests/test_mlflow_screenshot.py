@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import re
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -142,7 +142,8 @@ def test_the_ui_dies_with_a_script_killed_by_sigkill(tmp_path):
                 if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
                     break  # dead, only not reaped (its parent is gone; init reaps it)
             time.sleep(0.5)
-        alive = Path(f"/proc/{ui[0]}").exists() and open(f"/proc/{ui[0]}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        alive = (Path(f"/proc/{ui[0]}").exists()
+                 and open(f"/proc/{ui[0]}/stat").read().rsplit(")", 1)[1].split()[0] != "Z")
         assert not alive, f"mlflow ui {ui[0]} outlived the script"
     finally:
         if holder.poll() is None:

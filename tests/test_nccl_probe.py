@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.errors import ConfigError
 from autotune.nccl.candidates import (
     MULTICAST_OFF,
     Candidate,
@@ -26,7 +27,6 @@ from autotune.nccl.candidates import (
     parse_name,
     worker_env,
 )
-from autotune.errors import ConfigError
 from autotune.nccl.probe import ProbeSettings, format_table, rank_rows, run_probe
 from autotune.nccl_probe import main
 from autotune.space.nccl_candidates import candidates_from_space

@@ -7,8 +7,7 @@ import json
 import httpx
 import pytest
 
-from autotune.errors import (LaunchArgsError, ServerCrashed, ServerError, ServerStartupCrash,
-                             ServerStartupTimeout)
+from autotune.errors import LaunchArgsError, ServerCrashed, ServerError, ServerStartupCrash, ServerStartupTimeout
 from autotune.trial.outcome import Failure, Status, TrialTimeout, failure_of
 
 

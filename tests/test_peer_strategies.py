@@ -20,15 +20,19 @@ from pathlib import Path
 import optuna
 import pytest
 
-from benchmarks.search.command import render
-from benchmarks.search.problem import Oracle, load_problem
-from benchmarks.search.strategies import (AUTO_TIERS, OURS, PEER_SAMPLERS, PEERS, STRATEGIES, benchmark,
-                                          make_strategy)
 from autotune.search.samplers import SAMPLER_NAMES, make_sampler
 from autotune.search.samplers._observations import PLAN_KEY
-from benchmarks.search.peers import (AutoBenchmarkTierSampler, AutoTier1Sampler, AutoTier2Sampler,
-                                     default_value, tier_overlays)
 from autotune.space.search_space import load_space
+from benchmarks.search.command import render
+from benchmarks.search.peers import (
+    AutoBenchmarkTierSampler,
+    AutoTier1Sampler,
+    AutoTier2Sampler,
+    default_value,
+    tier_overlays,
+)
+from benchmarks.search.problem import Oracle, load_problem
+from benchmarks.search.strategies import AUTO_TIERS, OURS, PEER_SAMPLERS, PEERS, STRATEGIES, benchmark, make_strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -194,7 +198,7 @@ def test_fixed_speculation_runs_each_group_default_config_and_skips_failed_group
     assert oracle.baselines == 3 and oracle.trials >= 6
     # tp 2 fails at start-up: its group is never the base stage's winner.
     truth = {g: problem.truth(problem.space.baseline_params(c))["output_tok_s"]
-             for g, c in zip(groups[:3], got[:3]) if g[0] == 8}
+             for g, c in zip(groups[:3], got[:3], strict=True) if g[0] == 8}
     winner = max(truth, key=truth.get)
     # Speculative stage: 3/1/4 ran already; steps 1 and 2 alone (top-k 1 forces draft), top-k 2
     # alone (draft 4 <= 3 * 2 + 1); draft tokens alone are forced back at top-k 1.

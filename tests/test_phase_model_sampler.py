@@ -11,7 +11,6 @@ import optuna
 import pytest
 from optuna.samplers import RandomSampler, TPESampler
 
-from benchmarks.search.problem import Oracle, load_problem
 from autotune.search.samplers import (
     SAMPLER_NAMES,
     GridOrderSampler,
@@ -21,11 +20,12 @@ from autotune.search.samplers import (
 )
 from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
 from autotune.search.samplers._candidates import CandidateTable
-from autotune.space.trial_config import config_key
 from autotune.search.samplers._fit import Settings, predict
 from autotune.search.samplers._observations import Observation, read_observation
 from autotune.search.samplers.phase_model import expected_improvement
 from autotune.space.search_space import load_space
+from autotune.space.trial_config import config_key
+from benchmarks.search.problem import Oracle, load_problem
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -110,7 +110,7 @@ def test_acceptance_fit_recovers_accept_lengths_it_never_saw(theta):
     fitted = AcceptanceModel(10, 8)
     fitted.fit(obs)
     unseen = [(1, 1, 2), (5, 1, 6), (6, 4, 20), (3, 8, 16), (10, 8, 60)]
-    S, K, N = map(np.array, zip(*unseen))
+    S, K, N = map(np.array, zip(*unseen, strict=True))
     want = truth.mean(S, K, N, theta)
     got, var = fitted.predict(S, K, N)
     assert np.all(np.abs(got / want - 1) < 0.03), (got, want)

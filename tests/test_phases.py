@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import asyncio
 import math
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -14,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from autotune.errors import BenchError
 from autotune.profile.phases import PhaseProfile, break_even, speedup
-from autotune.profile.snapshot import MetricsSnapshot, scrape, scrape_sync
 from autotune.profile.prom import parse_exposition
+from autotune.profile.snapshot import MetricsSnapshot, scrape, scrape_sync
 
 
 class FakeSGLang:

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from autotune.space.nccl_candidates import candidates_from_space
 from autotune.errors import ConfigError
-from autotune.search.prescreen import NARROWED_NAME, PrescreenError, narrowed_data
 from autotune.search.options import SearchOptions
+from autotune.search.prescreen import NARROWED_NAME, PrescreenError, narrowed_data
 from autotune.search.run import run_search
 from autotune.simtools.evaluate import ModelEvaluator
+from autotune.space.nccl_candidates import candidates_from_space
 from autotune.space.search_space import SearchSpace, load_space
 from autotune.tracking.tracker import Tracker
 

@@ -79,7 +79,7 @@ def test_rate_levels_give_a_best_config_per_rate_and_export_the_table(
     assert export_main(["--name", "test-rate-levels", "--root", str(tmp_path), "--per-level"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert [(row["request_rate"], row["level"]) for row in table["levels"]] == [(2.0, "r2"), (50.0, "r50")]
-    for answer, row in zip(outcome.per_level, table["levels"]):
+    for answer, row in zip(outcome.per_level, table["levels"], strict=True):
         assert (row["winner"] or {}).get("trial_id") == answer["winner"]
     assert "same request rate" in table["note"]
     # ... but not as SGLang's adaptive table: it is keyed by batch size, which a rate does not fix.

@@ -204,6 +204,7 @@ def test_sigint_sigkill_and_a_killed_worker_then_resume(tmp_path: Path) -> None:
     stored = optuna.load_study(study_name=where["name"], storage=where["storage"])
     assert [(t.number, t.state, t.params, t.value) for t in stored.trials] == \
         [(t.number, t.state, t.params, t.value) for t in study.trials]
-    assert all(t.constraints and t.constraints == s.constraints for t, s in zip(stored.trials, study.trials)
+    assert all(t.constraints and t.constraints == s.constraints
+               for t, s in zip(stored.trials, study.trials, strict=True)
                if t.state == optuna.trial.TrialState.COMPLETE), "constraints not stored"
     assert left3.count == 0, left3.describe()

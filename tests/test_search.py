@@ -28,7 +28,7 @@ import pytest
 
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
-from autotune.search.run import EXIT_CONFIG, EXIT_INTERRUPTED, main, run_search
+from autotune.search.run import EXIT_CONFIG, main, run_search
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 
@@ -134,7 +134,7 @@ def _gpu_intervals_disjoint(lock_dir: Path) -> int:
             by_gpu.setdefault(gpu, []).append((u["start"], u["end"]))
     for gpu, spans in by_gpu.items():
         spans.sort()
-        for (s1, e1), (s2, _) in itertools.pairwise(spans):
+        for (_, e1), (s2, _) in itertools.pairwise(spans):
             assert s2 >= e1, f"GPU {gpu} was held by two emulators at once"
     return len(usage)
 
@@ -149,8 +149,8 @@ def test_searcher_reads_flattened_results_as_constraints() -> None:
     from ray.tune.utils import flatten_dict
 
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
-    from autotune.space.search_space import load_space
     from autotune.search.trainable import report_of
+    from autotune.space.search_space import load_space
     from autotune.trial.result import TrialResult
     from autotune.trial.verdict import judge
 
@@ -339,7 +339,7 @@ def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
     capsys.readouterr()
     assert export_main(["--name", "test-levels", "--root", str(tmp_path), "--per-level"]) == 0
     table = json.loads(capsys.readouterr().out)
-    for answer, row in zip(outcome.per_level, table["levels"]):
+    for answer, row in zip(outcome.per_level, table["levels"], strict=True):
         assert row["concurrency"] == answer["concurrency"]
         assert row["winner"]["trial_id"] == answer["winner"]
         assert row["winner"]["output_tok_s"] == pytest.approx(answer["output_tok_s"])

@@ -69,7 +69,7 @@ def assert_all_gone(*pids: int | None, pgid: int | None = None, port: int | None
     # holder is gone: wait (bounded) for each to happen rather than assume it already has.
     for pid in pids:
         assert pid is not None
-        assert wait_until(lambda: not pid_alive(pid)), f"process {pid} is still alive"
+        assert wait_until(lambda pid=pid: not pid_alive(pid)), f"process {pid} is still alive"
     if pgid is not None:
         assert wait_until(lambda: not group_alive(pgid)), f"process group {pgid} still has members"
     if port is not None:
@@ -259,7 +259,7 @@ def test_concurrent_starts_get_distinct_ports() -> None:
     finally:
         for s in servers:
             s.stop()
-    for s, r in zip(servers, reported):
+    for s, r in zip(servers, reported, strict=True):
         assert_all_gone(r["pid"], r["child_pid"], pgid=r["pgid"], port=s.port)
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from autotune.errors import LaunchArgsError
 from autotune.sglang import _parser_twin as builtin
 from autotune.sglang import flags as sglang_flags
-from autotune.errors import LaunchArgsError
 from autotune.sglang.args import parse_server_args
 
 # Value types a table rebuilds by name (builtin.ROW_TYPES); any other type parses as str in a

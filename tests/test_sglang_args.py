@@ -11,10 +11,10 @@ import json
 
 import pytest
 
+from autotune.errors import ConfigError, LaunchArgsError
 from autotune.sglang import _parser_twin as builtin
 from autotune.sglang import args as sa
 from autotune.sglang import parser_tables, speculative
-from autotune.errors import ConfigError, LaunchArgsError
 
 needs_sglang = pytest.mark.skipif(
     not sa.sglang_available(),
@@ -64,7 +64,7 @@ def test_covered_flag_matches_sglang(dest):
     ours = [a for a in builtin.build_parser()._actions if a.dest == dest]
     assert real, f"{dest} is not a flag of the installed SGLang"
     assert len(ours) == len(real)
-    for r, o in zip(real, ours):
+    for r, o in zip(real, ours, strict=True):
         assert o.option_strings == r.option_strings
         assert o.nargs == r.nargs
         assert o.default == r.default
@@ -251,7 +251,8 @@ def test_auto_pick_matches_sglangs_own_function(arch, algorithm):
 
     namespace = sa.real_parser().parse_args(["--model-path", "m", "--speculative-algorithm", algorithm])
     server_args = ServerArgs.from_cli_args(namespace)
-    assert speculative.auto_speculative_params(algorithm, arch) == hook._auto_choose_speculative_params(server_args, arch)
+    assert (speculative.auto_speculative_params(algorithm, arch)
+            == hook._auto_choose_speculative_params(server_args, arch))
 
 
 @needs_sglang
@@ -323,7 +324,8 @@ def test_adaptive_rules():
     on, _ = speculative.resolve_speculative({"model_path": "m", "speculative_algorithm": "EAGLE",
                                     "speculative_adaptive": True})
     assert (on["speculative_num_steps"], on["speculative_eagle_topk"], on["speculative_num_draft_tokens"]) == (3, 1, 4)
-    off, notes = speculative.resolve_speculative({"model_path": "meta-llama/Llama-3.1-8B", "speculative_algorithm": "EAGLE",
+    off, notes = speculative.resolve_speculative({"model_path": "meta-llama/Llama-3.1-8B",
+                                                  "speculative_algorithm": "EAGLE",
                                          "speculative_adaptive": True, "speculative_num_steps": 3,
                                          "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8})
     assert off["speculative_adaptive"] is False and any("adaptive disabled" in n for n in notes)
@@ -371,7 +373,8 @@ def test_infer_model_arch(tmp_path):
     assert speculative.infer_model_arch("../../.gpu/models/llama-8b/target") == "LlamaForCausalLM"
     assert speculative.infer_model_arch(".gpu/models/qwen3-30b-a3b/target") is None
     assert speculative.infer_model_arch(str(ckpt / "target")) is None  # the checkpoint's parent names no model
-    assert speculative.auto_speculative_params("EAGLE", speculative.infer_model_arch("meta-llama/Llama-4-Scout")) == (3, 1, 4)
+    scout = speculative.infer_model_arch("meta-llama/Llama-4-Scout")
+    assert speculative.auto_speculative_params("EAGLE", scout) == (3, 1, 4)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,21 +20,21 @@ import httpx
 import pytest
 import yaml
 
-from autotune.launch.serving import serving_spec
-from autotune.export import command as export
-from autotune.sglang import args as sglang_args
-from autotune.sglang import flags as sglang_flags
 from autotune.bench.client import run_benchmark
 from autotune.errors import ConfigError, LaunchArgsError
+from autotune.export import command as export
+from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
-from autotune.profile.snapshot import MetricsSnapshot
-from autotune.sglang.metrics import FORWARD_SECONDS
 from autotune.profile.prom import parse_exposition
+from autotune.profile.snapshot import MetricsSnapshot
+from autotune.sglang import args as sglang_args
+from autotune.sglang import flags as sglang_flags
 from autotune.sglang.args import parse_server_args
+from autotune.sglang.metrics import FORWARD_SECONDS
+from autotune.space.prompts import Prompt
 from autotune.space.search_space import SearchSpace
 from autotune.trial.measure import launch_spec
-from autotune.space.prompts import Prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"

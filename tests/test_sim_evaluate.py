@@ -112,7 +112,7 @@ def test_closed_loop_replay_matches_analytic_at_concurrency_1_and_sees_the_drain
               "speculative_num_draft_tokens": 3, "NCCL_ALGO": "Ring"}
     model = ev.model(params)
     reqs = [Request(i, o, model.acceptance(f).mean)
-            for i, o, f in zip(shape.input_lens, shape.output_lens, ev._factors(model))]
+            for i, o, f in zip(shape.input_lens, shape.output_lens, ev._factors(model), strict=True)]
     analytic = ev.expected(params)["output_tok_s"]
     assert abs(replay(model, reqs, 1)[0] / analytic - 1) < 0.02
     # At concurrency 4 with 4 prompts there is no refill: throughput is below 4x batch-1 steps

@@ -15,14 +15,14 @@ import pytest
 import yaml
 
 from autotune.errors import ConfigError
-from autotune.simtools.fit import command as fit_cli
+from autotune.sim.config import ModelConfig
 from autotune.sim.engine import SimEngine
+from autotune.sim.model import PerformanceModel
+from autotune.sim.profile import load_profile
+from autotune.simtools.fit import command as fit_cli
 from autotune.simtools.fit.command import fit_profile
 from autotune.simtools.fit.data import Observation, load_measurements, split
 from autotune.simtools.fit.report import predict_window
-from autotune.sim.config import ModelConfig
-from autotune.sim.model import PerformanceModel
-from autotune.sim.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = load_profile("llama-3.1-8b-eagle3-h100")
@@ -187,7 +187,10 @@ def test_split_is_deterministic_and_keeps_a_spread(tmp_path):
     ds = load_measurements([write_set(tmp_path)])
     fit_e, pred_e, _ = split(ds, half="even")
     fit_o, _, _ = split(ds, half="odd")
-    ids = lambda xs: sorted(o.id for o in xs)
+
+    def ids(xs):
+        return sorted(o.id for o in xs)
+
     assert ids(fit_e) == ["1-1-2@1.8", "3-1-4@3", "3-2-6@2.5", "5-1-6@3.5", "plain"]
     assert ids(pred_e) == ["2-1-3@2.5", "4-1-5@3", "4-4-8@3"]
     assert ids(fit_o) == ["2-1-3@2.5", "4-1-5@3", "4-4-8@3", "plain"]

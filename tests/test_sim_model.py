@@ -105,7 +105,7 @@ def test_acceptance_decays_with_depth():
     dist = model(KIMI, (6, 1, 7)).acceptance(1.0)
     # P(at least j accepted) must fall faster than linearly with depth for a decaying chain.
     reach = [sum(dist.probs[j:]) for j in range(1, len(dist.probs))]
-    ratios = [b / a for a, b in zip(reach, reach[1:])]
+    ratios = [b / a for a, b in zip(reach, reach[1:], strict=False)]
     assert ratios == sorted(ratios, reverse=True)
 
 

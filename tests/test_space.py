@@ -11,8 +11,8 @@ from typing import Any
 import optuna
 import pytest
 
-from autotune.space._cross_checks import _RandomTrial
 from autotune.errors import ConfigError
+from autotune.space._cross_checks import _RandomTrial
 from autotune.space.rules import RULES
 from autotune.space.search_space import SearchSpace, load_space
 from autotune.space.trial_config import TrialConfig

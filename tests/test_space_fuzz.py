@@ -17,9 +17,9 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from autotune.space._cross_checks import _RandomTrial
 from autotune._yaml_lines import load_yaml_text
 from autotune.errors import ConfigError
+from autotune.space._cross_checks import _RandomTrial
 from autotune.space.search_space import SearchSpace
 
 SPACES = Path(__file__).resolve().parents[1] / "search_spaces"

@@ -11,15 +11,13 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from autotune.export import command as export
+from autotune.errors import ConfigError
 from autotune.export.main import main as export_main
 from autotune.space import synthetic
-from autotune.errors import ConfigError
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 from autotune.trial.result import TrialResult, spread_pct

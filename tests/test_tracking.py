@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from tracking_helpers import SIM_ENV, eagle, failed, launch, result
 
-from autotune.tracking.runs import TrialRun, select_winner
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking.content import spec_from_argv, trial_metrics, trial_params
+from autotune.tracking.runs import TrialRun, select_winner
 from autotune.tracking.stale import STALE_REASON
 from autotune.tracking.store import default_store
 from autotune.tracking.tracker import Tracker

@@ -115,7 +115,8 @@ def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path
     assert main(["--name", "spooled", "--root", str(tmp_path)]) == 1  # its server still refuses
     printed = capsys.readouterr()  # what each run folder gave on stderr, what still waits on stdout
     assert "run-1: 1 record(s) still wait" in printed.err and "does not answer" in printed.err
-    assert printed.out == "1 record(s) of search 'spooled' still wait for MLflow; run autotune sync again when it answers\n"
+    assert printed.out == ("1 record(s) of search 'spooled' still wait for MLflow; "
+                           "run autotune sync again when it answers\n")
 
 
 

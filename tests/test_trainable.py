@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotune.space.search_space import load_space
 from autotune.search.trainable import constraint_values, report_of, sampler_attrs
-from autotune.trial.baselines import FileBaselineStore, reusable_baseline as _reusable
+from autotune.space.search_space import load_space
+from autotune.trial.baselines import FileBaselineStore
+from autotune.trial.baselines import reusable_baseline as _reusable
 from autotune.trial.outcome import Failure
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge

@@ -36,14 +36,14 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
+from autotune.space.prompts import Prompt
 from autotune.space.search_space import SearchSpace
+from autotune.space.workload import Workload
 from autotune.trial.baselines import FileBaselineStore, group_key
 from autotune.trial.measure import MeasureSettings, evaluate, measure
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
-from autotune.space.prompts import Prompt
-from autotune.space.workload import Workload
 
 # slow: real emulator servers, one or more per test
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -199,7 +199,7 @@ def test_multi_token_chunks_add_up_to_server_counts(server: ServerProcess, api: 
                                       concurrency=1, keep_raw=True, request_timeout_s=30))
     assert bench.completed == 3 and bench.failed == 0
     multi = 0
-    for rec, n in zip(bench.records, wanted):
+    for rec, n in zip(bench.records, wanted, strict=True):
         assert rec.ok and rec.completion_tokens == n
         counts = rec.chunk_tokens
         assert counts and counts[-1] == n and all(b > a for a, b in itertools.pairwise(counts))

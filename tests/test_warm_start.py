@@ -15,8 +15,8 @@ from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
 from autotune.space.search_space import load_space
-from autotune.tracking.tracker import Tracker
 from autotune.space.warm_start import compare_to_default, sglang_default
+from autotune.tracking.tracker import Tracker
 
 SPACES = Path(__file__).parent / "spaces"
 
@@ -70,7 +70,8 @@ def test_a_space_that_cannot_run_the_default_says_why(tmp_path: Path) -> None:
                                                    "  speculative_num_draft_tokens: {type: int, low: 2, high: 9}",
                                   fixed="{tp_size: 1, speculative_algorithm: EAGLE3, speculative_eagle_topk: 2}"))
     assert fixed.params is None and "fixed_args sets speculative_eagle_topk=2" in fixed.reason
-    none = sglang_default(_space(tmp_path, params="  speculative_algorithm: {type: categorical, choices: [null, NGRAM]}"))
+    none = sglang_default(_space(tmp_path,
+                                 params="  speculative_algorithm: {type: categorical, choices: [null, NGRAM]}"))
     assert none.triple is None and "no EAGLE-family" in none.describe()
     assert compare_to_default(narrow, [], None, space=None) is None
 

@@ -38,7 +38,8 @@ def base(ref: str, value: float | None, *, feasible: bool = True) -> Candidate:
 
 @pytest.mark.parametrize("maximize,expected", [(True, "fast"), (False, "slow")])
 def test_the_direction_decides_and_unknown_never_competes(maximize: bool, expected: str) -> None:
-    cands = [spec("fast", 300.0), spec("slow", 200.0), spec("unmeasured", None), base("b", 100.0 if maximize else 900.0)]
+    cands = [spec("fast", 300.0), spec("slow", 200.0), spec("unmeasured", None),
+             base("b", 100.0 if maximize else 900.0)]
     pick = pick_winner(cands, maximize=maximize)
     assert pick is not None and pick.ref == expected and not pick.is_baseline
 
@@ -77,7 +78,7 @@ def test_unmeasured_value_is_worse_than_any_measurement() -> None:
 # ---- end to end -----------------------------------------------------------------------------------
 
 @pytest.mark.slow  # a search on Ray
-def test_a_minimised_objective_is_honoured_everywhere(tmp_path: Path, sim_env: Path) -> None:
+def test_a_minimised_objective_is_honoured_everywhere(tmp_path: Path, sim_env: Path) -> None:  # noqa: F811
     out = io.StringIO()
     outcome = run_search(SearchOptions(space=str(SPACES / "objective-min.yaml"), root=str(tmp_path)),
                          out=out)

@@ -10,6 +10,9 @@ ignored: a benchmark never reconnects.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 _COLON = 58  # ord(":")
 
 
@@ -82,7 +85,7 @@ class SSEDecoder:
 try:  # orjson is several times faster on SGLang's cumulative (O(n^2) bytes) generate stream
     import orjson as _orjson
 
-    _loads = _orjson.loads
+    _loads: Callable[[str | bytes], Any] = _orjson.loads
     _JSONError: tuple[type[Exception], ...] = (_orjson.JSONDecodeError, ValueError)
 except ImportError:  # pragma: no cover - orjson ships with the project's environment
     import json as _json

@@ -146,7 +146,7 @@ def percentile(values: Sequence[float], q: float,
     else:
         if len(weights) != len(values):
             raise ValueError("values and weights differ in length")
-        pairs = sorted((v, w) for v, w in zip(values, weights) if w > 0)
+        pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
     total = sum(w for _, w in pairs)
     if total == 0:
         return None
@@ -239,7 +239,8 @@ class BenchResult:
         duration = (w1 - w0) if (w0 is not None and w1 is not None) else None
         total_out = sum(r.completion_tokens or 0 for r in done) if done else None
         prompt_counts = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
-        tok_s = (total_out / duration) if (done and duration and duration > 0) else None
+        # total_out is known exactly when some request is done
+        tok_s = (total_out / duration) if (total_out is not None and duration and duration > 0) else None
 
         decode = [v for v in (r.decode_tok_s for r in done) if v is not None]
         itl_v: list[float] = []
@@ -289,7 +290,7 @@ class BenchResult:
         # At one instant an end sorts before a start (-1 < 1): a request that closes as the next
         # is sent was not in flight beside it.
         events = sorted([(r.start, 1) for r in self.records] +
-                        [(r.end, -1) for r in self.records])  # type: ignore[misc]
+                        [(r.end, -1) for r in self.records])
         peak = now = 0
         for _, step in events:
             now += step

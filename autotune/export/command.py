@@ -20,21 +20,30 @@ from __future__ import annotations
 import json
 import shlex
 import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from autotune.sglang import args as sglang_args
 from autotune.backend import BACKENDS
-from autotune.space import synthetic
-from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, TAG_SGLANG_DEFAULT, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS, TrialRun, Winner,
-                            objective_of, select_winner)
 from autotune.errors import AutotuneError, ConfigError, LaunchArgsError
 from autotune.launch.serving import serving_spec
-from autotune.sglang.metrics import DEVICE_TIMER_ENV
 from autotune.launch.spec import LaunchSpec
+from autotune.sglang import args as sglang_args
+from autotune.sglang.metrics import DEVICE_TIMER_ENV
+from autotune.space import synthetic
 from autotune.space.warm_start import versus_default
+from autotune.tracking.runs import (
+    KIND_SEARCH,
+    TAG_KIND,
+    TAG_SGLANG_DEFAULT,
+    TAG_SYNTHETIC_ACCEPT,
+    TRIAL_KINDS,
+    TrialRun,
+    Winner,
+    objective_of,
+    select_winner,
+)
 
 if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
@@ -97,8 +106,9 @@ def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
         ConfigError: The run does not exist or belongs to another experiment.
         NothingToExport: Nothing feasible was measured.
     """
-    parent = run_id
+    parent: str | None
     if run_id is not None:
+        parent = run_id
         try:
             run = tracker.client.get_run(run_id)
         except Exception as exc:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST and friends
@@ -200,7 +210,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
         _check_yaml(text, expected, rest=spec.config_rest())
     else:
         data: dict[str, Any] = {"argv": spec.argv(python="python"), "env": dict(sorted(spec.env.items()))}
-        if notes:
+        if notes and winner is not None:  # notes come from a winner
             data["autotune"] = _json_provenance(winner, search, notes)
         text = json.dumps(data, indent=2) + "\n"
         sglang_args.parse_server_args(data["argv"][3:])

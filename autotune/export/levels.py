@@ -24,8 +24,7 @@ from autotune.errors import ConfigError, LaunchArgsError
 from autotune.export.command import NothingToExport, render, winner_spec, without_speculation
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang import adaptive
-from autotune.tracking.runs import (KIND_SEARCH, TAG_KIND, Winner, objective_of, search_levels,
-                                    select_level_winners)
+from autotune.tracking.runs import KIND_SEARCH, TAG_KIND, Winner, objective_of, search_levels, select_level_winners
 from autotune.trial.levels import CONCURRENCY, LoadLevel, metric_suffix
 
 if TYPE_CHECKING:

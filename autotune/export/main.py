@@ -13,8 +13,7 @@ from typing import Any
 from autotune import cli
 from autotune.errors import AutotuneError
 from autotune.export import levels
-from autotune.export.command import (FORMATS, NothingToExport, choose, provenance, render, search_default,
-                                     winner_spec)
+from autotune.export.command import FORMATS, NothingToExport, choose, provenance, render, search_default, winner_spec
 from autotune.tracking.tracker import Tracker
 
 

@@ -17,7 +17,6 @@ from autotune.sglang.metrics import DEVICE_TIMER_ENV
 from autotune.sglang.speculative import SIMULATE_ACC_LEN_ENV
 
 
-
 def serving_spec(spec: LaunchSpec, *, strip_metrics: bool = False, host: str | None = None,
                  port: int | None = None) -> LaunchSpec:
     """The launch on real SGLang: backend ``sglang``, no emulator variables, no forced accept

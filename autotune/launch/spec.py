@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from autotune.sglang import args as sglang_args
-from autotune.sglang import flags as sglang_flags
 from autotune.backend import BACKENDS
 from autotune.names import is_env_name
+from autotune.sglang import args as sglang_args
+from autotune.sglang import flags as sglang_flags
 
 # Set from the spec's own fields, so a server-args mapping must not carry them too.
 _FIELD_ARGS = ("model_path", "speculative_draft_model_path", "host", "port")

@@ -149,6 +149,7 @@ def load_candidates(path: str | Path) -> list[Candidate]:
 
 
 def _entry(entry: Any, file: str, fld: str, line: int | None) -> Candidate:
+    env: Mapping[str, str | None]
     if isinstance(entry, str):
         try:
             env = parse_name(entry)

@@ -280,6 +280,8 @@ def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
     backend, note = resolve_backend(settings.backend, settings.tp)
     if backend == "sim":
         settings = replace(settings, rounds=1)  # the model has no noise: one pass says it all
+        if settings.profile is None:
+            raise ValueError("the sim backend needs a sim profile")
 
         rows = sim_rows(candidates, profile=settings.profile, tp=settings.tp,
                         hidden=settings.hidden, tokens=settings.tokens)

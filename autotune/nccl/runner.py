@@ -188,6 +188,8 @@ def _measure(group: _Group, settings: RunSettings) -> tuple[dict[str, Any] | Non
     port = free_port()
     go = json.dumps({"port": port}) + "\n"
     for p in group.procs:
+        if p.stdin is None:
+            raise ValueError("an NCCL worker was started without a stdin pipe")
         try:
             p.stdin.write(go.encode())
             p.stdin.flush()
@@ -237,7 +239,7 @@ def run_candidates(candidates: Sequence[Candidate], settings: RunSettings, *,
     """
     rows: list[dict[str, Any]] = []
     temp = None if workdir else tempfile.TemporaryDirectory(prefix="nccl-probe-")
-    root = Path(workdir or temp.name)
+    root = Path(temp.name) if temp is not None else Path(str(workdir))
     root.mkdir(parents=True, exist_ok=True)
     try:
         with _groups() as live:
@@ -246,6 +248,8 @@ def run_candidates(candidates: Sequence[Candidate], settings: RunSettings, *,
                 live.append(upcoming)
             for index, cand in enumerate(candidates):
                 group = upcoming
+                if group is None:  # spawned before the loop or in the previous pass
+                    raise ValueError(f"no worker group was started for {cand.name}")
                 upcoming = None
                 if index + 1 < len(candidates):
                     upcoming = _spawn(candidates[index + 1], settings, root, index + 1)

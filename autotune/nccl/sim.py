@@ -41,7 +41,7 @@ def sim_rows(candidates: Sequence[Candidate], *, profile: str, tp: int, hidden: 
             row.update(status="failed", reason=str(exc))
             rows.append(row)
             continue
-        for n, nbytes, us in zip(tokens, sizes, latencies):
+        for n, nbytes, us in zip(tokens, sizes, latencies, strict=True):
             row["sizes"].append({"tokens": int(n), "bytes": nbytes, "median_us": us,
                                  "p10_us": us, "p90_us": us, "iters": 0,
                                  "rank_medians_us": [us] * tp})

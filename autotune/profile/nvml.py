@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Mapping
 
 from autotune.profile.telemetry import SAMPLE_INTERVAL_S, GpuSampler, GpuWindow, NullSampler, visible_devices
@@ -83,12 +84,19 @@ class NvmlSampler(GpuSampler):
     def sample(self) -> None:
         """Read utilisation, memory used and power draw of every GPU once."""
         nv, t = self._nvml, self._clock()
-        utils = [self._read(lambda h=h: float(nv.nvmlDeviceGetUtilizationRates(h).gpu))
-                 for h in self._handles]
-        mems = [self._read(lambda h=h: int(nv.nvmlDeviceGetMemoryInfo(h).used))
-                for h in self._handles]
-        powers = [self._read(lambda h=h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0)  # mW
-                  for h in self._handles]
+
+        def util(h: Any) -> float:
+            return float(nv.nvmlDeviceGetUtilizationRates(h).gpu)
+
+        def mem(h: Any) -> int:
+            return int(nv.nvmlDeviceGetMemoryInfo(h).used)
+
+        def power(h: Any) -> float:
+            return nv.nvmlDeviceGetPowerUsage(h) / 1000.0  # mW
+
+        utils = [self._read(partial(util, h)) for h in self._handles]
+        mems = [self._read(partial(mem, h)) for h in self._handles]
+        powers = [self._read(partial(power, h)) for h in self._handles]
         self._samples.append(_Sample(
             t=t, util_mean=math.fsum(utils) / len(utils) if _whole(utils) else None,
             util_max=max(utils) if _whole(utils) else None,
@@ -152,14 +160,14 @@ class NvmlSampler(GpuSampler):
         util_max = [s.util_max for s in samples if s.util_max is not None]
         mems = [s.mem_max for s in samples if s.mem_max is not None]
         energy, source = None, None
-        if e0 is not None and e1 is not None and all(b >= a for a, b in zip(e0, e1)):
-            energy, source = sum(b - a for a, b in zip(e0, e1)) / 1000.0, "counter"
+        if e0 is not None and e1 is not None and all(b >= a for a, b in zip(e0, e1, strict=True)):
+            energy, source = sum(b - a for a, b in zip(e0, e1, strict=True)) / 1000.0, "counter"
         elif samples[0].power_w is not None and samples[-1].power_w is not None:
             # Trapezoids over the samples that have power (a missing one is bridged): the
             # counter is missing, or went backwards (the driver reloaded mid-window).
-            known = [s for s in samples if s.power_w is not None]
-            energy = math.fsum((b.t - a.t) * (a.power_w + b.power_w) / 2.0
-                               for a, b in zip(known, known[1:]))
+            known = [(s.t, s.power_w) for s in samples if s.power_w is not None]
+            energy = math.fsum((tb - ta) * (pa + pb) / 2.0
+                               for (ta, pa), (tb, pb) in zip(known, known[1:], strict=False))
             source = "power"
         return GpuWindow(
             duration_s=duration, samples=len(samples),

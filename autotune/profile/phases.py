@@ -59,7 +59,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.profile.snapshot import MetricsSnapshot, delta, grouped_deltas, pick_group
-
 from autotune.sglang.metrics import DECODE_PASSES, FORWARD_SECONDS, GEN_TOKENS, NUM_REQUESTS, VERIFY_CALLS
 
 #: forward category -> phase. Unlisted categories count as ``gpu_other``.

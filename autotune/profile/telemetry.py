@@ -14,7 +14,9 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeGuard, TypeVar
+
+_T = TypeVar("_T")
 
 GIB = float(2 ** 30)
 SAMPLE_INTERVAL_S = 0.15
@@ -71,7 +73,7 @@ class GpuSampler(ABC):
     def stop(self) -> GpuWindow:
         """Close the window opened by :meth:`start` (a last sample) and return its figures."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook: a sampler with nothing to release keeps it)
         """Stop any background sampling and release the devices (idempotent)."""
 
     def describe(self) -> dict[str, Any]:
@@ -121,7 +123,7 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
-def _all_known(values: Sequence[Any]) -> bool:
+def _all_known(values: Sequence[_T | None]) -> TypeGuard[Sequence[_T]]:
     return bool(values) and all(v is not None for v in values)
 
 
@@ -163,8 +165,9 @@ def trial_figures(windows: Sequence[GpuWindow], tokens: Sequence[int | None]) ->
         out["gpu_energy_j"] = math.fsum(energies)
         out["gpu_power_w_mean"] = _ratio(out["gpu_energy_j"], window_s)
     utils = [w.util_pct_mean for w in windows]
-    if _all_known(utils) and window_s:
-        out["gpu_util_pct_mean"] = math.fsum(u * d for u, d in zip(utils, durations)) / window_s
+    # window_s is set only when every duration is known; the check says so to the type checker.
+    if _all_known(utils) and _all_known(durations) and window_s:
+        out["gpu_util_pct_mean"] = math.fsum(u * d for u, d in zip(utils, durations, strict=True)) / window_s
     peaks = [w.mem_peak_bytes for w in windows]
     if _all_known(peaks):
         out["gpu_mem_peak_gib"] = max(peaks) / GIB

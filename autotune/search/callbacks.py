@@ -14,12 +14,16 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
 from autotune.search.progress import ProgressTable
 from autotune.search.report import TrialEntry, TrialReport
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+    from autotune.tracking.durable import DurableTracker
 
 
 @dataclass
@@ -38,7 +42,7 @@ class SearchLedger:
         study: The searcher's Optuna study, when this session made it (not on a resume).
     """
 
-    space: Any = None
+    space: SearchSpace | None = None
     results: list[TrialEntry] = field(default_factory=list)
     errored: dict[str, TrialEntry] = field(default_factory=dict)
     overheads: list[float] = field(default_factory=list)
@@ -84,7 +88,8 @@ class SearchCallback(Callback):
             ``trial-errors.log`` goes.
     """
 
-    def __init__(self, *, table: ProgressTable, tracker: Any, ledger: SearchLedger, key: str) -> None:
+    def __init__(self, *, table: ProgressTable, tracker: DurableTracker | None, ledger: SearchLedger,
+                 key: str) -> None:
         self.table = table
         self.tracker = tracker
         self.ledger = ledger
@@ -93,7 +98,8 @@ class SearchCallback(Callback):
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return _callback_from_key, (self.key,)
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, stop: Any = None, num_samples: int | None = None,
+              total_num_samples: int | None = None, **info: Any) -> None:
         self.ledger.free = []
         self.ledger.t0 = time.monotonic()
 
@@ -138,7 +144,7 @@ class SearchCallback(Callback):
         report = errored_report(self.ledger.space, dict(trial.config or {}), err)
         where = log_error(self.key, f"trial {trial.trial_id}: failed inside Ray", err)
         self.ledger.errored[trial.trial_id] = TrialEntry(trial.trial_id, dict(trial.config or {}), report)
-        if tracker is not None:
+        if tracker is not None and report.result is not None:  # errored_report sets it
             tracker.log_trial(trial.trial_id, report.result, drain=False, kind=_kind(report))
         self.table.row(trial=trial.trial_id, params=trial.config, report=report)
         print(f"                  (traceback: {where})", file=self.table.out, flush=True)
@@ -155,7 +161,8 @@ class SearchCallback(Callback):
         print(f"  trial {trial.trial_id}: an attempt ended without a result ({_brief(err)}); "
               f"Ray runs it again (details: {where})", file=self.table.out, flush=True)
         if self.tracker is not None:
-            self.tracker.attempt_lost(trial.trial_id, (report.result.reason or "") + "; Ray runs it again",
+            self.tracker.attempt_lost(trial.trial_id,
+                                      ((report.result and report.result.reason) or "") + "; Ray runs it again",
                                       params=dict(trial.config or {}), kind=_kind(report))
 
     def _free(self, started: float | None, measured: float | None) -> None:
@@ -196,7 +203,7 @@ def _brief(error: BaseException | None) -> str:
     return f"{type(cause).__name__}: {first[:120]}" if first else type(cause).__name__
 
 
-def errored_report(space: Any, config: dict[str, Any], error: BaseException | None) -> TrialReport:
+def errored_report(space: SearchSpace | None, config: dict[str, Any], error: BaseException | None) -> TrialReport:
     """A trial that errored inside Ray, as the report it stands in for: a failed result with the
     error as its reason."""
     from autotune.trial.outcome import Failure, Status

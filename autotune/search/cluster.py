@@ -10,19 +10,24 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.search.options import SearchOptions
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+
 # Custom resource a node declares once; a trial of an exclusive_node space asks for all of it.
 EXCLUSIVE_RESOURCE = "autotune_node"
 
 
-def _sim_logical_gpus(space: Any, concurrency: int | None) -> int:
+def _sim_logical_gpus(space: SearchSpace, concurrency: int | None) -> int:
     """Logical GPUs for a sim search on a GPU-less machine: whole nodes of the profile's size,
     enough for ``concurrency`` trials of the largest TP at once."""
+    if space.profile is None:  # a sim space always names its profile
+        raise ValueError(f"space {space.name} names no sim profile")
     per_node = get_backend(space.backend).emulator.load_profile(space.profile).gpus_per_node
     tp = max(space.tp_sizes())
     want = tp * max(1, concurrency or 1)
@@ -52,7 +57,7 @@ def _probe_ray_address(address: str, *, timeout_s: float = 5.0) -> None:
                           "and RAY_ADDRESS unset for an embedded Ray.") from None
 
 
-def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
+def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -> str:
     """Join ``--address``/``RAY_ADDRESS`` or start an embedded Ray; returns a description."""
     import ray
 
@@ -92,7 +97,7 @@ def init_ray(space: Any, opts: SearchOptions, concurrency: int | None) -> str:
     return "embedded"
 
 
-def check_cluster_fits(space: Any, where: str) -> None:
+def check_cluster_fits(space: SearchSpace, where: str) -> None:
     """Fail before any trial starts if no node can ever run the largest trial.
 
     Ray Tune waits forever for a resource request that no node can meet, so a tp_size larger

@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
@@ -23,13 +23,18 @@ from autotune.search.console import num
 from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
 from autotune.search.report import TrialEntry
-from autotune.search.summary_files import (PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md,
-                                           trials_csv)
-from autotune.space.warm_start import compare_to_default
+from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.space.load_levels import primary_level
+from autotune.space.warm_start import compare_to_default
+from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
-from autotune.trial.outcome import Status
+
+if TYPE_CHECKING:
+    from autotune.search.trainable import TrialContext
+    from autotune.space.search_space import SearchSpace
+    from autotune.space.warm_start import WarmStart
+    from autotune.tracking.durable import DurableTracker
 
 
 @dataclass(frozen=True)
@@ -47,13 +52,15 @@ class Finalist:
     baseline: TrialResult | None
 
 
-def choose_finalists(space: Any, entries: Sequence[TrialEntry], *, interrupted: bool) -> list[TrialEntry]:
+def choose_finalists(space: SearchSpace, entries: Sequence[TrialEntry], *, interrupted: bool) -> list[TrialEntry]:
     """The trials to confirm: the ``max(1, search.finalists)`` best feasible speculative ones, and,
     with load levels (not after an interruption), each other level's best."""
     maximize = space.objective.direction == "maximize"
 
     def key(item: TrialEntry) -> float:
         v = item.report.objective
+        if v is None:  # spec_ok holds measured reports only
+            raise ValueError(f"trial {item.trial_id} has no objective")
         return v if maximize else -v
 
     spec_ok = [e for e in entries if e.report.feasible and not e.report.is_baseline
@@ -61,23 +68,24 @@ def choose_finalists(space: Any, entries: Sequence[TrialEntry], *, interrupted: 
     spec_ok.sort(key=key, reverse=True)
     chosen = spec_ok[: max(1, space.search.finalists)]
     levels = levels_of(e.report.result for e in entries)
-    if levels and not interrupted:
+    primary = primary_level(space.workload) if levels else None
+    if levels and primary is not None and not interrupted:  # primary is set when levels are
         # Each level's answer is a confirmed config too: its best joins the finalists, also
         # when nothing was feasible at the primary level.
         chosen += level_finalists([(e, e.report.result) for e in entries], levels,
-                                  primary_level(space.workload), metric=space.objective.metric,
+                                  primary, metric=space.objective.metric,
                                   maximize=maximize, chosen=chosen)
     return chosen
 
 
-def one_at_a_time(space: Any) -> bool:
+def one_at_a_time(space: SearchSpace) -> bool:
     """Whether finalists are confirmed one after another: emulators share this machine's cores,
     so concurrent finalists would slow each other down; with exclusive_node the user asked for
     one benchmark per node."""
     return bool(get_backend(space.backend).shares_cores or space.exclusive_node)
 
 
-def confirm_finalists(chosen: Sequence[TrialEntry], ctx: Any, space: Any, *,
+def confirm_finalists(chosen: Sequence[TrialEntry], ctx: TrialContext, space: SearchSpace, *,
                       repeats: int) -> list[Finalist]:
     """Re-measure each finalist beside a fresh baseline, as Ray tasks on their own GPUs, through
     the search's evaluator (:func:`autotune.search.trainable.evaluator_for`)."""
@@ -103,7 +111,8 @@ def confirm_finalists(chosen: Sequence[TrialEntry], ctx: Any, space: Any, *,
     for entry in chosen:
         res = resources(entry.params)
         custom = {k: v for k, v in res.items() if k not in ("CPU", "GPU")}
-        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,
+        # Ray's annotation says dict; None (its default) means no custom resources.
+        task = ray.remote(num_cpus=res["CPU"], num_gpus=res["GPU"], resources=custom or None,  # type: ignore[arg-type]
                           max_retries=1)(confirm)
         refs.append(task.remote(entry.params))
         if serial:
@@ -111,7 +120,7 @@ def confirm_finalists(chosen: Sequence[TrialEntry], ctx: Any, space: Any, *,
             refs = []
     confirmed = done + ray.get(refs)
     return [Finalist(entry=entry, result=result, baseline=base)
-            for entry, (result, base) in zip(chosen, confirmed)]
+            for entry, (result, base) in zip(chosen, confirmed, strict=True)]
 
 
 def stored_baselines(baseline_dir: str) -> list[TrialResult]:
@@ -130,9 +139,9 @@ def stored_baselines(baseline_dir: str) -> list[TrialResult]:
     return found
 
 
-def conclude(space: Any, entries: Sequence[TrialEntry], finalists: Sequence[Finalist],
+def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Sequence[Finalist],
              stored: Sequence[TrialResult], *, name: str, interrupted: bool, exp_dir: Path,
-             overheads: Sequence[float], warm: Any = None, tracking_uri: str | None = None,
+             overheads: Sequence[float], warm: WarmStart | None = None, tracking_uri: str | None = None,
              parent_run_id: str | None = None, experiment_id: str | None = None) -> SearchOutcome:
     """What the search found: the winner, the counts, the finalists' rows, the summary files.
 
@@ -201,9 +210,9 @@ def conclude(space: Any, entries: Sequence[TrialEntry], finalists: Sequence[Fina
     return outcome
 
 
-def finish(space: Any, ctx: Any, entries: list[TrialEntry], *, overheads: Sequence[float], study: Any,
-           name: str, exp_dir: Path, space_arg: str, interrupted: bool, tracker: Any, warm: Any,
-           out: TextIO) -> SearchOutcome:
+def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, overheads: Sequence[float],
+           study: Any, name: str, exp_dir: Path, space_arg: str, interrupted: bool,
+           tracker: DurableTracker | None, warm: WarmStart | None, out: TextIO) -> SearchOutcome:
     """The search's last step, around :func:`conclude`: the finalists chosen, confirmed, printed
     and tracked; the conclusion; the search's MLflow run closed with its summary files.
 
@@ -247,7 +256,7 @@ def finish(space: Any, ctx: Any, entries: list[TrialEntry], *, overheads: Sequen
     return outcome
 
 
-def report_finalist(f: Finalist, *, tracker: Any, out: TextIO) -> None:
+def report_finalist(f: Finalist, *, tracker: DurableTracker | None, out: TextIO) -> None:
     """One finalist in MLflow (and its fresh baseline) and on the console."""
     tid, result, base = f.entry.trial_id, f.result, f.baseline
     if tracker is not None:
@@ -259,7 +268,7 @@ def report_finalist(f: Finalist, *, tracker: Any, out: TextIO) -> None:
           f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
 
 
-def _candidate(result: Any, space: Any, *, stage: str = TRIAL) -> Candidate:
+def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
     """A trial result as the winner policy sees it, valued by the space's objective."""
     return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),

@@ -82,8 +82,8 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         print("Winner (confirmed beside a fresh baseline):", file=out)
     print(f"  params: {json.dumps(w.params, default=str)}", file=out)
     if outcome.sglang_default is not None:
-        print(f"  {versus_default(outcome.sglang_default, winner={'output_tok_s': w.output_tok_s, 'speedup': w.speedup})}",
-              file=out)
+        figures = {"output_tok_s": w.output_tok_s, "speedup": w.speedup}
+        print(f"  {versus_default(outcome.sglang_default, winner=figures)}", file=out)
     print(phase_table(w), file=out)
     if outcome.per_level:
         print(f"\nBest config per {level_title(outcome.per_level)} (each judged against its "

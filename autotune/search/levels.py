@@ -17,6 +17,7 @@ from typing import Any
 
 from autotune.trial.levels import LoadLevel, as_level, level_result, levels_measured
 from autotune.trial.outcome import Status
+from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, Candidate, known, pick_per_level
 
 __all__ = ["Measured", "LEVEL_FIGURES", "level_answers", "level_finalists", "levels_of"]
@@ -37,7 +38,7 @@ class Measured:
     """
 
     label: str
-    result: Any
+    result: TrialResult
     stage: str
 
 
@@ -106,8 +107,8 @@ def level_answers(measured: Sequence[Measured], levels: Sequence[LoadLevel | int
         return out
 
     rows = []
-    levels = [as_level(level) for level in levels]  # a bare int is a concurrency
-    for level, pick in pick_per_level(levels, candidates_at, maximize=maximize).items():
+    wanted = [as_level(level) for level in levels]  # a bare int is a concurrency
+    for level, pick in pick_per_level(wanted, candidates_at, maximize=maximize).items():
         row: dict[str, Any] = {**level.field(), "level": level.label, "winner": None, "is_baseline": None,
                                "params": None, "note": "nothing feasible at this level",
                                "status": None, "objective": None, "confirmed": None,

@@ -16,13 +16,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from autotune.errors import AutotuneError
 from autotune.backend import get_backend
+from autotune.errors import AutotuneError
 from autotune.nccl.probe import ProbeSettings, format_table, run_probe
 from autotune.space.nccl_candidates import candidates_from_space, hidden_of_space
 from autotune.space.search_space import load_space
+
+if TYPE_CHECKING:
+    from autotune.nccl.candidates import Candidate
+    from autotune.nccl.probe import ProbeSettings
+    from autotune.space._schema_sections import NcclPrescreen
+    from autotune.space.search_space import SearchSpace
+    from autotune.tracking.durable import DurableTracker
 
 NARROWED_NAME = "space-nccl-prescreen.yaml"
 REPORT_NAME = "nccl-probe.json"
@@ -50,20 +57,28 @@ class PrescreenOutcome:
     reused: bool = False
 
 
-def _probe_task(candidates: list[Any], settings: Any, forbidden_env: dict[str, Any]) -> dict[str, Any]:
+def _probe_task(candidates: list[Candidate], settings: ProbeSettings,
+                forbidden_env: dict[str, Any]) -> dict[str, Any]:
     """Runs in a Ray worker on the GPUs Ray gave it (CUDA_VISIBLE_DEVICES is set by Ray)."""
     return run_probe(candidates, settings, forbidden_env=forbidden_env)
 
 
-def probe_backend(space: Any) -> str:
+def _section(space: SearchSpace) -> NcclPrescreen:
+    """The space's ``nccl_prescreen`` section: only a space that has one is prescreened."""
+    if space.nccl_prescreen is None:
+        raise ValueError(f"space {space.name} has no nccl_prescreen section")
+    return space.nccl_prescreen
+
+
+def probe_backend(space: SearchSpace) -> str:
     """The probe backend of a space: ``auto`` is sim on the emulator and nccl otherwise."""
-    backend = space.nccl_prescreen.backend
+    backend = _section(space).backend
     if backend == "auto":
         return "sim" if get_backend(space.backend).emulated else "nccl"
     return backend
 
 
-def probe_space(space: Any) -> dict[str, Any]:
+def probe_space(space: SearchSpace) -> dict[str, Any]:
     """Run the NCCL probe on ``space``'s candidates as a Ray task; returns the report.
 
     Ray must be initialised. The task asks for ``tp`` GPUs with the nccl backend, none
@@ -71,7 +86,7 @@ def probe_space(space: Any) -> dict[str, Any]:
     """
     import ray
 
-    pre = space.nccl_prescreen
+    pre = _section(space)
     tp = max(space.tp_sizes())
     backend = probe_backend(space)
     candidates = candidates_from_space(space)
@@ -113,7 +128,7 @@ def choose_kept(report: dict[str, Any], keep: int) -> list[str]:
     return kept
 
 
-def narrowed_data(space: Any, kept: list[str]) -> dict[str, Any]:
+def narrowed_data(space: SearchSpace, kept: list[str]) -> dict[str, Any]:
     """The space file's content with ``nccl_prescreen.kept`` set and its paths made absolute.
 
     The copy lives in another folder, so every path the original resolved against its own
@@ -132,7 +147,7 @@ def narrowed_data(space: Any, kept: list[str]) -> dict[str, Any]:
     return data
 
 
-def _write_narrowed(space: Any, kept: list[str], path: Path) -> None:
+def _write_narrowed(space: SearchSpace, kept: list[str], path: Path) -> None:
     import yaml
 
     header = ("# Written by the NCCL pre-screen of this search: the space as given, narrowed to the\n"
@@ -142,7 +157,7 @@ def _write_narrowed(space: Any, kept: list[str], path: Path) -> None:
     load_space(path)  # it must load, or no trial could
 
 
-def run_prescreen(space: Any, *, exp_dir: Path, tracker: Any = None, restoring: bool = False,
+def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: DurableTracker | None = None, restoring: bool = False,
                   out: TextIO | None = None) -> PrescreenOutcome | None:
     """Probe and narrow ``space`` when it asks for it; None when it does not.
 
@@ -168,8 +183,8 @@ def run_prescreen(space: Any, *, exp_dir: Path, tracker: Any = None, restoring: 
         return PrescreenOutcome(tuple(pre.kept or ()), None, str(space.file))
     path = exp_dir / NARROWED_NAME
     if restoring and path.is_file():
-        kept = load_space(path).nccl_prescreen.kept or ()
-        return PrescreenOutcome(tuple(kept), None, str(path), reused=True)
+        before = _section(load_space(path)).kept or ()
+        return PrescreenOutcome(tuple(before), None, str(path), reused=True)
     try:
         report = probe_space(space)
         kept = choose_kept(report, pre.keep)

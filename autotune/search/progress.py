@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping, TextIO
+from typing import Any, Mapping, Sequence, TextIO
 
 from autotune.search.report import TrialReport
 from autotune.space import synthetic
@@ -53,7 +53,7 @@ class ProgressTable:
         self.best: float | None = None
         self.best_params: str | None = None
 
-    def carry_on(self, finished: list[tuple[Mapping[str, Any], TrialReport]]) -> None:
+    def carry_on(self, finished: Sequence[tuple[Mapping[str, Any], TrialReport]]) -> None:
         """Continue after a resume: the rows number on from the trials finished earlier, and the
         best-so-far column starts at their best (else a resumed search's first row would read as
         its best)."""

@@ -10,30 +10,34 @@ beats its baseline, the baseline wins, and the summary says so.
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import cli
 from autotune.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
-from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
 from autotune.search.conclude import finish
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
+from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.summary_files import write_beside
 from autotune.space.warm_start import sglang_default
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 EXIT_CONFIG = cli.BAD_INPUT
 EXIT_INTERRUPTED = cli.INTERRUPTED
 
 
-def _make_sampler(space: Any, seed: int) -> Any:
+def _make_sampler(space: SearchSpace, seed: int) -> Any:
     # The registry ships with the package: an ImportError here is a bug to see, never a reason to
     # search with another sampler than the space names.
     from autotune.search.samplers import make_sampler
@@ -131,7 +135,7 @@ class _Plan:
         return self.storage / self.run_name
 
 
-def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
+def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
          tracker: Any, ray_where: str, out: TextIO) -> SearchOutcome:
     """The search's steps in turn: tracking, prescreen, the tuner, its fit, the results, the end."""
@@ -189,7 +193,7 @@ def _run(space: Any, space_path: str, opts: SearchOptions, *, name: str, storage
     return outcome
 
 
-def _open_tracking(tracker: Any, space: Any, space_path: str, plan: _Plan, *, out: TextIO) -> Any:
+def _open_tracking(tracker: Any, space: SearchSpace, space_path: str, plan: _Plan, *, out: TextIO) -> Any:
     """The search's ``DurableTracker`` with the search run opened, or None without tracking."""
     if tracker is None:
         return None
@@ -208,7 +212,7 @@ def _open_tracking(tracker: Any, space: Any, space_path: str, plan: _Plan, *, ou
     return durable
 
 
-def _prescreen(space: Any, space_path: str, plan: _Plan, *, tracker: Any,
+def _prescreen(space: SearchSpace, space_path: str, plan: _Plan, *, tracker: Any,
                out: TextIO) -> tuple[Any, str]:
     """nccl_prescreen: the trials load a copy of the space narrowed to the best NCCL candidates."""
     from autotune.search.prescreen import run_prescreen
@@ -220,7 +224,7 @@ def _prescreen(space: Any, space_path: str, plan: _Plan, *, tracker: Any,
     return space, space_path
 
 
-def _tuner(space: Any, ctx: Any, plan: _Plan, *, callback: Any, ledger: Any, warm: Any,
+def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: Any, warm: Any,
            table: Any) -> Any:
     """Ray Tune's tuner of this run: a fresh one (the searcher's study kept in ``ledger``), or
     the one restored from the run folder."""
@@ -233,7 +237,9 @@ def _tuner(space: Any, ctx: Any, plan: _Plan, *, callback: Any, ledger: Any, war
     resources = TrialResources(fixed_tp=int(space.fixed_args.get("tp_size") or 1),
                                cpus=space.resources.cpus_per_trial,
                                exclusive_resource=EXCLUSIVE_RESOURCE if space.exclusive_node else None)
-    fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)
+    # Ray takes a function of the config returning a resource dict too; its annotation names only
+    # PlacementGroupFactory.
+    fn = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), resources)  # type: ignore[arg-type]
     maximize = space.objective.direction == "maximize"
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     # A trial that errors inside Ray gets one console line from our callback, its traceback goes
@@ -279,7 +285,7 @@ def _mirror_study(study: Any, exp_dir: Path, store: Any, name: str, where: str |
               f"{type(exc).__name__}: {exc}", file=out, flush=True)
 
 
-def _entries(grid: Any, ledger: Any, space: Any) -> tuple[list[TrialEntry], int]:
+def _entries(grid: Any, ledger: Any, space: SearchSpace) -> tuple[list[TrialEntry], int]:
     """Every trial that ended, from Ray's result grid, and how many did not end."""
     from autotune.search.callbacks import errored_report
 

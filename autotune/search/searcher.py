@@ -17,19 +17,22 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
 from autotune.search.report import TrialReport
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+
 log = logging.getLogger(__name__)
 
 class DefineByRun:
     """Picklable define-by-run function: the space's own ``suggest``."""
 
-    def __init__(self, space: Any) -> None:
+    def __init__(self, space: SearchSpace) -> None:
         self.space = space
 
     def __call__(self, trial: Any) -> dict[str, Any]:
@@ -63,6 +66,8 @@ class ConstrainedOptunaSearch(OptunaSearch):
 
     @property
     def study(self) -> optuna.Study:
+        if self._ot_study is None:
+            raise ValueError("the searcher has no study yet")
         return self._ot_study
 
 
@@ -100,6 +105,8 @@ def saved_study(exp_dir: Path) -> optuna.Study:
     inside the restored Tuner)."""
     searcher = OptunaSearch()
     searcher.restore_from_dir(str(exp_dir))
+    if searcher._ot_study is None:
+        raise ValueError(f"no Optuna study was saved in {exp_dir}")
     return searcher._ot_study
 
 

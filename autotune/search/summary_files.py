@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,8 @@ from typing import Any
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
 from autotune.search.levels import levels_of
 from autotune.search.options import SearchOutcome
-from autotune.trial.report import phase_rows
 from autotune.trial.levels import LoadLevel, metric_suffix
+from autotune.trial.report import phase_rows
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import known
 
@@ -127,7 +126,8 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     if w is not None:
         head = ("No speculative config beat its no-speculation baseline: **serve without "
                 "speculative decoding**." if outcome.baseline_wins
-                else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, confirmed beside a fresh baseline.")
+                else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, confirmed beside a fresh "
+                "baseline.")
         lines += ["", head, "", "| figure | value |", "|---|---|",
                   f"| output tok/s | {num(w.output_tok_s, '.1f')} (spread {num(w.output_tok_s_spread, '.1f')}) |",
                   f"| baseline tok/s | {num(w.baseline_tok_s, '.1f')} |",
@@ -168,7 +168,8 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.kind} | {r.trial_id} | {config_label(r.result.params, baseline=r.result.is_baseline)} | {r.result.status} | "
+    lines += [f"| {r.kind} | {r.trial_id} | {config_label(r.result.params, baseline=r.result.is_baseline)} | "
+              f"{r.result.status} | "
               f"{num(r.result.output_tok_s, '.1f')} | {num(r.result.speedup, '.3f')} | "
               f"{num(r.result.accept_length, '.2f')} | {(r.result.reason or '').replace('|', '/')} |"
               for r in measured]

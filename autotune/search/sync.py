@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.tracking.spool import HEADER, Spool
+
+if TYPE_CHECKING:
+    from autotune.tracking.tracker import Tracker
 
 
 def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: TextIO | None = None) -> int:
@@ -58,7 +61,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
             continue
         header = spool.header()
         recovered = header is None
-        if recovered:  # the disk refused search.json when the search began: its first record has it
+        if header is None:  # the disk refused search.json when the search began: its first record has it
             header = _header_from_records(spool, tracking_uri)
         # A search that never reached MLflow names no run yet: its first record makes it.
         starts = spool.pending()[0].op == "start"
@@ -131,7 +134,7 @@ def _header_from_records(spool: Spool, tracking_uri: str | None) -> dict[str, An
             "experiment_id": None, "parent_run_id": store.get("resumes")}
 
 
-def _search_run_of(tracker: Any, spool: Spool) -> str:
+def _search_run_of(tracker: Tracker, spool: Spool) -> str:
     """The search run a spool's synced ``start`` record made (or resumed), found in MLflow.
 
     Raises:

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.search.report import TrialReport
-from autotune.trial.winner import known
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import break_even_constraint, slo_margin
+from autotune.trial.winner import known
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ def _space(path: str) -> Any:
     return _SPACES[path]
 
 
-def constraint_values(result: TrialResult, space: Any) -> dict[str, float]:
+def constraint_values(result: TrialResult, space: SearchSpace) -> dict[str, float]:
     """Optuna constraint values (``<= 0`` feasible) for a judged result."""
     failed = 0.0 if result.ok else 1.0
     out = {"failed": failed,
@@ -62,7 +65,7 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
             if hist is None:
                 hist = list(h)
             elif len(hist) == len(h):
-                hist = [a + b for a, b in zip(hist, h)]
+                hist = [a + b for a, b in zip(hist, h, strict=True)]
     return {
         "status": result.status,
         "is_baseline": result.is_baseline,
@@ -79,7 +82,7 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
     }
 
 
-def report_of(result: TrialResult, space: Any, *, baseline: TrialResult | None,
+def report_of(result: TrialResult, space: SearchSpace, *, baseline: TrialResult | None,
               baseline_key: str | None) -> TrialReport:
     """What a judged trial tells the search; its objective is the space's, None when unknown."""
     objective = known(result.metric(space.objective.metric)) if result.ok else None

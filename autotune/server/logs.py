@@ -51,7 +51,7 @@ def read_tail(path: Path, n: int, *, start: int = 0, max_line_chars: int = 2000)
     return "\n".join(lines)
 
 
-def with_tail(message: str, log_path: Path, tail: str) -> str:
+def with_tail(message: str, log_path: Path | None, tail: str) -> str:
     if not tail:
         return f"{message}\n(the server log {log_path} is empty)"
     return f"{message}\n--- last lines of {log_path} ---\n{tail}"

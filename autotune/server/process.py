@@ -23,8 +23,17 @@ from typing import Self
 
 from autotune.errors import ServerCrashed, ServerError, ServerStartupCrash, ServerStartupTimeout
 from autotune.server._reaper import group_members
-from autotune.server.group import (argv_template, exit_status, forget_at_exit, release_watchdog,
-                                   render_argv, spawn, start_watchdog, stop_at_exit, stop_group)
+from autotune.server.group import (
+    argv_template,
+    exit_status,
+    forget_at_exit,
+    release_watchdog,
+    render_argv,
+    spawn,
+    start_watchdog,
+    stop_at_exit,
+    stop_group,
+)
 from autotune.server.logs import LOG_TAIL_LINES, describe_exit, read_tail, with_tail
 from autotune.server.ports import BIND_FAILURE, PortReservation, reserve_port
 from autotune.server.ready import poll_ready

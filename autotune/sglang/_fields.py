@@ -56,7 +56,8 @@ def _render() -> dict[str, Any]:
         if name.startswith("_"):
             continue
         hint = hints[name]
-        meta: list[object] = []
+        # An annotation's metadata is arbitrary; SGLang's Arg entries are read by attribute.
+        meta: list[Any] = []
         if typing.get_origin(hint) is typing.Annotated:
             hint, *meta = typing.get_args(hint)
         nullable = False

@@ -18,12 +18,10 @@ from typing import Any
 
 import yaml
 
-from autotune.sglang import _parser_twin as builtin
-from autotune.sglang import parser_tables
-from autotune.sglang import flags
-from autotune.sglang.speculative import resolve_speculative
 from autotune.errors import AutotuneError, LaunchArgsError
-
+from autotune.sglang import _parser_twin as builtin
+from autotune.sglang import flags, parser_tables
+from autotune.sglang.speculative import resolve_speculative
 
 # ------------------------------------------------------------------------------------------
 # SGLang availability and its real parser.

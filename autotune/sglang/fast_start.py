@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from autotune.errors import LaunchArgsError
 from autotune.sglang import flags as sglang_flags
 from autotune.sglang.args import canonical_args
-from autotune.errors import LaunchArgsError
 
 #: Metric names containing one of these time the prefill (``p99_ttft_ms``, ``p50_e2e_ms``, ...).
 PREFILL_METRIC_MARKERS = ("ttft", "e2e")

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import AutotuneError, LaunchArgsError
 from autotune.sglang import _parser_twin as builtin
 from autotune.sglang import parser_tables
-from autotune.errors import AutotuneError, LaunchArgsError
 
 FLAG_TABLE_ENV = "AUTOTUNE_SGLANG_FLAG_TABLE"
 """Environment variable naming a JSON flag table to use instead of the installed SGLang."""

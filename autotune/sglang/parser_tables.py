@@ -107,9 +107,9 @@ def _json_value(value: Any) -> tuple[bool, Any]:
         items = [_json_value(v) for v in value]
         return (True, [v for _, v in items]) if all(ok for ok, _ in items) else (False, None)
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        items = {k: _json_value(v) for k, v in value.items()}
-        ok = all(o for o, _ in items.values())
-        return (True, {k: v for k, (_, v) in items.items()}) if ok else (False, None)
+        entries = {k: _json_value(v) for k, v in value.items()}
+        ok = all(o for o, _ in entries.values())
+        return (True, {k: v for k, (_, v) in entries.items()}) if ok else (False, None)
     return False, None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +205,7 @@ def resolve_speculative(args: Mapping[str, Any], *, model_arch: str | None = Non
     return out, notes
 
 
-def _check_draft_window(out: dict[str, Any], fail: Any) -> None:
+def _check_draft_window(out: dict[str, Any], fail: Callable[[str], LaunchArgsError]) -> None:
     window = out.get("speculative_draft_window_size")
     sink = out.get("speculative_draft_sink_size")
     if window is not None and int(window) <= 0:
@@ -217,7 +217,7 @@ def _check_draft_window(out: dict[str, Any], fail: Any) -> None:
             raise fail("--speculative-draft-sink-size requires --speculative-draft-window-size.")
 
 
-def _init_adaptive(out: dict[str, Any], fail: Any) -> None:
+def _init_adaptive(out: dict[str, Any], fail: Callable[[str], LaunchArgsError]) -> None:
     try:
         candidates = _adaptive_candidate_steps(out.get("speculative_adaptive_config"))
     except (OSError, ValueError, AttributeError) as exc:
@@ -233,7 +233,7 @@ def _init_adaptive(out: dict[str, Any], fail: Any) -> None:
     out["speculative_num_draft_tokens"] = steps + 1
 
 
-def _resolve_eagle_family(out: dict[str, Any], notes: list[str], fail: Any, *,
+def _resolve_eagle_family(out: dict[str, Any], notes: list[str], fail: Callable[[str], LaunchArgsError], *,
                           model_arch: str | None) -> None:
     algorithm = out["speculative_algorithm"]
     if algorithm == "STANDALONE" and _attn_dp_size(out) > 1:
@@ -286,7 +286,7 @@ def _partial_spec_message(steps: Any, topk: Any, draft: Any) -> str:
             f"num_draft_tokens={draft}")
 
 
-def _check_rejection_sampling(out: dict[str, Any], topk: int, fail: Any) -> None:
+def _check_rejection_sampling(out: dict[str, Any], topk: int, fail: Callable[[str], LaunchArgsError]) -> None:
     if out["speculative_algorithm"] not in ("EAGLE", "EAGLE3"):
         raise fail("--speculative-use-rejection-sampling is only supported for EAGLE / EAGLE3 / NEXTN, "
                    f"not speculative_algorithm={out['speculative_algorithm']}.")
@@ -299,7 +299,7 @@ def _check_rejection_sampling(out: dict[str, Any], topk: int, fail: Any) -> None
                    "rejection sampling ignores the accept thresholds.")
 
 
-def _resolve_ngram(out: dict[str, Any], notes: list[str], fail: Any) -> None:
+def _resolve_ngram(out: dict[str, Any], notes: list[str], fail: Callable[[str], LaunchArgsError]) -> None:
     if out.get("max_running_requests") is None:
         out["max_running_requests"] = MAX_RUNNING_REQUESTS_WITH_SPEC
         notes.append("Max running requests is reset to 48 for speculative decoding.")

@@ -13,6 +13,10 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autotune.sim.profile import Acceptance
 
 __all__ = ["AcceptanceDist", "accept_moments", "cached_acceptance", "expected_cycles",
            "forced_acceptance"]
@@ -60,7 +64,7 @@ def _accumulate(values: tuple[float, ...]) -> list[float]:
 
 
 @functools.lru_cache(maxsize=65536)
-def _tree_widths(acc, steps: int, topk: int, draft_tokens: int) -> tuple[int, ...]:
+def _tree_widths(acc: Acceptance, steps: int, topk: int, draft_tokens: int) -> tuple[int, ...]:
     """How many of the N - 1 verified slots sit at each depth.
 
     SGLang keeps the N - 1 draft nodes with the best cumulative draft score. Scoring a node by
@@ -87,12 +91,12 @@ def _tree_widths(acc, steps: int, topk: int, draft_tokens: int) -> tuple[int, ..
     return tuple(widths[:depth])
 
 
-def _position_probs(acc, steps: int, factor: float) -> list[float]:
+def _position_probs(acc: Acceptance, steps: int, factor: float) -> list[float]:
     return [min(acc.cap, acc.first * factor * acc.decay ** i * (acc.after_first if i else 1.0))
             for i in range(steps)]
 
 
-def _rank_prob(acc, p: float, rank: int) -> float:
+def _rank_prob(acc: Acceptance, p: float, rank: int) -> float:
     """P(the rank-th draft candidate is the accepted token) at a position with top-1 rate p."""
     if rank == 1:
         return p
@@ -100,7 +104,7 @@ def _rank_prob(acc, p: float, rank: int) -> float:
 
 
 @functools.lru_cache(maxsize=262144)
-def cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: float) -> AcceptanceDist:
+def cached_acceptance(acc: Acceptance, steps: int, topk: int, draft_tokens: int, factor: float) -> AcceptanceDist:
     widths = _tree_widths(acc, steps, topk, draft_tokens)
     p = _position_probs(acc, len(widths), factor)
     reach = [1.0]
@@ -114,7 +118,7 @@ def cached_acceptance(acc, steps: int, topk: int, draft_tokens: int, factor: flo
 
 
 @functools.lru_cache(maxsize=4096)
-def forced_acceptance(acc, steps: int, topk: int, draft_tokens: int,
+def forced_acceptance(acc: Acceptance, steps: int, topk: int, draft_tokens: int,
                        forced: float) -> AcceptanceDist:
     """SGLang's ``SGLANG_SIMULATE_ACC_LEN`` with its default method ``match-expected``.
 
@@ -146,7 +150,7 @@ def expected_cycles(probs: tuple[float, ...], tokens: int) -> float:
 
 
 @functools.lru_cache(maxsize=65536)
-def accept_moments(acc, steps: int, topk: int, draft_tokens: int,
+def accept_moments(acc: Acceptance, steps: int, topk: int, draft_tokens: int,
                     points: tuple[tuple[float, float], ...]) -> tuple[float, float]:
     """E[accept length] and E[1 / accept length] over weighted prompt factors."""
     widths = _tree_widths(acc, steps, topk, draft_tokens)
@@ -157,7 +161,7 @@ def accept_moments(acc, steps: int, topk: int, draft_tokens: int,
     for f, w in points:
         f = round(f, 4)  # as cached_acceptance rounds, so sampling and expectation agree
         a = reach = 1.0
-        for b, g in zip(base, gains):
+        for b, g in zip(base, gains, strict=True):
             p = min(cap, b * f)
             reach *= p + (1 - p) * g
             a += reach

@@ -15,7 +15,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NoReturn
@@ -71,7 +71,7 @@ class SimState:
     sim_info: dict[str, Any]
     version: str
     device_timer: bool = False
-    startup: Callable[[SimState], Awaitable[None]] | None = None
+    startup: Callable[[SimState], Coroutine[Any, Any, None]] | None = None
     ready: bool = False
     start_time: float = field(default_factory=time.time)
     counters: RequestCounters = field(default_factory=RequestCounters)

@@ -29,8 +29,22 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from autotune.sim import tokens
-from autotune.sim.api_common import (JSON, BadRequest, GenRequest, SimState, check_length, check_sampling, drive,
-                                     dumps, int_field, json_body, logger, meta_info, not_ready, sglang_error)
+from autotune.sim.api_common import (
+    JSON,
+    BadRequest,
+    GenRequest,
+    SimState,
+    check_length,
+    check_sampling,
+    drive,
+    dumps,
+    int_field,
+    json_body,
+    logger,
+    meta_info,
+    not_ready,
+    sglang_error,
+)
 from autotune.sim.metrics_text import CONTENT_TYPE, MetricsContext, render_metrics
 from autotune.sim.openai_api import chat_completions, completions
 

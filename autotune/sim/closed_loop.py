@@ -62,11 +62,11 @@ def replay(model: PerformanceModel, requests: Sequence[Request], concurrency: in
         t += model.step(len(running)).total_ms
         waiting.extend(pending.popleft() for _ in range(min(arriving, len(pending))))
         arriving = 0
-        still = []
-        for r in running:
-            r[0] -= r[1]
-            if r[0] > 1e-9:
-                still.append(r)
+        still: list[list[float]] = []
+        for job in running:
+            job[0] -= job[1]
+            if job[0] > 1e-9:
+                still.append(job)
             else:
                 arriving += 1
         running = still

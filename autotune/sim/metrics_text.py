@@ -170,4 +170,4 @@ def render_metrics(stats: Any, counters: RequestCounters, ctx: MetricsContext) -
     if counters.spec_verify_calls is not None:
         verify.add_metric(tok, float(counters.spec_verify_calls), created=counters.created)
     out.append(verify)
-    return generate_latest(_Snapshot([m for m in out if m is not None]))  # type: ignore[arg-type]
+    return generate_latest(_Snapshot([m for m in out if m is not None]))

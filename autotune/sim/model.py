@@ -27,10 +27,16 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Mapping
 
-from autotune.sim.acceptance import (AcceptanceDist, accept_moments, cached_acceptance, expected_cycles,
-                                     forced_acceptance)
+from autotune.sim.acceptance import (
+    AcceptanceDist,
+    accept_moments,
+    cached_acceptance,
+    expected_cycles,
+    forced_acceptance,
+)
 from autotune.sim.config import ModelConfig
 from autotune.sim.profile import Profile
+
 
 @dataclass(frozen=True)
 class CyclePhases:
@@ -285,7 +291,7 @@ class PerformanceModel:
         if self.config.simulate_acc_len is not None:
             return self.acceptance().mean
         spread = self.profile.acceptance.prompt_spread
-        return sum(w * self.acceptance(_factor(spread, z)).mean for z, w in zip(_GH_NODES, _GH_WEIGHTS))
+        return sum(w * self.acceptance(_factor(spread, z)).mean for z, w in zip(_GH_NODES, _GH_WEIGHTS, strict=True))
 
     def expected(self, *, batch: int = 1, input_len: int = 128, output_len: int = 256,
                  prompt_factors: tuple[float, ...] | None = None) -> Expectation:
@@ -297,6 +303,7 @@ class PerformanceModel:
         (:meth:`prompt_factor`); without them, the expectation is over the prompt distribution.
         """
         cycle = self.step(batch)
+        cycles: float
         if self.config.spec is None:
             cycles = output_len - 1
             accept = None
@@ -312,7 +319,7 @@ class PerformanceModel:
                 points = tuple((f, 1.0 / len(prompt_factors)) for f in prompt_factors)
             else:
                 spread = self.profile.acceptance.prompt_spread
-                points = tuple((_factor(spread, z), w) for z, w in zip(_GH_NODES, _GH_WEIGHTS))
+                points = tuple((_factor(spread, z), w) for z, w in zip(_GH_NODES, _GH_WEIGHTS, strict=True))
             s = self.config.spec
             accept, inv = accept_moments(self.profile.acceptance, s.num_steps, s.topk,
                                           s.num_draft_tokens, points)
@@ -331,7 +338,8 @@ def _factor(spread: float, z: float) -> float:
     return math.exp(spread * z - spread * spread / 2)
 
 
-def _lookup(table: Mapping[str, tuple[float, float]], key: str, default: tuple[float, float]):
+def _lookup(table: Mapping[str, tuple[float, float]], key: str,
+            default: tuple[float, float]) -> tuple[float, float]:
     for k, v in table.items():
         if k.lower() == key:
             return v

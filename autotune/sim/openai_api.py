@@ -16,8 +16,21 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from autotune.sim import tokens
-from autotune.sim.api_common import (JSON, BadRequest, GenRequest, SimState, check_length, check_sampling, drive,
-                                     dumps, int_field, json_body, not_ready, openai_error, validation_error)
+from autotune.sim.api_common import (
+    JSON,
+    BadRequest,
+    GenRequest,
+    SimState,
+    check_length,
+    check_sampling,
+    drive,
+    dumps,
+    int_field,
+    json_body,
+    not_ready,
+    openai_error,
+    validation_error,
+)
 
 DEFAULT_CHAT_MAX_TOKENS = 4096  # stands in for "until EOS or the context is full"
 

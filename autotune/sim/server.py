@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{PROG}: error: cannot load simulator profile {profile_name!r} "
                      f"(AUTOTUNE_SIM_PROFILE): {exc}", 1)
 
+
     host = str(args.get("host") or "127.0.0.1")
     port = int(args.get("port") or 30000)
     args["host"], args["port"] = host, port

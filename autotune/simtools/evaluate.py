@@ -16,7 +16,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from autotune import cli
 from autotune.errors import AutotuneError
@@ -29,6 +29,9 @@ from autotune.sim.tokens import apply_chat_template, count_tokens
 from autotune.space.packaged import SPACE_HELP
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class WorkloadShape:
     output_lens: tuple[int, ...] = ()
 
 
-def workload_shape(space: Any, *, concurrency: int | None = None) -> WorkloadShape:
+def workload_shape(space: SearchSpace, *, concurrency: int | None = None) -> WorkloadShape:
     """Mean prompt and output lengths of a space's measured prompts, as the emulator counts them."""
     workload = Workload.from_spec(space.workload, file=getattr(space, "file", None))
     prompts = workload.measured()
@@ -73,7 +76,7 @@ class ModelEvaluator:
         seed: Seed of the noise.
     """
 
-    def __init__(self, space: Any, *, profile: Profile | str | None = None,
+    def __init__(self, space: SearchSpace, *, profile: Profile | str | None = None,
                  shape: WorkloadShape | None = None, noise_cv: float = 0.0, seed: int = 0) -> None:
         self.space = space
         chosen = profile if profile is not None else getattr(space, "profile", None)
@@ -101,7 +104,7 @@ class ModelEvaluator:
         s = self.shape
         factors = self._factors(model) or (1.0,) * len(s.output_lens)
         reqs = []
-        for n_in, n_out, f in zip(s.input_lens, s.output_lens, factors):
+        for n_in, n_out, f in zip(s.input_lens, s.output_lens, factors, strict=True):
             a = model.acceptance(f).mean if model.config.spec is not None else 1.0
             reqs.append(Request(input_len=n_in, output_len=n_out, tokens_per_cycle=a))
         return replay(model, reqs, s.concurrency,
@@ -197,7 +200,7 @@ def _row(rec: Mapping[str, Any]) -> str:
             f"{verdict:<10} {config}")
 
 
-def render(records: list[Mapping[str, Any]], *, optimum: bool) -> str:
+def render(records: Sequence[Mapping[str, Any]], *, optimum: bool) -> str:
     """The records as a person reads them: a table (the best feasible config with ``optimum``)."""
     head = f"{'tok/s':>10} {'speedup':>8} {'accept':>7} {'break-even':>10}  {'verdict':<10} config"
     if optimum:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from autotune._yaml_lines import key_line_of, line_of
-from autotune.errors import ConfigError
 from autotune.backend import BACKENDS, get_backend
+from autotune.errors import ConfigError
 from autotune.names import is_env_name
 from autotune.space import synthetic
 from autotune.space._cross_checks import CrossChecks
@@ -68,7 +68,7 @@ class _Builder(CrossChecks):
         self.reader = Reader(file)
         self.base = Path(file).resolve().parent if file else Path.cwd()
 
-    def fail(self, message: str, *, field: str | None, line: int | None) -> None:
+    def fail(self, message: str, *, field: str | None, line: int | None) -> NoReturn:
         self.reader.fail(message, field=field, line=line)
 
     def resolve(self, path: str) -> str:
@@ -219,7 +219,7 @@ class _Builder(CrossChecks):
             return {}
         self.reader.mapping(value, "parameters", line)
         out: dict[str, Parameter] = {}
-        for name, spec, fld, pline in items(value, "parameters"):
+        for name, spec, fld, _pline in items(value, "parameters"):
             kline = key_line_of(value, name)
             if isinstance(name, str) and name in RESERVED:
                 self.fail(f"{name} cannot be searched: {RESERVED[name]}", field=fld,
@@ -237,7 +237,7 @@ class _Builder(CrossChecks):
             if p.type == "float":
                 self.fail(f"{p.name} takes integers; use type: int", field=f"{fld}.type",
                           line=line_of(spec, "type"))
-            if p.type == "int" and p.low < 1:
+            if p.type == "int" and p.bounds()[0] < 1:
                 self.fail(f"must be >= 1, got {p.low}", field=f"{fld}.low",
                           line=line_of(spec, "low"))
             for index, choice in enumerate(p.choices or ()):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
@@ -33,6 +33,9 @@ from autotune.space.rules import (
     TOPK,
     TRIPLE,
 )
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 #: Above this many combinations of the rule-relevant parameters, loading checks a sample.
 _VERIFY_EXHAUSTIVE_LIMIT = 20000
@@ -67,7 +70,11 @@ class CrossChecks:
     The builder that inherits them provides ``fail(message, *, field, line)``.
     """
 
-    def _check_sampler_objective(self, space: Any, data: Mapping[str, Any],
+    def fail(self, message: str, *, field: str | None, line: int | None) -> NoReturn:
+        """Raise a located ConfigError; the builder overrides this."""
+        raise NotImplementedError
+
+    def _check_sampler_objective(self, space: SearchSpace, data: Mapping[str, Any],
                                  lines: Mapping[str, int | None]) -> None:
         # The phase model predicts tok/s from the cycle's physics; it cannot rank by a latency.
         if space.search.sampler == "phase-model" and space.objective.metric != "output_tok_s":
@@ -77,7 +84,7 @@ class CrossChecks:
                       "output_tok_s (keep a latency bound as an SLO under constraints.slos)",
                       field="search.sampler", line=line_of(search, "sampler") or lines.get("search"))
 
-    def _nccl_prescreen(self, space: Any, data: Mapping[str, Any], line: int | None) -> None:
+    def _nccl_prescreen(self, space: SearchSpace, data: Mapping[str, Any], line: int | None) -> None:
         settings = space.nccl_prescreen
         if settings is None:
             return
@@ -95,17 +102,17 @@ class CrossChecks:
                 return line_of(choices, index)
         return key_line_of(params, name) if isinstance(params, dict) else None
 
-    def _check_forbidden_static(self, space: Any, data: Mapping[str, Any]) -> None:
+    def _check_forbidden_static(self, space: SearchSpace, data: Mapping[str, Any]) -> None:
         """Fail on any fixed value or choice that would produce a forbidden setting."""
         fixed_args_raw = data.get("fixed_args") or {}
         fixed_env_raw = data.get("fixed_env") or {}
         for name, value in space.fixed_args.items():
-            reason = space._check_forbidden({name: value}, {})
+            reason = space.forbidden_reason({name: value}, {})
             if reason is not None:
                 self.fail(reason, field=f"fixed_args.{name}", line=line_of(fixed_args_raw, name))
         for name, value in space.fixed_env.items():
             if value is not None:
-                reason = space._check_forbidden({}, {name: env_text(value)})
+                reason = space.forbidden_reason({}, {name: env_text(value)})
                 if reason is not None:
                     self.fail(reason, field=f"fixed_env.{name}",
                               line=line_of(fixed_env_raw, name))
@@ -140,14 +147,14 @@ class CrossChecks:
                               "(forbidden.env)", field=fld, line=p.line)
 
     @staticmethod
-    def _forbidden_value(space: Any, name: str, value: Any) -> str | None:
+    def _forbidden_value(space: SearchSpace, name: str, value: Any) -> str | None:
         if value is None:
             return None
         if is_env_name(name):
-            return space._check_forbidden({}, {name: env_text(value)})
-        return space._check_forbidden({name: value}, {})
+            return space.forbidden_reason({}, {name: env_text(value)})
+        return space.forbidden_reason({name: value}, {})
 
-    def _check_speculation(self, space: Any, data: Mapping[str, Any],
+    def _check_speculation(self, space: SearchSpace, data: Mapping[str, Any],
                            lines: Mapping[str, int | None]) -> None:
         algo_param = space.parameters.get(ALGO)
         possible = ([c for c in algo_param.choices or () if c is not None] if algo_param
@@ -176,7 +183,7 @@ class CrossChecks:
                       f"{', '.join(missing)} to parameters or fixed_args",
                       field="parameters", line=lines.get("parameters"))
 
-    def _check_synthetic(self, space: Any, line: int | None) -> None:
+    def _check_synthetic(self, space: SearchSpace, line: int | None) -> None:
         """The acceptance model must decide the forced length of every speculative config alone."""
         model = space.synthetic_acceptance
         if model is None:
@@ -200,7 +207,7 @@ class CrossChecks:
                       "position", field=fld, line=line)
 
     @staticmethod
-    def _highest(space: Any, name: str) -> int | None:
+    def _highest(space: SearchSpace, name: str) -> int | None:
         p = space.parameters.get(name)
         if p is None:
             value = space.fixed_args.get(name)
@@ -208,12 +215,12 @@ class CrossChecks:
         values = [v for v in p.values() if is_int(v)]
         return max(values) if values else None
 
-    def _check_fast_start(self, space: Any, data: Mapping[str, Any]) -> None:
+    def _check_fast_start(self, space: SearchSpace, data: Mapping[str, Any]) -> None:
         """``measure.fast_start``: decode-throughput objectives only, and a flag that does it."""
         if not space.measure.fast_start:
             return
-        from autotune.sglang import fast_start  # resolves flags through the SGLang in use (may import it)
         from autotune.errors import LaunchArgsError
+        from autotune.sglang import fast_start  # resolves flags through the SGLang in use (may import it)
 
         line = line_of(data.get("measure"), "fast_start")
         why = fast_start.refusal(space.objective.metric, [s.metric for s in space.constraints.slos])
@@ -231,14 +238,14 @@ class CrossChecks:
             self.fail(why, field="measure.fast_start", line=line)
 
     @staticmethod
-    def _always_one(space: Any, name: str) -> bool:
+    def _always_one(space: SearchSpace, name: str) -> bool:
         if name in space.fixed_args:
             return space.fixed_args[name] == 1
         p = space.parameters[name]
         values = p.values()
         return len(values) == 1 and values[0] == 1
 
-    def _check_conditions(self, space: Any) -> None:
+    def _check_conditions(self, space: SearchSpace) -> None:
         for p in space.parameters.values():
             if p.when is None:
                 continue
@@ -274,7 +281,7 @@ class CrossChecks:
             self.fail(f"'{term}': {show(term.value)} is not a value of {other.name}; "
                       f"allowed: {other.describe()}", field=fld, line=line)
 
-    def _order(self, space: Any) -> tuple[Parameter, ...]:
+    def _order(self, space: SearchSpace) -> tuple[Parameter, ...]:
         """Parameters in an order where each comes after everything it depends on."""
         params = space.parameters
         deps: dict[str, set[str]] = {name: set() for name in params}
@@ -305,7 +312,7 @@ class CrossChecks:
             pending.remove(ready)
         return tuple(placed)
 
-    def _verify(self, space: Any, line: int | None) -> None:
+    def _verify(self, space: SearchSpace, line: int | None) -> None:
         """Prove at load time that the walk only produces valid configs."""
         relevant = {ALGO, *TRIPLE, *ATTENTION_ARGS, "page_size"}
         for p in space.parameters.values():

@@ -11,8 +11,8 @@ names live in ``nccl_prescreen.kept``; a search writes them into its narrowed co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from autotune.nccl.candidates import (
     DEFAULT_NAME,
@@ -20,14 +20,17 @@ from autotune.nccl.candidates import (
     name_of,
     parse_name,
 )
-from autotune.space._schema import join, show
+from autotune.space._schema import Fail, join, show
 from autotune.space._schema_params import Parameter
 from autotune.space.nccl_candidates import nccl_dims
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 NCCL_BUNDLE = "nccl_candidate"
 
 
-def check_prescreen(space: Any, fail: Any, line: int | None) -> None:
+def check_prescreen(space: SearchSpace, fail: Fail, line: int | None) -> None:
     """Refuse an ``nccl_prescreen`` the search could not carry out.
 
     Args:
@@ -56,7 +59,8 @@ def check_prescreen(space: Any, fail: Any, line: int | None) -> None:
              field="nccl_prescreen", line=line)
 
 
-def apply_kept(space: Any, kept: tuple[str, ...], fail: Any, lines: Any) -> None:
+def apply_kept(space: SearchSpace, kept: tuple[str, ...], fail: Fail,
+               lines: Callable[[int], int | None]) -> None:
     """Narrow ``space`` (in place) to the kept candidates.
 
     Sets ``space.nccl_bundle`` (candidate name -> NCCL_* value, as the parameter's own choice)
@@ -91,9 +95,10 @@ def apply_kept(space: Any, kept: tuple[str, ...], fail: Any, lines: Any) -> None
                 fail(f"{p.name} is {got} in {text!r}, which is not a value of {p.name} "
                      f"({wanted})", field=fld, line=lines(index))
             values[p.name] = value
-        full = {k: env_text(v) for k, v in space.fixed_env.items() if v is not None}
-        full.update({k: env_text(v) for k, v in values.items() if v is not None})
-        reason = space._check_forbidden({}, full)
+        # env_text gives None only for None: the walrus keeps the dict's values typed as text.
+        full = {k: t for k, v in space.fixed_env.items() if (t := env_text(v)) is not None}
+        full.update({k: t for k, v in values.items() if (t := env_text(v)) is not None})
+        reason = space.forbidden_reason({}, full)
         if reason is not None:
             fail(f"candidate {text!r} is forbidden: {reason}", field=fld, line=lines(index))
         name = name_of(values)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, Protocol, TypeGuard, overload
 
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.errors import ConfigError
@@ -39,12 +39,12 @@ def type_name(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """An integer that is not a boolean."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
     """A finite int or float that is not a boolean."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -71,6 +71,12 @@ def closest(word: str, options: Iterable[str]) -> str:
     """' (did you mean X?)' when a close option exists."""
     match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.75)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+class Fail(Protocol):
+    """``fail(message, *, field, line)``: raises a :class:`ConfigError` located at ``field``, ``line``."""
+
+    def __call__(self, message: str, *, field: str | None, line: int | None) -> NoReturn: ...
 
 
 class Reader:
@@ -105,6 +111,13 @@ class Reader:
                           else key, line=line)
         return value
 
+    # The overloads tell the type checker that only allow_none=True can return None.
+    @overload
+    def integer(self, value: Any, field: str, line: int | None, *, minimum: int | None = None,
+                allow_none: Literal[False] = False) -> int: ...
+    @overload
+    def integer(self, value: Any, field: str, line: int | None, *, minimum: int | None = None,
+                allow_none: bool = False) -> int | None: ...
     def integer(self, value: Any, field: str, line: int | None, *, minimum: int | None = None,
                 allow_none: bool = False) -> int | None:
         """An integer (not a boolean), at least ``minimum``."""
@@ -118,6 +131,12 @@ class Reader:
             self.fail(f"must be >= {minimum}, got {value}", field=field, line=line)
         return value
 
+    @overload
+    def number(self, value: Any, field: str, line: int | None, *, positive: bool = False,
+               minimum: float | None = None, allow_none: Literal[False] = False) -> float: ...
+    @overload
+    def number(self, value: Any, field: str, line: int | None, *, positive: bool = False,
+               minimum: float | None = None, allow_none: bool = False) -> float | None: ...
     def number(self, value: Any, field: str, line: int | None, *, positive: bool = False,
                minimum: float | None = None, allow_none: bool = False) -> float | None:
         """A finite number; ``positive`` means > 0."""
@@ -140,6 +159,12 @@ class Reader:
                       field=field, line=line)
         return value
 
+    @overload
+    def string(self, value: Any, field: str, line: int | None, *, allow_none: Literal[False] = False,
+               choices: Iterable[str] | None = None) -> str: ...
+    @overload
+    def string(self, value: Any, field: str, line: int | None, *, allow_none: bool = False,
+               choices: Iterable[str] | None = None) -> str | None: ...
     def string(self, value: Any, field: str, line: int | None, *, allow_none: bool = False,
                choices: Iterable[str] | None = None) -> str | None:
         """A non-empty string, optionally one of ``choices``."""

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from autotune._yaml_lines import line_of
 from autotune.names import is_env_name
@@ -66,6 +66,16 @@ class Parameter:
         """A speculative-decoding setting (absent when speculation is off)."""
         return is_speculation_only(self.name)
 
+    def bounds(self) -> tuple[int | float, int | float]:
+        """``(low, high)`` of an int or float parameter.
+
+        Raises:
+            ValueError: For a categorical, which has no range.
+        """
+        if self.low is None or self.high is None:
+            raise ValueError(f"{self.type} parameter {self.name} has no low/high range")
+        return self.low, self.high
+
     def values(self) -> Sequence[Any]:
         """Every value, for grids, as a lazy sequence (ranges can be huge).
 
@@ -74,26 +84,27 @@ class Parameter:
         """
         if self.type == "categorical":
             return tuple(self.choices or ())
+        low, high = self.bounds()
         if self.type == "int":
-            return range(int(self.low), int(self.high) + 1, int(self.step or 1))
+            return range(int(low), int(high) + 1, int(self.step or 1))
         if self.step is None:
             raise ValueError(f"float parameter {self.name} has no step, so it has no grid")
-        return _FloatGrid(float(self.low), float(self.step),
-                          round((self.high - self.low) / self.step) + 1)
+        return _FloatGrid(float(low), float(self.step), round((high - low) / self.step) + 1)
 
     def contains(self, value: Any) -> bool:
         """Whether ``value`` is one of this parameter's values."""
         if self.type == "categorical":
             return any(values_equal(value, c) for c in self.choices or ())
+        low, high = self.bounds()
         if self.type == "int":
-            if not is_int(value) or not self.low <= value <= self.high:
+            if not is_int(value) or not low <= value <= high:
                 return False
-            return (value - self.low) % (self.step or 1) == 0
-        if not is_number(value) or not self.low - 1e-12 <= value <= self.high + 1e-12:
+            return (value - low) % (self.step or 1) == 0
+        if not is_number(value) or not low - 1e-12 <= value <= high + 1e-12:
             return False
         if self.step is None:
             return True
-        ratio = (value - self.low) / self.step
+        ratio = (value - low) / self.step
         return abs(ratio - round(ratio)) < 1e-6
 
     def describe(self) -> str:
@@ -104,22 +115,27 @@ class Parameter:
         return f"{self.type} in [{self.low}, {self.high}]{step}"
 
 
-class _FloatGrid(Sequence):
+class _FloatGrid(Sequence[float]):
     """``low, low + step, ...`` without building the list."""
 
     def __init__(self, low: float, step: float, count: int) -> None:
-        self.low, self.step, self.count = low, step, count
+        # The length is ``size``: ``count`` is Sequence's method (occurrences of a value).
+        self.low, self.step, self.size = low, step, count
 
     def __len__(self) -> int:
-        return self.count
+        return self.size
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[float]: ...
+    def __getitem__(self, index: int | slice) -> float | list[float]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self.count))]
-        if not -self.count <= index < self.count:
+            return [self[i] for i in range(*index.indices(self.size))]
+        if not -self.size <= index < self.size:
             raise IndexError(index)
         # Rounded so that 0.7 + 1 * 0.1 reads back as 0.8, as the file author wrote it.
-        return round(self.low + (index % self.count) * self.step, 12)
+        return round(self.low + (index % self.size) * self.step, 12)
 
 
 _PARAM_KEYS = {

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from autotune._yaml_lines import key_line_of, line_of
+from autotune.sglang import datasets as sglang_datasets
 from autotune.space._expr import ExprError, parse_slo
 from autotune.space._schema import Reader, closest, join, type_name
-from autotune.sglang import datasets as sglang_datasets
 from autotune.space.workload import Workload
 
 _LATENCIES = ("ttft", "itl", "e2e")

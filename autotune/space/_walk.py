@@ -13,10 +13,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from autotune.names import is_env_name
+from autotune.sglang.speculative import EAGLE_FAMILY, PAGED_TREE_BACKENDS
 from autotune.space._expr import values_equal
 from autotune.space._nccl import NCCL_BUNDLE, infer_candidate
 from autotune.space._schema import closest, env_text, is_int, is_number, show, type_name
-from autotune.space._schema_names import is_speculation_only
+from autotune.space._schema_names import Forbidden, is_speculation_only
 from autotune.space._schema_params import Parameter
 from autotune.space.rules import (
     ALGO,
@@ -28,8 +29,8 @@ from autotune.space.rules import (
     TOPK,
     TRIPLE,
 )
-from autotune.space.synthetic import ENV as SYNTHETIC_ENV, forced_value
-from autotune.sglang.speculative import EAGLE_FAMILY, PAGED_TREE_BACKENDS
+from autotune.space.synthetic import ENV as SYNTHETIC_ENV
+from autotune.space.synthetic import AcceptanceModel, forced_value
 
 #: What :meth:`SpaceWalk.step` says of a parameter.
 SKIP, SET, CHOOSE, INVALID = "skip", "set", "choose", "invalid"
@@ -42,6 +43,18 @@ class SpaceWalk:
     ``forbidden``, ``model_path``, ``draft_model_path``, ``synthetic_acceptance`` and
     ``nccl_bundle``.
     """
+
+    # Declared here for the type checker; SearchSpace (a dataclass) defines them as its fields.
+    parameters: dict[str, Parameter]
+    _order: tuple[Parameter, ...]
+    rules: dict[str, bool]
+    fixed_args: dict[str, Any]
+    fixed_env: dict[str, Any]
+    forbidden: Forbidden
+    model_path: str
+    draft_model_path: str | None
+    synthetic_acceptance: AcceptanceModel | None
+    nccl_bundle: dict[str, dict[str, Any]] | None
 
     # ------------------------------------------------------------------ the walk
 
@@ -92,7 +105,8 @@ class SpaceWalk:
 
     def _draft_bounds(self, p: Parameter, ctx: Mapping[str, Any]) -> tuple[str, Any]:
         step = int(p.step or 1)
-        low, high = int(p.low), int(p.high)
+        p_low, p_high = p.bounds()
+        low, high = int(p_low), int(p_high)
         steps, topk = ctx.get(STEPS), ctx.get(TOPK)
         floor = 2 if self.rules["draft_tokens_min"] else None
         if self.rules["tree_draft_tokens_depth"] and is_int(steps) and is_int(topk) and topk > 1:
@@ -103,7 +117,7 @@ class SpaceWalk:
         if self.rules["draft_tokens_max"] and is_int(steps) and is_int(topk):
             tree = steps * topk + 1
             if tree < high:
-                high = int(p.low) + step * ((tree - int(p.low)) // step)
+                high = int(p_low) + step * ((tree - int(p_low)) // step)
         if high < low:
             return INVALID, (f"no {DRAFT} value in [{p.low}, {p.high}] fits "
                               f"{floor or 2} <= n <= steps*topk+1 = {tree}")
@@ -151,6 +165,7 @@ class SpaceWalk:
         if kind == SKIP:
             yield from self._walk(index + 1, params, sample)
             return
+        values: Sequence[Any]
         if kind == SET:
             values = [info]
         elif p.type == "float" and p.step is None:
@@ -166,14 +181,15 @@ class SpaceWalk:
 
     def _float_probes(self, p: Parameter) -> list[float]:
         """Values of a continuous float worth checking: ends, middle, condition thresholds."""
-        probes = {float(p.low), float(p.high), (p.low + p.high) / 2}
+        low, high = p.bounds()
+        probes = {float(low), float(high), (low + high) / 2}
         for other in self.parameters.values():
             if other.when is not None:
                 for term in other.when.terms:
                     if term.name == p.name and is_number(term.value):
                         for delta in (-1e-6, 0.0, 1e-6):
                             value = term.value + delta
-                            if p.low <= value <= p.high:
+                            if low <= value <= high:
                                 probes.add(float(value))
         return sorted(probes)
 
@@ -231,7 +247,7 @@ class SpaceWalk:
                 if reason is not None:
                     return reason
         args, env, _ = self._build(params)
-        return self._check_forbidden(args, env)
+        return self.forbidden_reason(args, env)
 
     def _check_triple(self, ctx: Mapping[str, Any]) -> str | None:
         present = [n for n in TRIPLE if ctx.get(n) is not None]
@@ -261,7 +277,18 @@ class SpaceWalk:
                 return f"{TOPK}={topk}, but {why}"
         return None
 
-    def _check_forbidden(self, args: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+    def forbidden_reason(self, args: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+        """Why ``args`` and ``env`` break the space's ``forbidden:`` section, or None.
+
+        Args:
+            args: Server args (underscore names); None and False count as unset.
+            env: Environment values as the server would see them (text).
+
+        Returns:
+            The first forbidden flag or value in words (with the section that forbids it), or
+            None when nothing is forbidden. A server arg that makes SGLang set a forbidden env
+            value counts too.
+        """
         for name in self.forbidden.args:
             if args.get(name) not in (None, False):
                 return f"{name}={show(args[name])} is forbidden (forbidden.args)"

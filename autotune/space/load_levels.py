@@ -8,9 +8,9 @@ summary and the exports.
 A concurrency list measures closed-loop load (that many requests in flight); a rate list
 measures open-loop Poisson arrivals at each rate (the scalar ``request_rate`` semantics, seeded by
 ``workload.seed``). A rate, single or listed, caps the requests in flight only where
-``concurrency`` is written (:func:`concurrency_of`). ``primary_concurrency`` / ``primary_request_rate`` picks the level the search
-optimises, by default the first written. These readers check the keys without loading prompts,
-for :class:`~autotune.space.workload.Workload` and for code that models a workload.
+``concurrency`` is written (:func:`concurrency_of`). ``primary_concurrency`` / ``primary_request_rate``
+picks the level the search optimises, by default the first written. These readers check the keys
+without loading prompts, for :class:`~autotune.space.workload.Workload` and for code that models a workload.
 """
 
 from __future__ import annotations
@@ -209,4 +209,4 @@ def _primary(axis: str, levels: tuple[LoadLevel, ...], value: Any, bad: Bad) -> 
     if level not in levels:
         raise bad(key, f"must be one of the {axis} levels {[lv.value for lv in levels]}, "
                        f"got {value!r}")
-    return level  # type: ignore[return-value]
+    return level

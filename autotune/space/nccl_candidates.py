@@ -45,9 +45,9 @@ def candidates_from_space(space: Any) -> list[Candidate]:
     base = {k: env_text(v) for k, v in space.fixed_env.items() if k.startswith("NCCL_")}
     out = []
     for combo in itertools.product(*grids):
-        env = {p.name: env_text(v) for p, v in zip(dims, combo)}
+        env = {p.name: env_text(v) for p, v in zip(dims, combo, strict=True)}
         full = {**base, **env}
-        if space._check_forbidden({}, {k: v for k, v in full.items() if v is not None}):
+        if space.forbidden_reason({}, {k: v for k, v in full.items() if v is not None}):
             continue
         out.append(Candidate(name_of(env), env, base_env=base))
     if not out:

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.backend import get_backend
 from autotune._yaml_lines import load_yaml_text
+from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.space._build import build_space
 from autotune.space._schema import join
@@ -169,11 +169,12 @@ class SearchSpace(SpaceWalk):
             elif p.type == "categorical":
                 params[p.name] = trial.suggest_categorical(p.name, list(p.choices or ()))
             elif p.type == "int":
-                low, high = info if info is not None else (int(p.low), int(p.high))
+                low, high = info if info is not None else tuple(int(b) for b in p.bounds())
                 params[p.name] = trial.suggest_int(p.name, low, high, step=int(p.step or 1),
                                                    log=p.log)
             else:
-                params[p.name] = trial.suggest_float(p.name, float(p.low), float(p.high),
+                f_low, f_high = p.bounds()
+                params[p.name] = trial.suggest_float(p.name, float(f_low), float(f_high),
                                                      step=p.step, log=p.log)
         return self._finish(params)
 

@@ -81,7 +81,7 @@ class AcceptanceModel:
             per_depth[i] += extra
             spare -= extra
         length, reach = 1.0, 1.0
-        for rate, m in zip(self.rates, per_depth):
+        for rate, m in zip(self.rates, per_depth, strict=False):
             reach *= 1.0 - (1.0 - rate) ** m
             length += reach
         return min(length, steps + 1.0)

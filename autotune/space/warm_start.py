@@ -18,13 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.sglang import args as sglang_args
 from autotune.sglang import speculative
 from autotune.space.replay import ReplayTrial, UnfitValue
 from autotune.space.rules import ALGO, DRAFT, STEPS, TOPK
 from autotune.space.trial_config import config_key
+
+if TYPE_CHECKING:
+    from autotune.space._schema_params import Parameter
+    from autotune.space.search_space import SearchSpace
 
 __all__ = ["WarmStart", "compare_to_default", "gain", "sglang_default", "versus_default"]
 
@@ -54,29 +58,34 @@ class WarmStart:
         if self.triple is None:
             return f"no SGLang default speculative config: {self.reason}"
         s, k, n = self.triple
-        what = f"SGLang's default {self.algorithm} {s}/{k}/{n} (auto-picked for {self.model_arch or 'an unknown architecture'})"
+        arch = self.model_arch or 'an unknown architecture'
+        what = f"SGLang's default {self.algorithm} {s}/{k}/{n} (auto-picked for {arch})"
         return f"{what}, measured first" if self.params is not None else f"{what} not measured: {self.reason}"
 
 
-def _choices(p: Any) -> list[Any] | None:
+def _choices(p: Parameter) -> list[Any] | None:
     if p.type == "categorical":
         return list(p.choices or ())
     return None
 
 
-def _in_range(p: Any, value: Any) -> bool:
+def _in_range(p: Parameter, value: Any) -> bool:
     choices = _choices(p)
     if choices is not None:
         return value in choices
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return False
-    if not float(p.low) <= float(value) <= float(p.high):
+    low, high = p.bounds()
+    if not float(low) <= float(value) <= float(high):
         return False
     step = p.step or (1 if p.type == "int" else None)
-    return step is None or abs(((float(value) - float(p.low)) / float(step)) - round((float(value) - float(p.low)) / float(step))) < 1e-9
+    if step is None:
+        return True
+    steps = (float(value) - float(low)) / float(step)
+    return abs(steps - round(steps)) < 1e-9
 
 
-def _unset_value(p: Any) -> Any:
+def _unset_value(p: Parameter) -> Any:
     """The value SGLang runs when the flag is not given, as far as the space offers it."""
     choices = _choices(p)
     if choices is not None and None in choices:
@@ -87,14 +96,16 @@ def _unset_value(p: Any) -> Any:
         default = None
     if default is not None and _in_range(p, default):
         return default
-    if p.name == "tp_size":
+    if choices is not None:
         # SGLang's TP 1 is not offered: the largest TP shards the weights most, so it is the one
         # most likely to fit (a user running the model at all runs one that fits).
-        return max(choices) if choices is not None else (int(p.high) if p.type == "int" else float(p.high))
-    return choices[0] if choices is not None else (int(p.low) if p.type == "int" else float(p.low))
+        return max(choices) if p.name == "tp_size" else choices[0]
+    low, high = p.bounds()
+    end = high if p.name == "tp_size" else low
+    return int(end) if p.type == "int" else float(end)
 
 
-def sglang_default(space: Any) -> WarmStart:
+def sglang_default(space: SearchSpace) -> WarmStart:
     """SGLang's default speculative config in ``space`` (see the module doc)."""
     algo_param = space.parameters.get(ALGO)
     fixed = dict(getattr(space, "fixed_args", {}) or {})
@@ -107,7 +118,7 @@ def sglang_default(space: Any) -> WarmStart:
     algorithm = algos[0]
     arch = speculative.infer_model_arch(getattr(space, "model_path", None))
     triple = speculative.auto_speculative_params(algorithm, arch)
-    want = dict(zip((STEPS, TOPK, DRAFT), triple))
+    want = dict(zip((STEPS, TOPK, DRAFT), triple, strict=True))
     values: dict[str, Any] = {}
     for name, p in space.parameters.items():
         values[name] = algorithm if name == ALGO else want[name] if name in want else _unset_value(p)
@@ -133,7 +144,7 @@ def sglang_default(space: Any) -> WarmStart:
 
 
 def compare_to_default(warm: WarmStart | None, results: Sequence[Mapping[str, Any]],
-                       winner: Mapping[str, Any] | None, *, space: Any) -> dict[str, Any] | None:
+                       winner: Mapping[str, Any] | None, *, space: SearchSpace) -> dict[str, Any] | None:
     """How the search's winner compares with SGLang's default speculative config.
 
     Args:

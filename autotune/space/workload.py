@@ -10,16 +10,15 @@ natural (``output_len: null``: each prompt's own length from the data, stopping 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space import sampling
-from autotune.space.load_levels import (CONCURRENCY, PRIMARY_KEYS, LoadLevel, concurrency_of,
-                                        primary_level, read_levels)
+from autotune.space.load_levels import CONCURRENCY, PRIMARY_KEYS, LoadLevel, concurrency_of, primary_level, read_levels
 from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
@@ -95,6 +94,11 @@ class Workload:
                                   f"{', '.join(sorted(_DEFAULTS))}")
         v = {**_DEFAULTS, **spec, CONCURRENCY: concurrency_of(spec)}
 
+        # Only optional=True can give None; the overloads say so to the type checker.
+        @overload
+        def integer(key: str, low: int, *, optional: Literal[False] = False, hint: str = "") -> int: ...
+        @overload
+        def integer(key: str, low: int, *, optional: bool = False, hint: str = "") -> int | None: ...
         def integer(key: str, low: int, *, optional: bool = False, hint: str = "") -> int | None:
             x = v[key]
             if x is None and optional:
@@ -165,7 +169,7 @@ class Workload:
                 raise bad("path", f"prompt file not found: {p}")
             shown = str(p)
             if dataset is not None:
-                entries = _dataset_entries(dataset, p, v, out_len, warm + num, seed, api, bad)  # type: ignore[operator]
+                entries = _dataset_entries(dataset, p, v, out_len, warm + num, seed, api, bad)
             else:
                 reader = read_jsonl if source == "jsonl" else read_sharegpt
                 entries = reader(p)
@@ -173,19 +177,19 @@ class Workload:
 
         prompts = to_prompts(entries, output_len=out_len, max_output_len=max_out,
                               display=display)
-        need = warm + num  # type: ignore[operator]
+        need = warm + num
         if len(prompts) < need:
             raise bad("num_prompts", f"{display} has {len(prompts)} distinct prompts, fewer than "
                                      f"warmup_prompts + num_prompts = {need}; lower num_prompts "
                                      "or use a larger file")
         try:
-            warm_idx, measured_idx = sampling.pick(prompts, warmup=warm, measured=num,  # type: ignore[arg-type]
-                                                   seed=seed, sample=sample)  # type: ignore[arg-type]
+            warm_idx, measured_idx = sampling.pick(prompts, warmup=warm, measured=num,
+                                                   seed=seed, sample=sample)
         except ValueError as exc:
             raise bad("sample", f"{display}: {exc}") from None
-        return cls(source=source, path=shown, num_prompts=num,  # type: ignore[arg-type]
-                   warmup_prompts=warm, output_len=out_len,  # type: ignore[arg-type]
-                   max_output_len=max_out, seed=seed, concurrency=conc,  # type: ignore[arg-type]
+        return cls(source=source, path=shown, num_prompts=num,
+                   warmup_prompts=warm, output_len=out_len,
+                   max_output_len=max_out, seed=seed, concurrency=conc,
                    request_rate=rate, api=api, max_duration_s=max_dur,
                    _warmup=tuple(prompts[i] for i in warm_idx),
                    _measured=tuple(prompts[i] for i in measured_idx),
@@ -214,7 +218,13 @@ class Workload:
         """
         if not self.load_levels:
             return [self]
-        return [replace(self, load_levels=None, **lv.field()) for lv in self.load_levels]
+        return [self._at(lv) for lv in self.load_levels]
+
+    def _at(self, level: LoadLevel) -> Workload:
+        """This workload with ``level`` as its one load (LoadLevel.of made the value an int or float)."""
+        if level.axis == CONCURRENCY:
+            return replace(self, load_levels=None, concurrency=int(level.value))
+        return replace(self, load_levels=None, request_rate=float(level.value))
 
     def level_of(self, level_workload: Workload) -> LoadLevel | None:
         """The level one of :meth:`levels` stands for; None when this workload has no levels."""
@@ -239,6 +249,7 @@ class Workload:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec (for logging as parameters)."""
+        out: dict[str, Any]
         out = {"source": self.source, "path": self.path, "num_prompts": self.num_prompts,
                "warmup_prompts": self.warmup_prompts, "output_len": self.output_len,
                "max_output_len": self.max_output_len, "seed": self.seed,
@@ -272,7 +283,8 @@ def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],
-                     out_len: int | None, count: int, seed: int, api: str, bad: Any) -> list[_Entry]:
+                     out_len: int | None, count: int, seed: int, api: str,
+                     bad: Callable[[str, str], ConfigError]) -> list[_Entry]:
     """The prompts SGLang's loader gives for ``dataset``, as entries of the file they came from."""
     if api != "generate":
         # The loaders return finished prompt text (SPEED-Bench's already through the chat

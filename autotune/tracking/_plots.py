@@ -9,9 +9,9 @@ Every plotting function leaves out what is unknown rather than drawing it as zer
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from matplotlib.figure import Figure
 
@@ -24,8 +24,13 @@ _COLOURS = {"draft": "#4C72B0", "verify": "#DD8452", "extend": "#55A868", "decod
             "prefill": "#DA8BC3", "gpu_other": "#8C8C8C", "other": "#937860"}
 
 
-def _known(value: Any) -> bool:
+def _known(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _xs(values: Iterable[float | None]) -> list[float]:
+    """The values of points already filtered to known ones (drops None for the type checker)."""
+    return [v for v in values if v is not None]
 
 
 def phase_figure(phases: Mapping[str, Any], *, title: str = "") -> Figure | None:
@@ -38,18 +43,18 @@ def phase_figure(phases: Mapping[str, Any], *, title: str = "") -> Figure | None
     Returns:
         The figure, or None when no phase time is known.
     """
-    rows = [(name, phases.get(f"{name}_ms"), phases.get(f"{name}_pct")) for name in PHASES]
+    given = [(name, phases.get(f"{name}_ms"), phases.get(f"{name}_pct")) for name in PHASES]
     # A phase that took no time at all (decode in a speculative run) is left out of the picture;
     # phases.json still has it.
-    rows = [(n, ms, pct) for n, ms, pct in rows if _known(ms) and ms > 0]
+    rows = [(n, float(ms), pct) for n, ms, pct in given if _known(ms) and ms > 0]
     if not rows:
         return None
     fig = Figure(figsize=(7, 0.6 * len(rows) + 1.6))
     ax = fig.add_subplot()
     names = [n for n, _, _ in rows]
-    values = [float(ms) for _, ms, _ in rows]
+    values = [ms for _, ms, _ in rows]
     bars = ax.barh(names, values, color=[_COLOURS[n] for n in names])
-    for bar, (_, ms, pct) in zip(bars, rows):
+    for bar, (_, ms, pct) in zip(bars, rows, strict=True):
         label = f"{ms:.2f} ms" + (f" ({pct:.1f}%)" if _known(pct) else "")
         ax.annotate(label, (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                     xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
@@ -99,10 +104,10 @@ def tok_s_by_steps_figure(points: Sequence[TrialPoint], *,
         feasible = [p for p in group if p.status == Status.FEASIBLE]
         other = [p for p in group if p.status != Status.FEASIBLE]
         if feasible:
-            ax.scatter([p.steps for p in feasible], [p.output_tok_s for p in feasible],
+            ax.scatter(_xs(p.steps for p in feasible), _xs(p.output_tok_s for p in feasible),
                        color=colour, label=f"{label} (feasible)", zorder=3)
         if other:
-            ax.scatter([p.steps for p in other], [p.output_tok_s for p in other],
+            ax.scatter(_xs(p.steps for p in other), _xs(p.output_tok_s for p in other),
                        facecolors="none", edgecolors=colour, label=f"{label} (infeasible)",
                        zorder=3)
     if _known(baseline_tok_s):
@@ -130,14 +135,15 @@ def accept_vs_break_even_figure(points: Sequence[TrialPoint]) -> Figure | None:
         return None
     fig = Figure(figsize=(6, 5))
     ax = fig.add_subplot()
-    for status, style in ((Status.FEASIBLE, {"color": "#55A868"}),
-                          (None, {"facecolors": "none", "edgecolors": "#C44E52"})):
+    styles: tuple[tuple[Status | None, dict[str, Any]], ...] = (
+        (Status.FEASIBLE, {"color": "#55A868"}), (None, {"facecolors": "none", "edgecolors": "#C44E52"}))
+    for status, style in styles:
         group = [p for p in usable if (p.status == Status.FEASIBLE) == (status == Status.FEASIBLE)]
         if group:
-            ax.scatter([p.break_even_accept_length for p in group],
-                       [p.accept_length for p in group], zorder=3,
+            ax.scatter(_xs(p.break_even_accept_length for p in group),
+                       _xs(p.accept_length for p in group), zorder=3,
                        label="feasible" if status else "not feasible", **style)
-    values = [p.accept_length for p in usable] + [p.break_even_accept_length for p in usable]
+    values = _xs(p.accept_length for p in usable) + _xs(p.break_even_accept_length for p in usable)
     lo, hi = min(values), max(values)
     pad = max((hi - lo) * 0.1, 0.1)
     ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="black", linestyle="--",
@@ -183,7 +189,7 @@ def optuna_figures(study: Any) -> tuple[dict[str, Figure], dict[str, str]]:
     if len(complete) < 2:
         reason = f"needs at least 2 completed trials, the study has {len(complete)}"
         return {}, {k: reason for k in ("param_importances", "parallel_coordinate", "slice")}
-    plots = {"param_importances": ovm.plot_param_importances,
+    plots: dict[str, Callable[..., Any]] = {"param_importances": ovm.plot_param_importances,
              "parallel_coordinate": ovm.plot_parallel_coordinate, "slice": ovm.plot_slice}
     for stem, plot in plots.items():
         try:

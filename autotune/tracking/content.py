@@ -17,11 +17,18 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.cli import versions
-from autotune.tracking.runs import (KIND_SEARCH, KIND_TRIAL, TAG_BACKEND, TAG_KIND, TAG_OBJECTIVE,
-                                    TAG_SEARCH_NAME, TrialRun)
-from autotune.launch.spec import LaunchSpec
 from autotune.backend import BACKENDS
+from autotune.cli import versions
+from autotune.launch.spec import LaunchSpec
+from autotune.tracking.runs import (
+    KIND_SEARCH,
+    KIND_TRIAL,
+    TAG_BACKEND,
+    TAG_KIND,
+    TAG_OBJECTIVE,
+    TAG_SEARCH_NAME,
+    TrialRun,
+)
 from autotune.trial.levels import LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
@@ -286,5 +293,5 @@ def study_from_runs(runs: Iterable[TrialRun]) -> Any:
     return study
 
 
-__all__ = ["MAX_PARAM", "context_tags", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs", "trial_metrics", "trial_params",
-           "trial_point"]
+__all__ = ["MAX_PARAM", "context_tags", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs",
+           "trial_metrics", "trial_params", "trial_point"]

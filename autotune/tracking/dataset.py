@@ -67,7 +67,8 @@ def log_workload(client: MlflowClient, run_id: str, workload: Workload, *, name:
         warnings.simplefilter("ignore")
         dataset = from_pandas(frame, source=source_path(workload), name=name)
         entity = dataset._to_mlflow_entity()
-    logged = retry(lambda: client.get_run(run_id)).inputs.dataset_inputs
+    inputs = retry(lambda: client.get_run(run_id)).inputs
+    logged = inputs.dataset_inputs if inputs is not None else []
     if any(i.dataset.digest == entity.digest and i.dataset.name == entity.name for i in logged):
         return entity.digest  # a resumed search: the same requests, already there
     shape = {k: v for k, v in workload.to_dict().items() if k != "path"}

@@ -29,9 +29,12 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.tracking.spool import Record, Spool
+
+if TYPE_CHECKING:
+    from autotune.trial.result import TrialResult
 
 #: Loggers that report store faults the durable tracker handles (see ``_route_store_logs``).
 _STORE_LOGGERS = ("mlflow.store.db.utils", "urllib3.connectionpool", "mlflow.utils.rest_utils")
@@ -143,7 +146,7 @@ class DurableTracker:
 
     # -- the writes a search makes ---------------------------------------------------------------
 
-    def log_trial(self, trial_id: str, result: Any, *, kind: str | None = None,
+    def log_trial(self, trial_id: str, result: TrialResult, *, kind: str | None = None,
                   confirmed: bool | None = None, drain: bool = True) -> None:
         """Spool a trial's result (its next attempt) and, with ``drain``, replay; never raises."""
         self._write("trial", lambda: self._trial_data(trial_id, result, kind, confirmed), drain=drain)
@@ -309,7 +312,8 @@ class DurableTracker:
         except OSError as exc:
             self._trouble(f"cannot write the tracking spool header in {self.spool.folder}", exc)
 
-    def _trial_data(self, trial_id: str, result: Any, kind: str | None, confirmed: bool | None) -> dict[str, Any]:
+    def _trial_data(self, trial_id: str, result: TrialResult, kind: str | None,
+                    confirmed: bool | None) -> dict[str, Any]:
         return {"trial_id": trial_id, "attempt": self.spool.next_attempt(trial_id), "kind": kind,
                 "confirmed": confirmed, "result": result.to_dict()}
 
@@ -322,7 +326,8 @@ class DurableTracker:
             if self.spool.write_error is not None and not self._disk_said:
                 self._disk_said = True
                 self._trouble(f"cannot write the tracking spool {self.spool.path}; "
-                              f"{len(self.spool.pending())} record(s) held in memory until it can", self.spool.write_error)
+                              f"{len(self.spool.pending())} record(s) held in memory until it can",
+                              self.spool.write_error)
             elif self.spool.write_error is None:
                 self._disk_said = False
         except Exception as exc:  # noqa: BLE001 - a write that cannot even be recorded must not stop a trial

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.trial.outcome import Status
 from autotune.trial.levels import LoadLevel, as_level, metric_suffix
-from autotune.trial.winner import (FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level,
-                                   pick_winner)
+from autotune.trial.outcome import Status
+from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level, pick_winner
 
 # Tag names. Every tag autotune writes starts with "autotune.".
 TAG_KIND = "autotune.kind"
@@ -214,8 +213,9 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
         return Winner(pick.ref, False, pick.note)
     if any(r.is_baseline for r in runs):
         return None  # baselines were measured and none is feasible (an SLO): nothing to derive
-    measured = [r for r in runs if r.metric("baseline_tok_s") is not None]
-    source = max(measured, key=lambda r: r.metric("baseline_tok_s"), default=None)
+    measured = [(tok_s, r) for r in runs if (tok_s := r.metric("baseline_tok_s")) is not None]
+    best = max(measured, key=lambda m: m[0], default=None)
+    source = None if best is None else best[1]
     if source is not None:
         return Winner(source, True, "no speculative config beat its baseline; exporting the baseline "
                                     f"measured for trial {source.trial_id} (speculation removed)")
@@ -241,7 +241,7 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
     field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
 
-    levels = [as_level(level) for level in levels]
+    wanted = [as_level(level) for level in levels]
 
     def at(level: LoadLevel) -> list[Candidate]:
         return [Candidate(ref=r, value=known(r.metric(field_name + metric_suffix(level))),
@@ -250,11 +250,11 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
                           stage=FINALIST if r.kind == KIND_FINALIST else TRIAL)
                 for r in runs if r.level_status(level) is not None]
 
-    picks = pick_per_level(levels, at, maximize=maximize)
+    picks = pick_per_level(wanted, at, maximize=maximize)
     return {level: None if p is None else Winner(p.ref, False, p.note) for level, p in picks.items()}
 
 
 __all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
-           "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED", "TAG_STALE_METRICS",
-           "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner", "objective_of",
-           "search_levels", "select_level_winners", "select_winner"]
+           "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED",
+           "TAG_STALE_METRICS", "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner",
+           "objective_of", "search_levels", "select_level_winners", "select_winner"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from autotune.tracking.runs import TAG_DRIVER_HOST, TAG_DRIVER_PID, TAG_REASON, TAG_STATUS
@@ -51,7 +52,7 @@ def mark_stale(client: MlflowClient, children: Iterable[Any], parent: str, *,
             run_id = run.info.run_id
             log_batch(client, run_id, tags={TAG_STATUS: "failed", TAG_REASON: STALE_REASON,
                                             "autotune.stale": "true"})
-            retry(lambda run_id=run_id: client.set_terminated(run_id, status="FAILED"))
+            retry(partial(client.set_terminated, run_id, status="FAILED"))
             marked.append(run_id)
     if include_parent and retry(lambda: client.get_run(parent)).info.status == "RUNNING":
         log_batch(client, parent, tags={"autotune.stale": "true", TAG_REASON: STALE_REASON})

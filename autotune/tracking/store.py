@@ -15,7 +15,8 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -188,10 +189,11 @@ def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artif
         experiment = retry(lambda: client.get_experiment_by_name(name))
         if experiment is None and create:
             experiment = create_experiment(client, name, artifact_root)
-        elif create and experiment.lifecycle_stage == "active" and ui_links.VIEW_TAG not in experiment.tags:
+        elif (create and experiment is not None and experiment.lifecycle_stage == "active"
+              and ui_links.VIEW_TAG not in experiment.tags):
             # Made by an earlier autotune: the links printed at the end open this view.
             for key, value in ui_links.view_tags(created_ms=int(time.time() * 1000)).items():
-                retry(lambda key=key, value=value: client.set_experiment_tag(experiment.experiment_id, key, value))
+                retry(partial(client.set_experiment_tag, experiment.experiment_id, key, value))
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - MlflowException, sqlalchemy and requests errors
@@ -256,16 +258,16 @@ def search_runs(client: MlflowClient, experiment_id: str, filter_string: str, *,
     runs: list[Any] = []
     token = None
     while True:
-        page = retry(lambda token=token: client.search_runs(
-            [experiment_id], filter_string=filter_string, max_results=min(limit or 1000, 1000),
-            order_by=order_by, page_token=token))
+        page = retry(partial(
+            client.search_runs, [experiment_id], filter_string=filter_string,
+            max_results=min(limit or 1000, 1000), order_by=order_by, page_token=token))
         runs.extend(page)
         token = page.token
         if not token or (limit is not None and len(runs) >= limit):
             return runs[:limit] if limit else runs
 
 
-def log_batch(client: MlflowClient, run_id: str, *, metrics: list[Any] = (),
+def log_batch(client: MlflowClient, run_id: str, *, metrics: Sequence[Any] = (),
               params: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None) -> None:
     """Log metrics, params and tags on a run, in chunks ``log_batch`` accepts; tags cut to length."""
     from mlflow.entities import Param, RunTag
@@ -277,7 +279,7 @@ def log_batch(client: MlflowClient, run_id: str, *, metrics: list[Any] = (),
         chunk_m, metrics = metrics[:_BATCH_METRICS], metrics[_BATCH_METRICS:]
         chunk_p, param_list = param_list[:_BATCH_PARAMS], param_list[_BATCH_PARAMS:]
         chunk_t, tag_list = tag_list[:_BATCH_TAGS], tag_list[_BATCH_TAGS:]
-        retry(lambda m=chunk_m, p=chunk_p, t=chunk_t: client.log_batch(run_id, metrics=m, params=p, tags=t))
+        retry(partial(client.log_batch, run_id, metrics=chunk_m, params=chunk_p, tags=chunk_t))
 
 
 def new_params(run: Any, params: Mapping[str, Any]) -> dict[str, str]:
@@ -294,8 +296,8 @@ def log_facts(client: MlflowClient, run_id: str, *, params: Mapping[str, Any] | 
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    metric_list = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()
-                   if finite_number(v) is not None]
+    metric_list = [Metric(k, x, now, 0) for k, v in (metrics or {}).items()
+                   if (x := finite_number(v)) is not None]
     fresh = new_params(retry(lambda: client.get_run(run_id)),
                        {k: v for k, v in (params or {}).items() if v is not None})
     log_batch(client, run_id, metrics=metric_list, params=fresh, tags=dict(tags or {}))

@@ -16,9 +16,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.tracking.content import finite_number, study_from_runs, trial_point
-from autotune.tracking.runs import (KIND_BASELINE, KIND_FINALIST, KIND_TRIAL, TAG_SGLANG_DEFAULT,
-                                    TAG_WINNER_NOTE, TAG_WINNER_RUN, TAG_WINNER_TRIAL, TrialRun,
-                                    Winner, objective_of, select_winner)
+from autotune.tracking.runs import (
+    KIND_BASELINE,
+    KIND_FINALIST,
+    KIND_TRIAL,
+    TAG_SGLANG_DEFAULT,
+    TAG_WINNER_NOTE,
+    TAG_WINNER_RUN,
+    TAG_WINNER_TRIAL,
+    TrialRun,
+    Winner,
+    objective_of,
+    select_winner,
+)
 from autotune.tracking.store import log_batch, retry
 from autotune.trial.outcome import Status
 
@@ -84,8 +94,9 @@ def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
                             ("winner_speedup", winner.speedup),
                             ("winner_accept_length", winner.accept_length),
                             ("baseline_tok_s", winner.baseline_tok_s)):
-            if finite_number(value) is not None:
-                metrics[name] = float(value)
+            number = finite_number(value)
+            if number is not None:
+                metrics[name] = number
         tags = {TAG_WINNER_RUN: winner.run.run_id, TAG_WINNER_TRIAL: winner.run.trial_id or "",
                 TAG_WINNER_NOTE: winner.note,
                 "autotune.winner_is_baseline": str(winner.is_baseline).lower()}
@@ -96,8 +107,9 @@ def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
         for name, value in (("sglang_default_output_tok_s", sglang_default.get("output_tok_s")),
                             ("sglang_default_speedup", sglang_default.get("speedup")),
                             ("gain_over_sglang_default", sglang_default.get("gain"))):
-            if finite_number(value) is not None:
-                metrics[name] = float(value)
+            number = finite_number(value)
+            if number is not None:
+                metrics[name] = number
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)

@@ -17,12 +17,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.launch.spec import LaunchSpec
-from autotune.tracking.content import (finite_number, level_statuses, param_text, trial_metrics,
-                                      trial_params)
-from autotune.tracking.runs import (TAG_ACCEPTANCE, TAG_ATTEMPT, TAG_BACKEND, TAG_CONFIRMED,
-                                    TAG_IS_BASELINE, TAG_KIND, TAG_LEVEL_STATUS, TAG_REASON,
-                                    TAG_SEARCHED,
-                                    TAG_STALE_METRICS, TAG_STATUS, TAG_SYNTHETIC_ACCEPT, TRIAL_KINDS)
+from autotune.tracking.content import finite_number, level_statuses, param_text, trial_metrics, trial_params
+from autotune.tracking.runs import (
+    TAG_ACCEPTANCE,
+    TAG_ATTEMPT,
+    TAG_BACKEND,
+    TAG_CONFIRMED,
+    TAG_IS_BASELINE,
+    TAG_KIND,
+    TAG_LEVEL_STATUS,
+    TAG_REASON,
+    TAG_SEARCHED,
+    TAG_STALE_METRICS,
+    TAG_STATUS,
+    TAG_SYNTHETIC_ACCEPT,
+    TRIAL_KINDS,
+)
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
 from autotune.trial.outcome import Status
 

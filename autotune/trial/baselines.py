@@ -14,12 +14,16 @@ import hashlib
 import json
 import os
 import tempfile
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from autotune.trial.outcome import Failure
 from autotune.trial.result import TrialResult
+
+if TYPE_CHECKING:
+    from autotune.space.trial_config import TrialConfig
 
 
 class BaselineStore(Protocol):
@@ -29,7 +33,7 @@ class BaselineStore(Protocol):
 
     def put(self, key: str, result: TrialResult) -> None: ...
 
-    def lock(self, key: str): ...
+    def lock(self, key: str) -> AbstractContextManager[None]: ...
 
 
 class MemoryBaselineStore:
@@ -108,7 +112,8 @@ def _written(path: Path, text: str) -> str:
 MEASURED_ON = "measured-on.txt"  # JSON, named so that readers of the baselines (*.json) skip it
 
 
-def shared_store(directory: str | os.PathLike, *, workload: Any, settings: Any) -> FileBaselineStore:
+def shared_store(directory: str | os.PathLike, *, workload: Mapping[str, Any],
+                 settings: object) -> FileBaselineStore:
     """A store that several ``python -m autotune.trial`` calls share, bound to one workload.
 
     The first call writes what its baselines are measured on (the workload, and the measuring
@@ -159,7 +164,7 @@ def _claim(marker: Path, mine: dict[str, Any]) -> dict[str, Any] | None:
         os.unlink(tmp)
 
 
-def group_key(config: Any) -> str:
+def group_key(config: TrialConfig) -> str:
     """Stable text key of a config's non-speculative settings."""
     key = config.group_key()
     return json.dumps(key, sort_keys=True, default=str) if not isinstance(key, str) else key

@@ -11,13 +11,16 @@ live with bench_search, outside the package: ``benchmarks.search.drawn`` in the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from autotune.trial.baselines import FileBaselineStore, group_key
 from autotune.trial.measure import MeasureSettings, baseline_for, measure, slos_of
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 __all__ = ["Evaluation", "Evaluator", "INVALID_GROUP", "MeasuringEvaluator"]
 
@@ -71,7 +74,7 @@ class MeasuringEvaluator:
         settings: How to measure.
     """
 
-    def __init__(self, *, space: Any, baseline_dir: str, settings: MeasureSettings) -> None:
+    def __init__(self, *, space: SearchSpace, baseline_dir: str, settings: MeasureSettings) -> None:
         self.space = space
         self.store = FileBaselineStore(baseline_dir)
         self.settings = settings
@@ -106,6 +109,7 @@ class MeasuringEvaluator:
             return Evaluation(result=result, baseline=None, baseline_key=key)
         base_cfg = space.trial_config(space.baseline_params(params))
         key = group_key(base_cfg)
+        measured_here: TrialResult | None
         if fresh_baseline:
             measured_here = baseline = judge(
                 measure(base_cfg, workload, settings, name=f"{name}-baseline"), None, slos=slos)

@@ -19,14 +19,17 @@ and prints results.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from autotune.space.load_levels import AXES, CONCURRENCY, REQUEST_RATE, LoadLevel, as_level
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 
-__all__ = ["AXES", "CONCURRENCY", "LEVEL_FIELDS", "REQUEST_RATE", "LoadLevel", "as_level", "concurrencies", "level_record",
-           "level_result", "levels_measured", "metric_suffix", "with_levels"]
+if TYPE_CHECKING:
+    from autotune.space.workload import Workload
+
+__all__ = ["AXES", "CONCURRENCY", "LEVEL_FIELDS", "REQUEST_RATE", "LoadLevel", "as_level", "concurrencies",
+           "level_record", "level_result", "levels_measured", "metric_suffix", "with_levels"]
 
 # What a level's record keeps of its own result: the figures that differ between levels. The
 # launch, the log tail, the requests and the telemetry stay on the trial (one server for all).
@@ -51,7 +54,7 @@ def level_record(level: LoadLevel | int, result: TrialResult) -> dict[str, Any]:
 
 
 def with_levels(per_level: Sequence[tuple[LoadLevel | int | None, TrialResult]],
-                workload: Any) -> TrialResult:
+                workload: Workload) -> TrialResult:
     """The trial's result from each level's: the primary level's, with every level's record.
 
     Args:

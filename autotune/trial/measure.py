@@ -20,28 +20,38 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import httpx
 
-from autotune.bench.client import run_benchmark
-from autotune.errors import (AutotuneError, LaunchArgsError, ServerCrashed, ServerError,
-                             ServerStartupCrash, ServerStartupTimeout)
-from autotune.launch.spec import LaunchSpec
-from autotune.sglang import metrics
 from autotune.backend import get_backend
+from autotune.bench.client import run_benchmark
+from autotune.errors import (
+    AutotuneError,
+    LaunchArgsError,
+    ServerCrashed,
+    ServerError,
+    ServerStartupCrash,
+    ServerStartupTimeout,
+)
+from autotune.launch.spec import LaunchSpec
+from autotune.profile.nvml import open_sampler
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
-from autotune.profile.nvml import open_sampler
 from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
+from autotune.sglang import metrics
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
-from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.levels import with_levels
+from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
-from autotune.trial.warmup import Level, flush_cache, stabilise
 from autotune.trial.verdict import judge
+from autotune.trial.warmup import Level, flush_cache, stabilise
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+    from autotune.space.trial_config import TrialConfig
 
 DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
 
@@ -102,7 +112,7 @@ class MeasureSettings:
             raise ValueError(f"trial_timeout_s must be > 0 or None, got {self.trial_timeout_s}")
 
 
-def launch_spec(config: Any, settings: MeasureSettings | None = None) -> LaunchSpec:
+def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None) -> LaunchSpec:
     """The launch of a trial config: always with metrics and the CUDA-event device timer.
 
     With ``settings.fast_start`` the server also starts without prefill CUDA graphs, through
@@ -144,7 +154,7 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
     warm = workload.warmup()
     if warm:
         await run_benchmark(base, warm, **kwargs)
-    if stable_pct is not None:
+    if stable_pct is not None and settings is not None:  # stable_pct comes from settings
         level.warmup = await stabilise(server, client, workload, kwargs, stable_pct,
                                        settings.warmup_max_rounds)
     for _ in range(repeats):
@@ -212,7 +222,7 @@ def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def measure(config: Any, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
+def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
             name: str | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
 
@@ -274,10 +284,10 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     except (TrialTimeout, ServerError, AutotuneError, httpx.HTTPError, OSError) as exc:
         kind, why = failure_of(exc, trial_timeout_s=settings.trial_timeout_s)
         if isinstance(exc, (ServerStartupCrash, ServerStartupTimeout, ServerCrashed)):
-            tail = exc.log_tail  # the tail the server left as it died
+            died_tail: str | None = exc.log_tail  # the tail the server left as it died
         else:
-            tail = server.log_tail() if server.log_path else None
-        return failed_result(config, spec, why, failure=kind, log_tail=tail,
+            died_tail = server.log_tail() if server.log_path else None
+        return failed_result(config, spec, why, failure=kind, log_tail=died_tail,
                              log_path=str(log_path), t0=t0)
     per_level = []
     for level in levels:
@@ -293,7 +303,7 @@ def measure(config: Any, workload: Workload, settings: MeasureSettings = Measure
     return with_levels(per_level, workload)
 
 
-def baseline_for(baseline_config: Any, workload: Workload, settings: MeasureSettings,
+def baseline_for(baseline_config: TrialConfig, workload: Workload, settings: MeasureSettings,
                  store: BaselineStore, *, slos: Sequence[tuple[str, str, float]] = (),
                  name: str = "baseline") -> tuple[TrialResult, bool]:
     """The group's baseline and whether it was measured by this call.
@@ -314,7 +324,7 @@ def baseline_for(baseline_config: Any, workload: Workload, settings: MeasureSett
         return result, True
 
 
-def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = None,
+def evaluate(config: TrialConfig, *, workload: Workload, baseline_config: TrialConfig | None = None,
              settings: MeasureSettings = MeasureSettings(), store: BaselineStore | None = None,
              slos: Sequence[tuple[str, str, float]] = (), min_speedup: float = 1.0) -> TrialResult:
     """Measure a config and judge it against its baseline (measured or reused).
@@ -345,7 +355,7 @@ def evaluate(config: Any, *, workload: Workload, baseline_config: Any | None = N
     return judge(result, baseline, slos=slos, min_speedup=min_speedup)
 
 
-def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None = None,
+def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int | None = None,
                  **overrides: Any) -> MeasureSettings:
     """Measurement settings from a space's ``measure:`` section."""
     m = space.measure
@@ -357,7 +367,7 @@ def settings_for(space: Any, *, workdir: str | None = None, repeats: int | None 
                            trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
 
 
-def slos_of(space: Any) -> list[tuple[str, str, float]]:
+def slos_of(space: SearchSpace) -> list[tuple[str, str, float]]:
     """A space's SLOs as ``(metric, op, limit)``."""
     return [(s.metric, s.op, s.value) for s in space.constraints.slos]
 

@@ -93,8 +93,10 @@ def portable_paths(value: Any, roots: Mapping[str, str]) -> Any:
     def walk(node: Any) -> Any:
         if isinstance(node, str):
             for pattern, name in subs:
-                node = pattern.sub(lambda m, name=name: ((name + "/" if name else "") if m.group(1)
-                                                         else (name or ".")), node)
+                def repl(m: re.Match[str], name: str = name) -> str:
+                    return (name + "/" if name else "") if m.group(1) else (name or ".")
+
+                node = pattern.sub(repl, node)
             return node
         if isinstance(node, list):
             return [walk(v) for v in node]

@@ -13,7 +13,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autotune.bench.records import BenchResult
 from autotune.launch.serving import serving_spec
@@ -23,6 +23,9 @@ from autotune.profile.telemetry import GpuSampler, GpuWindow, repeat_figures, tr
 from autotune.space import synthetic
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.winner import metric_field
+
+if TYPE_CHECKING:
+    from autotune.space.trial_config import TrialConfig
 
 
 @dataclass
@@ -121,14 +124,14 @@ class TrialResult:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def _acceptance(config: Any) -> dict[str, Any]:
+def _acceptance(config: TrialConfig) -> dict[str, Any]:
     env = getattr(config, "env", None) or {}
     speculative = not config.is_baseline
     return {"acceptance": synthetic.acceptance_source(env, speculative=speculative),
             "synthetic_accept_length": synthetic.forced_accept_length(env) if speculative else None}
 
 
-def failed_result(config: Any, spec: LaunchSpec | None, reason: str, *, failure: Failure,
+def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, failure: Failure,
                   log_tail: str | None = None, log_path: str | None = None,
                   t0: float | None = None) -> TrialResult:
     """A failed trial's result: its reason and kind, the launch (``spec``, None when refused)."""
@@ -184,8 +187,10 @@ def repeat_breakdown(benches: Sequence[BenchResult], profiles: Sequence[PhasePro
                 # From the profile's per-cycle figures, so its rules hold here too: a phase the
                 # mode cannot run is a known 0, a series missing where it must run is unknown.
                 cycle = (p.draft_ms, p.verify_ms, p.extend_ms, p.decode_ms, p.gpu_other_ms)
+                known = [ms for ms in cycle if ms is not None]
                 row.update(prefill_s=_seconds(p.prefill_ms, p.cycles),
-                           cycle_gpu_s=_seconds(None if None in cycle else math.fsum(cycle), p.cycles),
+                           cycle_gpu_s=_seconds(math.fsum(known) if len(known) == len(cycle) else None,
+                                                p.cycles),
                            host_s=_seconds(p.other_ms, p.cycles))
         out.append(row)
     return out
@@ -195,7 +200,7 @@ def _seconds(ms_per_cycle: float | None, cycles: float | None) -> float | None:
     return None if ms_per_cycle is None or cycles is None else ms_per_cycle * cycles / 1e3
 
 
-def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
+def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
               profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
               t0: float, startup_s: float, windows: Sequence[GpuWindow] = (),
               sampler: GpuSampler | None = None) -> TrialResult:
@@ -218,7 +223,7 @@ def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
         for b in benches:
             for msg, n in b.errors.items():
                 errors[msg] = errors.get(msg, 0) + n
-        worst = max(errors, key=errors.get) if errors else "no request completed"
+        worst = max(errors, key=errors.__getitem__) if errors else "no request completed"
         result.status, result.feasible = Status.FAILED, False
         result.failure = Failure.REQUESTS_FAILED.value
         result.reason = f"{result.failed_requests} request(s) failed: {worst}"
@@ -237,7 +242,9 @@ def summarise(config: Any, spec: LaunchSpec, benches: list[BenchResult],
                 setattr(result, name, value)
             result.gpu_telemetry.update(window_detail(windows))
     # The repeat whose tok/s is the median speaks for the others in every per-run figure.
-    mid = sorted(range(len(benches)), key=lambda i: benches[i].output_tok_s)[len(benches) // 2]
+    # Every repeat measured a rate here (fewer rates than benches returned above): rates[i] is
+    # benches[i]'s.
+    mid = sorted(range(len(benches)), key=lambda i: rates[i])[len(benches) // 2]
     bench = benches[mid]
     result.decode_tok_s_p50 = bench.decode_tok_s_p50
     result.decode_tok_s_p90 = bench.decode_tok_s_p90

@@ -40,6 +40,8 @@ def _judge_level(result: TrialResult, baseline: TrialResult | None, level: LoadL
                  slos: Sequence[tuple[str, str, float]], min_speedup: float) -> dict:
     """One level's record, judged against the same level of the baseline."""
     one = level_result(result, level)
+    if one is None:  # the levels judged are the result's own
+        raise ValueError(f"the result has no measurement at {level.describe()}")
     base = None if baseline is None else level_result(baseline, level)
     if baseline is not None and base is None:
         # A baseline without this level (measured for another workload) proves nothing here.

@@ -23,10 +23,14 @@ The rules, in order:
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 TRIAL, FINALIST = "trial", "finalist"
+
+#: A load level as the caller names it (a ``LoadLevel``, or a bare concurrency).
+L = TypeVar("L", bound=Hashable)
 
 
 def metric_field(name: str) -> str:
@@ -89,11 +93,19 @@ class Pick:
     note: str
 
 
+def _score(c: Candidate) -> float:
+    """The value of a candidate :func:`_best` kept (one whose value is known)."""
+    value = known(c.value)
+    if value is None:
+        raise ValueError(f"candidate {c.ref!r} has no known value")
+    return value
+
+
 def _best(pool: Sequence[Candidate], maximize: bool) -> Candidate | None:
     scored = [c for c in pool if known(c.value) is not None]
     if not scored:
         return None
-    return (max if maximize else min)(scored, key=lambda c: c.value)
+    return (max if maximize else min)(scored, key=_score)
 
 
 def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | None:
@@ -113,8 +125,8 @@ def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | No
         which = ""
     best = _best(pool, maximize)
     best_base = _best([c for c in cands if c.is_baseline and c.feasible], maximize)
-    if best is not None and (best_base is None or (best.value > best_base.value if maximize
-                                                   else best.value < best_base.value)):
+    if best is not None and (best_base is None or (_score(best) > _score(best_base) if maximize
+                                                   else _score(best) < _score(best_base))):
         return Pick(best.ref, False, f"best {which}feasible speculative config")
     if best_base is not None:
         if best is not None:
@@ -127,8 +139,8 @@ def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | No
     return None
 
 
-def pick_per_level(levels: Iterable[int], candidates_at: Callable[[int], Iterable[Candidate]], *,
-                   maximize: bool) -> dict[int, Pick | None]:
+def pick_per_level(levels: Iterable[L], candidates_at: Callable[[L], Iterable[Candidate]], *,
+                   maximize: bool) -> dict[L, Pick | None]:
     """The winner at each concurrency level: :func:`pick_winner`, the same rules, applied to the
     candidates as measured and judged at that level (``candidates_at(level)``).
 

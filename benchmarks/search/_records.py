@@ -11,10 +11,13 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import ConfigError
 from autotune.trial.outcome import Status
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 PHASE_KEYS = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms")
 STATUSES = tuple(s.value for s in Status)
@@ -45,7 +48,14 @@ class Entry:
     reason: str | None
 
 
-def canonical(space: Any, params: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _measured(tok_s: float | None) -> float:
+    """A repeat's tok/s, null ones having been refused."""
+    if tok_s is None:
+        raise ValueError("a repeat of null tok/s is not a measurement")
+    return tok_s
+
+
+def canonical(space: SearchSpace, params: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The space's resolved form of a config (derived values filled), or why it rejects it."""
     why = space.validate_config(params)
     if why is not None:
@@ -53,7 +63,7 @@ def canonical(space: Any, params: Mapping[str, Any]) -> tuple[dict[str, Any], st
     return dict(space.trial_config(dict(params)).params), None
 
 
-def read_entry(rec: Any, i: int, space: Any, file: str) -> Entry:
+def read_entry(rec: Any, i: int, space: SearchSpace, file: str) -> Entry:
     """Record ``i`` of a landscape, checked field by field against ``space``.
 
     Raises:
@@ -96,7 +106,7 @@ def read_entry(rec: Any, i: int, space: Any, file: str) -> Entry:
         raise bad("output_tok_s_repeats", f"must be a list of tok/s, got {raw_repeats!r}")
     if None in raw_repeats:
         raise bad("output_tok_s_repeats", "a repeat of null tok/s is not a measurement")
-    repeats = tuple(float(number(f"output_tok_s_repeats[{j}]", v, low=0.0, strict=True))
+    repeats = tuple(_measured(number(f"output_tok_s_repeats[{j}]", v, low=0.0, strict=True))
                     for j, v in enumerate(raw_repeats))
     reason = rec.get("reason") if isinstance(rec.get("reason"), str) else None
     if status == Status.FAILED or tok_s is None:

@@ -1,7 +1,8 @@
 """How many trials each search strategy needs to get within 2% of the best config.
 
 ``python -m benchmarks.search --space S [--profile P] --seeds 20 --budget B [--noise CV]
-[--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.simtools.evaluate`) with measurement noise
+[--finalists N|space] [--json]`` runs, on the model-only evaluator (:mod:`autotune.simtools.evaluate`) with
+measurement noise
 (by default the CV measured from the recorded real landscapes' repeats, :mod:`benchmarks.search.noise`;
 ``--print-noise`` prints it),
 and ``python -m benchmarks.search --landscape FILE [--space S] ...`` on a recorded landscape
@@ -60,8 +61,7 @@ from typing import Any
 from autotune import cli
 from autotune.errors import AutotuneError
 from benchmarks.search.noise import measured_noise
-from benchmarks.search.strategies import (AUTO_TIERS, FINALISTS_OF_SPACE, OURS,
-                                          STRATEGIES, benchmark)
+from benchmarks.search.strategies import AUTO_TIERS, FINALISTS_OF_SPACE, OURS, STRATEGIES, benchmark
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
@@ -78,7 +78,8 @@ def _warm_line(warm: Mapping[str, Any] | None) -> str:
     if warm.get("params") is None:
         return f"warm start: {warm['describe']}"
     if warm.get("tok_s") is None:
-        return f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: it fails here"
+        return (f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: "
+                "it fails here")
     verdict = "reaches the target" if warm["reaches_target"] else (
         "below the target" if warm["feasible"] else "infeasible (does not beat its baseline)")
     return (f"warm start (every strategy's first trial): {warm['describe'].replace(', measured first', '')}: "

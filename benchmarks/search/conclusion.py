@@ -107,8 +107,8 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
     if finalists < 1:
         raise ValueError(f"finalists must be >= 1, got {finalists}")
     readings: list[Reading] = oracle.readings
-    spec_ok = [r for r in readings if r.feasible and not r.is_baseline and r.tok_s is not None]
-    chosen = sorted(spec_ok, key=lambda r: r.tok_s, reverse=True)[:finalists]
+    spec_ok = [(r.tok_s, r) for r in readings if r.feasible and not r.is_baseline and r.tok_s is not None]
+    chosen = [r for _, r in sorted(spec_ok, key=lambda m: m[0], reverse=True)[:finalists]]
     cands = [Candidate(ref=r.key, value=r.tok_s, is_baseline=r.is_baseline,
                        feasible=r.feasible and r.tok_s is not None, stage=TRIAL) for r in readings]
     # The conclusion's draws come after the oracle's without taking them from its stream.

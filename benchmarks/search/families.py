@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from autotune.space.workload import primary_concurrency
 from autotune.trial.outcome import Status
 from autotune.trial.verdict import pays
 from benchmarks.search.landscape import FORMAT, load_landscape
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
              "speculative_num_draft_tokens")
@@ -117,7 +120,7 @@ WEAK = Draft(  # a draft that barely matches its target
 
 def interp(points: Sequence[tuple[float, float]], x: float) -> float:
     """Piecewise-linear through ``points`` (x ascending); outside them is an error."""
-    xs, ys = zip(*points)
+    xs, ys = zip(*points, strict=True)
     if not xs[0] <= x <= xs[-1]:
         raise ValueError(f"{x:g} lies outside the interpolation points {xs[0]:g}..{xs[-1]:g}")
     return float(np.interp(x, xs, ys))
@@ -232,12 +235,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            never_pays=True))}
 
 
-def _triple(space: Any, cfg: Mapping[str, Any]) -> tuple[int, int, int]:
+def _triple(space: SearchSpace, cfg: Mapping[str, Any]) -> tuple[int, int, int]:
     ctx = {**(space.fixed_args or {}), **cfg}
     return tuple(int(ctx[key]) for key in SPEC_KEYS[1:])  # type: ignore[return-value]
 
 
-def truth(fam: Family, space: Any, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def truth(fam: Family, space: SearchSpace, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Noise-free tok/s, accept length and phases of one config (or baseline) of ``space``."""
     ctx = {**(space.fixed_args or {}), **cfg}
     unknown = sorted(k for k in cfg if k not in SPEC_KEYS and k != "attention_backend")
@@ -361,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         "python -m benchmarks.search.families --family interp-verify "
         "--space bench-family-llama-8b-h200 --out landscape.json"])
     parser.add_argument("--family", required=True, choices=sorted(FAMILIES))
-    parser.add_argument("--space", required=True, help="the space to cover (every config): a YAML file or a packaged name")
+    parser.add_argument("--space", required=True,
+                        help="the space to cover (every config): a YAML file or a packaged name")
     parser.add_argument("--out", required=True, help="landscape JSON to write")
     parser.add_argument("--seed", type=int, default=0, help="seed of the repeats' noise")
     parser.add_argument("--noise-cv", type=float, default=0.01,

@@ -31,12 +31,15 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import ConfigError
 from autotune.space.trial_config import config_key
 from benchmarks.search._records import PHASE_KEYS, STATUSES, Entry, canonical, read_entry, show
 from benchmarks.search.problem import noise_rng
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 __all__ = ["FORMAT", "PHASE_KEYS", "STATUSES", "Entry", "Landscape", "LandscapeEvaluator",
            "canonical", "load_landscape", "missing_configs"]
@@ -59,7 +62,7 @@ class Landscape:
     """
 
     file: str
-    space: Any
+    space: SearchSpace
     space_path: str
     description: str
     acceptance: str | None
@@ -80,9 +83,11 @@ class Landscape:
         return self._lookup[key]
 
 
-def missing_configs(space: Any, entries: Mapping[tuple, Any]) -> tuple[list[dict], list[dict]]:
+def missing_configs(space: SearchSpace, entries: Mapping[tuple, Any]) -> tuple[list[dict], list[dict]]:
     """Configs of the space with no entry: (speculative or enumerated ones, group baselines)."""
-    configs, baselines, seen = [], [], set()
+    configs: list[dict] = []
+    baselines: list[dict] = []
+    seen: set[tuple] = set()
     for cfg in space.enumerate():
         for params, is_group_baseline in ((cfg, False), (space.baseline_params(cfg), True)):
             resolved, why = canonical(space, params)
@@ -123,12 +128,12 @@ def load_landscape(path: str | os.PathLike[str], *, space: str | None = None) ->
                           field="format")
     space_obj, space_path = _load_space(data, name, override=space)
     text = {}
-    for key in ("description", "acceptance"):
-        value = data.get(key)
+    for section in ("description", "acceptance"):
+        value = data.get(section)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"must be free text (a string), got {type(value).__name__}",
-                              file=name, field=key)
-        text[key] = value
+                              file=name, field=section)
+        text[section] = value
     records = data.get("records")
     if not isinstance(records, list) or not records:
         raise ConfigError("records must be a non-empty list of trial JSON objects (the stdout of "
@@ -162,9 +167,10 @@ def load_landscape(path: str | os.PathLike[str], *, space: str | None = None) ->
                      records=records, entries=entries)
 
 
-def _load_space(data: Mapping[str, Any], file: str, *, override: str | None) -> tuple[Any, str]:
+def _load_space(data: Mapping[str, Any], file: str, *, override: str | None) -> tuple[SearchSpace, str]:
     from autotune.space.search_space import load_space
 
+    path: str | None
     if override is not None:
         path = str(override)
     else:
@@ -243,6 +249,8 @@ class LandscapeEvaluator:
         accept length is the recorded one. ``noise_cv`` does not apply.
         """
         e = self.landscape.entry(params)
+        if e.tok_s is None:  # a failed config is never measured
+            raise ValueError(f"config {params} failed in the landscape: it has no measurement to draw")
         r = len(e.repeats)
         order = noise_rng(seed, config_key(params), ("landscape", n // r)).permutation(r)
         tok_s = e.repeats[int(order[n % r])]

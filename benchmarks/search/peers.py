@@ -57,19 +57,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.space.replay import ReplayTrial, UnfitValue
-from autotune.space._schema_names import is_speculation_only
 from autotune.errors import ConfigError
 from autotune.search.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
 from autotune.search.samplers._observations import finished, read_observation
 from autotune.search.samplers._planned import PlannedSampler
+from autotune.space._schema_names import is_speculation_only
+from autotune.space.replay import ReplayTrial, UnfitValue
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 #: ``build_candidates``' cuts per tier: (knobs kept, values kept per knob, knobs in the product).
 TIER_CUTS = {1: (6, 2, 0), 2: (8, 3, 3)}
@@ -104,7 +107,7 @@ def tier_overlays(knobs: Sequence[tuple[str, Sequence[Any]]], tier: int) -> list
     if head:
         names = [name for name, _ in head]
         for combo in itertools.product(*[values for _, values in head]):
-            out.append(dict(zip(names, combo)))
+            out.append(dict(zip(names, combo, strict=True)))
     for name, values in tail:
         out.extend({name: v} for v in values)
     return out
@@ -129,7 +132,7 @@ class AutoBenchmarkTierSampler(PlannedSampler):
             ``search.max_candidates``; None: no cap).
     """
 
-    def __init__(self, space: Any, *, tier: int, seed: int | None = None,
+    def __init__(self, space: SearchSpace, *, tier: int, seed: int | None = None,
                  max_knobs: int | None = None, values_per_knob: int | None = None,
                  max_candidates: int | None = None) -> None:
         super().__init__(space, seed=seed)
@@ -184,7 +187,7 @@ class AutoBenchmarkTierSampler(PlannedSampler):
             out = self._defaults(True)
             warm = sglang_default(self.space)
             if warm.params is not None and warm.triple is not None:
-                out.update({k: v for k, v in zip(TRIPLE, warm.triple) if k in out})
+                out.update({k: v for k, v in zip(TRIPLE, warm.triple, strict=True) if k in out})
                 if ALGO in out and warm.algorithm is not None:
                     out[ALGO] = warm.algorithm
             self._spec_defaults = out
@@ -270,11 +273,11 @@ class AutoBenchmarkTierSampler(PlannedSampler):
                 failed.add(idx)
             elif not self.table.spec[idx] or obs.is_baseline:
                 if obs.ok:
-                    baseline[idx] = obs.value
+                    baseline[idx] = obs.measured
             elif obs.baseline_tok_s is not None:
                 baseline[idx] = obs.baseline_tok_s
             if obs.ok:
-                objective[idx] = obs.value
+                objective[idx] = obs.measured
         score = baseline if baseline else objective
         ranked = [i for i in base if i in score and i not in failed]
         if ranked:
@@ -312,7 +315,7 @@ class AutoTier1Sampler(AutoBenchmarkTierSampler):
     """SGLang auto_benchmark tier 1: each knob alone over the baseline (first 6 knobs, 2 values),
     base stage then speculative stage, then random. See :class:`AutoBenchmarkTierSampler`."""
 
-    def __init__(self, space: Any, *, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, **kwargs: Any) -> None:
         super().__init__(space, tier=1, seed=seed, **kwargs)
 
 
@@ -321,5 +324,5 @@ class AutoTier2Sampler(AutoBenchmarkTierSampler):
     alone (first 8 knobs, 3 values), base stage then speculative stage, then random. See
     :class:`AutoBenchmarkTierSampler`."""
 
-    def __init__(self, space: Any, *, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, **kwargs: Any) -> None:
         super().__init__(space, tier=2, seed=seed, **kwargs)

@@ -20,19 +20,22 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from autotune.errors import AutotuneError
-from autotune.space.trial_config import config_key
+from autotune.search.report import TrialReport
 from autotune.simtools.evaluate import ModelEvaluator
+from autotune.space.trial_config import config_key
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
-from autotune.search.report import TrialReport
 from benchmarks.search.conclusion import Reading, conclude
 from benchmarks.search.drawn import DrawnEvaluator, histogram_of
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 
 def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
@@ -41,7 +44,7 @@ def noise_rng(seed: int, key: tuple, n: Any) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest, "big"))
 
 
-def min_speedup(space: Any) -> float:
+def min_speedup(space: SearchSpace) -> float:
     """The space's ``min_speedup`` (1.0 when it sets none): what :func:`autotune.trial.verdict.pays`
     compares with here."""
     return float(getattr(space.constraints, "min_speedup", 1.0) or 1.0)
@@ -127,7 +130,7 @@ class Problem:
         groups: Number of non-speculative groups.
     """
 
-    space: Any
+    space: SearchSpace
     evaluator: Any
     configs: list[dict[str, Any]]
     optimum: float
@@ -217,7 +220,7 @@ def load_problem(space_path: str | None = None, *, profile: str | None = None,
             tok_s = problem.truth(params).get("output_tok_s")
             if problem.truly_feasible(params) and (best is None or tok_s > best):
                 best, best_params = tok_s, params
-    if best is None:
+    if best is None or best_params is None:  # set together
         raise AutotuneError(f"no config of {where} runs" + ("" if landscape else " on this profile"))
     problem.optimum, problem.optimum_params = best, dict(best_params)
     problem.target, problem.groups = threshold * best, len(groups)
@@ -269,7 +272,7 @@ class Oracle:
             self.duplicates += 1
         self.trials += 1
         self._params.setdefault(key, dict(params))
-        if not result.ok:
+        if not result.ok or result.output_tok_s is None:  # an ok result measured its tok/s
             self.failed += 1
             return
         self._sums[key] = self._sums.get(key, 0.0) + result.output_tok_s
@@ -329,8 +332,8 @@ class Oracle:
         if result.ok:
             base = self.evaluator.baselines[gkey]
             mean = self._sums[key] / self.evaluator.counts[key]
-            self._feasible[key] = bool(base.ok and pays(mean / base.output_tok_s,
-                                                        min_speedup=min_speedup(space)))
+            self._feasible[key] = bool(base.ok and base.output_tok_s is not None
+                                       and pays(mean / base.output_tok_s, min_speedup=min_speedup(space)))
         self._update_pick()
         return self._report(result)
 
@@ -340,11 +343,11 @@ class Oracle:
         base_status = None if result.baseline_status is None else str(result.baseline_status)
         be = break_even_constraint(result, min_speedup=min_speedup(self.p.space))
         if not result.ok:
-            attrs = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
+            attrs: dict[str, Any] = {"status": "failed", "is_baseline": is_baseline, "output_tok_s": None,
                      "baseline_status": base_status, "failure": result.failure}
             return TrialReport(objective=None, attrs=attrs, constraints={"failed": 1.0, "break_even": 1.0})
         tok_s = result.output_tok_s
-        attrs: dict[str, Any] = {"is_baseline": is_baseline, "output_tok_s": tok_s}
+        attrs = {"is_baseline": is_baseline, "output_tok_s": tok_s}
         # What was drawn, without what the verdict added (the samplers read the measured phases).
         phases = {k: v for k, v in (result.phases or {}).items() if k not in VERDICT_PHASE_KEYS}
         if is_baseline:

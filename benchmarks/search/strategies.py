@@ -220,7 +220,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         raise ValueError(f"finalists must be {FINALISTS_OF_SPACE!r} or a whole number >= 1 "
                          f"(None: no conclusion), got {finalists!r}")
     problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
-    if finalists == FINALISTS_OF_SPACE:
+    if isinstance(finalists, str):  # FINALISTS_OF_SPACE, the one text the check above lets by
         finalists = max(1, problem.space.search.finalists)
     seed_list = range(first_seed, first_seed + seeds)
     out: dict[str, Any] = {}
@@ -246,7 +246,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         out["grid"]["unbudgeted_trials_to_target"] = full
         out["grid"]["unbudgeted_median"] = _quantile(full, 0.5)
     ours = out.get(OURS, {}).get("median")
-    for name, summary in out.items():
+    for summary in out.values():
         summary.update(common)
         theirs = summary["median"]
         summary["ratio_ours_to_this"] = (ours / theirs) if ours and theirs else None

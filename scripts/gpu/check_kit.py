@@ -65,19 +65,23 @@ DIST_IMPORTS = {
     "cupy-cuda13x": ["cupy", "cupyx", "cupy_backends"], "cython": ["Cython", "cython", "pyximport"],
     "fonttools": ["fontTools"], "grpcio": ["grpc"], "hf-xet": ["hf_xet"], "huggingface-hub": ["huggingface_hub"],
     "jax-cuda13-pjrt": ["jax_plugins"], "jax-cuda13-plugin": ["jax_cuda13_plugin", "jax_plugins"],
-    "lazy-loader": ["lazy_loader"], "markdown-it-py": ["markdown_it"], "matplotlib": ["matplotlib", "mpl_toolkits", "pylab"],
+    "lazy-loader": ["lazy_loader"], "markdown-it-py": ["markdown_it"],
+    "matplotlib": ["matplotlib", "mpl_toolkits", "pylab"],
     "meson": ["mesonbuild"], "ml-dtypes": ["ml_dtypes"], "numba-cuda": ["numba_cuda", "numba"],
     "nvidia-ml-py": ["pynvml"], "onnx-ir": ["onnx_ir"], "opencv-python-headless": ["cv2"],
     "orbax-checkpoint": ["orbax"], "pillow": ["PIL"], "prometheus-client": ["prometheus_client"],
     "protobuf": ["google"], "py-cpuinfo": ["cpuinfo"], "pyproject-hooks": ["pyproject_hooks"],
     "pytest": ["pytest", "_pytest", "py"], "python-dateutil": ["dateutil"], "pyyaml": ["yaml", "_yaml"],
     "scikit-build-core": ["scikit_build_core"], "scikit-image": ["skimage"], "scikit-learn": ["sklearn"],
-    "sentence-transformers": ["sentence_transformers"], "setuptools": ["setuptools", "pkg_resources", "_distutils_hack", "distutils"],
+    "sentence-transformers": ["sentence_transformers"],
+    "setuptools": ["setuptools", "pkg_resources", "_distutils_hack", "distutils"],
     "tensorboard-data-server": ["tensorboard_data_server"], "toolz": ["toolz", "tlz"],
     "torch-geometric": ["torch_geometric"], "typing-extensions": ["typing_extensions"],
-    "typing-inspect": ["typing_inspect"], "wadler-lindig": ["wadler_lindig"], "pytorch-lightning": ["pytorch_lightning"],
+    "typing-inspect": ["typing_inspect"], "wadler-lindig": ["wadler_lindig"],
+    "pytorch-lightning": ["pytorch_lightning"],
     "lightning-utilities": ["lightning_utilities"], "linear-operator": ["linear_operator"],
-    "interface-meta": ["interface_meta"], "mypy-extensions": ["mypy_extensions"], "pyre-extensions": ["pyre_extensions"],
+    "interface-meta": ["interface_meta"], "mypy-extensions": ["mypy_extensions"],
+    "pyre-extensions": ["pyre_extensions"],
     "opt-einsum": ["opt_einsum"], "opt-einsum-fx": ["opt_einsum_fx"], "annotated-doc": ["annotated_doc"],
 }
 for _d in list(IMAGE_DISTS):
@@ -349,7 +353,8 @@ def main(argv=None):
             imps = sorted(ck.warnings[m])
             print(f"    {m:45s} <- {', '.join(imps[:3])}{' ...' if len(imps) > 3 else ''}")
     if ck.errors:
-        print(f"  ERROR: {len(ck.errors)} modules imported at import time are missing (removed by trimming, or the parent of a module-level find_spec):")
+        print(f"  ERROR: {len(ck.errors)} modules imported at import time are missing (removed by trimming, "
+              "or the parent of a module-level find_spec):")
         for m in sorted(ck.errors):
             imps = sorted(ck.errors[m])
             print(f"    {m:45s} <- {', '.join(imps[:3])}{' ...' if len(imps) > 3 else ''}")

@@ -60,7 +60,8 @@ def rescaled(layers: int) -> Any:
 
 def layers_of(results: Path) -> int | None:
     try:
-        return json.loads((results / "models" / "kimi-k2.5" / "target" / "config.json").read_text())["num_hidden_layers"]
+        config = results / "models" / "kimi-k2.5" / "target" / "config.json"
+        return json.loads(config.read_text())["num_hidden_layers"]
     except (OSError, ValueError, KeyError):
         return None
 
@@ -162,7 +163,8 @@ def render(rep: dict[str, Any]) -> str:
     lines = [f"{rep['space']}: {rep['layers']} target layers; emulator profile {rep['profile']}", mr.table(head, body)]
     lines.append(f"sweep's verdict: {rep['sweep_verdict'] or '-'}; the search ({rep['search_trials']} records) "
                  f"chose {rep['search_winner'] or '-'} ({f(rep['search_winner_tok_s'])} tok/s confirmed); "
-                 f"agrees that speculation {'pays' if rep['sweep_verdict'] not in (None, 'plain') else 'does not pay'}: "
+                 f"agrees that speculation "
+                 f"{'pays' if rep['sweep_verdict'] not in (None, 'plain') else 'does not pay'}: "
                  f"{f(rep['agree_speculation_pays'])}; same config: "
                  f"{f(rep['agree_config']) if rep['agree_config'] is not None else 'n/a (winner outside the sweep)'}")
     return "\n".join(lines)

@@ -70,7 +70,8 @@ def weight_bytes(layers: int, tp: int = TP) -> dict[str, float]:
     qk = s["qk_nope_head_dim"] + s["qk_rope_head_dim"]
     # MLA: replicated down-projections and their norms; q_b, kv_b (twice: w_kc/w_vc) and o sharded.
     attn_rep = h * (s["q_lora_rank"] + s["kv_lora_rank"] + s["qk_rope_head_dim"]) + s["q_lora_rank"] + s["kv_lora_rank"]
-    attn_shard = (s["q_lora_rank"] * heads * qk + 2 * s["kv_lora_rank"] * heads * (s["qk_nope_head_dim"] + s["v_head_dim"])
+    attn_shard = (s["q_lora_rank"] * heads * qk
+                  + 2 * s["kv_lora_rank"] * heads * (s["qk_nope_head_dim"] + s["v_head_dim"])
                   + heads * s["v_head_dim"] * h)
     norms = 2 * h
     # Routed experts and the shared one (SGLang may fuse it into the MoE as one more expert): w13 + w2.
@@ -153,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parts = weight_bytes(layers, args.tp)
     budget = args.gpu_gib * args.mem_fraction - args.kv_gib
     print(f"GPU {args.gpu_gib:.1f} GiB x mem_fraction_static {args.mem_fraction} = "
-          f"{args.gpu_gib * args.mem_fraction:.1f} GiB static; less {args.kv_gib:g} GiB KV: {budget:.1f} GiB for weights")
+          f"{args.gpu_gib * args.mem_fraction:.1f} GiB static; less {args.kv_gib:g} GiB KV: "
+          f"{budget:.1f} GiB for weights")
     print(f"per GPU at TP {args.tp}: {parts['per_moe_layer'] / GIB:.3f} GiB per MoE layer, "
           f"{parts['dense_layers'] / GIB:.3f} dense layer(s), {parts['embeddings'] / GIB:.3f} embeddings + lm_head, "
           f"{parts['draft'] / GIB:.3f} EAGLE3 draft")

@@ -35,13 +35,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 try:
     import autotune  # noqa: F401
-except ImportError:  # run from a checkout without the package installed
+    import benchmarks.search  # noqa: F401
+except ImportError:  # the benchmarks live beside the package, in the checkout only (and maybe autotune too)
     sys.path.insert(0, str(REPO))
 
 from autotune.errors import ConfigError  # noqa: E402
-from benchmarks.search.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
-from autotune.trial.report import portable_paths  # noqa: E402
 from autotune.space.trial_config import config_key  # noqa: E402
+from autotune.trial.report import portable_paths  # noqa: E402
+from benchmarks.search.landscape import FORMAT, canonical, load_landscape, missing_configs  # noqa: E402
 
 
 def read_trial(path: str) -> dict[str, Any] | None:

@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
         print(f"error: unknown shape {unknown[0]!r}; choose from {', '.join(SHAPES)}", file=sys.stderr)
         return 2
     for shape, layers in shapes:
-        for name, cfg in zip(("target", "draft"), SHAPES[shape](layers)):
+        for name, cfg in zip(("target", "draft"), SHAPES[shape](layers), strict=True):
             folder = os.path.join(out, shape, name)
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, "config.json"), "w") as fh:

@@ -52,8 +52,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # alone.py beside it
 
-from autotune.space.trial_config import config_key  # noqa: E402
 from autotune.space.search_space import load_space  # noqa: E402
+from autotune.space.trial_config import config_key  # noqa: E402
 
 # Seconds one trial server run takes, for the deadline: with prefill CUDA graphs and 4 x 768 tokens
 # a repeat, the 8B search's 8 servers took 132 s each (sixth GPU run); a MoE trial about 180 s.

@@ -92,7 +92,7 @@ def variant_workload(space: Any, text: str) -> Workload:
     try:
         n, length = (int(x) for x in text.lower().split("x"))
     except ValueError:
-        raise AutotuneError(f"--variants: {text!r} is not NxL (prompts x output tokens), e.g. 8x192")
+        raise AutotuneError(f"--variants: {text!r} is not NxL (prompts x output tokens), e.g. 8x192") from None
     return Workload.from_spec({**space.workload, "num_prompts": n, "output_len": length},
                               file=space.file)
 

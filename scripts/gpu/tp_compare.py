@@ -187,7 +187,8 @@ def render(rep: dict[str, Any]) -> str:
           f(r["emulator_spec_tok_s"])] for r in rep["tp"]]))
     parts.append(f"TP2/TP1, default NCCL, custom all-reduce on: plain {f(rep['tp2_over_tp1_plain_tok_s'], '.3f')} "
                  f"(emulator {f(rep['emulator_tp2_over_tp1_plain_tok_s'], '.3f')}), 3-4-8 "
-                 f"{f(rep['tp2_over_tp1_spec_tok_s'], '.3f')} (emulator {f(rep['emulator_tp2_over_tp1_spec_tok_s'], '.3f')})")
+                 f"{f(rep['tp2_over_tp1_spec_tok_s'], '.3f')} "
+                 f"(emulator {f(rep['emulator_tp2_over_tp1_spec_tok_s'], '.3f')})")
     parts.append("\nTwo trials at once, one GPU each, against the same configs alone on the same GPU")
     parts.append(mr.table(
         ["config", "GPU (Ray)", "GPU (alone)", "overlap s", "tok/s together", "tok/s alone", "ratio",

@@ -204,7 +204,8 @@ def test_model_configs_load_in_transformers_and_name_architectures_sglang_serves
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     python = _transformers_python()
     if python is None:
-        pytest.skip("no Python with transformers (make test builds .venv-sglang-data; or set AUTOTUNE_TRANSFORMERS_PYTHON)")
+        pytest.skip("no Python with transformers "
+                    "(make test builds .venv-sglang-data; or set AUTOTUNE_TRANSFORMERS_PYTHON)")
     out = tmp_path / "models"
     # The configs only: six word-level tokenizers of 128-164k words would take a minute to write.
     monkeypatch.setattr(make_models, "write_tokenizer", lambda folder, vocab: None)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.space.trial_config import config_key
 from autotune.space.search_space import load_space
+from autotune.space.trial_config import config_key
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 

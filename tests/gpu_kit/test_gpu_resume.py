@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.space.trial_config import config_key
 from autotune.space.search_space import load_space
+from autotune.space.trial_config import config_key
 from tests.gpu_kit.test_gpu_plan import sim_twin
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import httpx
-from reliability.procs import HANG_S, wait_until
 
 from autotune.server.ports import port_in_use
+from reliability.procs import HANG_S, wait_until
 
 
 def free_port() -> int:

@@ -12,11 +12,10 @@ import re
 import subprocess
 from pathlib import Path
 
+from autotune.search.report import TrialReport
 from reliability.procs import leftovers
 from reliability.searchrun import SearchDir, start_cli
 from reliability.spaces import base_space, merged, write_space
-
-from autotune.search.report import TrialReport
 
 #: A result row of the live table: its number, then the trial id's first eight characters.
 ROW = re.compile(r"^\s*\d+ ([0-9a-f]{8})\s", re.MULTILINE)

@@ -14,7 +14,7 @@ See ``docs/samplers.md``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 
@@ -22,6 +22,9 @@ from autotune.search.samplers._fit import Settings as PhaseModelSettings
 from autotune.search.samplers._observations import USER_ATTR_KEYS
 from autotune.search.samplers._planned import GridOrderSampler, PlannedSampler
 from autotune.search.samplers.phase_model import PhaseModelSampler
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 __all__ = [
     "SAMPLER_NAMES",
@@ -36,7 +39,7 @@ __all__ = [
 SAMPLER_NAMES = ("tpe", "random", "grid", "phase-model")
 
 
-def make_sampler(name: str, *, seed: int | None, space: Any) -> BaseSampler:
+def make_sampler(name: str, *, seed: int | None, space: SearchSpace) -> BaseSampler:
     """The sampler a space's ``search.sampler`` names.
 
     Args:

@@ -28,6 +28,9 @@ import numpy as np
 
 #: Prior mean and spread of (alpha, beta, gamma, logit rho, logit lam). Broad on purpose: a draft
 #: may accept 20% or 90% of first tokens, and decay fast or hardly at all.
+#: Per-candidate integers: a list, or a column of the candidate table.
+IntsLike = Sequence[int] | np.ndarray
+
 PRIOR_MEAN = np.array([0.6, -0.15, 0.0, 0.0, 0.0])
 PRIOR_SD = np.array([1.5, 0.4, 1.0, 1.5, 1.5])
 _N_EFF_CAP = 300.0  # a histogram of thousands of cycles still mixes prompts: cap its weight
@@ -97,25 +100,25 @@ class AcceptanceModel:
             widths[:, d] = np.sum(picked & (depth_of[None, :] == d), axis=1)
         return widths
 
-    def reach(self, steps: Sequence[int], topk: Sequence[int], draft: Sequence[int],
+    def reach(self, steps: IntsLike, topk: IntsLike, draft: IntsLike,
               theta: np.ndarray | None = None) -> np.ndarray:
         """P(at least d drafts accepted), d = 1..S, shape (C, S)."""
         theta = self.theta if theta is None else theta
-        steps = np.minimum(np.asarray(steps, dtype=int), self.S)
-        topk = np.minimum(np.asarray(topk, dtype=int), self.K)
-        draft = np.asarray(draft, dtype=int)
+        steps_a = np.minimum(np.asarray(steps, dtype=int), self.S)
+        topk_a = np.minimum(np.asarray(topk, dtype=int), self.K)
+        draft_a = np.asarray(draft, dtype=int)
         scores, cover = self._tables(theta)
-        widths = self._widths(scores, steps, topk, draft)
+        widths = self._widths(scores, steps_a, topk_a, draft_a)
         per_depth = cover[np.arange(self.S)[None, :], widths]
         return np.cumprod(per_depth, axis=1)
 
-    def mean(self, steps: Sequence[int], topk: Sequence[int], draft: Sequence[int],
+    def mean(self, steps: IntsLike, topk: IntsLike, draft: IntsLike,
              theta: np.ndarray | None = None) -> np.ndarray:
         """Expected tokens per cycle, bonus token included, shape (C,)."""
         return 1.0 + self.reach(steps, topk, draft, theta).sum(axis=1)
 
-    def predict(self, steps: Sequence[int], topk: Sequence[int],
-                draft: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, steps: IntsLike, topk: IntsLike,
+                draft: IntsLike) -> tuple[np.ndarray, np.ndarray]:
         """Mean accept length and its variance (parameter uncertainty) for each candidate."""
         mu = self.mean(steps, topk, draft)
         grads = np.empty((len(mu), len(self.theta)))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from autotune.errors import AutotuneError
 from autotune.space.trial_config import config_key, freeze
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"
@@ -45,7 +48,7 @@ class CandidateTable:
         group_coords: The group dims' coordinates of each group.
     """
 
-    def __init__(self, space: Any) -> None:
+    def __init__(self, space: SearchSpace) -> None:
         self.space = space
         self.configs: list[dict[str, Any]] = [dict(c) for c in space.enumerate()]
         if not self.configs:

@@ -9,6 +9,8 @@ is self-contained (features, priors, Bayesian linear fits) and is tested on its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from autotune.search.samplers import _blr
@@ -114,7 +116,7 @@ def _simple_features(name: str, s: np.ndarray, k: np.ndarray) -> np.ndarray:
     return ones[:, None]
 
 
-def _average_over_c(features, y: np.ndarray, prior: tuple[np.ndarray, np.ndarray],
+def _average_over_c(features: Callable[[float], np.ndarray], y: np.ndarray, prior: tuple[np.ndarray, np.ndarray],
                     nonneg: np.ndarray) -> _Averaged:
     """Fits for every saturation rate, weighted by how well each explains the data."""
     fits = []
@@ -126,4 +128,4 @@ def _average_over_c(features, y: np.ndarray, prior: tuple[np.ndarray, np.ndarray
     best = min(f[2] for f in fits)
     weights = np.array([np.exp(-0.5 * (f[2] - best)) for f in fits])
     weights /= weights.sum()
-    return [(float(w), c, post) for w, (c, post, _) in zip(weights, fits) if w > 1e-4]
+    return [(float(w), c, post) for w, (c, post, _) in zip(weights, fits, strict=True) if w > 1e-4]

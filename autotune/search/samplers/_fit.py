@@ -89,7 +89,7 @@ def _group_data(table: CandidateTable, obs: Sequence[Observation]) -> tuple[dict
         g = int(table.group[o.index])
         if o.is_baseline and o.ok:
             cyc = o.phases.get("cycle_ms")
-            b.setdefault(g, {})[o.value] = cyc
+            b.setdefault(g, {})[o.measured] = cyc
         elif o.baseline_tok_s is not None:
             b.setdefault(g, {})[o.baseline_tok_s] = o.baseline_decode_step_ms
     logb = {g: [float(np.log(v)) for v in vals] for g, vals in b.items()}
@@ -158,13 +158,13 @@ def _cycle_targets(phys_obs: Sequence[Observation], dstep: np.ndarray) -> tuple[
     split = all(all(o.phases.get(p) is not None for p in ("draft_ms", "verify_ms", "extend_ms"))
                 for o in phys_obs)
     if not split:
-        return np.array([[o.phases["cycle_ms"]] for o in phys_obs]) / dstep[:, None], False
+        return np.array([[o.phase("cycle_ms")] for o in phys_obs]) / dstep[:, None], False
     cols = []
     for o in phys_obs:
         ph = o.phases
         other = ph.get("other_ms")
         if other is None:
-            other = ph["cycle_ms"] - ph["draft_ms"] - ph["verify_ms"] - ph["extend_ms"]
+            other = o.phase("cycle_ms") - o.phase("draft_ms") - o.phase("verify_ms") - o.phase("extend_ms")
         cols.append([ph["draft_ms"], ph["verify_ms"], ph["extend_ms"], other])
     return np.array(cols) / dstep[:, None], True
 
@@ -173,8 +173,10 @@ def _throughput_line(phys_obs: Sequence[Observation], logb: dict, logd: dict) ->
     """``1 / tok_s = a * (cycle ms per token) + b`` over every trial and measured baseline."""
     xs, us = [], []
     for o in phys_obs:
-        xs.append(o.phases["cycle_ms"] / o.accept_length)
-        us.append(1.0 / o.value)
+        if o.accept_length is None:  # phys_obs have phase data, accept length included
+            raise ValueError(f"trial {o.number} has no accept length")
+        xs.append(o.phase("cycle_ms") / o.accept_length)
+        us.append(1.0 / o.measured)
     for g, vals in logb.items():
         if g in logd:
             for v in vals:
@@ -194,11 +196,11 @@ def _physics(table: CandidateTable, obs: Sequence[Observation], phys_obs: list[O
              d_sd: np.ndarray, s: Settings) -> tuple[np.ndarray, np.ndarray]:
     """Log tok/s mean and spread of every physics candidate (``table.physics``)."""
     phys = np.flatnonzero(table.physics)
-    accept.fit([AcceptObs(int(table.steps[o.index]), int(table.topk[o.index]),
-                          int(table.draft[o.index]), o.accept_length, o.histogram)
-                for o in obs if table.physics[o.index] and o.status != Status.FAILED])
-    idx = np.array([o.index for o in phys_obs])
-    dstep = np.array([o.baseline_decode_step_ms or float(np.exp(d_mu[table.group[o.index]]))
+    accept.fit([AcceptObs(int(table.steps[o.cand]), int(table.topk[o.cand]),
+                          int(table.draft[o.cand]), o.accept_length, o.histogram)
+                for o in obs if table.physics[o.cand] and o.status != Status.FAILED])
+    idx = np.array([o.cand for o in phys_obs])
+    dstep = np.array([o.baseline_decode_step_ms or float(np.exp(d_mu[table.group[o.cand]]))
                       for o in phys_obs])
     y, split = _cycle_targets(phys_obs, dstep)
     cycle = CycleModel()
@@ -223,8 +225,8 @@ def _physics(table: CandidateTable, obs: Sequence[Observation], phys_obs: list[O
     # What the physics leaves unexplained, per setting value (e.g. an NCCL algorithm that
     # speeds multi-token verify more than the one-token decode step).
     pos = {int(c): i for i, c in enumerate(phys)}
-    rows = np.array([pos[o.index] for o in phys_obs])
-    resid = np.log([o.value for o in phys_obs]) - mu[rows]
+    rows = np.array([pos[o.cand] for o in phys_obs])
+    resid = np.log([o.measured for o in phys_obs]) - mu[rows]
     dims = table.group_dims + table.extra_spec_dims
     X_all = table.one_hot(table.coords[phys][:, dims], dims)
     if X_all.shape[1]:
@@ -243,18 +245,18 @@ def _factor_model(table: CandidateTable, obs: Sequence[Observation], rows: np.nd
                   base_mu: np.ndarray, s: Settings) -> tuple[np.ndarray, np.ndarray]:
     """Speculative candidates the physics cannot cover (or all, before any phase data): one
     multiplicative factor per setting value, fitted on measured tok/s."""
-    spec_obs = [o for o in obs if table.spec[o.index] and o.ok]
+    spec_obs = [o for o in obs if table.spec[o.cand] and o.ok]
     if not spec_obs:
         ref = base_mu[table.group[rows]]
         return np.where(np.isfinite(ref), ref, 0.0), np.full(len(rows), 0.5)
     dims = list(range(len(table.dims)))
     X_all = np.concatenate([np.ones((len(table), 1)), table.one_hot(table.coords, dims)], axis=1)
-    y = np.log([o.value for o in spec_obs])
+    y = np.log([o.measured for o in spec_obs])
     m0 = np.zeros(X_all.shape[1])
     m0[0] = float(np.mean(y))
     s0 = np.full(X_all.shape[1], 0.15)
     s0[0] = 0.5
-    post = _blr.fit(X_all[[o.index for o in spec_obs]], y, s.noise_sd, prior_mean=m0,
+    post = _blr.fit(X_all[[o.cand for o in spec_obs]], y, s.noise_sd, prior_mean=m0,
                     prior_sd=s0)
     m, v = post.predict(X_all[rows])
     return m, np.sqrt(v + 0.05 ** 2)
@@ -266,10 +268,10 @@ def _incumbent(table: CandidateTable, obs: Sequence[Observation], mu: np.ndarray
     reading should not stop the search from trying what could truly beat it)."""
     best = None
     for o in obs:
-        if not o.ok or not (o.status == Status.FEASIBLE or o.is_baseline) or not table.spec[o.index]:
+        if not o.ok or not (o.status == Status.FEASIBLE or o.is_baseline) or not table.spec[o.cand]:
             continue
-        y = float(np.log(o.value))
-        m, v = mu[o.index], sd[o.index] ** 2
+        y = float(np.log(o.measured))
+        m, v = mu[o.cand], sd[o.cand] ** 2
         if np.isfinite(m) and np.isfinite(v) and v > 0:
             n2 = s.noise_sd ** 2
             y = (m / v + y / n2) / (1 / v + 1 / n2)

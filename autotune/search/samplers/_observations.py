@@ -13,8 +13,8 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.trial.outcome import Status
 from autotune.search.report import UNMEASURED_ATTR
+from autotune.trial.outcome import Status
 
 #: System attr holding the config a planning sampler chose for a trial.
 PLAN_KEY = "autotune:plan"
@@ -67,6 +67,39 @@ class Observation:
     @property
     def ok(self) -> bool:
         return self.status != Status.FAILED and self.value is not None
+
+    @property
+    def measured(self) -> float:
+        """:attr:`value` of a trial that measured one (callers have checked :attr:`ok`).
+
+        Raises:
+            ValueError: When nothing was measured.
+        """
+        if self.value is None:
+            raise ValueError(f"trial {self.number} measured nothing")
+        return self.value
+
+    @property
+    def cand(self) -> int:
+        """:attr:`index` of a trial whose config is one of the space's.
+
+        Raises:
+            ValueError: When its config is not a candidate.
+        """
+        if self.index is None:
+            raise ValueError(f"trial {self.number}'s config is not a candidate of the space")
+        return self.index
+
+    def phase(self, name: str) -> float:
+        """A phase time (``cycle_ms``...) of a trial with phase data.
+
+        Raises:
+            ValueError: When that phase is unknown.
+        """
+        value = self.phases.get(name)
+        if value is None:
+            raise ValueError(f"trial {self.number} has no {name}")
+        return value
 
     @property
     def has_phase_data(self) -> bool:

@@ -10,7 +10,7 @@ cover, or one the distribution does not contain, comes from a fallback sampler.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
@@ -23,6 +23,9 @@ from autotune.errors import ConfigError
 from autotune.search.samplers._candidates import CandidateTable
 from autotune.search.samplers._observations import PLAN_KEY, occupied
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+
 
 class PlannedSampler(BaseSampler):
     """Base class: subclasses implement :meth:`plan`.
@@ -33,7 +36,7 @@ class PlannedSampler(BaseSampler):
         fallback: Sampler for values the plan does not cover; a seeded ``RandomSampler`` if None.
     """
 
-    def __init__(self, space: Any, *, seed: int | None = None,
+    def __init__(self, space: SearchSpace, *, seed: int | None = None,
                  fallback: BaseSampler | None = None) -> None:
         if space is None:
             raise ValueError(f"{type(self).__name__} needs the search space (space=...)")
@@ -103,7 +106,7 @@ class PlannedSampler(BaseSampler):
         if index is None:
             return
         params = {k: _jsonable(v) for k, v in self.table.configs[index].items()}
-        plan = {"index": int(index), "params": params}
+        plan: dict[str, Any] = {"index": int(index), "params": params}
         reason = getattr(self, "last_reason", None)
         if reason:
             plan["reason"] = reason  # why this config: design, model, neighbour (for the record)
@@ -146,7 +149,7 @@ class GridOrderSampler(PlannedSampler):
     speculation off, steps, top-k, draft tokens, then any other speculative parameter.
     """
 
-    def __init__(self, space: Any, *, seed: int | None = None) -> None:
+    def __init__(self, space: SearchSpace, *, seed: int | None = None) -> None:
         super().__init__(space, seed=seed)
         self._order: list[int] | None = None
 

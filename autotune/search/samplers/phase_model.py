@@ -26,7 +26,7 @@ With no phase data at all (user attrs absent) it hands every choice to a TPE sam
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from optuna.samplers import BaseSampler, TPESampler
@@ -38,6 +38,9 @@ from autotune.search.samplers._acceptance import AcceptanceModel
 from autotune.search.samplers._observations import PLAN_KEY, finished, read_observation
 from autotune.search.samplers._planned import PlannedSampler
 from autotune.trial.outcome import Status
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -80,7 +83,7 @@ class PhaseModelSampler(PlannedSampler):
             TPE with ``seed`` if None.
     """
 
-    def __init__(self, space: Any, *, seed: int | None = None, n_startup: int = 3,
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, n_startup: int = 3,
                  patience: int = 2, short_chain: int | None = None, skip_z: float | None = 2.0,
                  settings: _fit.Settings | None = None,
                  fallback: BaseSampler | None = None) -> None:

@@ -16,7 +16,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,10 @@ from typing import Any
 import yaml
 
 from autotune.errors import AutotuneError, ConfigError
+from autotune.sim.profile import Profile, load_profile
 from autotune.simtools.fit import solve as fs
 from autotune.simtools.fit.data import Dataset, Observation, load_measurements, split
 from autotune.simtools.fit.report import compare, goals, markdown
-from autotune.sim.profile import Profile, load_profile
 
 _FIELDS = {f for f in Profile.__dataclass_fields__}
 
@@ -114,7 +114,7 @@ def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = Non
     return FitResult(profile_data=data, profile=profile, report=report)
 
 
-def _backend_factor(base: Profile):
+def _backend_factor(base: Profile) -> Callable[[Observation], float]:
     def factor(o: Observation) -> float:
         backend = o.server_args.get("attention_backend") or base.default_attention_backend
         f = base.attention_backends.get(str(backend))
@@ -149,7 +149,7 @@ def cannot_capture(ds: Dataset, fit: Sequence[Observation], pred: Sequence[Obser
     gaps = [100 * (o.output_len / (o.phases["cycle"] * o.cycles_per_request) * 1e3 - o.tok_s) / o.tok_s
             for o in obs]
     if max(abs(g) for g in gaps) > 2:
-        worst = max(zip(gaps, obs), key=lambda t: abs(t[0]))
+        worst = max(zip(gaps, obs, strict=True), key=lambda t: abs(t[0]))
         notes.append(f"tok/s (median of repeats) and the phase window (the median repeat's; with "
                      f"an even number of repeats the upper middle one) disagree by up to "
                      f"{worst[0]:+.1f}% ({worst[1].id}): tok/s errors include this. An odd number "
@@ -186,7 +186,8 @@ def cannot_capture(ds: Dataset, fit: Sequence[Observation], pred: Sequence[Obser
     accs = [o.accept_window_decode for o in spec]
     if len(other_res) >= 4 and None not in accs:
         by_id = {o.id: o for o in spec}
-        xs = [by_id[r["id"]].accept_window_decode for _, r in other_res]
+        # None is not in accs (checked above): the filter only tells the type checker.
+        xs = [x for _, r in other_res if (x := by_id[r["id"]].accept_window_decode) is not None]
         ys = [e for e, _ in other_res]
         if len(set(xs)) > 1 and max(ys) - min(ys) > 1e-9:
             corr = statistics.correlation(xs, ys)

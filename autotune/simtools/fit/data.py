@@ -68,6 +68,28 @@ class Observation:
         return self.steps is None
 
     @property
+    def spec_steps(self) -> int:
+        """``steps`` of a speculative observation.
+
+        Raises:
+            ValueError: For plain decode, which has none.
+        """
+        if self.steps is None:
+            raise ValueError(f"{self.id} is plain decode: it has no speculative steps")
+        return self.steps
+
+    @property
+    def spec_draft_tokens(self) -> int:
+        """``draft_tokens`` of a speculative observation.
+
+        Raises:
+            ValueError: For plain decode, which has none.
+        """
+        if self.draft_tokens is None:
+            raise ValueError(f"{self.id} is plain decode: it has no draft tokens")
+        return self.draft_tokens
+
+    @property
     def is_tree(self) -> bool:
         return bool(self.topk and self.topk > 1)
 
@@ -147,7 +169,8 @@ def _observation(data: Any, source: str) -> Observation:
         full = data["phases"]  # a TrialResult dict (a FileBaselineStore file) holds the full profile
     if not isinstance(full, Mapping):
         raise _Skip("phases_full missing (needs summary_json of a run with the device timer)")
-    params = data.get("params") if isinstance(data.get("params"), Mapping) else {}
+    raw_params = data.get("params")
+    params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
     argv = data.get("argv")
     args = server_args_of(argv) if isinstance(argv, list) else {}
     if not args:

@@ -13,10 +13,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autotune.simtools.fit.data import Observation
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile
+from autotune.simtools.fit.data import Observation
 
 SHARES = ("draft", "verify", "extend", "other")
 GOAL_TOK_S_PCT = 10.0
@@ -51,6 +51,8 @@ def predict_window(profile: Profile, obs: Observation, *, input_len: int) -> dic
     out_len = max(round(obs.output_len), 1)
     exp = model.expected(batch=1, input_len=input_len, output_len=out_len)
     cycles = exp.cycles or 1.0
+    if exp.busy_ms is None:  # expected() always sets it
+        raise ValueError("the model's expectation has no busy time")
     c = exp.cycle
     prefill = model.prefill_ms(input_len) / cycles
     cycle_ms = exp.busy_ms / cycles

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from autotune.simtools.fit.data import Observation
 from autotune.sim.profile import Profile
+from autotune.simtools.fit.data import Observation
 
 # A term must cut the RMS residual by this fraction to be kept (guards against fitting noise).
 _MIN_GAIN = 0.15
@@ -97,8 +97,8 @@ def _solve(phase: str, rows: Sequence[Observation], target: Feature,
         else:
             dropped.append(f"{key} (cuts the fit-half RMS by {100 * (1 - rms2 / rms) if rms else 0:.0f}%,"
                            f" keeps 0)")
-    return PhaseFit(phase=phase, values={k: float(v) for k, v in zip(names, x)},
-                    residuals={o.id: float(r) for o, r in zip(rows, res)}, dropped=dropped)
+    return PhaseFit(phase=phase, values={k: float(v) for k, v in zip(names, x, strict=True)},
+                    residuals={o.id: float(r) for o, r in zip(rows, res, strict=True)}, dropped=dropped)
 
 
 def _topk_factor(o: Observation) -> float:
@@ -114,11 +114,11 @@ def fit_target(fit: Sequence[Observation], attn: Callable[[Observation], float])
         return o.phases["decode"] if o.is_baseline else o.phases["verify"]
 
     optional: dict[str, Feature] = {
-        "per_token_ms": lambda o: 0.0 if o.is_baseline else float(o.draft_tokens - 1),
+        "per_token_ms": lambda o: 0.0 if o.is_baseline else float(o.spec_draft_tokens - 1),
         "verify_fixed_ms": lambda o: 0.0 if o.is_baseline else 1.0,
     }
     if any(o.is_tree for o in spec):
-        optional["verify_tree_ms"] = lambda o: float(o.draft_tokens) if o.is_tree else 0.0
+        optional["verify_tree_ms"] = lambda o: float(o.spec_draft_tokens) if o.is_tree else 0.0
     return _solve("target", rows, target, {"dense_ms": attn}, optional)
 
 
@@ -128,14 +128,21 @@ def fit_draft(fit: Sequence[Observation]) -> PhaseFit:
     best: PhaseFit | None = None
     for skip in (0, 1):
         def fwd(o: Observation, skip: int = skip) -> float:
-            return float(max(o.steps - skip, 0))
+            return float(max(o.spec_steps - skip, 0))
 
-        optional: dict[str, Feature] = {
-            "draft_first_step_ms": lambda o, f=fwd: 1.0 if f(o) > 0 else 0.0}
+        def first(o: Observation, f: Feature = fwd) -> float:
+            return 1.0 if f(o) > 0 else 0.0
+
+        def topk(o: Observation, f: Feature = fwd) -> float:
+            return f(o) * ((o.topk or 1) - 1) * _topk_factor(o)
+
+        def step(o: Observation, f: Feature = fwd) -> float:
+            return f(o) * _topk_factor(o)
+
+        optional: dict[str, Feature] = {"draft_first_step_ms": first}
         if any(o.is_tree for o in rows):
-            optional["draft_topk_ms"] = lambda o, f=fwd: f(o) * ((o.topk or 1) - 1) * _topk_factor(o)
-        pf = _solve("draft", rows, lambda o: o.phases["draft"],
-                    {"draft_step_ms": lambda o, f=fwd: f(o) * _topk_factor(o)}, optional)
+            optional["draft_topk_ms"] = topk
+        pf = _solve("draft", rows, lambda o: o.phases["draft"], {"draft_step_ms": step}, optional)
         pf.values["draft_skip_steps"] = float(skip)
         if best is None or pf.rms < best.rms * 0.9:
             best = pf
@@ -150,7 +157,7 @@ def fit_extend(fit: Sequence[Observation]) -> PhaseFit:
     """extend_ms and extend_per_token_ms (per extra re-extended token, steps + 1 of them)."""
     rows = [o for o in fit if not o.is_baseline]
     return _solve("extend", rows, lambda o: o.phases["extend"], {"extend_ms": lambda o: 1.0},
-                  {"extend_per_token_ms": lambda o: float(o.steps)})
+                  {"extend_per_token_ms": lambda o: float(o.spec_steps)})
 
 
 def plain_other_ms(base: Sequence[Observation]) -> float:
@@ -174,9 +181,9 @@ def fit_other(fit: Sequence[Observation], *, other_ms: float, overlap_hidden_ms:
             y -= overlap_hidden_ms
         return y
 
-    optional: dict[str, Feature] = {"spec_other_per_step_ms": lambda o: float(o.steps)}
+    optional: dict[str, Feature] = {"spec_other_per_step_ms": lambda o: float(o.spec_steps)}
     if any(o.is_tree for o in rows):
-        optional["spec_other_per_token_ms"] = lambda o: float(o.draft_tokens)
+        optional["spec_other_per_token_ms"] = lambda o: float(o.spec_draft_tokens)
     return _solve("other", rows, target, {"spec_other_ms": lambda o: 1.0}, optional)
 
 
