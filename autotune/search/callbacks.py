@@ -109,9 +109,9 @@ class Callbacks:
                 print(f"  trial {trial.trial_id}: an attempt ended without a result ({_brief(err)}); "
                       f"Ray runs it again (details: {where})", file=table.out, flush=True)
                 if tracker is not None:
-                    tracker.attempt_lost(trial.trial_id, (report.result.reason or "") + "; Ray runs it again",
-                                         params=dict(trial.config or {}),
-                                         kind="baseline" if report.is_baseline else "trial")
+                    tracker.log_lost_attempt(trial.trial_id, (report.result.reason or "") + "; Ray runs it again",
+                                             params=dict(trial.config or {}),
+                                             kind="baseline" if report.is_baseline else "trial")
 
             def _free(self, started: float | None, measured: float | None) -> None:
                 if started is None:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.tracking.spool import HEADER, Spool
+
+if TYPE_CHECKING:
+    from autotune.tracking.tracker import Tracker
 
 
 def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: TextIO | None = None) -> int:
@@ -131,25 +134,23 @@ def _header_from_records(spool: Spool, tracking_uri: str | None) -> dict[str, An
             "experiment_id": None, "parent_run_id": store.get("resumes")}
 
 
-def _search_run_of(tracker: Any, spool: Spool) -> str:
+def _search_run_of(tracker: Tracker, spool: Spool) -> str:
     """The search run a spool's synced ``start`` record made (or resumed), found in MLflow.
 
     Raises:
         ConfigError: MLflow holds no such run (it was deleted, or this is another store).
     """
     from autotune.tracking.durable import TAG_SPOOL_ID
-    from autotune.tracking.runs import KIND_SEARCH, TAG_KIND
 
     start = spool.records()[0]
     if tracker.parent_run_id:  # a resumed search: its record names the run it went on with
         return tracker.parent_run_id
-    found = tracker._search(f"tags.`{TAG_KIND}` = '{KIND_SEARCH}' and "
-                            f"tags.`{TAG_SPOOL_ID}` = '{start.data.get('spool_id')}'")
+    found = tracker.search_run_tagged(TAG_SPOOL_ID, str(start.data.get("spool_id")))
     if not found:
         raise ConfigError(f"{spool.folder / HEADER} is missing and {tracker.tracking_uri} holds no search run "
                           f"tagged {TAG_SPOOL_ID}={start.data.get('spool_id')} (the one {spool.path} made); "
                           "check --tracking-uri: it must be the store the search wrote to", field="tracking_uri")
-    return found[0].info.run_id
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
