@@ -13,6 +13,8 @@ import heapq
 import time
 from typing import Any
 
+from autotune.tracking.interface import SearchTracker
+
 
 # The live table, tracker and counters of each search running in this process, by experiment
 # directory. Ray Tune pickles the run's callbacks into tuner.pkl, and a restored Tuner uses those
@@ -33,7 +35,7 @@ class Callbacks:
     """Builds the Ray Tune callback that prints progress and tracks trials in MLflow."""
 
     @staticmethod
-    def make(table: Any, tracker: Any, state: dict[str, Any], *, key: str) -> Any:
+    def make(table: Any, tracker: SearchTracker | None, state: dict[str, Any], *, key: str) -> Any:
         from ray.tune import Callback
 
         from autotune.search.report import TrialReport

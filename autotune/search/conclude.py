@@ -25,6 +25,7 @@ from autotune.space.warm_start import compare_to_default
 from autotune.space.load_levels import primary_level
 from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
 from autotune.trial.outcome import Status
+from autotune.tracking.interface import SearchTracker
 
 
 def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any, space: Any,
@@ -67,7 +68,7 @@ def _confirm_finalists(candidates: list[tuple[str, dict, TrialReport]], ctx: Any
 
 
 def conclude(space: Any, ctx: Any, results: list[tuple[str, dict, TrialReport]], state: dict,
-              *, name: str, trials: int, interrupted: bool, tracker: Any, exp_dir: Path,
+              *, name: str, trials: int, interrupted: bool, tracker: SearchTracker | None, exp_dir: Path,
               opts: SearchOptions, out: TextIO, warm: Any = None) -> SearchOutcome:
     from autotune.trial.result import TrialResult
 
