@@ -72,7 +72,7 @@ def test_writes_never_raise_while_mlflow_fails_then_replay_in_order_and_once(tmp
     durable = DurableTracker(down, folder, say=said.append, retry_after_s=60)
     a, b = eagle(3, 1), eagle(2, 1)
     durable.log_trial("t1", result(a, 900.0))
-    durable.attempt_lost("t2", "the actor died; Ray runs it again", params=b)
+    durable.log_lost_attempt("t2", "the actor died; Ray runs it again", params=b)
     durable.log_trial("t2", result(b, 1100.0))
     durable.finish_search(status="FINISHED")
     assert durable.unsynced() == 4

@@ -23,7 +23,8 @@ from autotune.search.report import TrialEntry, TrialReport
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
-    from autotune.tracking.durable import DurableTracker
+
+from autotune.tracking.interface import SearchTracker
 
 
 @dataclass
@@ -82,13 +83,13 @@ class SearchCallback(Callback):
 
     Args:
         table: The live progress table.
-        tracker: The search's ``DurableTracker`` (never raises), None without tracking.
+        tracker: The search's tracker (a ``DurableTracker`` in a search) (never raises), None without tracking.
         ledger: The search's ledger, which the driver reads after ``fit``.
         key: The experiment directory: the key in :data:`LIVE_CALLBACKS`, and where
             ``trial-errors.log`` goes.
     """
 
-    def __init__(self, *, table: ProgressTable, tracker: DurableTracker | None, ledger: SearchLedger,
+    def __init__(self, *, table: ProgressTable, tracker: SearchTracker | None, ledger: SearchLedger,
                  key: str) -> None:
         self.table = table
         self.tracker = tracker
@@ -161,9 +162,9 @@ class SearchCallback(Callback):
         print(f"  trial {trial.trial_id}: an attempt ended without a result ({_brief(err)}); "
               f"Ray runs it again (details: {where})", file=self.table.out, flush=True)
         if self.tracker is not None:
-            self.tracker.attempt_lost(trial.trial_id,
-                                      ((report.result and report.result.reason) or "") + "; Ray runs it again",
-                                      params=dict(trial.config or {}), kind=_kind(report))
+            self.tracker.log_lost_attempt(trial.trial_id,
+                                          ((report.result and report.result.reason) or "") + "; Ray runs it again",
+                                          params=dict(trial.config or {}), kind=_kind(report))
 
     def _free(self, started: float | None, measured: float | None) -> None:
         if started is None:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from autotune.search.trainable import TrialContext
     from autotune.space.search_space import SearchSpace
     from autotune.space.warm_start import WarmStart
-    from autotune.tracking.durable import DurableTracker
+from autotune.tracking.interface import SearchTracker
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
 
 def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, overheads: Sequence[float],
            study: Any, name: str, exp_dir: Path, space_arg: str, interrupted: bool,
-           tracker: DurableTracker | None, warm: WarmStart | None, out: TextIO) -> SearchOutcome:
+           tracker: SearchTracker | None, warm: WarmStart | None, out: TextIO) -> SearchOutcome:
     """The search's last step, around :func:`conclude`: the finalists chosen, confirmed, printed
     and tracked; the conclusion; the search's MLflow run closed with its summary files.
 
@@ -226,7 +226,7 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         exp_dir: Its run folder.
         space_arg: The ``--space`` given (for the resume hint).
         interrupted: The search stopped before its trials were done.
-        tracker: The search's ``DurableTracker``, None without tracking.
+        tracker: The search's tracker (a ``DurableTracker`` in a search), None without tracking.
         warm: SGLang's default config.
         out: The console.
     """
@@ -256,7 +256,7 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
     return outcome
 
 
-def report_finalist(f: Finalist, *, tracker: DurableTracker | None, out: TextIO) -> None:
+def report_finalist(f: Finalist, *, tracker: SearchTracker | None, out: TextIO) -> None:
     """One finalist in MLflow (and its fresh baseline) and on the console."""
     tid, result, base = f.entry.trial_id, f.result, f.baseline
     if tracker is not None:

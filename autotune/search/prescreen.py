@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from autotune.nccl.probe import ProbeSettings
     from autotune.space._schema_sections import NcclPrescreen
     from autotune.space.search_space import SearchSpace
-    from autotune.tracking.durable import DurableTracker
+from autotune.tracking.interface import SearchTracker
 
 NARROWED_NAME = "space-nccl-prescreen.yaml"
 REPORT_NAME = "nccl-probe.json"
@@ -157,15 +157,14 @@ def _write_narrowed(space: SearchSpace, kept: list[str], path: Path) -> None:
     load_space(path)  # it must load, or no trial could
 
 
-def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: DurableTracker | None = None, restoring: bool = False,
+def run_prescreen(space: SearchSpace, *, exp_dir: Path, tracker: SearchTracker | None = None, restoring: bool = False,
                   out: TextIO | None = None) -> PrescreenOutcome | None:
     """Probe and narrow ``space`` when it asks for it; None when it does not.
 
     Args:
         space: The loaded space.
         exp_dir: The search's experiment directory (the narrowed copy and report go there).
-        tracker: The search's :class:`~autotune.tracking.tracker.Tracker` with its parent run started,
-            or None.
+        tracker: The search's tracking with its parent run started (or its start spooled), or None.
         restoring: A resumed search: reuse the narrowed copy of the first session.
         out: Where to print the table.
 

@@ -141,18 +141,16 @@ def _search_run_of(tracker: Tracker, spool: Spool) -> str:
         ConfigError: MLflow holds no such run (it was deleted, or this is another store).
     """
     from autotune.tracking.durable import TAG_SPOOL_ID
-    from autotune.tracking.runs import KIND_SEARCH, TAG_KIND
 
     start = spool.records()[0]
     if tracker.parent_run_id:  # a resumed search: its record names the run it went on with
         return tracker.parent_run_id
-    found = tracker._search(f"tags.`{TAG_KIND}` = '{KIND_SEARCH}' and "
-                            f"tags.`{TAG_SPOOL_ID}` = '{start.data.get('spool_id')}'")
+    found = tracker.search_run_tagged(TAG_SPOOL_ID, str(start.data.get("spool_id")))
     if not found:
         raise ConfigError(f"{spool.folder / HEADER} is missing and {tracker.tracking_uri} holds no search run "
                           f"tagged {TAG_SPOOL_ID}={start.data.get('spool_id')} (the one {spool.path} made); "
                           "check --tracking-uri: it must be the store the search wrote to", field="tracking_uri")
-    return found[0].info.run_id
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,9 +31,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.tracking.interface import WinnerFiles
 from autotune.tracking.spool import Record, Spool
 
 if TYPE_CHECKING:
+    from optuna import Study
+
+    from autotune.tracking.tracker import Tracker
     from autotune.trial.result import TrialResult
 
 #: Loggers that report store faults the durable tracker handles (see ``_route_store_logs``).
@@ -63,7 +67,9 @@ def _brief(exc: BaseException) -> str:
 class DurableTracker:
     """A :class:`~autotune.tracking.tracker.Tracker` whose writes go through a spool.
 
-    Reads (``client``, ``tracking_uri``, ``parent_run_id``, ...) pass through to the tracker.
+    It implements :class:`~autotune.tracking.interface.SearchTracker`: each write there is
+    spooled, and the ids it reads (``tracking_uri``, ``experiment_id``, ``parent_run_id``) are the
+    tracker's. Nothing else passes through: a write that is not spooled is not made.
 
     Args:
         tracker: The search's tracker, connected or not (a server that did not answer) for
@@ -76,9 +82,9 @@ class DurableTracker:
         spool: The spool of ``folder`` when the caller has it open already (and locked).
     """
 
-    def __init__(self, tracker: Any, folder: str | os.PathLike[str], *, say: Callable[[str], None] | None = None,
-                 retry_after_s: float = RETRY_AFTER_S, winner_files: Callable[..., Mapping[str, str]] | None = None,
-                 study: Any = None, spool: Spool | None = None) -> None:
+    def __init__(self, tracker: Tracker, folder: str | os.PathLike[str], *, say: Callable[[str], None] | None = None,
+                 retry_after_s: float = RETRY_AFTER_S, winner_files: WinnerFiles | None = None,
+                 study: Study | None = None, spool: Spool | None = None) -> None:
         self.tracker = tracker
         self.spool = spool or Spool(folder)
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -89,10 +95,22 @@ class DurableTracker:
         self._last_try = 0.0
         self._disk_said = False
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "tracker":  # not set yet: never look it up on itself
-            raise AttributeError(name)
-        return getattr(self.tracker, name)
+    # -- what a search reads back: the tracker's ids -------------------------------------------
+
+    @property
+    def tracking_uri(self) -> str:
+        """The MLflow store's URI."""
+        return self.tracker.tracking_uri
+
+    @property
+    def experiment_id(self) -> str | None:
+        """The search's experiment, None until MLflow answered."""
+        return self.tracker.experiment_id
+
+    @property
+    def parent_run_id(self) -> str | None:
+        """The search run, None while its ``start`` record waits in the spool."""
+        return self.tracker.parent_run_id
 
     def open_search(self, *, start: Mapping[str, Any], space_file: str | None = None,
                     workload: Mapping[str, Any] | None = None) -> int:
@@ -151,8 +169,8 @@ class DurableTracker:
         """Spool a trial's result (its next attempt) and, with ``drain``, replay; never raises."""
         self._write("trial", lambda: self._trial_data(trial_id, result, kind, confirmed), drain=drain)
 
-    def attempt_lost(self, trial_id: str, reason: str, *, params: Mapping[str, Any] | None = None,
-                     kind: str = "trial") -> None:
+    def log_lost_attempt(self, trial_id: str, reason: str, *, params: Mapping[str, Any] | None = None,
+                         kind: str = "trial") -> None:
         """Spool that an attempt of a trial ended without a result (Ray runs it again); never raises."""
         self._write("lost", lambda: {"trial_id": trial_id, "attempt": self.spool.next_attempt(trial_id),
                                      "reason": reason, "params": dict(params or {}), "kind": kind})
@@ -173,9 +191,9 @@ class DurableTracker:
         """Spool the search run's end as FAILED; never raises."""
         self._write("fail", lambda: {"reason": reason})
 
-    def finish_search(self, *, study: Any = None, status: str = "FINISHED",
+    def finish_search(self, *, study: Study | None = None, status: str = "FINISHED",
                       sglang_default: Mapping[str, Any] | None = None,
-                      winner_files: Callable[..., Mapping[str, str]] | None = None,
+                      winner_files: WinnerFiles | None = None,
                       report_files: Mapping[str, str] | None = None) -> None:
         """Spool the search's end (summary, plots, the winner's files) and replay; never raises."""
         self.study = study if study is not None else self.study
@@ -245,7 +263,7 @@ class DurableTracker:
             t.log_trial(d["trial_id"], TrialResult.from_dict(d["result"]), kind=d.get("kind"),
                         confirmed=d.get("confirmed"), attempt=d["attempt"], at_ms=record.at_ms)
         elif record.op == "lost":
-            t.log_lost_attempt(d["trial_id"], attempt=d["attempt"], reason=d["reason"],
+            t.log_lost_attempt(d["trial_id"], d["reason"], attempt=d["attempt"],
                                params=d.get("params") or {}, kind=d.get("kind") or "trial")
         elif record.op == "facts":
             t.log_to_search(params=d.get("params"), metrics=d.get("metrics"), tags=d.get("tags"),
@@ -265,16 +283,13 @@ class DurableTracker:
         """Make (or find) the search run of a ``start`` record, then name it in the header."""
         import tempfile
 
-        from autotune.tracking.runs import KIND_SEARCH, TAG_KIND
-
         t, d = self.tracker, record.data
         if t.experiment_id is None:
             t.connect()  # the experiment of that name if it exists (as a search would), else made
         start = dict(d["start"])
-        found = [] if start.get("resume") else t._search(
-            f"tags.`{TAG_KIND}` = '{KIND_SEARCH}' and tags.`{TAG_SPOOL_ID}` = '{d['spool_id']}'")
+        found = None if start.get("resume") else t.search_run_tagged(TAG_SPOOL_ID, d["spool_id"])
         if found:  # made by an earlier replay that was stopped before it marked the record
-            t.parent_run_id, t._runs = found[0].info.run_id, {}
+            t.use_search_run(found)
         else:
             with tempfile.TemporaryDirectory(prefix="autotune-space-") as tmp:
                 space = None
@@ -282,8 +297,8 @@ class DurableTracker:
                     # The text as the search read it, logged under the file's own name.
                     space = Path(tmp, Path(d.get("space_file") or "space.yaml").name)
                     space.write_text(d["space_text"])
-                extra = {} if start.get("resume") else {"tags": {TAG_SPOOL_ID: d["spool_id"]},
-                                                        "started_ms": record.at_ms}
+                extra: dict[str, Any] = {} if start.get("resume") else {"tags": {TAG_SPOOL_ID: d["spool_id"]},
+                                                                        "started_ms": record.at_ms}
                 t.start_search(space_path=space, **start, **extra)
         self._log_workload(d.get("workload") or {})
         self._save_header()
@@ -300,8 +315,10 @@ class DurableTracker:
         except Exception as exc:  # noqa: BLE001 - its prompt file gone since: the run goes without it
             self._log("the workload could not be rebuilt for the search run's dataset", exc)
             return
-        log_workload(self.tracker.client, self.tracker.parent_run_id, built,
-                     name=workload.get("name") or "workload")
+        parent = self.tracker.parent_run_id
+        if parent is None:  # only after a start record was applied, which sets it
+            raise ValueError("the search run's workload was logged before the search run was made")
+        log_workload(self.tracker.client, parent, built, name=workload.get("name") or "workload")
 
     def _save_header(self) -> None:
         """Name the search run in ``search.json`` (its id is None while its start is spooled)."""

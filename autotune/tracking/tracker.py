@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,14 +28,16 @@ from autotune.cli import versions
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking import stale, store, summary, trial_log
 from autotune.tracking.content import context_tags, search_tags, spec_of
+from autotune.tracking.interface import WinnerFiles
 from autotune.tracking.runs import (KIND_BASELINE, KIND_SEARCH, KIND_TRIAL, TAG_CONFIRMED,
                                     TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCH_NAME,
-                                    TAG_TRIAL_ID, TRIAL_KINDS, TrialRun, Winner)
+                                    TAG_TRIAL_ID, TRIAL_KINDS, TrialRun)
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
 from autotune.tracking.summary import SearchSummary
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from optuna import Study
 
     from autotune.trial.result import TrialResult
 
@@ -45,7 +47,8 @@ class Tracker:
 
     Build it, :meth:`connect` (fails fast with :class:`ConfigError`), then :meth:`start_search`,
     :meth:`log_trial` for each trial, and :meth:`finish_search`. Every call is a plain store
-    call, safe from several processes at once (sqlite lock contention is retried).
+    call, safe from several processes at once (sqlite lock contention is retried). It implements
+    :class:`~autotune.tracking.interface.SearchTracker`, writing at once (nothing waits to drain).
 
     Args:
         name: The search name, which is the experiment name.
@@ -136,6 +139,15 @@ class Tracker:
     def parent_runs(self) -> list[Any]:
         """The experiment's search runs, newest first (MLflow ``Run`` objects)."""
         return self._search(f"tags.`{TAG_KIND}` = '{KIND_SEARCH}'", order_by=["attributes.start_time DESC"])
+
+    def search_run_tagged(self, tag: str, value: str) -> str | None:
+        """A search run of this experiment whose tag ``tag`` is ``value``, None if there is none."""
+        runs = self._search(f"tags.`{TAG_KIND}` = '{KIND_SEARCH}' and tags.`{tag}` = '{value}'")
+        return runs[0].info.run_id if runs else None
+
+    def use_search_run(self, run_id: str | None) -> None:
+        """Go on with the search run ``run_id`` (made earlier): its trial runs are looked up anew."""
+        self.parent_run_id, self._runs = run_id, {}
 
     def latest_parent_run_id(self) -> str | None:
         """The newest search run of this experiment, None if there is none."""
@@ -280,7 +292,8 @@ class Tracker:
     def log_trial(self, trial_id: str, result: TrialResult, *, kind: str | None = None,
                   spec: LaunchSpec | None = None, confirmed: bool | None = None,
                   tags: Mapping[str, str] | None = None, run_name: str | None = None,
-                  finish: bool = True, attempt: int | None = None, at_ms: int | None = None) -> str:
+                  finish: bool = True, attempt: int | None = None, at_ms: int | None = None,
+                  drain: bool = True) -> str:
         """Log a trial's result on its nested run, creating the run or updating the existing one.
 
         What the run gets, and what a second log of the same trial replaces, is
@@ -297,6 +310,7 @@ class Tracker:
             finish: End the run (FINISHED, or FAILED for a failed trial); False leaves it RUNNING.
             attempt: The attempt's number (the spool's); the run's last plus one if None.
             at_ms: The result's time (the spool's, so a replay writes the same); now if None.
+            drain: Ignored: every write here is made at once (see :meth:`drain`).
 
         Returns:
             The run id.
@@ -309,7 +323,7 @@ class Tracker:
                              confirmed=confirmed, tags=tags, finish=finish, attempt=attempt, at_ms=at_ms)
         return run_id
 
-    def log_lost_attempt(self, trial_id: str, *, attempt: int, reason: str,
+    def log_lost_attempt(self, trial_id: str, reason: str, *, attempt: int | None = None,
                          params: Mapping[str, Any] | None = None, kind: str = KIND_TRIAL) -> str:
         """Record an attempt of a trial that ended without a result (:func:`trial_log.log_lost`)."""
         run_id = self._ensure_run(trial_id, kind, params or {}, None)
@@ -343,14 +357,7 @@ class Tracker:
                       tags: Mapping[str, str] | None = None,
                       files: Mapping[str, str | os.PathLike[str]] | None = None,
                       texts: Mapping[str, str] | None = None, artifact_dir: str | None = None) -> None:
-        """Log extra facts on the search's parent run (the NCCL pre-screen, say).
-
-        Args:
-            params: Params (None values left out; a param already logged keeps its value).
-            metrics: Metrics; None and non-finite values are left out (unknown is not 0).
-            tags: Tags. files: Artifact name -> local file to copy. texts: Artifact name -> text.
-            artifact_dir: Folder of the artifacts in the run.
-        """
+        """Log facts on the search run (:meth:`~autotune.tracking.interface.SearchTracker.log_to_search`)."""
         store.log_facts(self.client, self._need_parent(), params=params, metrics=metrics, tags=tags,
                         files=files, texts=texts, artifact_dir=artifact_dir)
 
@@ -362,30 +369,22 @@ class Tracker:
 
     # -- the end of a search -----------------------------------------------------------------
 
-    def finish_search(self, *, study: Any = None, status: str = "FINISHED",
+    def finish_search(self, *, study: Study | None = None, status: str = "FINISHED",
                       sglang_default: Mapping[str, Any] | None = None,
-                      winner_files: Callable[[Tracker, Winner], Mapping[str, str]] | None = None,
+                      winner_files: WinnerFiles | None = None,
                       report_files: Mapping[str, str] | None = None) -> SearchSummary:
-        """Summarise the search on its parent run and end it: see
-        :func:`autotune.tracking.summary.finish_search` for what it logs.
-
-        Args:
-            study: The search's ``optuna.Study``, if it has one.
-            status: The parent run's final MLflow status (``FINISHED``, ``FAILED``, ``KILLED``).
-            sglang_default: SGLang's default speculative config as the search measured it
-                (:func:`autotune.space.warm_start.compare_to_default`): logged as the tag
-                ``autotune.sglang_default`` and the metrics ``sglang_default_output_tok_s`` and
-                ``gain_over_sglang_default`` (left out when unknown).
-            winner_files: ``(tracker, winner) -> {file name: text}``, logged under ``winner/``
-                (the search passes :func:`autotune.export.command.winner_files`: the real-SGLang
-                launch as ``launch.sh``, ``config.yaml`` and ``launch.json``). An error it raises is
-                logged as the tag ``autotune.export_error`` and loses nothing else.
-            report_files: ``{file name: text}`` logged under ``report/`` (the search's
-                ``trials.csv`` and ``summary.md``, :mod:`autotune.search.summary_files`).
-        """
+        """Summarise the search run and end it (:meth:`~autotune.tracking.interface.SearchTracker.finish_search`)."""
         return summary.finish_search(self, self._need_parent(), study=study, status=status,
                                      sglang_default=sglang_default, winner_files=winner_files,
                                      report_files=report_files)
+
+    def drain(self, *, force: bool = False) -> int:
+        """0: nothing waits, every write here is made at once (a durable tracker's may wait)."""
+        return 0
+
+    def unsynced(self) -> int:
+        """0: nothing waits (see :meth:`drain`)."""
+        return 0
 
     def load_spec(self, run_id: str) -> LaunchSpec:
         """The launch a trial run stored (its ``launch.json`` artifact).

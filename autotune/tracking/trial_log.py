@@ -130,12 +130,15 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
         retry(lambda: client.set_terminated(run_id, status=status))
 
 
-def log_lost(client: MlflowClient, run_id: str, *, attempt: int, reason: str) -> None:
+def log_lost(client: MlflowClient, run_id: str, *, attempt: int | None, reason: str) -> None:
     """Record an attempt of a trial that ended without a result (Ray runs the trial again).
 
     The run gets ``attempts/<n>/lost.txt`` and, until a later attempt is logged over them, the
-    tags of a failed trial; it is ended FAILED, so it is never left RUNNING.
+    tags of a failed trial; it is ended FAILED, so it is never left RUNNING. ``attempt`` None is
+    the run's last plus one (as in :func:`log_result`).
     """
+    if attempt is None:
+        attempt = int(retry(lambda: client.get_run(run_id)).data.tags.get(TAG_ATTEMPT, "0")) + 1
     log_batch(client, run_id, tags={TAG_STATUS: Status.FAILED, TAG_REASON: reason[:MAX_TAG],
                                     TAG_ATTEMPT: str(attempt)})
     with tempfile.TemporaryDirectory(prefix="autotune-mlflow-") as tmp:
