@@ -32,6 +32,9 @@ from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
+    from autotune.tracking.durable import DurableTracker
+    from autotune.tracking.interface import SearchTracker
+    from autotune.tracking.tracker import Tracker
 
 EXIT_CONFIG = cli.BAD_INPUT
 EXIT_INTERRUPTED = cli.INTERRUPTED
@@ -137,7 +140,7 @@ class _Plan:
 
 def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
-         tracker: Any, ray_where: str, out: TextIO) -> SearchOutcome:
+         tracker: Tracker | None, ray_where: str, out: TextIO) -> SearchOutcome:
     """The search's steps in turn: tracking, prescreen, the tuner, its fit, the results, the end."""
     from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger
     from autotune.search.progress import ProgressTable
@@ -147,12 +150,12 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
 
     plan = _Plan(name=name, storage=storage, run_name=run_name, restoring=restoring, trials=trials,
                  concurrency=concurrency, seed=seed, ray_where=ray_where)
-    tracker = _open_tracking(tracker, space, space_path, plan, out=out)
+    durable = _open_tracking(tracker, space, space_path, plan, out=out)
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
           file=out, flush=True)
-    space, space_path = _prescreen(space, space_path, plan, tracker=tracker, out=out)
+    space, space_path = _prescreen(space, space_path, plan, tracker=durable, out=out)
     ctx = TrialContext(space_path=space_path, baseline_dir=str(plan.exp_dir / "baselines"),
                        workdir=str(plan.exp_dir), settings=settings_for(space))
     warm = sglang_default(space)
@@ -166,7 +169,7 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
                           objective=space.objective.metric)
     ledger = SearchLedger(space=space)
     key = str(plan.exp_dir)
-    callback = SearchCallback(table=table, tracker=tracker, ledger=ledger, key=key)
+    callback = SearchCallback(table=table, tracker=durable, ledger=ledger, key=key)
     LIVE_CALLBACKS[key] = callback
     try:
         tuner = _tuner(space, ctx, plan, callback=callback, ledger=ledger, warm=warm, table=table)
@@ -181,23 +184,24 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
     interrupted = unfinished > 0 or (len(entries) < trials and space.budget.wall_time_s is None)
     outcome = finish(space, ctx, entries, overheads=ledger.overheads, study=ledger.study, name=name,
                      exp_dir=plan.exp_dir, space_arg=opts.space, interrupted=interrupted,
-                     tracker=tracker, warm=warm, out=out)
+                     tracker=durable, warm=warm, out=out)
     if study_where is not None:
         outcome.optuna_study = {"storage": study_where, "name": study}
-    if tracker is not None:
+    if durable is not None:
         from autotune.tracking.durable import sync_command
 
-        outcome.unsynced = tracker.unsynced()
-        outcome.spool_path = str(tracker.spool.path)
+        outcome.unsynced = durable.unsynced()
+        outcome.spool_path = str(durable.spool.path)
         outcome.sync_command = sync_command(name, str(Path(opts.root).resolve()), opts.tracking_uri)
     return outcome
 
 
-def _open_tracking(tracker: Any, space: SearchSpace, space_path: str, plan: _Plan, *, out: TextIO) -> Any:
+def _open_tracking(tracker: Tracker | None, space: SearchSpace, space_path: str, plan: _Plan, *,
+                   out: TextIO) -> DurableTracker | None:
     """The search's ``DurableTracker`` with the search run opened, or None without tracking."""
     if tracker is None:
         return None
-    from autotune.tracking.durable import DurableTracker
+    from autotune.tracking.durable import DurableTracker  # noqa: F811 (the TYPE_CHECKING name, at run time)
 
     # Every MLflow write, the search run's start included, is spooled under the run's folder
     # first and never raises: an exception from a Ray callback would make Ray stop the trial
@@ -212,8 +216,8 @@ def _open_tracking(tracker: Any, space: SearchSpace, space_path: str, plan: _Pla
     return durable
 
 
-def _prescreen(space: SearchSpace, space_path: str, plan: _Plan, *, tracker: Any,
-               out: TextIO) -> tuple[Any, str]:
+def _prescreen(space: SearchSpace, space_path: str, plan: _Plan, *, tracker: SearchTracker | None,
+               out: TextIO) -> tuple[SearchSpace, str]:
     """nccl_prescreen: the trials load a copy of the space narrowed to the best NCCL candidates."""
     from autotune.search.prescreen import run_prescreen
     from autotune.space.search_space import load_space

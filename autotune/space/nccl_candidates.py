@@ -10,19 +10,23 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.nccl.candidates import Candidate, env_text, name_of
 
+if TYPE_CHECKING:
+    from autotune.space._schema_params import Parameter
+    from autotune.space.search_space import SearchSpace
 
-def nccl_dims(space: Any) -> list[Any]:
+
+def nccl_dims(space: SearchSpace) -> list[Parameter]:
     """The space's searched NCCL_* parameters (categorical or int), in file order."""
     return [p for p in space.parameters.values() if p.name.startswith("NCCL_")]
 
 
-def candidates_from_space(space: Any) -> list[Candidate]:
+def candidates_from_space(space: SearchSpace) -> list[Candidate]:
     """Every combination of the space's NCCL_* parameters that its ``forbidden`` allows.
 
     The space's ``fixed_env`` NCCL_* settings are the base of every candidate. A ``null`` choice
@@ -56,7 +60,7 @@ def candidates_from_space(space: Any) -> list[Candidate]:
     return out
 
 
-def hidden_of_space(space: Any) -> int:
+def hidden_of_space(space: SearchSpace) -> int:
     """The model's hidden size: ``nccl_prescreen.hidden``, the sim profile's, or config.json's.
 
     Raises:
