@@ -92,12 +92,19 @@ def test_pyproject_pins_no_more_than_it_must() -> None:
     assert exact == ["httpx==0.28.*", "mlflow==3.17.2", "optuna==5.0.*", "ray[tune]==2.60.*"]
 
 
-def test_an_installed_wheel_finds_demo_by_name_without_a_checkout(wheel: Path, tmp_path: Path) -> None:
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed once, with no dependencies, into a folder of its own (put it on PYTHONPATH)."""
+    site = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                            "--target", str(site), str(wheel)],
                           capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr
+    return site
+
+
+def test_an_installed_wheel_finds_demo_by_name_without_a_checkout(installed: Path, tmp_path: Path) -> None:
+    site = installed
     work = tmp_path / "elsewhere"  # no search_spaces/ here
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
@@ -116,12 +123,8 @@ def test_an_installed_wheel_finds_demo_by_name_without_a_checkout(wheel: Path, t
     assert json.loads(run.stdout)["configs"] == count
 
 
-def test_bench_search_from_a_wheel_says_it_needs_a_checkout(wheel: Path, tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                           "--target", str(site), str(wheel)],
-                          capture_output=True, text=True, timeout=240, check=False)
-    assert proc.returncode == 0, proc.stderr
+def test_bench_search_from_a_wheel_says_it_needs_a_checkout(installed: Path, tmp_path: Path) -> None:
+    site = installed
     work = tmp_path / "elsewhere"  # no benchmarks/ here
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
