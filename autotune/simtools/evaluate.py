@@ -29,6 +29,7 @@ from autotune.sim.tokens import apply_chat_template, count_tokens
 from autotune.space.packaged import SPACE_HELP
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
+from autotune.trial.verdict import pays
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -145,7 +146,7 @@ class ModelEvaluator:
             speedup = tok / bt if (tok and bt) else None
             out.update(baseline_tok_s=bt, speedup=speedup, is_baseline=False,
                        break_even_accept_length=(exp.cycle.total_ms / step) if step else None,
-                       feasible=bool(speedup and speedup > self.space.constraints.min_speedup))
+                       feasible=pays(speedup, min_speedup=self.space.constraints.min_speedup))
         self._cache[key] = out
         return out
 
