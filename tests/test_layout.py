@@ -17,7 +17,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "autotune"
 
 #: The data flow, first to last. A name is a top-level module or package of ``autotune``.
-ORDER = ("errors", "names", "_yaml_lines", "cli", "sglang", "sim", "backend", "nccl", "space", "launch",
+ORDER = ("errors", "names", "numbers", "_yaml_lines", "cli", "sglang", "sim", "backend", "nccl", "space", "launch",
          "server", "bench", "profile", "trial", "tracking", "simtools", "export", "search", "nccl_probe",
          "bench_search", "__main__", "data")
 #: What the emulator core may import besides itself (the issue's rule: the core imports only sglang/).

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
+from autotune.numbers import finite
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
@@ -28,7 +29,7 @@ from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
+from autotune.trial.winner import FINALIST, TRIAL, Candidate, pick_winner
 
 if TYPE_CHECKING:
     from autotune.search.trainable import TrialContext
@@ -270,7 +271,7 @@ def report_finalist(f: Finalist, *, tracker: SearchTracker | None, out: TextIO) 
 
 def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
     """A trial result as the winner policy sees it, valued by the space's objective."""
-    return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
+    return Candidate(ref=result, value=finite(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),
                      feasible=result.status == Status.FEASIBLE, stage=stage)
 

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.numbers import finite
 from autotune.trial.levels import LoadLevel, as_level, level_result, levels_measured
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import FINALIST, Candidate, known, pick_per_level
+from autotune.trial.winner import FINALIST, Candidate, pick_per_level
 
 __all__ = ["Measured", "LEVEL_FIGURES", "level_answers", "level_finalists", "levels_of"]
 
@@ -74,7 +75,7 @@ def level_finalists(measured: Sequence[tuple[Any, Any]], levels: Sequence[LoadLe
             one = level_result(result, level) if result is not None else None
             if one is None or one.is_baseline or one.status != Status.FEASIBLE:
                 continue
-            value = known(one.metric(metric))
+            value = finite(one.metric(metric))
             if value is None:
                 continue
             if best_value is None or (value > best_value if maximize else value < best_value):
@@ -101,7 +102,7 @@ def level_answers(measured: Sequence[Measured], levels: Sequence[LoadLevel | int
             one = level_result(m.result, level)
             if one is None:
                 continue
-            out.append(Candidate(ref=(m, one), value=known(one.metric(metric)),
+            out.append(Candidate(ref=(m, one), value=finite(one.metric(metric)),
                                  is_baseline=bool(one.is_baseline),
                                  feasible=one.status == Status.FEASIBLE, stage=m.stage))
         return out
@@ -116,7 +117,7 @@ def level_answers(measured: Sequence[Measured], levels: Sequence[LoadLevel | int
         if pick is not None:
             m, one = pick.ref
             row.update(winner=m.label, is_baseline=pick.is_baseline, params=dict(one.params),
-                       note=pick.note, status=one.status, objective=known(one.metric(metric)),
+                       note=pick.note, status=one.status, objective=finite(one.metric(metric)),
                        confirmed=m.stage == FINALIST,
                        **{f: getattr(one, f) for f in LEVEL_FIGURES})
             if pick.is_baseline:

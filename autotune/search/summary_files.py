@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.numbers import finite
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
 from autotune.search.levels import levels_of
 from autotune.search.options import SearchOutcome
 from autotune.trial.levels import LoadLevel, metric_suffix
 from autotune.trial.report import phase_rows
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import known
 
 __all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "rows_of", "trials_csv", "summary_md",
            "write_beside"]
@@ -87,7 +87,7 @@ def _cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, float):
-        v = known(value)
+        v = finite(value)
         return "" if v is None else round(v, 4)
     return value
 
@@ -165,7 +165,7 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                   f"{config_label(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
                   f"{d.get('status')}, {num(d.get('output_tok_s'), '.1f')} tok/s, speedup "
                   f"{num(d.get('speedup'), '.3f')}x; the winner gives {num(d.get('gain'), '.3f')}x that."]
-    measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
+    measured = sorted(rows, key=lambda r: -(finite(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.kind} | {r.trial_id} | {config_label(r.result.params, baseline=r.result.is_baseline)} | "

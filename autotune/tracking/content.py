@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import getpass
 import json
-import math
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.backend import BACKENDS
 from autotune.cli import versions
 from autotune.launch.spec import LaunchSpec
+from autotune.numbers import finite
 from autotune.tracking.runs import (
     KIND_SEARCH,
     KIND_TRIAL,
@@ -67,12 +67,6 @@ def search_tags(name: str, *, objective: tuple[str, str] | None, backend: str | 
     return tags
 
 
-def finite_number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def trial_metrics(result: TrialResult) -> dict[str, float]:
     """The metrics of a trial run: every known figure, and nothing for an unknown one.
 
@@ -81,11 +75,11 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for name in _RESULT_METRICS:
-        value = finite_number(getattr(result, name, None))
+        value = finite(getattr(result, name, None))
         if value is not None:
             out[name] = value
     for key in _PHASE_METRICS:
-        value = finite_number((result.phases or {}).get(key))
+        value = finite((result.phases or {}).get(key))
         if value is not None:
             out[f"phase_{key}"] = value
     out.update(level_metrics(result))
@@ -99,10 +93,10 @@ def level_metrics(result: TrialResult) -> dict[str, float]:
     for level in getattr(result, "levels", None) or []:
         suffix = metric_suffix(LoadLevel.of_record(level))
         for name in _RESULT_METRICS:
-            value = finite_number(level.get(name))
+            value = finite(level.get(name))
             if value is not None:
                 out[name + suffix] = value
-        cycle = finite_number((level.get("phases") or {}).get("cycle_ms"))
+        cycle = finite((level.get("phases") or {}).get("cycle_ms"))
         if cycle is not None:
             out["phase_cycle_ms" + suffix] = cycle
     return out
@@ -293,5 +287,5 @@ def study_from_runs(runs: Iterable[TrialRun]) -> Any:
     return study
 
 
-__all__ = ["MAX_PARAM", "context_tags", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs",
+__all__ = ["MAX_PARAM", "context_tags", "param_text", "spec_from_argv", "spec_of", "study_from_runs",
            "trial_metrics", "trial_params", "trial_point"]

@@ -12,9 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.numbers import finite
 from autotune.trial.levels import LoadLevel, as_level, metric_suffix
 from autotune.trial.outcome import Status
-from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level, pick_winner
+from autotune.trial.winner import FINALIST, TRIAL, Candidate, metric_field, pick_per_level, pick_winner
 
 # Tag names. Every tag autotune writes starts with "autotune.".
 TAG_KIND = "autotune.kind"
@@ -205,7 +206,7 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
     """
     field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
-    cands = [Candidate(ref=r, value=known(r.metric(field_name)), is_baseline=r.is_baseline,
+    cands = [Candidate(ref=r, value=finite(r.metric(field_name)), is_baseline=r.is_baseline,
                        feasible=r.status == Status.FEASIBLE,
                        stage=FINALIST if r.kind == KIND_FINALIST else TRIAL) for r in runs]
     pick = pick_winner(cands, maximize=maximize)
@@ -244,7 +245,7 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
     wanted = [as_level(level) for level in levels]
 
     def at(level: LoadLevel) -> list[Candidate]:
-        return [Candidate(ref=r, value=known(r.metric(field_name + metric_suffix(level))),
+        return [Candidate(ref=r, value=finite(r.metric(field_name + metric_suffix(level))),
                           is_baseline=r.is_baseline,
                           feasible=r.level_status(level) == Status.FEASIBLE,
                           stage=FINALIST if r.kind == KIND_FINALIST else TRIAL)

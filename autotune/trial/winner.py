@@ -27,6 +27,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from autotune.numbers import finite
+
 TRIAL, FINALIST = "trial", "finalist"
 
 #: A load level as the caller names it (a ``LoadLevel``, or a bare concurrency).
@@ -43,13 +45,6 @@ def metric_field(name: str) -> str:
         q, rest = name[1:].split("_", 1)
         return f"{rest}_p{q}"
     return name
-
-
-def known(value: Any) -> float | None:
-    """``value`` as a float when it is a finite number, else None (unknown)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def unmeasured_value(*, maximize: bool) -> float:
@@ -95,14 +90,14 @@ class Pick:
 
 def _score(c: Candidate) -> float:
     """The value of a candidate :func:`_best` kept (one whose value is known)."""
-    value = known(c.value)
+    value = finite(c.value)
     if value is None:
         raise ValueError(f"candidate {c.ref!r} has no known value")
     return value
 
 
 def _best(pool: Sequence[Candidate], maximize: bool) -> Candidate | None:
-    scored = [c for c in pool if known(c.value) is not None]
+    scored = [c for c in pool if finite(c.value) is not None]
     if not scored:
         return None
     return (max if maximize else min)(scored, key=_score)
@@ -150,5 +145,5 @@ def pick_per_level(levels: Iterable[L], candidates_at: Callable[[L], Iterable[Ca
     return {level: pick_winner(candidates_at(level), maximize=maximize) for level in levels}
 
 
-__all__ = ["FINALIST", "TRIAL", "Candidate", "Pick", "known", "metric_field", "pick_per_level",
+__all__ = ["FINALIST", "TRIAL", "Candidate", "Pick", "metric_field", "pick_per_level",
            "pick_winner", "unmeasured_value"]
