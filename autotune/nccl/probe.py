@@ -30,7 +30,7 @@ from typing import Any
 from autotune.nccl.candidates import (
     DEFAULT_NAME,
     NVLS_VAR,
-    Candidate,
+    NcclCandidate,
     check_forbidden,
 )
 from autotune.nccl.runner import RunSettings, run_candidates
@@ -244,7 +244,7 @@ def _separated(best: dict[str, Any] | None, default: dict[str, Any] | None,
 # ----------------------------------------------------------------------------- running
 
 
-def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
+def run_probe(candidates: Sequence[NcclCandidate], settings: ProbeSettings, *,
               forbidden_env: Mapping[str, Sequence[str] | None] | None = None,
               allow_nvls: bool = False, workdir: str | None = None,
               on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:

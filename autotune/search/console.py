@@ -17,7 +17,7 @@ from autotune.numbers import finite
 from autotune.search.options import SearchOutcome
 from autotune.space.warm_start import versus_default
 from autotune.tracking.ui_links import run_url, runs_url
-from autotune.trial.levels import LoadLevel
+from autotune.trial.level_results import LoadLevel
 from autotune.trial.report import phase_table
 from autotune.trial.result import TrialResult
 

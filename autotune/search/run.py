@@ -26,8 +26,8 @@ from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init
 from autotune.search.conclude import finish
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
-from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.summary_files import write_beside
+from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from typing import Any
 
 from autotune.numbers import finite
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
-from autotune.search.levels import levels_of
+from autotune.search.level_answers import levels_of
 from autotune.search.options import SearchOutcome
-from autotune.trial.levels import LoadLevel, metric_suffix
+from autotune.trial.level_results import LoadLevel, metric_suffix
 from autotune.trial.report import phase_rows
 from autotune.trial.result import TrialResult
 
@@ -28,7 +28,7 @@ __all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "rows_of", "tria
            "write_beside"]
 
 TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
-# With load levels: the summary JSON's per_level, as a file of its own (search.levels).
+# With load levels: the summary JSON's per_level, as a file of its own (search.level_answers).
 PER_LEVEL_JSON = "per_level.json"
 
 # What every row carries after the searched parameters; phases in ms per cycle.
@@ -36,7 +36,7 @@ _FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "ba
             "speedup", "accept_length", "acceptance", "synthetic_accept_length",
             "break_even_accept_length", "startup_s")
 _PHASES = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms", "verify_pct")
-# Per load level (autotune.trial.levels), after everything else so single-level columns keep
+# Per load level (autotune.trial.level_results), after everything else so single-level columns keep
 # their places: the level's verdict and the figures its break-even rests on.
 _LEVEL_COLUMNS = ("status", "output_tok_s", "baseline_tok_s", "speedup", "accept_length",
                   "break_even_accept_length")

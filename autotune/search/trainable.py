@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.numbers import finite
-from autotune.search.report import TrialReport
+from autotune.search.trial_report import TrialReport
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of
 from autotune.trial.result import TrialResult

@@ -29,7 +29,7 @@ from autotune.tracking.runs import (
     TAG_SEARCH_NAME,
     TrialRun,
 )
-from autotune.trial.levels import LoadLevel, metric_suffix
+from autotune.trial.level_results import LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
     from autotune.trial.result import TrialResult
@@ -88,7 +88,7 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
 
 def level_metrics(result: TrialResult) -> dict[str, float]:
     """Each load level's known figures, named with the level's suffix (``speedup_c8``, ``speedup_r2``,
-    :func:`autotune.trial.levels.metric_suffix`); nothing for a single-level result."""
+    :func:`autotune.trial.level_results.metric_suffix`); nothing for a single-level result."""
     out: dict[str, float] = {}
     for level in getattr(result, "levels", None) or []:
         suffix = metric_suffix(LoadLevel.of_record(level))
@@ -104,7 +104,7 @@ def level_metrics(result: TrialResult) -> dict[str, float]:
 
 def level_statuses(result: TrialResult) -> dict[str, str]:
     """``{level key: verdict}`` of a result's levels (the tag ``autotune.level_status``; keys are
-    :attr:`~autotune.trial.levels.LoadLevel.key`: ``"8"``, ``"r2.5"``)."""
+    :attr:`~autotune.trial.level_results.LoadLevel.key`: ``"8"``, ``"r2.5"``)."""
     return {LoadLevel.of_record(level).key: str(level["status"])
             for level in getattr(result, "levels", None) or []}
 

@@ -13,7 +13,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.numbers import finite
-from autotune.search.report import UNMEASURED_ATTR
+from autotune.search.trial_report import UNMEASURED_ATTR
 from autotune.trial.outcome import Status
 
 #: System attr holding the config a planning sampler chose for a trial.

@@ -24,7 +24,7 @@ _GPU_PHASES = ("draft", "verify", "extend", "decode", "prefill", "gpu_other")
 
 
 @dataclass(frozen=True)
-class Observation:
+class MeasuredConfig:
     """One usable measured config, in per-cycle milliseconds of its measured window.
 
     Attributes:
@@ -112,10 +112,10 @@ class Excluded:
 class Dataset:
     """Every summary read: the usable ones and the excluded ones."""
 
-    observations: list[Observation] = field(default_factory=list)
+    observations: list[MeasuredConfig] = field(default_factory=list)
     excluded: list[Excluded] = field(default_factory=list)
 
-    def by_id(self) -> dict[str, Observation]:
+    def by_id(self) -> dict[str, MeasuredConfig]:
         return {o.id: o for o in self.observations}
 
 
@@ -148,7 +148,7 @@ def _spec_settings(args: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[
     return s, k, n
 
 
-def _observation(data: Any, source: str) -> Observation:
+def _observation(data: Any, source: str) -> MeasuredConfig:
     if not isinstance(data, Mapping):
         raise _Skip(f"not a trial summary (a JSON object), got {type(data).__name__}")
     status = data.get("status")
@@ -223,7 +223,7 @@ def _observation(data: Any, source: str) -> Observation:
     else:
         oid = f"{spec[0]}-{spec[1]}-{spec[2]}" + (f"@{forced:g}" if forced else "")
     repeats = data.get("output_tok_s_repeats")
-    return Observation(
+    return MeasuredConfig(
         id=oid, source=source, server_args=args, env=env,
         steps=spec[0] if spec else None, topk=spec[1] if spec else None,
         draft_tokens=spec[2] if spec else None, forced_acc=forced,
@@ -288,13 +288,13 @@ def load_measurements(paths: Iterable[str | Path]) -> Dataset:
     return ds
 
 
-def _replace_id(obs: Observation, new_id: str) -> Observation:
+def _replace_id(obs: MeasuredConfig, new_id: str) -> MeasuredConfig:
     from dataclasses import replace
     return replace(obs, id=new_id)
 
 
 def split(ds: Dataset, *, half: str | None = None,
-          fit_ids: Sequence[str] | None = None) -> tuple[list[Observation], list[Observation], list[str]]:
+          fit_ids: Sequence[str] | None = None) -> tuple[list[MeasuredConfig], list[MeasuredConfig], list[str]]:
     """Deterministic fit / predict halves.
 
     With ``fit_ids`` those configs (and every plain baseline) are fitted and the rest predicted.
