@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import AutotuneError
 from autotune.export import level_exports
 from autotune.export.launch_command import (

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.tracking.spool import HEADER, Spool
 

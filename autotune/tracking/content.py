@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.backend import BACKENDS
-from autotune.cli import versions
+from autotune.command_line import versions
 from autotune.launch.spec import LaunchSpec
 from autotune.numbers import finite
 from autotune.tracking.runs import (
