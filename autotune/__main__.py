@@ -11,12 +11,12 @@ import importlib
 import sys
 import textwrap
 
-from autotune import cli
+from autotune import command_line as cli
 
 #: Subcommand -> (the module whose ``main(argv)`` runs it, what it does).
 COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("autotune.search.run", "run a search over a space (Ray Tune + Optuna + MLflow)"),
-    "trial": ("autotune.trial.command", "measure one config of a space and its baseline"),
+    "trial": ("autotune.cli.trial", "measure one config of a space and its baseline"),
     "export": ("autotune.export.main", "the winning launch command of a search"),
     "probe": ("autotune.nccl_probe", "rank NCCL settings by all-reduce latency"),
     "evaluate": ("autotune.simtools.evaluate", "the emulator's model of every config of a space, no servers"),

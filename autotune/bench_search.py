@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from autotune import cli
+from autotune import command_line as cli
 
 NEEDS_CHECKOUT = ("bench_search needs a source checkout of autotune: run it from the repository's root "
                   "(python -m benchmarks.search); the installed package does not carry the benchmark")

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.nccl.candidates import forbids_nvls, load_candidates
 from autotune.nccl.probe import BACKENDS, ProbeSettings, format_table, run_probe

@@ -19,8 +19,8 @@ from tracking_helpers import eagle, result
 
 from autotune.search.callbacks import SearchCallback, SearchLedger
 from autotune.search.progress import ProgressTable
-from autotune.search.report import TrialReport
 from autotune.search.summary_files import rows_of
+from autotune.search.trial_report import TrialReport
 from autotune.tracking.durable import DurableTracker
 from autotune.tracking.tracker import Tracker
 

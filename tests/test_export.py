@@ -15,7 +15,7 @@ import pytest
 from tracking_helpers import eagle, failed, launch, result
 
 from autotune.errors import LaunchArgsError
-from autotune.export import command as export
+from autotune.export import launch_command as export
 from autotune.export.main import main as export_main
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
@@ -266,10 +266,10 @@ def test_cli_as_a_module(demo, store, tmp_path):
 # ---- per concurrency level (workload.concurrency: [..]) ----------------------------------------
 
 def _leveled(params: dict, by_level: dict[int, tuple[float, str]], primary: int = 8):
-    """A result measured at several levels, as trial.levels.with_levels and judge leave it."""
+    """A result measured at several levels, as trial.level_results.with_levels and judge leave it."""
     from dataclasses import replace
 
-    from autotune.trial.levels import level_record
+    from autotune.trial.level_results import level_record
 
     per = {c: result(params, tok, status=status) for c, (tok, status) in by_level.items()}
     return replace(per[primary], levels=[level_record(c, r) for c, r in per.items()])

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
+from autotune.search.samplers._acceptance import AcceptancePredictor as AcceptanceModel
+from autotune.search.samplers._acceptance import AcceptObs
 from autotune.search.samplers._cycle import CycleModel, _verify_features
 from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import load_space

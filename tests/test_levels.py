@@ -12,17 +12,18 @@ from pathlib import Path
 import pytest
 
 from autotune.errors import LaunchArgsError
-from autotune.export.levels import _same_server
+from autotune.export.level_exports import _same_server
 from autotune.launch.spec import LaunchSpec
-from autotune.search.levels import Measured, level_answers, level_finalists
+from autotune.search.level_answers import Measured, level_answers, level_finalists
 from autotune.sglang import adaptive
 from autotune.sglang.flags import sglang_importable
 from autotune.space.workload import Workload
-from autotune.trial.levels import concurrencies, level_record, level_result, with_levels
+from autotune.trial.level_results import concurrencies, level_record, level_result, with_levels
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
-from autotune.trial.winner import Candidate, pick_per_level
+from autotune.trial.winner import Contender as Candidate
+from autotune.trial.winner import pick_per_level
 
 
 def measured(tok_s: float | None, *, baseline: bool = False, status: str = Status.OK,

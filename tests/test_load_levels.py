@@ -11,7 +11,7 @@ from autotune.errors import ConfigError
 from autotune.space.load_levels import primary_level
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload, primary_concurrency
-from autotune.trial.levels import LoadLevel, as_level, metric_suffix
+from autotune.trial.level_results import LoadLevel, as_level, metric_suffix
 
 SPACES = Path(__file__).parent / "spaces"
 

@@ -21,11 +21,13 @@ import pytest
 from autotune.errors import ConfigError
 from autotune.nccl.candidates import (
     MULTICAST_OFF,
-    Candidate,
     load_candidates,
     name_of,
     parse_name,
     worker_env,
+)
+from autotune.nccl.candidates import (
+    NcclCandidate as Candidate,
 )
 from autotune.nccl.probe import ProbeSettings, format_table, rank_rows, run_probe
 from autotune.nccl_probe import main
@@ -371,7 +373,7 @@ def test_a_candidate_failing_in_any_round_is_failed() -> None:
 
 @pytest.mark.slow  # real gloo worker processes
 def test_gloo_probe_over_two_rounds(tmp_path) -> None:
-    from autotune.nccl.candidates import Candidate
+    from autotune.nccl.candidates import NcclCandidate as Candidate
     from autotune.nccl.probe import ProbeSettings, run_probe
 
     cands = [Candidate("default", {}), Candidate("NCCL_PROTO=LL", {"NCCL_PROTO": "LL"})]

@@ -51,8 +51,8 @@ def _outcome() -> SearchOutcome:
 @pytest.fixture
 def measured(monkeypatch: pytest.MonkeyPatch) -> None:
     """``search`` and ``trial`` get a finished measurement; search says one progress line."""
+    from autotune.cli import trial as command
     from autotune.search import run
-    from autotune.trial import command
 
     def search(opts: Any, *, out: Any) -> SearchOutcome:
         print("trial 1 of 2: measuring (progress)", file=out, flush=True)

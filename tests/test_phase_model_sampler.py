@@ -18,7 +18,8 @@ from autotune.search.samplers import (
     _blr,
     make_sampler,
 )
-from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
+from autotune.search.samplers._acceptance import AcceptancePredictor as AcceptanceModel
+from autotune.search.samplers._acceptance import AcceptObs
 from autotune.search.samplers._candidates import CandidateTable
 from autotune.search.samplers._fit import Settings, predict
 from autotune.search.samplers._observations import Observation, read_observation

@@ -1,6 +1,6 @@
 """Per-rate answers: ``workload.request_rate: [2, 50]`` measures each trial at every rate.
 
-The level machinery is the concurrency levels' (:mod:`autotune.trial.levels`); this checks what a
+The level machinery is the concurrency levels' (:mod:`autotune.trial.level_results`); this checks what a
 rate list changes: level labels (``r2``, ``r50``) in the metrics, the tag, ``trials.csv``, the
 summary and the per-level export, and that the adaptive export (keyed by batch size) refuses.
 """

@@ -22,7 +22,7 @@ import yaml
 
 from autotune.bench.client import run_benchmark
 from autotune.errors import ConfigError, LaunchArgsError
-from autotune.export import command as export
+from autotune.export import launch_command as export
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile

@@ -21,8 +21,9 @@ from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
 from autotune.simtools.fit import command as fit_cli
 from autotune.simtools.fit.command import fit_profile
-from autotune.simtools.fit.data import Observation, load_measurements, split
-from autotune.simtools.fit.report import predict_window
+from autotune.simtools.fit.data import MeasuredConfig as Observation
+from autotune.simtools.fit.data import load_measurements, split
+from autotune.simtools.fit.predictions import predict_window
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = load_profile("llama-3.1-8b-eagle3-h100")

@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 
 from autotune.search.options import SearchOutcome
-from autotune.search.report import TrialReport
 from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv, write_beside
+from autotune.search.trial_report import TrialReport
 from autotune.trial.result import TrialResult
 
 SPEC = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,

@@ -62,14 +62,14 @@ def chain(rates, steps):
 
 @pytest.mark.parametrize("steps", [1, 2, 3, 4])
 def test_a_chain_accepts_the_running_products_of_the_rates(steps):
-    model = synthetic.AcceptanceModel(tuple(RATES))
+    model = synthetic.SyntheticAcceptance(tuple(RATES))
     got = model.accept_length(steps=steps, topk=1, draft_tokens=steps + 1)
     assert got == pytest.approx(chain(RATES, steps))
     assert 1.0 < got <= steps + 1
 
 
 def test_a_tree_spends_spare_nodes_on_the_shallowest_depths():
-    model = synthetic.AcceptanceModel(tuple(RATES))
+    model = synthetic.SyntheticAcceptance(tuple(RATES))
     # 2 steps, topk 2, 4 draft tokens: 3 nodes; one per depth, the spare one at depth 1.
     first = 1 - (1 - 0.8) ** 2
     assert model.accept_length(steps=2, topk=2, draft_tokens=4) == pytest.approx(
@@ -79,7 +79,7 @@ def test_a_tree_spends_spare_nodes_on_the_shallowest_depths():
     # More nodes never hurt, and a tree never accepts past steps + 1.
     lengths = [model.accept_length(steps=3, topk=2, draft_tokens=n) for n in range(2, 8)]
     assert lengths == sorted(lengths)
-    perfect = synthetic.AcceptanceModel((1.0, 1.0, 1.0))
+    perfect = synthetic.SyntheticAcceptance((1.0, 1.0, 1.0))
     assert perfect.accept_length(steps=3, topk=2, draft_tokens=7) == 4.0
 
 
@@ -89,12 +89,12 @@ def test_a_tree_spends_spare_nodes_on_the_shallowest_depths():
 ])
 def test_rates_must_be_probabilities(rates, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[")):
-        synthetic.AcceptanceModel(rates)
+        synthetic.SyntheticAcceptance(rates)
 
 
 def test_more_steps_than_rates_is_an_error():
     with pytest.raises(ValueError, match="2 draft positions"):
-        synthetic.AcceptanceModel((0.8, 0.7)).accept_length(steps=3, topk=1, draft_tokens=4)
+        synthetic.SyntheticAcceptance((0.8, 0.7)).accept_length(steps=3, topk=1, draft_tokens=4)
 
 
 def test_forced_length_is_read_as_sglang_reads_it():
@@ -111,7 +111,7 @@ def test_forced_length_is_read_as_sglang_reads_it():
 
 def test_every_speculative_config_gets_the_length_of_its_shape(tmp_path):
     space = load_space(write(tmp_path))
-    model = synthetic.AcceptanceModel(tuple(RATES))
+    model = synthetic.SyntheticAcceptance(tuple(RATES))
     seen = set()
     for params in space.enumerate():
         cfg = space.trial_config(params)

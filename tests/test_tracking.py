@@ -327,7 +327,7 @@ def test_finish_search_logs_summary_plots_and_winner_command(tracker, tmp_path):
         tracker.log_trial(f"t{i}", result(eagle(steps, topk), tok, status=status,
                                           accept=1.5 + steps * 0.3, break_even=1.4 + steps * 0.2))
     tracker.log_trial("t_fail", failed(eagle(8, 8, 64)))
-    from autotune.export.command import winner_files
+    from autotune.export.launch_command import winner_files
 
     summary = tracker.finish_search(winner_files=winner_files)
     parent = tracker.client.get_run(tracker.parent_run_id)
@@ -468,7 +468,7 @@ def test_winner_files_under_sglang_0517_keep_a_flag_its_config_loader_refuses(tr
     ``autotune.export_error``: 0.5.17's --config loader refuses cuda_graph_max_bs_decode (a deprecated
     alias shares its field), and that one format's failure lost launch.sh too. Now the flag stays on
     the command line beside --config, and every format is logged and parses back."""
-    from autotune.export.command import winner_files
+    from autotune.export.launch_command import winner_files
     from autotune.sglang import flags as sglang_flags
     from autotune.sglang.args import parse_server_args
 

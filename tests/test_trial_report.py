@@ -1,4 +1,4 @@
-"""``search.report.TrialReport``: the one report of a finished trial, across Ray and into Optuna."""
+"""``search.trial_report.TrialReport``: the one report of a finished trial, across Ray and into Optuna."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import optuna
 import pytest
 from ray.tune.utils import flatten_dict
 
-from autotune.search.report import UNMEASURED_ATTR, TrialReport
+from autotune.search.trial_report import UNMEASURED_ATTR, TrialReport
 from autotune.trial.result import TrialResult
 
 

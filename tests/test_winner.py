@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from autotune.export.command import choose
+from autotune.export.launch_command import choose
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
 from autotune.tracking.tracker import Tracker
-from autotune.trial.winner import FINALIST, Candidate, metric_field, pick_winner, unmeasured_value
+from autotune.trial.winner import FINALIST, metric_field, pick_winner, unmeasured_value
+from autotune.trial.winner import Contender as Candidate
 from tests.test_search import _study, sim_env  # noqa: F401  (sim_env is a fixture)
 
 SPACES = Path(__file__).resolve().parent / "spaces"

@@ -1,7 +1,7 @@
 """``python -m autotune.export`` (``autotune export``): the command line of the export.
 
-The single winner's launch is :mod:`autotune.export.command`'s, the per-level exports are
-:mod:`autotune.export.levels`' (which builds on the former); this module sits above both.
+The single winner's launch is :mod:`autotune.export.launch_command`'s, the per-level exports are
+:mod:`autotune.export.level_exports`' (which builds on the former); this module sits above both.
 """
 
 from __future__ import annotations
@@ -10,10 +10,18 @@ import json
 import sys
 from typing import Any
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import AutotuneError
-from autotune.export import levels
-from autotune.export.command import FORMATS, NothingToExport, choose, provenance, render, search_default, winner_spec
+from autotune.export import level_exports
+from autotune.export.launch_command import (
+    FORMATS,
+    NothingToExport,
+    choose,
+    provenance,
+    render,
+    search_default,
+    winner_spec,
+)
 from autotune.tracking.tracker import Tracker
 
 
@@ -81,16 +89,16 @@ def _failed(exc: BaseException) -> int:
 
 
 def _main_levels(args: Any) -> int:
-    """``--per-level`` and ``--adaptive-config``: the per-level exports (:mod:`autotune.export.levels`)."""
+    """``--per-level`` and ``--adaptive-config``: the per-level exports (:mod:`autotune.export.level_exports`)."""
     if args.adaptive_config and args.json:
         return _failed(ValueError("--json does not go with --adaptive-config: its export is a launch script"))
     spec_kw = {"strip_metrics": args.strip_metrics, "host": args.host, "port": args.port}
     try:
         tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
         if args.per_level:
-            text = levels.per_level_json(tracker, run_id=args.run_id, **spec_kw)
+            text = level_exports.per_level_json(tracker, run_id=args.run_id, **spec_kw)
         else:
-            text = levels.adaptive_export(tracker, args.adaptive_config, run_id=args.run_id, **spec_kw)
+            text = level_exports.adaptive_export(tracker, args.adaptive_config, run_id=args.run_id, **spec_kw)
     except (AutotuneError, ValueError) as exc:
         return _failed(exc)
     if args.per_level:

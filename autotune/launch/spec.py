@@ -1,7 +1,7 @@
 """What one server launch is: model, flags and environment, and its renderings.
 
 A :class:`LaunchSpec` turns into the argv that :mod:`autotune.server.process` runs, the shell script and
-SGLang ``--config`` YAML that :mod:`autotune.export.command` writes, and the JSON that MLflow keeps. The
+SGLang ``--config`` YAML that :mod:`autotune.export.launch_command` writes, and the JSON that MLflow keeps. The
 ``sglang`` and ``sim`` backends get the same flags and environment; only the module differs.
 """
 
@@ -56,7 +56,7 @@ class LaunchSpec:
             or, in an exported script, to SGLang's default.
         trial_only: Server args that only trial servers get (``measure.fast_start``'s
             ``disable_prefill_cuda_graph``): they run and are shown in the trial's command, but
-            :mod:`autotune.export.command` never writes them.
+            :mod:`autotune.export.launch_command` never writes them.
 
     Server-arg names are resolved against the SGLang in use
     (:func:`autotune.sglang.flags.active_flags`): a deprecated alias becomes its replacement's

@@ -32,7 +32,7 @@ MULTICAST_OFF = {NVLS_VAR: "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
 
 
 @dataclass(frozen=True)
-class Candidate:
+class NcclCandidate:
     """One NCCL setting to probe.
 
     Attributes:
@@ -114,7 +114,7 @@ def _line(container: Any, key: Any) -> int | None:
     return line_of(container, key)
 
 
-def load_candidates(path: str | Path) -> list[Candidate]:
+def load_candidates(path: str | Path) -> list[NcclCandidate]:
     """Read a candidates file (YAML or JSON).
 
     The file is a list, or a mapping with a ``candidates:`` list. Each entry is a name string
@@ -135,7 +135,7 @@ def load_candidates(path: str | Path) -> list[Candidate]:
     if not isinstance(entries, list) or not entries:
         raise ConfigError("expected a non-empty list of candidates (or a mapping with a "
                           "'candidates:' list)", file=where, field="candidates")
-    out: list[Candidate] = []
+    out: list[NcclCandidate] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(entries):
         fld, line = f"candidates[{index}]", _line(entries, index)
@@ -148,7 +148,7 @@ def load_candidates(path: str | Path) -> list[Candidate]:
     return out
 
 
-def _entry(entry: Any, file: str, fld: str, line: int | None) -> Candidate:
+def _entry(entry: Any, file: str, fld: str, line: int | None) -> NcclCandidate:
     env: Mapping[str, str | None]
     if isinstance(entry, str):
         try:
@@ -157,7 +157,7 @@ def _entry(entry: Any, file: str, fld: str, line: int | None) -> Candidate:
             raise ConfigError(f"bad candidate {entry!r}: {exc}; write 'default' or "
                               "'NCCL_ALGO=Ring,NCCL_PROTO=LL'", file=file, line=line,
                               field=fld) from None
-        return Candidate(name_of(env), env)
+        return NcclCandidate(name_of(env), env)
     if not isinstance(entry, dict):
         raise ConfigError(f"a candidate is a name string or a mapping, got "
                           f"{type(entry).__name__}", file=file, line=line, field=fld)
@@ -173,9 +173,9 @@ def _entry(entry: Any, file: str, fld: str, line: int | None) -> Candidate:
             raise ConfigError("name must be a non-empty string", file=file, line=line,
                               field=f"{fld}.name")
         env = _env(raw_env, file, f"{fld}.env", line)
-        return Candidate(name or name_of(env), env)
+        return NcclCandidate(name or name_of(env), env)
     env = _env(entry, file, fld, line)
-    return Candidate(name_of(env), env)
+    return NcclCandidate(name_of(env), env)
 
 
 def _env(raw: Any, file: str, fld: str, line: int | None) -> dict[str, str | None]:
@@ -207,7 +207,7 @@ def forbids_nvls(forbidden_env: Mapping[str, Sequence[str] | None] | None) -> bo
     return values is None or "1" in values
 
 
-def check_forbidden(candidates: Sequence[Candidate],
+def check_forbidden(candidates: Sequence[NcclCandidate],
                     forbidden_env: Mapping[str, Sequence[str] | None], *,
                     origin: str | None = None) -> None:
     """Reject a candidate that sets a forbidden value.
@@ -227,7 +227,7 @@ def check_forbidden(candidates: Sequence[Candidate],
                                   f"forbidden: {why}", file=origin, field=cand.name)
 
 
-def worker_env(cand: Candidate) -> dict[str, str | None]:
+def worker_env(cand: NcclCandidate) -> dict[str, str | None]:
     """The variables a candidate's workers get on top of the probe's own environment.
 
     NVLink multicast stays off (NCCL, torch symmetric memory and NVSHMEM) unless the candidate

@@ -30,11 +30,12 @@ from typing import Any
 from autotune.nccl.candidates import (
     DEFAULT_NAME,
     NVLS_VAR,
-    Candidate,
+    NcclCandidate,
     check_forbidden,
 )
 from autotune.nccl.runner import RunSettings, run_candidates
 from autotune.nccl.sim import sim_rows
+from autotune.numbers import finite
 
 __all__ = ["BACKENDS", "ProbeSettings", "format_table", "phase_of", "rank_rows", "run_probe"]
 
@@ -188,7 +189,7 @@ def rank_rows(rows: list[dict[str, Any]], settings: ProbeSettings) -> dict[str, 
             size["phase"] = phase_of(size["tokens"], settings)
         for ph in PHASES:
             medians = [s["median_us"] for s in row.get("sizes", [])
-                       if s["phase"] == ph and _finite(s.get("median_us"))]
+                       if s["phase"] == ph and finite(s.get("median_us")) is not None]
             row[f"{ph}_us"] = _mean(medians) if row.get("status") == "ok" else None
             per_round = [s["round_medians_us"] for s in row.get("sizes", [])
                          if s["phase"] == ph and "round_medians_us" in s]
@@ -240,14 +241,10 @@ def _separated(best: dict[str, Any] | None, default: dict[str, Any] | None,
     return max(b) < min(d)
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
 # ----------------------------------------------------------------------------- running
 
 
-def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
+def run_probe(candidates: Sequence[NcclCandidate], settings: ProbeSettings, *,
               forbidden_env: Mapping[str, Sequence[str] | None] | None = None,
               allow_nvls: bool = False, workdir: str | None = None,
               on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -324,7 +321,7 @@ def run_probe(candidates: Sequence[Candidate], settings: ProbeSettings, *,
 
 
 def _us(value: Any) -> str:
-    return f"{value:.1f}" if _finite(value) else "-"
+    return f"{value:.1f}" if finite(value) is not None else "-"
 
 
 def format_table(report: Mapping[str, Any]) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.nccl.candidates import Candidate, worker_env
+from autotune.nccl.candidates import NcclCandidate, worker_env
 
 _POLL_S = 0.02
 _KILL_GRACE_S = 2.0
@@ -62,7 +62,7 @@ class RunSettings:
 
 @dataclass
 class _Group:
-    cand: Candidate
+    cand: NcclCandidate
     procs: list[subprocess.Popen]
     workdir: Path
     started: float
@@ -120,7 +120,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _spawn(cand: Candidate, settings: RunSettings, root: Path, index: int) -> _Group:
+def _spawn(cand: NcclCandidate, settings: RunSettings, root: Path, index: int) -> _Group:
     workdir = root / f"cand{index:03d}"
     workdir.mkdir(parents=True, exist_ok=True)
     for rank in range(settings.tp):
@@ -221,7 +221,7 @@ def _groups() -> Iterator[list[_Group]]:
             group.kill()
 
 
-def run_candidates(candidates: Sequence[Candidate], settings: RunSettings, *,
+def run_candidates(candidates: Sequence[NcclCandidate], settings: RunSettings, *,
                    workdir: str | None = None,
                    on_row: Callable[[dict[str, Any]], None] | None = None
                    ) -> list[dict[str, Any]]:

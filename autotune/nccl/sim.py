@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from autotune.backend import get_backend
-from autotune.nccl.candidates import Candidate
+from autotune.nccl.candidates import NcclCandidate
 
 
-def sim_rows(candidates: Sequence[Candidate], *, profile: str, tp: int, hidden: int,
+def sim_rows(candidates: Sequence[NcclCandidate], *, profile: str, tp: int, hidden: int,
              tokens: Sequence[int]) -> list[dict[str, Any]]:
     """One row per candidate with the modelled latency at each message size.
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from autotune.errors import BenchError
+from autotune.numbers import finite
 from autotune.profile.prom import Exposition, parse_exposition
 
 _RANK_LABELS = ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank", "moe_ep_rank")
@@ -55,8 +56,7 @@ class MetricsSnapshot:
         states = info.get("internal_states")
         if isinstance(states, list) and states and isinstance(states[0], Mapping):
             v = states[0].get("avg_spec_accept_length")
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                return float(v)
+            return finite(v)
         return None
 
 

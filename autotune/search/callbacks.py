@@ -1,7 +1,7 @@
 """The Ray Tune callback of a search (progress table, MLflow trial runs, tuner overhead) and its registry.
 
 :class:`SearchCallback` keeps the search's typed :class:`SearchLedger` (trials as
-:class:`~autotune.search.report.TrialEntry`); it pickles by reference to this module and is looked
+:class:`~autotune.search.trial_report.TrialEntry`); it pickles by reference to this module and is looked
 up again in :data:`LIVE_CALLBACKS` (the comment there says why). The class and its registry live
 together in one importable module so that whatever runs the search, ``python -m
 autotune.search.run`` included, shares one registry. Importing it imports Ray (the callback's
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from autotune.search.progress import ProgressTable
-from autotune.search.report import TrialEntry, TrialReport
+from autotune.search.trial_report import TrialEntry, TrialReport
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace

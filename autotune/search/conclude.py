@@ -18,17 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
+from autotune.numbers import finite
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
-from autotune.search.levels import Measured, level_answers, level_finalists, levels_of
+from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
-from autotune.search.report import TrialEntry
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
+from autotune.search.trial_report import TrialEntry
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, pick_winner
+from autotune.trial.winner import FINALIST, TRIAL, Contender, pick_winner
 
 if TYPE_CHECKING:
     from autotune.search.trainable import TrialContext
@@ -165,7 +166,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
     maximize = space.objective.direction == "maximize"
     levels = levels_of(e.report.result for e in entries)
     finalists_out: list[dict[str, Any]] = []
-    finalist_cands: list[Candidate] = []
+    finalist_cands: list[Contender] = []
     fresh_baseline: dict[int, TrialResult] = {}  # id of a finalist's result -> its fresh baseline
     winner: TrialResult | None = None
     baseline: TrialResult | None = None
@@ -248,7 +249,7 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
                        parent_run_id=getattr(tracker, "parent_run_id", None),
                        experiment_id=getattr(tracker, "experiment_id", None))
     if tracker is not None:
-        from autotune.export.command import winner_files
+        from autotune.export.launch_command import winner_files
 
         tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
                               winner_files=winner_files, report_files=outcome.report_files,
@@ -268,9 +269,9 @@ def report_finalist(f: Finalist, *, tracker: SearchTracker | None, out: TextIO) 
           f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
 
 
-def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Candidate:
+def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Contender:
     """A trial result as the winner policy sees it, valued by the space's objective."""
-    return Candidate(ref=result, value=known(result.metric(space.objective.metric)),
+    return Contender(ref=result, value=finite(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),
                      feasible=result.status == Status.FEASIBLE, stage=stage)
 

@@ -13,18 +13,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from autotune.numbers import finite
 from autotune.search.options import SearchOutcome
 from autotune.space.warm_start import versus_default
 from autotune.tracking.ui_links import run_url, runs_url
-from autotune.trial.levels import LoadLevel
+from autotune.trial.level_results import LoadLevel
 from autotune.trial.report import phase_table
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import known
 
 
 def num(value: Any, spec: str) -> str:
     """A figure for the console: "-" when it is unknown, never a made-up 0."""
-    v = known(value)
+    v = finite(value)
     return "-" if v is None else format(v, spec)
 
 

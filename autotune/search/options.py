@@ -54,7 +54,7 @@ class SearchOutcome:
     #: ``{"storage", "name"}`` of the Optuna study when ``search.storage`` kept it outside Ray.
     optuna_study: dict[str, str] | None = None
     #: With ``workload.concurrency: [..]``: the best config per level
-    #: (:func:`autotune.search.levels.level_answers`), in the order written; None otherwise.
+    #: (:func:`autotune.search.level_answers.level_answers`), in the order written; None otherwise.
     per_level: list[dict[str, Any]] | None = None
     #: Spooled MLflow writes MLflow did not take by the end (None: no tracking), the spool, and
     #: the command that replays them (:mod:`autotune.tracking.durable`).

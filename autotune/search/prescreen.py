@@ -25,7 +25,7 @@ from autotune.space.nccl_candidates import candidates_from_space, hidden_of_spac
 from autotune.space.search_space import load_space
 
 if TYPE_CHECKING:
-    from autotune.nccl.candidates import Candidate
+    from autotune.nccl.candidates import NcclCandidate
     from autotune.nccl.probe import ProbeSettings
     from autotune.space._schema_sections import NcclPrescreen
     from autotune.space.search_space import SearchSpace
@@ -57,7 +57,7 @@ class PrescreenOutcome:
     reused: bool = False
 
 
-def _probe_task(candidates: list[Candidate], settings: ProbeSettings,
+def _probe_task(candidates: list[NcclCandidate], settings: ProbeSettings,
                 forbidden_env: dict[str, Any]) -> dict[str, Any]:
     """Runs in a Ray worker on the GPUs Ray gave it (CUDA_VISIBLE_DEVICES is set by Ray)."""
     return run_probe(candidates, settings, forbidden_env=forbidden_env)

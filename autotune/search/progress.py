@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping, Sequence, TextIO
 
-from autotune.search.report import TrialReport
+from autotune.search.trial_report import TrialReport
 from autotune.space import synthetic
 from autotune.trial.outcome import Status
 

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
 from autotune.search.conclude import finish
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
-from autotune.search.report import TrialEntry, TrialReport
 from autotune.search.summary_files import write_beside
+from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m autotune.search --space S [...]``: progress on stderr, the summary as the output
-    convention says (:func:`autotune.cli.emit`); ``summary.md`` and ``trials.csv`` beside ``-o FILE``."""
+    convention says (:func:`autotune.command_line.emit`); ``summary.md`` and ``trials.csv`` beside ``-o FILE``."""
     args = build_parser().parse_args(argv)
     cli.interruptible()
     opts = SearchOptions(space=args.space, trials=args.trials, concurrency=args.concurrency,

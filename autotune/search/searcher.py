@@ -1,8 +1,8 @@
 """Ray Tune's OptunaSearch, taught constraints and the phase data a model-based sampler needs.
 
 Ray's ``OptunaSearch.on_trial_complete`` only calls ``study.tell(value)``. Here the trial's
-:class:`~autotune.search.report.TrialReport` is told instead (:meth:`~autotune.search.report.TrialReport.tell`),
-so each Optuna trial gets:
+:class:`~autotune.search.trial_report.TrialReport` is told instead
+(:meth:`~autotune.search.trial_report.TrialReport.tell`), so each Optuna trial gets:
 
 - its constraint values (``<= 0`` is feasible): break-even (speculation must beat its baseline),
   each SLO, and "the config failed";
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
-from autotune.search.report import TrialReport
+from autotune.search.trial_report import TrialReport
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace

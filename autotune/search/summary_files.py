@@ -16,19 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.numbers import finite
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
-from autotune.search.levels import levels_of
+from autotune.search.level_answers import levels_of
 from autotune.search.options import SearchOutcome
-from autotune.trial.levels import LoadLevel, metric_suffix
+from autotune.trial.level_results import LoadLevel, metric_suffix
 from autotune.trial.report import phase_rows
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import known
 
 __all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "rows_of", "trials_csv", "summary_md",
            "write_beside"]
 
 TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
-# With load levels: the summary JSON's per_level, as a file of its own (search.levels).
+# With load levels: the summary JSON's per_level, as a file of its own (search.level_answers).
 PER_LEVEL_JSON = "per_level.json"
 
 # What every row carries after the searched parameters; phases in ms per cycle.
@@ -36,7 +36,7 @@ _FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "ba
             "speedup", "accept_length", "acceptance", "synthetic_accept_length",
             "break_even_accept_length", "startup_s")
 _PHASES = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms", "verify_pct")
-# Per load level (autotune.trial.levels), after everything else so single-level columns keep
+# Per load level (autotune.trial.level_results), after everything else so single-level columns keep
 # their places: the level's verdict and the figures its break-even rests on.
 _LEVEL_COLUMNS = ("status", "output_tok_s", "baseline_tok_s", "speedup", "accept_length",
                   "break_even_accept_length")
@@ -87,7 +87,7 @@ def _cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, float):
-        v = known(value)
+        v = finite(value)
         return "" if v is None else round(v, 4)
     return value
 
@@ -165,7 +165,7 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                   f"{config_label(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
                   f"{d.get('status')}, {num(d.get('output_tok_s'), '.1f')} tok/s, speedup "
                   f"{num(d.get('speedup'), '.3f')}x; the winner gives {num(d.get('gain'), '.3f')}x that."]
-    measured = sorted(rows, key=lambda r: -(known(r.result.output_tok_s) or float("-inf")))
+    measured = sorted(rows, key=lambda r: -(finite(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.kind} | {r.trial_id} | {config_label(r.result.params, baseline=r.result.is_baseline)} | "

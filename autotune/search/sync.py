@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.tracking.spool import HEADER, Spool
 
@@ -42,7 +42,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
             for. A store that fails (a server down, a full disk) is no error: its records wait,
             counted in the return.
     """
-    from autotune.export.command import winner_files
+    from autotune.export.launch_command import winner_files
     from autotune.tracking.durable import DurableTracker
     from autotune.tracking.store import check_uri, default_store
     from autotune.tracking.tracker import Tracker

@@ -13,12 +13,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from autotune.search.report import TrialReport
+from autotune.numbers import finite
+from autotune.search.trial_report import TrialReport
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import break_even_constraint, slo_margin
-from autotune.trial.winner import known
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -85,7 +85,7 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
 def report_of(result: TrialResult, space: SearchSpace, *, baseline: TrialResult | None,
               baseline_key: str | None) -> TrialReport:
     """What a judged trial tells the search; its objective is the space's, None when unknown."""
-    objective = known(result.metric(space.objective.metric)) if result.ok else None
+    objective = finite(result.metric(space.objective.metric)) if result.ok else None
     return TrialReport(objective=objective, constraints=constraint_values(result, space),
                        attrs=sampler_attrs(result), result=result, baseline=baseline,
                        baseline_key=baseline_key)

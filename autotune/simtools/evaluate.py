@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import AutotuneError
 from autotune.sim.closed_loop import Request, replay
 from autotune.sim.config import ModelConfig

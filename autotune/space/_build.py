@@ -273,7 +273,7 @@ class _Builder(CrossChecks):
         return rules
 
     def _synthetic(self, data: Mapping[str, Any],
-                   lines: Mapping[str, int | None]) -> synthetic.AcceptanceModel | None:
+                   lines: Mapping[str, int | None]) -> synthetic.SyntheticAcceptance | None:
         if data.get("synthetic_acceptance") is None:
             return None
         value = data["synthetic_acceptance"]

@@ -30,7 +30,7 @@ from autotune.space.rules import (
     TRIPLE,
 )
 from autotune.space.synthetic import ENV as SYNTHETIC_ENV
-from autotune.space.synthetic import AcceptanceModel, forced_value
+from autotune.space.synthetic import SyntheticAcceptance, forced_value
 
 #: What :meth:`SpaceWalk.step` says of a parameter.
 SKIP, SET, CHOOSE, INVALID = "skip", "set", "choose", "invalid"
@@ -53,7 +53,7 @@ class SpaceWalk:
     forbidden: Forbidden
     model_path: str
     draft_model_path: str | None
-    synthetic_acceptance: AcceptanceModel | None
+    synthetic_acceptance: SyntheticAcceptance | None
     nccl_bundle: dict[str, dict[str, Any]] | None
 
     # ------------------------------------------------------------------ the walk

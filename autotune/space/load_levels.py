@@ -1,7 +1,7 @@
 """The load levels of a ``workload:``: ``concurrency: [1, 8, 64]`` or ``request_rate: [2, 8]``.
 
 One of the two load keys may be a list; each trial is then measured at every level
-(:mod:`autotune.trial.levels`). :class:`LoadLevel` here is the one definition of a level: its
+(:mod:`autotune.trial.level_results`). :class:`LoadLevel` here is the one definition of a level: its
 label (``c8``, ``r2.5``), its key and its field, used by the metrics, ``trials.csv``, the tags, the
 summary and the exports.
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from autotune.backend import get_backend
 from autotune.errors import ConfigError
-from autotune.nccl.candidates import Candidate, env_text, name_of
+from autotune.nccl.candidates import NcclCandidate, env_text, name_of
 
 if TYPE_CHECKING:
     from autotune.space._schema_params import Parameter
@@ -26,7 +26,7 @@ def nccl_dims(space: SearchSpace) -> list[Parameter]:
     return [p for p in space.parameters.values() if p.name.startswith("NCCL_")]
 
 
-def candidates_from_space(space: SearchSpace) -> list[Candidate]:
+def candidates_from_space(space: SearchSpace) -> list[NcclCandidate]:
     """Every combination of the space's NCCL_* parameters that its ``forbidden`` allows.
 
     The space's ``fixed_env`` NCCL_* settings are the base of every candidate. A ``null`` choice
@@ -53,7 +53,7 @@ def candidates_from_space(space: SearchSpace) -> list[Candidate]:
         full = {**base, **env}
         if space.forbidden_reason({}, {k: v for k, v in full.items() if v is not None}):
             continue
-        out.append(Candidate(name_of(env), env, base_env=base))
+        out.append(NcclCandidate(name_of(env), env, base_env=base))
     if not out:
         raise ConfigError("every NCCL_* combination of the space is forbidden",
                           file=space.file, field="parameters")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().with_name("examples")

@@ -49,7 +49,7 @@ from autotune.space._schema_sections import (
 from autotune.space._walk import INVALID, SET, SKIP, SpaceWalk
 from autotune.space.packaged import resolve_space
 from autotune.space.rules import ALGO
-from autotune.space.synthetic import AcceptanceModel
+from autotune.space.synthetic import SyntheticAcceptance
 from autotune.space.trial_config import TrialConfig
 
 __all__ = ["SearchSpace", "load_space"]
@@ -108,7 +108,7 @@ class SearchSpace(SpaceWalk):
     description: str = ""
     nccl_prescreen: NcclPrescreen | None = None
     nccl_bundle: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
-    synthetic_acceptance: AcceptanceModel | None = None
+    synthetic_acceptance: SyntheticAcceptance | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     lines: dict[str, int | None] = field(default_factory=dict, repr=False)
     _order: tuple[Parameter, ...] = field(default=(), repr=False)

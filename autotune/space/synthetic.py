@@ -36,7 +36,7 @@ LABEL = "synthetic acceptance"
 
 
 @dataclass(frozen=True)
-class AcceptanceModel:
+class SyntheticAcceptance:
     """Per-position acceptance of the top-1 draft candidate.
 
     Attributes:
@@ -90,8 +90,8 @@ class AcceptanceModel:
         return {"rates": list(self.rates)}
 
 
-def model_from_section(value: Any) -> AcceptanceModel:
-    """An :class:`AcceptanceModel` from a parsed ``synthetic_acceptance:`` mapping.
+def model_from_section(value: Any) -> SyntheticAcceptance:
+    """An :class:`SyntheticAcceptance` from a parsed ``synthetic_acceptance:`` mapping.
 
     Raises:
         ValueError: With what is wrong; the space loader adds file and line.
@@ -104,7 +104,7 @@ def model_from_section(value: Any) -> AcceptanceModel:
     rates = value.get("rates")
     if not isinstance(rates, Sequence) or isinstance(rates, (str, bytes)):
         raise ValueError("rates must be a list of per-position acceptance probabilities")
-    return AcceptanceModel(tuple(rates))
+    return SyntheticAcceptance(tuple(rates))
 
 
 def forced_value(length: float) -> str:

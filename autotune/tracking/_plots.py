@@ -8,13 +8,13 @@ Every plotting function leaves out what is unknown rather than drawing it as zer
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from matplotlib.figure import Figure
 
+from autotune.numbers import finite
 from autotune.trial.outcome import Status
 
 # Phase keys of PhaseProfile.to_dict, in drawing order; decode replaces draft/verify/extend
@@ -25,7 +25,7 @@ _COLOURS = {"draft": "#4C72B0", "verify": "#DD8452", "extend": "#55A868", "decod
 
 
 def _known(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return finite(value) is not None
 
 
 def _xs(values: Iterable[float | None]) -> list[float]:

@@ -11,15 +11,15 @@ from __future__ import annotations
 import functools
 import getpass
 import json
-import math
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.backend import BACKENDS
-from autotune.cli import versions
+from autotune.command_line import versions
 from autotune.launch.spec import LaunchSpec
+from autotune.numbers import finite
 from autotune.tracking.runs import (
     KIND_SEARCH,
     KIND_TRIAL,
@@ -29,7 +29,7 @@ from autotune.tracking.runs import (
     TAG_SEARCH_NAME,
     TrialRun,
 )
-from autotune.trial.levels import LoadLevel, metric_suffix
+from autotune.trial.level_results import LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
     from autotune.trial.result import TrialResult
@@ -67,12 +67,6 @@ def search_tags(name: str, *, objective: tuple[str, str] | None, backend: str | 
     return tags
 
 
-def finite_number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def trial_metrics(result: TrialResult) -> dict[str, float]:
     """The metrics of a trial run: every known figure, and nothing for an unknown one.
 
@@ -81,11 +75,11 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for name in _RESULT_METRICS:
-        value = finite_number(getattr(result, name, None))
+        value = finite(getattr(result, name, None))
         if value is not None:
             out[name] = value
     for key in _PHASE_METRICS:
-        value = finite_number((result.phases or {}).get(key))
+        value = finite((result.phases or {}).get(key))
         if value is not None:
             out[f"phase_{key}"] = value
     out.update(level_metrics(result))
@@ -94,15 +88,15 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
 
 def level_metrics(result: TrialResult) -> dict[str, float]:
     """Each load level's known figures, named with the level's suffix (``speedup_c8``, ``speedup_r2``,
-    :func:`autotune.trial.levels.metric_suffix`); nothing for a single-level result."""
+    :func:`autotune.trial.level_results.metric_suffix`); nothing for a single-level result."""
     out: dict[str, float] = {}
     for level in getattr(result, "levels", None) or []:
         suffix = metric_suffix(LoadLevel.of_record(level))
         for name in _RESULT_METRICS:
-            value = finite_number(level.get(name))
+            value = finite(level.get(name))
             if value is not None:
                 out[name + suffix] = value
-        cycle = finite_number((level.get("phases") or {}).get("cycle_ms"))
+        cycle = finite((level.get("phases") or {}).get("cycle_ms"))
         if cycle is not None:
             out["phase_cycle_ms" + suffix] = cycle
     return out
@@ -110,7 +104,7 @@ def level_metrics(result: TrialResult) -> dict[str, float]:
 
 def level_statuses(result: TrialResult) -> dict[str, str]:
     """``{level key: verdict}`` of a result's levels (the tag ``autotune.level_status``; keys are
-    :attr:`~autotune.trial.levels.LoadLevel.key`: ``"8"``, ``"r2.5"``)."""
+    :attr:`~autotune.trial.level_results.LoadLevel.key`: ``"8"``, ``"r2.5"``)."""
     return {LoadLevel.of_record(level).key: str(level["status"])
             for level in getattr(result, "levels", None) or []}
 
@@ -293,5 +287,5 @@ def study_from_runs(runs: Iterable[TrialRun]) -> Any:
     return study
 
 
-__all__ = ["MAX_PARAM", "context_tags", "finite_number", "param_text", "spec_from_argv", "spec_of", "study_from_runs",
+__all__ = ["MAX_PARAM", "context_tags", "param_text", "spec_from_argv", "spec_of", "study_from_runs",
            "trial_metrics", "trial_params", "trial_point"]

@@ -131,7 +131,7 @@ class DurableTracker:
         Returns:
             The records still pending afterwards.
         """
-        from autotune.cli import versions
+        from autotune.command_line import versions
 
         header = self.spool.header() or {}
         same_store = header.get("tracking_uri") == self.tracker.tracking_uri

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from autotune.trial.result import TrialResult
 
 #: ``(tracker, winner) -> {file name: text}``: the winner's files for the search run's ``winner/``
-#: (the search passes :func:`autotune.export.command.winner_files`, so tracking never imports export).
+#: (the search passes :func:`autotune.export.launch_command.winner_files`, so tracking never imports export).
 WinnerFiles = Callable[["Tracker", "Winner"], Mapping[str, str]]
 
 
@@ -98,7 +98,7 @@ class SearchTracker(Protocol):
                 ``autotune.sglang_default`` and the metrics ``sglang_default_output_tok_s`` and
                 ``gain_over_sglang_default`` (left out when unknown).
             winner_files: ``(tracker, winner) -> {file name: text}``, logged under ``winner/``
-                (the search passes :func:`autotune.export.command.winner_files`: the real-SGLang
+                (the search passes :func:`autotune.export.launch_command.winner_files`: the real-SGLang
                 launch as ``launch.sh``, ``config.yaml`` and ``launch.json``). An error it raises is
                 logged as the tag ``autotune.export_error`` and loses nothing else.
             report_files: ``{file name: text}`` logged under ``report/`` (the search's

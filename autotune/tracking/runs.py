@@ -1,6 +1,6 @@
 """Reading trial runs back from MLflow, and choosing the winner.
 
-Shared by :mod:`autotune.tracking.tracker` (the parent run's summary) and :mod:`autotune.export.command` (the
+Shared by :mod:`autotune.tracking.tracker` (the parent run's summary) and :mod:`autotune.export.launch_command` (the
 command it writes); the winner comes from :mod:`autotune.trial.winner`, as the search's own does.
 Nothing here imports MLflow: it works on the ``Run`` objects a client returns.
 """
@@ -12,9 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.trial.levels import LoadLevel, as_level, metric_suffix
+from autotune.numbers import finite
+from autotune.trial.level_results import LoadLevel, as_level, metric_suffix
 from autotune.trial.outcome import Status
-from autotune.trial.winner import FINALIST, TRIAL, Candidate, known, metric_field, pick_per_level, pick_winner
+from autotune.trial.winner import FINALIST, TRIAL, Contender, metric_field, pick_per_level, pick_winner
 
 # Tag names. Every tag autotune writes starts with "autotune.".
 TAG_KIND = "autotune.kind"
@@ -39,8 +40,8 @@ TAG_WINNER_TRIAL = "autotune.winner_trial_id"
 TAG_WINNER_NOTE = "autotune.winner_note"
 TAG_ATTEMPT = "autotune.attempt"
 # On a trial run measured at several load levels: {"<level key>": "<verdict>", ...} (keys "8" for
-# concurrency 8, "r2.5" for 2.5 requests/s: autotune.trial.levels.LoadLevel.key); its figures are
-# metrics with the level's suffix (speedup_c8, speedup_r2.5, autotune.trial.levels.metric_suffix).
+# concurrency 8, "r2.5" for 2.5 requests/s: autotune.trial.level_results.LoadLevel.key); its figures are
+# metrics with the level's suffix (speedup_c8, speedup_r2.5, autotune.trial.level_results.metric_suffix).
 TAG_LEVEL_STATUS = "autotune.level_status"
 
 KIND_SEARCH = "search"
@@ -205,7 +206,7 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
     """
     field_name = metric_field(objective)
     runs = [r for r in runs if r.kind in TRIAL_KINDS]
-    cands = [Candidate(ref=r, value=known(r.metric(field_name)), is_baseline=r.is_baseline,
+    cands = [Contender(ref=r, value=finite(r.metric(field_name)), is_baseline=r.is_baseline,
                        feasible=r.status == Status.FEASIBLE,
                        stage=FINALIST if r.kind == KIND_FINALIST else TRIAL) for r in runs]
     pick = pick_winner(cands, maximize=maximize)
@@ -243,8 +244,8 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
 
     wanted = [as_level(level) for level in levels]
 
-    def at(level: LoadLevel) -> list[Candidate]:
-        return [Candidate(ref=r, value=known(r.metric(field_name + metric_suffix(level))),
+    def at(level: LoadLevel) -> list[Contender]:
+        return [Contender(ref=r, value=finite(r.metric(field_name + metric_suffix(level))),
                           is_baseline=r.is_baseline,
                           feasible=r.level_status(level) == Status.FEASIBLE,
                           stage=FINALIST if r.kind == KIND_FINALIST else TRIAL)

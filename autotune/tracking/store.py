@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
+from autotune.numbers import finite
 from autotune.tracking import ui_links
-from autotune.tracking.content import MAX_PARAM, finite_number
+from autotune.tracking.content import MAX_PARAM
 from autotune.tracking.runs import TAG_SEARCH_NAME
 
 if TYPE_CHECKING:
@@ -297,7 +298,7 @@ def log_facts(client: MlflowClient, run_id: str, *, params: Mapping[str, Any] | 
 
     now = int(time.time() * 1000)
     metric_list = [Metric(k, x, now, 0) for k, v in (metrics or {}).items()
-                   if (x := finite_number(v)) is not None]
+                   if (x := finite(v)) is not None]
     fresh = new_params(retry(lambda: client.get_run(run_id)),
                        {k: v for k, v in (params or {}).items() if v is not None})
     log_batch(client, run_id, metrics=metric_list, params=fresh, tags=dict(tags or {}))

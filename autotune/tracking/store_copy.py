@@ -21,7 +21,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.errors import ConfigError
 
 

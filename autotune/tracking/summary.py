@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.tracking.content import finite_number, study_from_runs, trial_point
+from autotune.numbers import finite
+from autotune.tracking.content import study_from_runs, trial_point
 from autotune.tracking.runs import (
     KIND_BASELINE,
     KIND_FINALIST,
@@ -94,7 +95,7 @@ def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
                             ("winner_speedup", winner.speedup),
                             ("winner_accept_length", winner.accept_length),
                             ("baseline_tok_s", winner.baseline_tok_s)):
-            number = finite_number(value)
+            number = finite(value)
             if number is not None:
                 metrics[name] = number
         tags = {TAG_WINNER_RUN: winner.run.run_id, TAG_WINNER_TRIAL: winner.run.trial_id or "",
@@ -107,7 +108,7 @@ def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
         for name, value in (("sglang_default_output_tok_s", sglang_default.get("output_tok_s")),
                             ("sglang_default_speedup", sglang_default.get("speedup")),
                             ("gain_over_sglang_default", sglang_default.get("gain"))):
-            number = finite_number(value)
+            number = finite(value)
             if number is not None:
                 metrics[name] = number
     from mlflow.entities import Metric

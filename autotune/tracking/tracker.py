@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.cli import versions
+from autotune.command_line import versions
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking import stale, store, summary, trial_log
 from autotune.tracking.content import context_tags, search_tags, spec_of

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.launch.spec import LaunchSpec
-from autotune.tracking.content import finite_number, level_statuses, param_text, trial_metrics, trial_params
+from autotune.numbers import finite
+from autotune.tracking.content import level_statuses, param_text, trial_metrics, trial_params
 from autotune.tracking.runs import (
     TAG_ACCEPTANCE,
     TAG_ATTEMPT,
@@ -121,7 +122,7 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
 
     metric_list = [Metric(k, v, now, attempt - 1) for k, v in metrics.items()]
     metric_list += [Metric("output_tok_s_repeat", float(v), now, i)
-                    for i, v in enumerate(result.output_tok_s_repeats or []) if finite_number(v) is not None]
+                    for i, v in enumerate(result.output_tok_s_repeats or []) if finite(v) is not None]
     log_batch(client, run_id, metrics=metric_list, tags=run_tags,
               params=new_params(existing, trial_params(result, spec)))
     _log_artifacts(client, run_id, trial_id, result, spec, attempt)

@@ -2,6 +2,6 @@
 
 import sys
 
-from autotune.trial.command import main
+from autotune.cli.trial import main
 
 sys.exit(main())

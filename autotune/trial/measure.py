@@ -43,7 +43,7 @@ from autotune.server.process import ServerProcess
 from autotune.sglang import metrics
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
-from autotune.trial.levels import with_levels
+from autotune.trial.level_results import with_levels
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
 from autotune.trial.verdict import judge

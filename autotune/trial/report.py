@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.space import synthetic
-from autotune.trial.levels import LoadLevel
+from autotune.trial.level_results import LoadLevel
 
 
 def _ms(v: float | None) -> str:

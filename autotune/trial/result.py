@@ -98,7 +98,7 @@ class TrialResult:
     tok_s_per_w: float | None = None
     j_per_token: float | None = None
     gpu_telemetry: dict[str, Any] | None = None
-    # With ``workload.concurrency: [1, 8, 64]``: one record per level (autotune.trial.levels), each
+    # With ``workload.concurrency: [1, 8, 64]``: one record per level (autotune.trial.level_results), each
     # judged against the baseline's same level; the fields above are the primary level's.
     levels: list[dict[str, Any]] | None = None
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from autotune.profile.phases import break_even, speedup
-from autotune.trial.levels import LoadLevel, level_record, level_result
+from autotune.trial.level_results import LoadLevel, level_record, level_result
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 

@@ -1,8 +1,8 @@
 """The one winner policy, and the objective it ranks by.
 
 The search's summary (:mod:`autotune.search.conclude`), MLflow's winner tags (:meth:`autotune.tracking.tracker.Tracker.
-finish_search`) and the export (:mod:`autotune.export.command`) all pick the winner here, each from its
-own records wrapped as :class:`Candidate`, so the printed winner, ``autotune.winner_run_id`` and the
+finish_search`) and the export (:mod:`autotune.export.launch_command`) all pick the winner here, each from its
+own records wrapped as :class:`Contender`, so the printed winner, ``autotune.winner_run_id`` and the
 exported command name the same config.
 
 The rules, in order:
@@ -27,6 +27,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from autotune.numbers import finite
+
 TRIAL, FINALIST = "trial", "finalist"
 
 #: A load level as the caller names it (a ``LoadLevel``, or a bare concurrency).
@@ -45,13 +47,6 @@ def metric_field(name: str) -> str:
     return name
 
 
-def known(value: Any) -> float | None:
-    """``value`` as a float when it is a finite number, else None (unknown)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def unmeasured_value(*, maximize: bool) -> float:
     """What Optuna is told for a trial that measured nothing: worse than any measured value.
 
@@ -62,7 +57,7 @@ def unmeasured_value(*, maximize: bool) -> float:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class Contender:
     """One record as the winner policy sees it.
 
     Attributes:
@@ -93,22 +88,22 @@ class Pick:
     note: str
 
 
-def _score(c: Candidate) -> float:
+def _score(c: Contender) -> float:
     """The value of a candidate :func:`_best` kept (one whose value is known)."""
-    value = known(c.value)
+    value = finite(c.value)
     if value is None:
         raise ValueError(f"candidate {c.ref!r} has no known value")
     return value
 
 
-def _best(pool: Sequence[Candidate], maximize: bool) -> Candidate | None:
-    scored = [c for c in pool if known(c.value) is not None]
+def _best(pool: Sequence[Contender], maximize: bool) -> Contender | None:
+    scored = [c for c in pool if finite(c.value) is not None]
     if not scored:
         return None
     return (max if maximize else min)(scored, key=_score)
 
 
-def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | None:
+def pick_winner(candidates: Iterable[Contender], *, maximize: bool) -> Pick | None:
     """The winner by the rules of the module doc, or None when nothing feasible was measured.
 
     Args:
@@ -139,7 +134,7 @@ def pick_winner(candidates: Iterable[Candidate], *, maximize: bool) -> Pick | No
     return None
 
 
-def pick_per_level(levels: Iterable[L], candidates_at: Callable[[L], Iterable[Candidate]], *,
+def pick_per_level(levels: Iterable[L], candidates_at: Callable[[L], Iterable[Contender]], *,
                    maximize: bool) -> dict[L, Pick | None]:
     """The winner at each concurrency level: :func:`pick_winner`, the same rules, applied to the
     candidates as measured and judged at that level (``candidates_at(level)``).
@@ -150,5 +145,5 @@ def pick_per_level(levels: Iterable[L], candidates_at: Callable[[L], Iterable[Ca
     return {level: pick_winner(candidates_at(level), maximize=maximize) for level in levels}
 
 
-__all__ = ["FINALIST", "TRIAL", "Candidate", "Pick", "known", "metric_field", "pick_per_level",
+__all__ = ["FINALIST", "TRIAL", "Contender", "Pick", "metric_field", "pick_per_level",
            "pick_winner", "unmeasured_value"]

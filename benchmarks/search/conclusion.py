@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import FINALIST, TRIAL, Candidate, pick_winner
+from autotune.trial.winner import FINALIST, TRIAL, Contender, pick_winner
 
 #: Runs one finalist costs: its group's fresh baseline and the config itself.
 RUNS_PER_FINALIST = 2
@@ -109,7 +109,7 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
     readings: list[Reading] = oracle.readings
     spec_ok = [(r.tok_s, r) for r in readings if r.feasible and not r.is_baseline and r.tok_s is not None]
     chosen = [r for _, r in sorted(spec_ok, key=lambda m: m[0], reverse=True)[:finalists]]
-    cands = [Candidate(ref=r.key, value=r.tok_s, is_baseline=r.is_baseline,
+    cands = [Contender(ref=r.key, value=r.tok_s, is_baseline=r.is_baseline,
                        feasible=r.feasible and r.tok_s is not None, stage=TRIAL) for r in readings]
     # The conclusion's draws come after the oracle's without taking them from its stream.
     evaluator = oracle.evaluator.fork()
@@ -122,9 +122,9 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
         base_tok = base.output_tok_s if base is not None and base.ok else None
         tok = ev.result.output_tok_s if ev.result.ok else None
         if base_tok is not None:
-            cands.append(Candidate(ref=gkey, value=base_tok, is_baseline=True, feasible=True))
+            cands.append(Contender(ref=gkey, value=base_tok, is_baseline=True, feasible=True))
         held = bool(ev.result.feasible)
-        cands.append(Candidate(ref=r.key, value=tok, is_baseline=False, feasible=held,
+        cands.append(Contender(ref=r.key, value=tok, is_baseline=False, feasible=held,
                                stage=FINALIST))
         confirmed.append(Confirmed(key=r.key, tok_s=tok, baseline_tok_s=base_tok, held=held))
     pick = pick_winner(cands, maximize=True)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autotune.errors import AutotuneError
-from autotune.search.report import TrialReport
+from autotune.search.trial_report import TrialReport
 from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.trial_config import config_key
 from autotune.trial.outcome import Status

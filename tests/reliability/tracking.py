@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from autotune.search.report import TrialReport
+from autotune.search.trial_report import TrialReport
 from reliability.procs import leftovers
 from reliability.searchrun import SearchDir, start_cli
 from reliability.spaces import base_space, merged, write_space

@@ -57,7 +57,7 @@ class AcceptObs:
     histogram: tuple[float, ...] | None = None
 
 
-class AcceptanceModel:
+class AcceptancePredictor:
     """Vectorised accept-length prediction for many (steps, topk, draft tokens) at once.
 
     Args:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autotune.search.samplers import _blr
-from autotune.search.samplers._acceptance import AcceptanceModel, AcceptObs
+from autotune.search.samplers._acceptance import AcceptancePredictor, AcceptObs
 from autotune.search.samplers._candidates import CandidateTable
 from autotune.search.samplers._cycle import CycleModel
 from autotune.search.samplers._failures import failure_probability
@@ -192,7 +192,7 @@ def _throughput_line(phys_obs: Sequence[Observation], logb: dict, logd: dict) ->
 
 
 def _physics(table: CandidateTable, obs: Sequence[Observation], phys_obs: list[Observation],
-             accept: AcceptanceModel, logb: dict, logd: dict, d_mu: np.ndarray,
+             accept: AcceptancePredictor, logb: dict, logd: dict, d_mu: np.ndarray,
              d_sd: np.ndarray, s: Settings) -> tuple[np.ndarray, np.ndarray]:
     """Log tok/s mean and spread of every physics candidate (``table.physics``)."""
     phys = np.flatnonzero(table.physics)
@@ -281,7 +281,7 @@ def _incumbent(table: CandidateTable, obs: Sequence[Observation], mu: np.ndarray
     return best
 
 
-def predict(table: CandidateTable, obs: Sequence[Observation], accept: AcceptanceModel,
+def predict(table: CandidateTable, obs: Sequence[Observation], accept: AcceptancePredictor,
             settings: Settings) -> Prediction:
     """Fit every part from ``obs`` and predict all candidates (log tok/s).
 

@@ -6,14 +6,14 @@ turns a study's trials into plain records the phase model fits. Nothing here tal
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.search.report import UNMEASURED_ATTR
+from autotune.numbers import finite
+from autotune.search.trial_report import UNMEASURED_ATTR
 from autotune.trial.outcome import Status
 
 #: System attr holding the config a planning sampler chose for a trial.
@@ -25,10 +25,9 @@ USER_ATTR_KEYS = ("status", "is_baseline", "output_tok_s", "accept_length", "bas
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and value > 0 else None
+    """A finite positive number, else None: a sampler's figures (tok/s, ms, lengths) are never 0."""
+    number = finite(value)
+    return number if number is not None and number > 0 else None
 
 
 @dataclass(frozen=True)

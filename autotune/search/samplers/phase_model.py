@@ -34,7 +34,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial
 
 from autotune.search.samplers import _fit
-from autotune.search.samplers._acceptance import AcceptanceModel
+from autotune.search.samplers._acceptance import AcceptancePredictor
 from autotune.search.samplers._observations import PLAN_KEY, finished, read_observation
 from autotune.search.samplers._planned import PlannedSampler
 from autotune.trial.outcome import Status
@@ -99,7 +99,7 @@ class PhaseModelSampler(PlannedSampler):
         self.patience = patience
         self.settings = settings or _fit.Settings()
         self._rng = np.random.RandomState(seed)
-        self._accept: AcceptanceModel | None = None
+        self._accept: AcceptancePredictor | None = None
         self._design: list[int] | None = None
         self.last_reason: str | None = None  # why the last plan was chosen (for tests and logs)
 
@@ -200,7 +200,7 @@ class PhaseModelSampler(PlannedSampler):
             self.last_reason = "no phase data: fallback"
             return None
         if self._accept is None:
-            self._accept = AcceptanceModel(max(int(t.steps.max()), 1), max(int(t.topk.max()), 1))
+            self._accept = AcceptancePredictor(max(int(t.steps.max()), 1), max(int(t.topk.max()), 1))
         # The design phase lasts until the first model-based proposal.
         designing = all((ft.system_attrs.get(PLAN_KEY) or {}).get("reason", "design") == "design"
                         for ft in study.get_trials(deepcopy=False) if ft.number != trial.number)

@@ -26,8 +26,8 @@ import yaml
 from autotune.errors import AutotuneError, ConfigError
 from autotune.sim.profile import Profile, load_profile
 from autotune.simtools.fit import solve as fs
-from autotune.simtools.fit.data import Dataset, Observation, load_measurements, split
-from autotune.simtools.fit.report import compare, goals, markdown
+from autotune.simtools.fit.data import Dataset, MeasuredConfig, load_measurements, split
+from autotune.simtools.fit.predictions import compare, goals, markdown
 
 _FIELDS = {f for f in Profile.__dataclass_fields__}
 
@@ -114,8 +114,8 @@ def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = Non
     return FitResult(profile_data=data, profile=profile, report=report)
 
 
-def _backend_factor(base: Profile) -> Callable[[Observation], float]:
-    def factor(o: Observation) -> float:
+def _backend_factor(base: Profile) -> Callable[[MeasuredConfig], float]:
+    def factor(o: MeasuredConfig) -> float:
         backend = o.server_args.get("attention_backend") or base.default_attention_backend
         f = base.attention_backends.get(str(backend))
         if f is None:
@@ -135,7 +135,7 @@ def _validated(data: dict[str, Any]) -> Profile:
         return load_profile(fh.name)
 
 
-def cannot_capture(ds: Dataset, fit: Sequence[Observation], pred: Sequence[Observation],
+def cannot_capture(ds: Dataset, fit: Sequence[MeasuredConfig], pred: Sequence[MeasuredConfig],
                    fits: Sequence[fs.PhaseFit], rows: Sequence[dict[str, Any]], *,
                    profile: Profile) -> list[str]:
     """Data-driven notes on what the fitted model leaves out (residual patterns, noise, scope)."""
@@ -203,7 +203,7 @@ def cannot_capture(ds: Dataset, fit: Sequence[Observation], pred: Sequence[Obser
             e, rid = max(errs)
             if e > 0.05:
                 notes.append(f"Largest {phase} error on the predicted half: {e:.3f} ms ({rid}).")
-    ids: dict[str, list[Observation]] = {}
+    ids: dict[str, list[MeasuredConfig]] = {}
     for o in obs:
         ids.setdefault(o.id.split("#")[0], []).append(o)
     for key, group in ids.items():

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
+from autotune.numbers import finite
 from autotune.tracking.content import spec_from_argv
 
 _OK_STATUSES = ("ok", "feasible", "infeasible")
@@ -23,7 +24,7 @@ _GPU_PHASES = ("draft", "verify", "extend", "decode", "prefill", "gpu_other")
 
 
 @dataclass(frozen=True)
-class Observation:
+class MeasuredConfig:
     """One usable measured config, in per-cycle milliseconds of its measured window.
 
     Attributes:
@@ -111,21 +112,15 @@ class Excluded:
 class Dataset:
     """Every summary read: the usable ones and the excluded ones."""
 
-    observations: list[Observation] = field(default_factory=list)
+    observations: list[MeasuredConfig] = field(default_factory=list)
     excluded: list[Excluded] = field(default_factory=list)
 
-    def by_id(self) -> dict[str, Observation]:
+    def by_id(self) -> dict[str, MeasuredConfig]:
         return {o.id: o for o in self.observations}
 
 
 class _Skip(Exception):
     """Internal: this summary cannot be used, for the reason given."""
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def server_args_of(argv: Sequence[str]) -> dict[str, Any]:
@@ -153,14 +148,14 @@ def _spec_settings(args: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[
     return s, k, n
 
 
-def _observation(data: Any, source: str) -> Observation:
+def _observation(data: Any, source: str) -> MeasuredConfig:
     if not isinstance(data, Mapping):
         raise _Skip(f"not a trial summary (a JSON object), got {type(data).__name__}")
     status = data.get("status")
     if status not in _OK_STATUSES:
         raise _Skip(f"trial status {status!r} ({data.get('reason') or 'no reason given'}); only "
                     f"{', '.join(_OK_STATUSES)} trials are measurements")
-    tok_s = _num(data.get("output_tok_s"))
+    tok_s = finite(data.get("output_tok_s"))
     if tok_s is None or tok_s <= 0:
         raise _Skip(f"output_tok_s is {data.get('output_tok_s')!r}, needs a positive number")
     full = data.get("phases_full")
@@ -183,7 +178,7 @@ def _observation(data: Any, source: str) -> Observation:
     notes: list[str] = []
 
     def need(key: str) -> float:
-        v = _num(full.get(key))
+        v = finite(full.get(key))
         if v is None:
             raise _Skip(f"phases_full.{key} is unknown ({full.get(key)!r})")
         return v
@@ -202,7 +197,7 @@ def _observation(data: Any, source: str) -> Observation:
     phases: dict[str, float] = {"cycle": cycle_ms}
     needed = ("verify", "extend") if spec else ("decode",)
     for name in _GPU_PHASES:
-        v = _num(full.get(f"{name}_ms"))
+        v = finite(full.get(f"{name}_ms"))
         if v is None and name == "draft" and spec is not None and spec[0] == 1:
             # One step runs no draft forward in SGLang, so its timer has no eagle_draft series
             # and the trial leaves draft (and so other) unknown; it is a known zero here.
@@ -211,7 +206,7 @@ def _observation(data: Any, source: str) -> Observation:
         if v is None and (name in needed or name == "draft" and spec is not None):
             raise _Skip(f"phases_full.{name}_ms is unknown (device timer off, or no series)")
         phases[name] = v if v is not None else 0.0
-    other = _num(full.get("other_ms"))
+    other = finite(full.get("other_ms"))
     if other is None:
         other = cycle_ms - math.fsum(phases[p] for p in _GPU_PHASES)
         notes.append("other_ms recomputed as cycle_ms minus the timed phases")
@@ -228,17 +223,17 @@ def _observation(data: Any, source: str) -> Observation:
     else:
         oid = f"{spec[0]}-{spec[1]}-{spec[2]}" + (f"@{forced:g}" if forced else "")
     repeats = data.get("output_tok_s_repeats")
-    return Observation(
+    return MeasuredConfig(
         id=oid, source=source, server_args=args, env=env,
         steps=spec[0] if spec else None, topk=spec[1] if spec else None,
         draft_tokens=spec[2] if spec else None, forced_acc=forced,
-        tok_s=tok_s, tok_s_spread=_num(data.get("output_tok_s_spread")),
+        tok_s=tok_s, tok_s_spread=finite(data.get("output_tok_s_spread")),
         repeats=len(repeats) if isinstance(repeats, list) and repeats else 1,
         cycles_per_request=cycles / requests, output_len=gen / requests, phases=phases,
-        accept_window_decode=_num(full.get("accept_length_window_decode")),
-        accept_meta_info=_num(data.get("accept_length_meta_info")),
-        accept_server_info=_num(data.get("accept_length_server_info")),
-        startup_s=_num(data.get("startup_s")), notes=tuple(notes))
+        accept_window_decode=finite(full.get("accept_length_window_decode")),
+        accept_meta_info=finite(data.get("accept_length_meta_info")),
+        accept_server_info=finite(data.get("accept_length_server_info")),
+        startup_s=finite(data.get("startup_s")), notes=tuple(notes))
 
 
 def _files(paths: Iterable[str | Path]) -> list[Path]:
@@ -293,13 +288,13 @@ def load_measurements(paths: Iterable[str | Path]) -> Dataset:
     return ds
 
 
-def _replace_id(obs: Observation, new_id: str) -> Observation:
+def _replace_id(obs: MeasuredConfig, new_id: str) -> MeasuredConfig:
     from dataclasses import replace
     return replace(obs, id=new_id)
 
 
 def split(ds: Dataset, *, half: str | None = None,
-          fit_ids: Sequence[str] | None = None) -> tuple[list[Observation], list[Observation], list[str]]:
+          fit_ids: Sequence[str] | None = None) -> tuple[list[MeasuredConfig], list[MeasuredConfig], list[str]]:
     """Deterministic fit / predict halves.
 
     With ``fit_ids`` those configs (and every plain baseline) are fitted and the rest predicted.

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from autotune.sim.profile import Profile
-from autotune.simtools.fit.data import Observation
+from autotune.simtools.fit.data import MeasuredConfig
 
 # A term must cut the RMS residual by this fraction to be kept (guards against fitting noise).
 _MIN_GAIN = 0.15
@@ -66,10 +66,10 @@ def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return best
 
 
-Feature = Callable[[Observation], float]
+Feature = Callable[[MeasuredConfig], float]
 
 
-def _solve(phase: str, rows: Sequence[Observation], target: Feature,
+def _solve(phase: str, rows: Sequence[MeasuredConfig], target: Feature,
            required: dict[str, Feature], optional: dict[str, Feature]) -> PhaseFit:
     """Fit ``required`` keys, then add each ``optional`` key only if it is identifiable and pays."""
     y = np.array([target(o) for o in rows])
@@ -101,16 +101,16 @@ def _solve(phase: str, rows: Sequence[Observation], target: Feature,
                     residuals={o.id: float(r) for o, r in zip(rows, res, strict=True)}, dropped=dropped)
 
 
-def _topk_factor(o: Observation) -> float:
+def _topk_factor(o: MeasuredConfig) -> float:
     return 1 + 0.02 * ((o.topk or 1) - 1)  # the model's per-step growth with top-k at batch 1
 
 
-def fit_target(fit: Sequence[Observation], attn: Callable[[Observation], float]) -> PhaseFit:
+def fit_target(fit: Sequence[MeasuredConfig], attn: Callable[[MeasuredConfig], float]) -> PhaseFit:
     """dense_ms (per unit attention factor), per_token_ms, verify_fixed_ms, verify_tree_ms."""
     rows = list(fit)
     spec = [o for o in rows if not o.is_baseline]
 
-    def target(o: Observation) -> float:
+    def target(o: MeasuredConfig) -> float:
         return o.phases["decode"] if o.is_baseline else o.phases["verify"]
 
     optional: dict[str, Feature] = {
@@ -122,21 +122,21 @@ def fit_target(fit: Sequence[Observation], attn: Callable[[Observation], float])
     return _solve("target", rows, target, {"dense_ms": attn}, optional)
 
 
-def fit_draft(fit: Sequence[Observation]) -> PhaseFit:
+def fit_draft(fit: Sequence[MeasuredConfig]) -> PhaseFit:
     """draft_step_ms, draft_first_step_ms, draft_topk_ms and draft_skip_steps (0 or 1)."""
     rows = [o for o in fit if not o.is_baseline]
     best: PhaseFit | None = None
     for skip in (0, 1):
-        def fwd(o: Observation, skip: int = skip) -> float:
+        def fwd(o: MeasuredConfig, skip: int = skip) -> float:
             return float(max(o.spec_steps - skip, 0))
 
-        def first(o: Observation, f: Feature = fwd) -> float:
+        def first(o: MeasuredConfig, f: Feature = fwd) -> float:
             return 1.0 if f(o) > 0 else 0.0
 
-        def topk(o: Observation, f: Feature = fwd) -> float:
+        def topk(o: MeasuredConfig, f: Feature = fwd) -> float:
             return f(o) * ((o.topk or 1) - 1) * _topk_factor(o)
 
-        def step(o: Observation, f: Feature = fwd) -> float:
+        def step(o: MeasuredConfig, f: Feature = fwd) -> float:
             return f(o) * _topk_factor(o)
 
         optional: dict[str, Feature] = {"draft_first_step_ms": first}
@@ -153,21 +153,21 @@ def fit_draft(fit: Sequence[Observation]) -> PhaseFit:
     return best
 
 
-def fit_extend(fit: Sequence[Observation]) -> PhaseFit:
+def fit_extend(fit: Sequence[MeasuredConfig]) -> PhaseFit:
     """extend_ms and extend_per_token_ms (per extra re-extended token, steps + 1 of them)."""
     rows = [o for o in fit if not o.is_baseline]
     return _solve("extend", rows, lambda o: o.phases["extend"], {"extend_ms": lambda o: 1.0},
                   {"extend_per_token_ms": lambda o: float(o.spec_steps)})
 
 
-def plain_other_ms(base: Sequence[Observation]) -> float:
+def plain_other_ms(base: Sequence[MeasuredConfig]) -> float:
     """Plain decode's ``other_ms``: the model also charges it once per request, so unfold that."""
     vals = [(o.phases["other"] + o.unmodelled_ms) / (1 + 1 / o.cycles_per_request)
             for o in base]
     return max(sum(vals) / len(vals), 0.0)
 
 
-def fit_other(fit: Sequence[Observation], *, other_ms: float, overlap_hidden_ms: float) -> PhaseFit:
+def fit_other(fit: Sequence[MeasuredConfig], *, other_ms: float, overlap_hidden_ms: float) -> PhaseFit:
     """spec_other_ms (+ per step, + per verified token) from the speculative windows' other time.
 
     The model's window "other" of a speculative config is its per-cycle other plus the per-request
@@ -175,7 +175,7 @@ def fit_other(fit: Sequence[Observation], *, other_ms: float, overlap_hidden_ms:
     """
     rows = [o for o in fit if not o.is_baseline]
 
-    def target(o: Observation) -> float:
+    def target(o: MeasuredConfig) -> float:
         y = o.phases["other"] + o.unmodelled_ms - other_ms / o.cycles_per_request
         if o.server_args.get("disable_overlap_schedule") in (True, "true", "True"):
             y -= overlap_hidden_ms
@@ -187,12 +187,12 @@ def fit_other(fit: Sequence[Observation], *, other_ms: float, overlap_hidden_ms:
     return _solve("other", rows, target, {"spec_other_ms": lambda o: 1.0}, optional)
 
 
-def prefill_per_request(obs: Sequence[Observation]) -> float:
+def prefill_per_request(obs: Sequence[MeasuredConfig]) -> float:
     """Mean measured prefill GPU ms of one request."""
     return sum(o.phases["prefill"] * o.cycles_per_request for o in obs) / len(obs)
 
 
-def noise_cv(obs: Sequence[Observation]) -> float | None:
+def noise_cv(obs: Sequence[MeasuredConfig]) -> float | None:
     """Run-to-run spread of tok/s (a standard deviation, relative) from the repeats' half-range."""
     cvs = [_HALF_RANGE_TO_SD.get(o.repeats, 2 / 2.326) * o.tok_s_spread / o.tok_s
            for o in obs if o.tok_s_spread is not None and o.repeats > 1]

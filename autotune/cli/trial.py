@@ -4,15 +4,17 @@ Loads the space, builds the trial config and its group's baseline config from ``
 measures and judges them (:func:`autotune.trial.measure.evaluate`, baselines reused from
 ``--baseline-store DIR`` when given) and prints the phase table, or (``--json``) the record that the
 landscapes, the emulator fit and the GPU scripts read; ``-o FILE`` writes either to FILE
-(:func:`autotune.cli.emit`). Exit code 0 when the trial ran, 1 when it failed, 2 for bad input.
+(:func:`autotune.command_line.emit`). Exit code 0 when the trial ran, 1 when it failed, 2 for bad input.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from dataclasses import dataclass
 
-from autotune import cli
+from autotune import command_line as cli
 from autotune.backend import get_backend
 from autotune.errors import AutotuneError
 from autotune.space.workload import Workload
@@ -20,11 +22,32 @@ from autotune.trial.baselines import shared_store
 from autotune.trial.measure import evaluate, settings_for, slos_of
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m autotune.trial --space FILE --params JSON [--json] [-o FILE]``."""
+@dataclass(frozen=True, kw_only=True)
+class TrialArgs:
+    """``python -m autotune.trial``'s command line.
+
+    Attributes:
+        space: The space file, or a packaged space's name.
+        params: A JSON object of parameters, named as in ``ServerArgs`` or env vars.
+        repeats: Overrides the space's ``measure.repeats``.
+        workdir: Where server logs go.
+        baseline_store: A folder of baselines to reuse and share.
+        json: Print the record as JSON.
+        output: Write the result to this file instead of stdout.
+    """
+
+    space: str
+    params: str = "{}"
+    repeats: int | None = None
+    workdir: str | None = None
+    baseline_store: str | None = None
+    json: bool = False
+    output: str | None = None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m autotune.trial``."""
     from autotune.space.packaged import SPACE_HELP
-    from autotune.space.search_space import load_space
-    from autotune.trial.report import phase_table, summary_json
 
     parser = cli.command_parser(
         "python -m autotune.trial", "Evaluate one config of a search space and its no-speculation baseline.",
@@ -41,7 +64,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse baselines kept in DIR (measured once, then shared by every "
                              "later call that names the same DIR; one workload a DIR)")
     cli.add_output(parser, record="the trial's record (what the landscapes and the emulator fit read)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> TrialArgs:
+    """``argv`` (else ``sys.argv[1:]``) as :class:`TrialArgs`; exits 2 on a bad flag, as argparse does."""
+    return TrialArgs(**vars(build_parser().parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autotune.trial --space FILE --params JSON [--json] [-o FILE]``."""
+    from autotune.space.search_space import load_space
+    from autotune.trial.report import phase_table, summary_json
+
+    args = parse_args(argv)
     cli.interruptible()
     try:
         params = json.loads(args.params)
@@ -75,7 +111,3 @@ def main(argv: list[str] | None = None) -> int:
     if not result.ok and result.log_tail:
         text += "\n\nServer log tail:\n" + result.log_tail
     return cli.emit(args, text=text, record=summary_json(result), code=cli.OK if result.ok else cli.NO_RESULT)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,14 +16,14 @@ from typing import Any
 from autotune.sim.config import ModelConfig
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile
-from autotune.simtools.fit.data import Observation
+from autotune.simtools.fit.data import MeasuredConfig
 
 SHARES = ("draft", "verify", "extend", "other")
 GOAL_TOK_S_PCT = 10.0
 GOAL_SHARE_POINTS = 5.0
 
 
-def model_for(profile: Profile, obs: Observation) -> PerformanceModel:
+def model_for(profile: Profile, obs: MeasuredConfig) -> PerformanceModel:
     """The emulator's model of one measured launch (its flags and environment)."""
     args = dict(obs.server_args)
     for key in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
@@ -39,7 +39,7 @@ def model_for(profile: Profile, obs: Observation) -> PerformanceModel:
     return PerformanceModel(profile, ModelConfig.from_server_args(args, obs.env))
 
 
-def predict_window(profile: Profile, obs: Observation, *, input_len: int) -> dict[str, Any]:
+def predict_window(profile: Profile, obs: MeasuredConfig, *, input_len: int) -> dict[str, Any]:
     """What the model expects a trial of ``obs``'s config to measure, laid out as a window.
 
     Returns:
@@ -70,7 +70,7 @@ def shares_of(phases: Mapping[str, float]) -> dict[str, float]:
     return {k: 100.0 * phases[k] / phases["cycle"] for k in (*SHARES, "decode", "prefill")}
 
 
-def compare(profile: Profile, rows: Sequence[Observation], *, input_len: int) -> list[dict[str, Any]]:
+def compare(profile: Profile, rows: Sequence[MeasuredConfig], *, input_len: int) -> list[dict[str, Any]]:
     """Per config: measured vs predicted tok/s (relative error, %) and shares (error, points)."""
     out = []
     for o in rows:

@@ -31,7 +31,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 OK = 0
 NO_RESULT = 1
@@ -153,12 +153,23 @@ def to_json(record: Any, *, indent: int | None = None) -> str:
     return json.dumps(record, indent=indent, default=str) + "\n"
 
 
-def emit(args: argparse.Namespace, *, text: str, record: Any, code: int = OK, executable: bool = False,
+class OutputArgs(Protocol):
+    """What :func:`emit` reads of a command's arguments: the flags :func:`add_output` gives (a
+    command's ``XArgs`` dataclass, or an :class:`argparse.Namespace`)."""
+
+    @property
+    def json(self) -> bool: ...
+
+    @property
+    def output(self) -> str | None: ...
+
+
+def emit(args: OutputArgs, *, text: str, record: Any, code: int = OK, executable: bool = False,
          what: str = "the result") -> int:
     """Write a command's result as :data:`CONVENTION` says, from the flags :func:`add_output` gave.
 
     Args:
-        args: The parsed command line (``json``, ``output`` and, where the command has it,
+        args: The command's arguments (``json``, ``output`` and, where the command has it,
             ``json_also``).
         text: The result for a person.
         record: The same result for scripts (anything :func:`json.dumps` takes, else as strings).
@@ -200,5 +211,5 @@ def _write(path: Path, content: str, *, executable: bool) -> bool:
     return True
 
 
-__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "add_output", "add_version", "command_parser",
-           "emit", "interruptible", "plain", "to_json", "version_text"]
+__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "OutputArgs", "add_output", "add_version",
+           "command_parser", "emit", "interruptible", "plain", "to_json", "version_text", "versions"]

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import ConfigError, LaunchArgsError
-from autotune.export.command import NothingToExport, render, winner_spec, without_speculation
+from autotune.export.launch_command import NothingToExport, render, winner_spec, without_speculation
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang import adaptive
 from autotune.tracking.runs import KIND_SEARCH, TAG_KIND, Winner, objective_of, search_levels, select_level_winners
-from autotune.trial.levels import CONCURRENCY, LoadLevel, metric_suffix
+from autotune.trial.level_results import CONCURRENCY, LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
@@ -67,7 +67,7 @@ def level_winners(tracker: Tracker, *, run_id: str | None = None
 def per_level_json(tracker: Tracker, *, run_id: str | None = None, **spec_kw: Any) -> str:
     """The per-level table as JSON: each level's winner, its figures there and its launch.
 
-    ``spec_kw`` are :func:`autotune.export.command.winner_spec`'s (``strip_metrics``, ``host``,
+    ``spec_kw`` are :func:`autotune.export.launch_command.winner_spec`'s (``strip_metrics``, ``host``,
     ``port``). A level where nothing was feasible has ``"winner": null``: nothing to serve there.
     """
     parent, levels, winners = level_winners(tracker, run_id=run_id)

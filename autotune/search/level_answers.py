@@ -1,7 +1,7 @@
 """The search's per-level answers: finalists for every level, and the best config per level.
 
 With ``workload.concurrency: [1, 8, 64]`` (or ``request_rate: [2, 8]``) every trial is measured and judged at each level
-(:mod:`autotune.trial.levels`), and Optuna optimises the primary level. At the end
+(:mod:`autotune.trial.level_results`), and Optuna optimises the primary level. At the end
 :func:`level_finalists` adds, for each other level, the best config at that level to the finalists
 (so each level's answer is a confirmed config, as the single winner is), and :func:`level_answers`
 applies the one winner policy (:func:`autotune.trial.winner.pick_per_level`) to every measurement
@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.trial.levels import LoadLevel, as_level, level_result, levels_measured
+from autotune.numbers import finite
+from autotune.trial.level_results import LoadLevel, as_level, level_result, levels_measured
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
-from autotune.trial.winner import FINALIST, Candidate, known, pick_per_level
+from autotune.trial.winner import FINALIST, Contender, pick_per_level
 
 __all__ = ["Measured", "LEVEL_FIGURES", "level_answers", "level_finalists", "levels_of"]
 
@@ -74,7 +75,7 @@ def level_finalists(measured: Sequence[tuple[Any, Any]], levels: Sequence[LoadLe
             one = level_result(result, level) if result is not None else None
             if one is None or one.is_baseline or one.status != Status.FEASIBLE:
                 continue
-            value = known(one.metric(metric))
+            value = finite(one.metric(metric))
             if value is None:
                 continue
             if best_value is None or (value > best_value if maximize else value < best_value):
@@ -95,13 +96,13 @@ def level_answers(measured: Sequence[Measured], levels: Sequence[LoadLevel | int
         ``status``, ``objective`` (the metric's value there) and :data:`LEVEL_FIGURES`; unknown
         figures are None.
     """
-    def candidates_at(level: LoadLevel) -> list[Candidate]:
+    def candidates_at(level: LoadLevel) -> list[Contender]:
         out = []
         for m in measured:
             one = level_result(m.result, level)
             if one is None:
                 continue
-            out.append(Candidate(ref=(m, one), value=known(one.metric(metric)),
+            out.append(Contender(ref=(m, one), value=finite(one.metric(metric)),
                                  is_baseline=bool(one.is_baseline),
                                  feasible=one.status == Status.FEASIBLE, stage=m.stage))
         return out
@@ -116,7 +117,7 @@ def level_answers(measured: Sequence[Measured], levels: Sequence[LoadLevel | int
         if pick is not None:
             m, one = pick.ref
             row.update(winner=m.label, is_baseline=pick.is_baseline, params=dict(one.params),
-                       note=pick.note, status=one.status, objective=known(one.metric(metric)),
+                       note=pick.note, status=one.status, objective=finite(one.metric(metric)),
                        confirmed=m.stage == FINALIST,
                        **{f: getattr(one, f) for f in LEVEL_FIGURES})
             if pick.is_baseline:

@@ -1,0 +1,34 @@
+"""autotune's commands: one module per command, each an ``XArgs`` dataclass and ``main(argv)``.
+
+A command module parses its command line into its frozen, keyword-only ``XArgs`` (the types are the
+contract between the command line and the library) and hands them to the library functions that
+do the work; nothing below this package defines a ``main`` (``tests/test_layout.py``). The package
+sits at the top of the import order, since a command may use any package.
+
+What every command shares (exit codes, the output convention, ``--version``, the parser) lives in
+the foundation module :mod:`autotune.command_line`, which lower packages import; it is re-exported
+here so that ``from autotune import cli`` and ``cli.emit`` keep working for scripts and tests.
+"""
+
+from __future__ import annotations
+
+from autotune.command_line import (
+    BAD_INPUT,
+    CONVENTION,
+    INTERRUPTED,
+    NO_RESULT,
+    OK,
+    OutputArgs,
+    add_output,
+    add_version,
+    command_parser,
+    emit,
+    interruptible,
+    plain,
+    to_json,
+    version_text,
+    versions,
+)
+
+__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "OutputArgs", "add_output", "add_version",
+           "command_parser", "emit", "interruptible", "plain", "to_json", "version_text", "versions"]
