@@ -13,13 +13,13 @@ writes) and ``AUTOTUNE_SGLANG_FLAG_TABLE`` names it in this process's environmen
 subprocess and Ray worker inherits: they rebuild the same flags (same release, spellings, dests,
 arity, choices, defaults, ``--config`` key rules, value types but for a few JSON-valued flags no
 emulator test passes; ``tests/data/README.md`` lists them) without importing SGLang.
-``tests/test_session_flag_table.py`` checks that the table stands for the installed parser.
+``tests/unit/sglang/test_session_flag_table.py`` checks that the table stands for the installed parser.
 
 In this process nothing changes: a :func:`autotune.sglang.flags.using_flags` block keeps the
 installed SGLang's own :class:`~autotune.sglang.flags.FlagSet` active for the whole session, so
 in-process tests resolve against the real parser exactly as before (``use_sglang=True`` and
 ``installed_flags()`` always did). A test that wants a subprocess on the real parser removes the
-variable from the subprocess's environment (``tests/test_fast_start.py``'s ``sim_env`` does).
+variable from the subprocess's environment (``tests/integration/test_fast_start.py``'s ``sim_env`` does).
 
 Nothing is done when SGLang is not importable (every process then uses the built-in twin anyway) or
 when ``AUTOTUNE_SGLANG_FLAG_TABLE`` is already set (a run against another release's table).

@@ -11,7 +11,7 @@ import pytest
 
 from autotune.__main__ import COMMANDS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LANDSCAPE = "benchmarks/landscapes/recorded-h200-llama-8b.json"
 
 

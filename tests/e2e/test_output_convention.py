@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracking_helpers import eagle, result
 
 from autotune.__main__ import COMMANDS, main
 from autotune.search.options import SearchOutcome
 from autotune.tracking.tracker import Tracker
+from tests.tracking_helpers import eagle, result
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LANDSCAPE = str(REPO / "benchmarks/landscapes/recorded-h200-llama-8b.json")
 NAME = "convention"
 PARAMS = '{"speculative_num_steps": 2, "speculative_eagle_topk": 1}'

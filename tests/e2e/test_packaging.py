@@ -25,7 +25,7 @@ from autotune.errors import ConfigError
 from autotune.space import packaged
 from autotune.space.search_space import load_space
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIST = "autotune-sglang"
 
 

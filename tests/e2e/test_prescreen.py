@@ -21,7 +21,7 @@ from autotune.space.nccl_candidates import candidates_from_space
 from autotune.space.search_space import SearchSpace, load_space
 from autotune.tracking.tracker import Tracker
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "tests" / "spaces" / "profile-slow-dense.yaml"
 
 SPACE = """\

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_search import _assert_no_emulator_left, _mlflow, _search, _study, sim_env  # noqa: F401
-from test_sim_server import LLAMA_ARGS, Sim, launch  # noqa: F401  (launch is a fixture)
 
 from autotune.bench.client import run_benchmark_sync
 from autotune.space.workload import Workload
+from tests.e2e.test_search import _assert_no_emulator_left, _mlflow, _search, _study, sim_env  # noqa: F401
+from tests.unit.sim.test_sim_server import LLAMA_ARGS, Sim, launch  # noqa: F401  (launch is a fixture)
 
 slow = pytest.mark.slow
 

@@ -32,8 +32,8 @@ from autotune.search.run import EXIT_CONFIG, main, run_search
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 
-SPACES = Path(__file__).parent / "spaces"
-REPO = Path(__file__).resolve().parent.parent
+SPACES = Path(__file__).resolve().parents[1] / "spaces"
+REPO = Path(__file__).resolve().parents[2]
 LOCK_ENV = "AUTOTUNE_SIM_GPU_LOCK_DIR"
 
 slow = pytest.mark.slow
@@ -403,7 +403,7 @@ def test_failing_configs_are_results_and_the_search_spends_its_budget(
 
 # ---- interrupt and resume ----------------------------------------------------------------------
 # SIGINT, resume, SIGKILL of the driver and of a trial's worker, then the budget done exactly once in
-# MLflow and Optuna: tests/test_reliability_interrupts.py (it replaced a narrower copy here).
+# MLflow and Optuna: tests/e2e/reliability/test_reliability_interrupts.py (it replaced a narrower copy here).
 
 
 # ---- bad input ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from autotune.space.search_space import load_space
 from autotune.space.warm_start import compare_to_default, sglang_default
 from autotune.tracking.tracker import Tracker
 
-SPACES = Path(__file__).parent / "spaces"
+SPACES = Path(__file__).resolve().parents[1] / "spaces"
 
 BASE = """
 name: ws
@@ -122,7 +122,7 @@ def test_the_benchmark_runs_the_default_first_for_every_strategy() -> None:
 
     # On this landscape SGLang's default 3/1/4 is the optimum: with the warm start every strategy
     # reaches the target at its second trial (the group's baseline is the first), without it not.
-    landscape = str(Path(__file__).resolve().parents[1] / "benchmarks/landscapes/step-verify-moe.json")
+    landscape = str(Path(__file__).resolve().parents[2] / "benchmarks/landscapes/step-verify-moe.json")
     warm = benchmark(landscape=landscape, seeds=3, budget=4, strategies=["random", "grid"])
     assert {warm[s]["median"] for s in ("random", "grid")} == {2.0}
     info = warm["random"]["warm_start"]

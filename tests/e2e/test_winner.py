@@ -21,9 +21,9 @@ from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
 from autotune.tracking.tracker import Tracker
 from autotune.trial.winner import FINALIST, Candidate, metric_field, pick_winner, unmeasured_value
-from tests.test_search import _study, sim_env  # noqa: F401  (sim_env is a fixture)
+from tests.e2e.test_search import _study, sim_env  # noqa: F401  (sim_env is a fixture)
 
-SPACES = Path(__file__).resolve().parent / "spaces"
+SPACES = Path(__file__).resolve().parents[1] / "spaces"
 
 
 def spec(ref: str, value: float | None, *, feasible: bool = True, stage: str = "trial") -> Candidate:

@@ -15,7 +15,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tracking_helpers import eagle, result
 
 from autotune.search.callbacks import SearchCallback, SearchLedger
 from autotune.search.progress import ProgressTable
@@ -23,6 +22,7 @@ from autotune.search.report import TrialReport
 from autotune.search.summary_files import rows_of
 from autotune.tracking.durable import DurableTracker
 from autotune.tracking.tracker import Tracker
+from tests.tracking_helpers import eagle, result
 
 
 def _report() -> TrialReport:

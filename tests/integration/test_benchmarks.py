@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(180)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LLAMA = "llama-3.1-8b-eagle3-h100"
 KIMI = "kimi-k2.5-eagle3-tp8"
 

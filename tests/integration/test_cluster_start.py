@@ -14,7 +14,7 @@ import ray
 from autotune.search.cluster import init_ray
 from autotune.search.options import SearchOptions
 from autotune.space.search_space import load_space
-from tests.test_search import SPACES
+from tests.e2e.test_search import SPACES
 
 _RAY_MESSAGE = ("The current node timed out during startup. This could happen because some of the "
                 "raylet failed to startup or the GCS has become overloaded.")

@@ -23,7 +23,7 @@ import yaml
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.run import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 RAY_SCHEMA = Path(__import__("ray").__file__).parent / "autoscaler" / "ray-schema.json"

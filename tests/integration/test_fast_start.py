@@ -28,7 +28,7 @@ from autotune.tracking.tracker import Tracker
 from autotune.trial.measure import evaluate, launch_spec, settings_for, slos_of
 from autotune.trial.result import TrialResult
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"
 
 SPACE = {

@@ -22,7 +22,7 @@ from benchmarks.search.landscape import FORMAT, load_landscape
 from benchmarks.search.problem import Oracle, load_problem
 from benchmarks.search.strategies import STRATEGIES, benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MIN_SPEEDUP = 1.0
 
 SPACE = f"""\

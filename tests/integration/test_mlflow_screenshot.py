@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "mlflow_screenshot.py"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

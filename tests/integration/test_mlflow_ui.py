@@ -21,15 +21,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tracking_helpers import eagle, failed, result
 
 from autotune.search.console import browse_hint
 from autotune.tracking.tracker import Tracker
 from autotune.tracking.ui_links import run_url
+from tests.tracking_helpers import eagle, failed, result
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SEARCH = "ui-search"

@@ -22,7 +22,7 @@ from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 from autotune.trial.result import TrialResult, spread_pct
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RATES = [0.8, 0.7, 0.6, 0.5]
 
 SPACE = """\

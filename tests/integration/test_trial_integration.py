@@ -28,7 +28,6 @@ from typing import Any
 
 import httpx
 import pytest
-from reliability.procs import pid_alive, wait_until
 
 from autotune.bench.client import run_benchmark
 from autotune.bench.records import BenchResult
@@ -44,11 +43,12 @@ from autotune.trial.measure import MeasureSettings, evaluate, measure
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
+from tests.e2e.reliability.procs import pid_alive, wait_until
 
 # slow: real emulator servers, one or more per test
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LLAMA = "llama-3.1-8b-eagle3-h100"
 KIMI = "kimi-k2.5-eagle3-tp8"
 SMALL_WORKLOAD = {"source": "builtin", "num_prompts": 3, "warmup_prompts": 1, "output_len": 24,

@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "autotune"
+PACKAGE = Path(__file__).resolve().parents[2] / "autotune"
 
 #: The data flow, first to last. A name is a top-level module or package of ``autotune``.
 ORDER = ("errors", "names", "_yaml_lines", "cli", "sglang", "sim", "backend", "nccl", "space", "launch",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reliability.procs import TOKEN_ENV
+from tests.e2e.reliability.procs import TOKEN_ENV
 
 
 @dataclass(frozen=True)

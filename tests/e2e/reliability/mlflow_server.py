@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from autotune.server.ports import port_in_use
-from reliability.procs import HANG_S, wait_until
+from tests.e2e.reliability.procs import HANG_S, wait_until
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_PATH = REPO / "test-artifacts" / "reliability.json"
 # `make test` names its run, so that the report's --check can refuse a case an earlier run left.
 SESSION = (os.environ.get("AUTOTUNE_RELIABILITY_SESSION")

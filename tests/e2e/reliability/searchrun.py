@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reliability.procs import TOKEN_ENV
+from tests.e2e.reliability.procs import TOKEN_ENV
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def cli_env(token: str, **extra: str) -> dict[str, str]:

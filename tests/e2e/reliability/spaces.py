@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from reliability.procs import TOKEN_ENV
+from tests.e2e.reliability.procs import TOKEN_ENV
 
 PROFILES = Path(__file__).resolve().parent / "profiles"
 TINY = str(PROFILES / "tiny.yaml")

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability import record
-from reliability.procs import leftovers, new_token
-from reliability.searchrun import SearchDir, cli_env, run_cli
-from reliability.spaces import BIG_WEIGHTS, base_space, merged, write_space
+
+from tests.e2e.reliability import record
+from tests.e2e.reliability.procs import leftovers, new_token
+from tests.e2e.reliability.searchrun import SearchDir, cli_env, run_cli
+from tests.e2e.reliability.spaces import BIG_WEIGHTS, base_space, merged, write_space
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 

@@ -18,10 +18,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from reliability import record
-from reliability.procs import new_token, processes_with_token
-from reliability.searchrun import run_cli
-from reliability.spaces import base_space, merged
+
+from tests.e2e.reliability import record
+from tests.e2e.reliability.procs import new_token, processes_with_token
+from tests.e2e.reliability.searchrun import run_cli
+from tests.e2e.reliability.spaces import base_space, merged
 
 # slow: every case is a CLI subprocess, and 60 generated space files
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
@@ -89,7 +90,7 @@ CASES = [
     Case("sglang backend, model path missing", lambda tmp, tok: _sglang(
         tmp, tok, model=str(tmp / "no-such-model")), ("model_path", "does not exist")),
     # A tracking server that does not answer is no bad input (the search spools its writes:
-    # tests/test_reliability_tracking.py); an address no server could have is.
+    # tests/e2e/reliability/test_reliability_tracking.py); an address no server could have is.
     Case("malformed tracking URI", _good, ("tracking", "malformed"),
          args=("--tracking-uri", "http://127.0.0.1:notaport"), space_error=False),
     Case("tracking URI scheme MLflow has no store for", _good, ("tracking", "cannot use"),
@@ -141,7 +142,7 @@ def test_bad_inputs_fail_fast_with_one_clear_error(tmp_path: Path) -> None:
                                 f"{o['stderr_tail']}" for o in bad)
 
 
-# tests/test_space_fuzz.py fuzzes SearchSpace.from_dict and YAML text already in memory. What it
+# tests/unit/space/test_space_fuzz.py fuzzes SearchSpace.from_dict and YAML text already in memory. What it
 # does not reach is the file itself: bytes that are not UTF-8, truncated or bit-flipped files,
 # relative profile and prompt paths, and check_paths() of the sglang backend. Same property here:
 # only ConfigError comes out.

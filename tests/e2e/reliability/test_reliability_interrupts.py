@@ -27,8 +27,10 @@ from pathlib import Path
 
 import optuna
 import pytest
-from reliability import record
-from reliability.procs import (
+
+from autotune.server._reaper import group_alive
+from tests.e2e.reliability import record
+from tests.e2e.reliability.procs import (
     kill_pid,
     leftovers,
     new_token,
@@ -37,10 +39,8 @@ from reliability.procs import (
     wait_gone,
     wait_until,
 )
-from reliability.searchrun import SearchDir, start_cli
-from reliability.spaces import base_space, merged, write_space
-
-from autotune.server._reaper import group_alive
+from tests.e2e.reliability.searchrun import SearchDir, start_cli
+from tests.e2e.reliability.spaces import base_space, merged, write_space
 
 # A hang bound, not a speed: three searches one after another took 434 s at load 10-20 and ran past
 # 560 s at load ~20 (2026-12-03).

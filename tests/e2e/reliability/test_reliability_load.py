@@ -16,10 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from reliability import record
-from reliability.procs import leftovers, new_token
-from reliability.searchrun import REPO, cli_env
-from reliability.usage import overlaps_per_gpu, read_usage
+
+from tests.e2e.reliability import record
+from tests.e2e.reliability.procs import leftovers, new_token
+from tests.e2e.reliability.searchrun import REPO, cli_env
+from tests.e2e.reliability.usage import overlaps_per_gpu, read_usage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability import record
-from reliability.cluster import LocalCluster, start_cluster
-from reliability.procs import leftovers, new_token
-from reliability.searchrun import SearchDir, run_cli
-from reliability.spaces import base_space, merged, write_space
-from reliability.usage import (
+
+from tests.e2e.reliability import record
+from tests.e2e.reliability.cluster import LocalCluster, start_cluster
+from tests.e2e.reliability.procs import leftovers, new_token
+from tests.e2e.reliability.searchrun import SearchDir, run_cli
+from tests.e2e.reliability.spaces import base_space, merged, write_space
+from tests.e2e.reliability.usage import (
     Use,
     log_of,
     max_concurrent,

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from reliability import procs
-from reliability.procs import TOKEN_ENV, held_ports, leftovers, new_token
+
+from tests.e2e.reliability import procs
+from tests.e2e.reliability.procs import TOKEN_ENV, held_ports, leftovers, new_token
 
 pytestmark = pytest.mark.timeout(120)
 

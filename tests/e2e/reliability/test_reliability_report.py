@@ -1,4 +1,4 @@
-"""The outcome recorder (``tests/reliability/record.py``) and ``scripts/reliability_report.py``,
+"""The outcome recorder (``tests/e2e/reliability/record.py``) and ``scripts/reliability_report.py``,
 on outcomes written to a temporary file (never the real ``test-artifacts/reliability.json``)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from reliability import record
-from reliability.searchrun import REPO
+
+from tests.e2e.reliability import record
+from tests.e2e.reliability.searchrun import REPO
 
 SCRIPT = REPO / "scripts" / "reliability_report.py"
 

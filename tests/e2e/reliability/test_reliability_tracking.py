@@ -45,11 +45,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from reliability import record
-from reliability.mlflow_server import MlflowServer
-from reliability.procs import new_token, wait_until
-from reliability.searchrun import cli_env, start_cli
-from reliability.tracking import ROW, answered_again, check, clean, format_facts, rows, start_search
+
+from tests.e2e.reliability import record
+from tests.e2e.reliability.mlflow_server import MlflowServer
+from tests.e2e.reliability.procs import new_token, wait_until
+from tests.e2e.reliability.searchrun import cli_env, start_cli
+from tests.e2e.reliability.tracking import ROW, answered_again, check, clean, format_facts, rows, start_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -276,7 +277,7 @@ def test_full_disk_under_the_store_then_synced(tmp_path: Path) -> None:
                              capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()}); "
-                    "tests/test_tracking_spool.py covers ENOSPC with /dev/full")
+                    "tests/unit/tracking/test_tracking_spool.py covers ENOSPC with /dev/full")
     try:
         token = new_token("mlflow-enospc")
         trials = 3
@@ -355,8 +356,8 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
 
 
 def test_a_worker_node_removed_mid_trial(tmp_path: Path) -> None:
-    from reliability.cluster import NodeSpec, start_cluster
-    from reliability.procs import servers_with_token
+    from tests.e2e.reliability.cluster import NodeSpec, start_cluster
+    from tests.e2e.reliability.procs import servers_with_token
 
     token = new_token("node-lost")
     cluster = start_cluster(tmp_path / "locks", token,

@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability import record
-from reliability.mlflow_server import MlflowServer
-from reliability.procs import new_token, wait_until
-from reliability.tracking import ANSWERED, ROW, answered_again, check, clean, format_facts, start_search
+
+from tests.e2e.reliability import record
+from tests.e2e.reliability.mlflow_server import MlflowServer
+from tests.e2e.reliability.procs import new_token, wait_until
+from tests.e2e.reliability.tracking import ANSWERED, ROW, answered_again, check, clean, format_facts, start_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

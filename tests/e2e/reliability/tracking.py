@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 from autotune.search.report import TrialReport
-from reliability.procs import leftovers
-from reliability.searchrun import SearchDir, start_cli
-from reliability.spaces import base_space, merged, write_space
+from tests.e2e.reliability.procs import leftovers
+from tests.e2e.reliability.searchrun import SearchDir, start_cli
+from tests.e2e.reliability.spaces import base_space, merged, write_space
 
 #: A result row of the live table: its number, then the trial id's first eight characters.
 ROW = re.compile(r"^\s*\d+ ([0-9a-f]{8})\s", re.MULTILINE)

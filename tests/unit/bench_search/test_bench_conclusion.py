@@ -10,12 +10,12 @@ import sys
 from typing import Any
 
 import pytest
-from test_bench_search import ROOT, tiny
 
 from autotune.space.trial_config import config_key
 from benchmarks.search.conclusion import RUNS_PER_FINALIST, conclude
 from benchmarks.search.problem import Oracle, load_problem
 from benchmarks.search.strategies import benchmark, run_strategy
+from tests.unit.bench_search.test_bench_search import ROOT, tiny
 
 BEST = {"tp_size": 1, "speculative_num_steps": 4, "speculative_eagle_topk": 4,
         "speculative_num_draft_tokens": 10}
@@ -109,7 +109,7 @@ def test_the_default_is_the_old_count_and_finalists_are_opt_in(tmp_path):
     assert run.conclusion_runs in (2, 4, 6) and run.trials_to_target - run.conclusion_runs >= 1
     assert run.trials_to_target > old.trials_to_target  # the two counts differ on this seed
     # The default: no conclusion, the count issue 15 defines (at the runs' noise, 0.02, given:
-    # the default noise is measured, tests/test_bench_noise.py).
+    # the default noise is measured, tests/unit/bench_search/test_bench_noise.py).
     default = benchmark(space, seeds=2, budget=30, strategies=["phase-model"],
                         noise_cv=0.02)["phase-model"]
     assert default["finalists"] is None and default["conclusion_runs"] == [None, None]

@@ -14,10 +14,10 @@ import statistics
 from pathlib import Path
 
 import pytest
-from test_bench_search import ROOT, run_cli, tiny
 
 from benchmarks.search.noise import measured_noise, pooled_log_sd, recorded_files
 from benchmarks.search.strategies import benchmark
+from tests.unit.bench_search.test_bench_search import ROOT, run_cli, tiny
 
 
 def landscape(path: Path, repeats: list[list[float] | None], *, failed: int = 0) -> str:

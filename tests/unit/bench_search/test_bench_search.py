@@ -13,7 +13,7 @@ from benchmarks.search.command import render
 from benchmarks.search.problem import Oracle, load_problem
 from benchmarks.search.strategies import STRATEGIES, _quantile, benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 TINY = """\
 name: tiny

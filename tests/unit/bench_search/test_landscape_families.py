@@ -24,7 +24,7 @@ from benchmarks.search.landscape import load_landscape, missing_configs
 from benchmarks.search.problem import load_problem
 from benchmarks.search.strategies import benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LANDSCAPES = ROOT / "benchmarks" / "landscapes"
 SPACES = ROOT / "search_spaces"
 #: Committed file -> (family, space): benchmarks/landscapes/README.md gives the commands.

@@ -34,7 +34,7 @@ from benchmarks.search.peers import (
 from benchmarks.search.problem import Oracle, load_problem
 from benchmarks.search.strategies import AUTO_TIERS, OURS, PEER_SAMPLERS, PEERS, STRATEGIES, benchmark, make_strategy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 # Speculation can be off (a plain config per group); draft tokens only asked when topk > 1. A
 # Llama target: SGLang would pick 5/4/8, which these ranges (at most 4 steps) cannot run.

@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tracking_helpers import eagle, failed, launch, result
 
 from autotune.errors import LaunchArgsError
 from autotune.export import command as export
@@ -21,8 +20,9 @@ from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.args import parse_server_args, sglang_available
 from autotune.tracking.tracker import Tracker
+from tests.tracking_helpers import eagle, failed, launch, result
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 PARSER = {"use_sglang": True} if sglang_available() else {}
 
 

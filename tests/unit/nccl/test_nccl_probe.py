@@ -32,7 +32,7 @@ from autotune.nccl_probe import main
 from autotune.space.nccl_candidates import candidates_from_space
 from autotune.space.search_space import load_space
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 MARKER = "AUTOTUNE_NCCL_PROBE_TEST_MARKER"
 FAST = {"tp": 2, "hidden": 32, "tokens": (1, 8, 64, 128), "iters": 5, "warmup": 1, "backend": "gloo"}
 

@@ -13,15 +13,15 @@ import threading
 from pathlib import Path
 
 import pytest
-import test_trial_integration as integration
-from fakes.fake_pynvml import FakeClock, FakeGpu, NVMLError, make_module
-from test_trial_integration import chain, settings, sim_space
 
 from autotune.profile.nvml import NvmlSampler, open_sampler
 from autotune.profile.telemetry import GIB, GpuWindow, NullSampler, trial_figures, visible_devices
 from autotune.space.workload import Workload
 from autotune.tracking.content import trial_metrics
 from autotune.trial.measure import measure
+from tests.fakes.fake_pynvml import FakeClock, FakeGpu, NVMLError, make_module
+from tests.integration import test_trial_integration as integration
+from tests.integration.test_trial_integration import chain, settings, sim_space
 
 sim_env = integration.sim_env  # the emulator's fixture: short start-up, no inherited AUTOTUNE_SIM_*
 

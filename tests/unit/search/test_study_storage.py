@@ -13,7 +13,7 @@ from autotune.errors import ConfigError
 from autotune.search.searcher import mirror_study, study_name, study_storage
 from autotune.space.search_space import load_space
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _space_with(tmp_path: Path, storage: object) -> Path:

@@ -12,7 +12,7 @@ from autotune.trial.outcome import Failure
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
 
-DEMO = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "search_spaces" / "demo.yaml"
 
 
 def result(**kw) -> TrialResult:

@@ -28,7 +28,7 @@ from autotune.server.process import ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 FAKE = str(REPO / "tests" / "fakes" / "fake_server.py")
 FAST = {"poll_interval_s": 0.05, "grace_s": 2.0, "startup_timeout_s": 30.0}
 

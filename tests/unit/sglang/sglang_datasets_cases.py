@@ -4,7 +4,7 @@ installed SGLang's ``sglang.benchmark.datasets``, a real local tokenizer, real f
 SGLang's loaders need ``transformers``, which makes importing SGLang's argument parser several
 times slower, so the main test environment goes without it; these cases run under the environment
 that ``make test`` builds beside it (``.venv-sglang-data``: the main one plus SGLang's dataset
-dependencies), started by ``tests/test_sglang_datasets.py``.
+dependencies), started by ``tests/unit/sglang/test_sglang_datasets.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from autotune.errors import ConfigError
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 CATEGORIES = ("low_entropy", "mixed", "high_entropy")
 
 

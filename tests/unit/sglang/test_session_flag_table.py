@@ -25,7 +25,7 @@ from autotune.sglang.args import parse_server_args
 # Value types a table rebuilds by name (builtin.ROW_TYPES); any other type parses as str in a
 # table. The installed 0.5.23 has these others, on flags no emulator test passes (JSON-valued
 # config flags, --lora-paths), listed so that a new one shows up here.
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 _TABLE_STR_TYPES = {"loads", "json_list_type", "nullable_str", "parse_cuda_graph_config_arg"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 DATA_PYTHON = REPO / ".venv-sglang-data" / "bin" / "python"
 
 
@@ -21,7 +21,7 @@ def test_sglang_dataset_sources_in_an_environment_with_sglangs_loaders() -> None
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run([str(DATA_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/sglang_datasets_cases.py"], cwd=REPO, env=env,
+                           "tests/unit/sglang/sglang_datasets_cases.py"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=280, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout

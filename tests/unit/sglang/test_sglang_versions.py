@@ -36,7 +36,7 @@ from autotune.space.prompts import Prompt
 from autotune.space.search_space import SearchSpace
 from autotune.trial.measure import launch_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"
 
 

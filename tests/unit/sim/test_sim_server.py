@@ -26,7 +26,7 @@ from autotune.sglang.args import parse_server_args
 
 pytestmark = pytest.mark.timeout(90)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 LLAMA = "llama-3.1-8b-eagle3-h100"
 KIMI = "kimi-k2.5-eagle3-tp8"
 LLAMA_ARGS = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct"]

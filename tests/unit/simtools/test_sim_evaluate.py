@@ -12,7 +12,7 @@ import pytest
 from autotune.simtools.evaluate import ModelEvaluator, workload_shape
 from autotune.space.search_space import load_space
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "search_spaces" / "demo.yaml"
 
 

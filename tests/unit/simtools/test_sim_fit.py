@@ -24,7 +24,7 @@ from autotune.simtools.fit.command import fit_profile
 from autotune.simtools.fit.data import Observation, load_measurements, split
 from autotune.simtools.fit.report import predict_window
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 BASE = load_profile("llama-3.1-8b-eagle3-h100")
 # A made-up "truth" shaped like the tiny model on an H200: other is about half the wall time,
 # the draft runs steps - 1 forwards, verify is flat.

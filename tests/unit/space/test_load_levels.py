@@ -13,7 +13,7 @@ from autotune.space.search_space import load_space
 from autotune.space.workload import Workload, primary_concurrency
 from autotune.trial.levels import LoadLevel, as_level, metric_suffix
 
-SPACES = Path(__file__).parent / "spaces"
+SPACES = Path(__file__).resolve().parents[2] / "spaces"
 
 
 def test_a_level_has_one_label_key_and_record_field():

@@ -14,12 +14,12 @@ from autotune.space.prompts import read_builtin, to_prompts
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "autotune" / "space" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "autotune" / "space" / "examples"
 
 
 def _pool() -> Counter:
     """How many built-in prompts of each kind there are (chat, code, math)."""
-    path = Path(__file__).resolve().parents[1] / "autotune" / "data" / "prompts.jsonl"
+    path = Path(__file__).resolve().parents[3] / "autotune" / "data" / "prompts.jsonl"
     return Counter(json.loads(line)["category"] for line in path.read_text("utf-8").splitlines())
 
 

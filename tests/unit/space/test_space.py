@@ -17,7 +17,7 @@ from autotune.space.rules import RULES
 from autotune.space.search_space import SearchSpace, load_space
 from autotune.space.trial_config import TrialConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SPACES = ROOT / "search_spaces"
 STEPS, TOPK, DRAFT = ("speculative_num_steps", "speculative_eagle_topk",
                       "speculative_num_draft_tokens")

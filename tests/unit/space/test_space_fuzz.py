@@ -22,7 +22,7 @@ from autotune.errors import ConfigError
 from autotune.space._cross_checks import _RandomTrial
 from autotune.space.search_space import SearchSpace
 
-SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 DEMO_TEXT = (SPACES / "demo.yaml").read_text()
 DEMO = yaml.safe_load(DEMO_TEXT)
 # Bases for mutation: the shipped spaces plus one that uses every feature of the format.

@@ -15,7 +15,6 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import pytest
-from tracking_helpers import SIM_ENV, eagle, failed, launch, result
 
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
@@ -24,8 +23,9 @@ from autotune.tracking.runs import TrialRun, select_winner
 from autotune.tracking.stale import STALE_REASON
 from autotune.tracking.store import default_store
 from autotune.tracking.tracker import Tracker
+from tests.tracking_helpers import SIM_ENV, eagle, failed, launch, result
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -250,9 +250,9 @@ def test_a_new_search_marks_the_search_of_a_killed_driver_failed(store):
     name = f"killed-{next(_names)}"
     script = textwrap.dedent(f"""
         import os, sys
-        sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]
+        sys.path[:0] = [{str(ROOT)!r}]
         from autotune.tracking.tracker import Tracker
-        from tracking_helpers import eagle
+        from tests.tracking_helpers import eagle
         tr = Tracker({name!r}, root={str(store)!r}).connect()
         print(tr.start_search(backend="sim"), tr.start_trial("t1", params=eagle(3, 1)), flush=True)
         os._exit(9)  # killed: nothing gets to end the runs
@@ -432,7 +432,7 @@ def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path):
     process: matplotlib looks at IPython once per process."""
     script = textwrap.dedent(f"""
         import json, sys, types
-        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        sys.path.insert(0, {str(ROOT)!r})
         sys.modules["IPython"] = types.ModuleType("IPython")
         from matplotlib.figure import Figure
         try:
@@ -440,7 +440,7 @@ def test_a_plot_that_cannot_be_drawn_never_costs_the_trial(tmp_path):
             raised = None
         except AttributeError as exc:
             raised = str(exc)
-        from tracking_helpers import eagle, result
+        from tests.tracking_helpers import eagle, result
         from autotune.tracking.tracker import Tracker
         tr = Tracker("bad-ipython", root={str(tmp_path)!r}).connect()
         tr.start_search(backend="sim")
@@ -472,7 +472,7 @@ def test_winner_files_under_sglang_0517_keep_a_flag_its_config_loader_refuses(tr
     from autotune.sglang import flags as sglang_flags
     from autotune.sglang.args import parse_server_args
 
-    table = Path(__file__).parent / "data" / "sglang-0.5.17-flags.json"
+    table = Path(__file__).resolve().parents[2] / "data" / "sglang-0.5.17-flags.json"
     with sglang_flags.using_flags(sglang_flags.flags_from_table(str(table))):
         tracker.log_trial("base", result({"cuda_graph_max_bs_decode": 4}, 234.0))
         tracker.log_trial("t0", result(eagle(5, 1, cuda_graph_max_bs_decode=4), 352.0, baseline_tok_s=234.0))

@@ -11,12 +11,12 @@ import socket
 from pathlib import Path
 
 import pytest
-from tracking_helpers import eagle, result
 
 from autotune.tracking.durable import TAG_SPOOL_ID, DurableTracker
 from autotune.tracking.interface import SearchTracker
 from autotune.tracking.runs import TAG_ATTEMPT, TAG_STATUS
 from autotune.tracking.tracker import Tracker
+from tests.tracking_helpers import eagle, result
 
 #: What a search calls on its tracker (autotune/search/), and nothing more.
 MEMBERS = {"tracking_uri", "experiment_id", "parent_run_id", "log_trial", "log_lost_attempt",

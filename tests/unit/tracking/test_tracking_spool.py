@@ -14,11 +14,11 @@ import socket
 from pathlib import Path
 
 import pytest
-from tracking_helpers import eagle, result
 
 from autotune.tracking.durable import DurableTracker
 from autotune.tracking.spool import SPOOL, Spool
 from autotune.tracking.tracker import Tracker
+from tests.tracking_helpers import eagle, result
 
 
 def _closed_port() -> int:

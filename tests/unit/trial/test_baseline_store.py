@@ -1,6 +1,6 @@
 """A baseline store that several trial processes open and write at the same moment.
 
-``tests/test_landscape.py`` starts two ``python -m autotune.trial --baseline-store DIR`` at once;
+``tests/integration/test_landscape.py`` starts two ``python -m autotune.trial --baseline-store DIR`` at once;
 on a clean clone one of them died with ``FileNotFoundError`` and printed nothing: both had written
 the store's ``measured-on.txt`` through the same temporary name, and the first ``os.replace`` took
 the second's file away. Threads meet at a barrier here, so the calls overlap on every round.

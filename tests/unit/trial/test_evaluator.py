@@ -9,7 +9,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_bench_search import ROOT, tiny
 
 from autotune.search.trainable import constraint_values
 from autotune.space.search_space import load_space
@@ -23,6 +22,7 @@ from benchmarks.search.conclusion import conclude as bench_conclude
 from benchmarks.search.drawn import DrawnEvaluator
 from benchmarks.search.families import record
 from benchmarks.search.problem import Oracle, load_problem
+from tests.unit.bench_search.test_bench_search import ROOT, tiny
 
 SPEC = {"tp_size": 1, "speculative_num_steps": 3, "speculative_eagle_topk": 4,
         "speculative_num_draft_tokens": 10}
