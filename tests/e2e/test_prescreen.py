@@ -60,16 +60,6 @@ def _space(tmp_path: Path, prescreen: str, *, name: str = "nccl-prescreen-test")
     return path
 
 
-@pytest.fixture
-def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.2")
-    monkeypatch.setenv("AUTOTUNE_SIM_GPU_LOCK_DIR", str(tmp_path / "gpu-locks"))
-    (tmp_path / "gpu-locks").mkdir()
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.delenv("AUTOTUNE_SIM_FAULT", raising=False)
-    monkeypatch.delenv("AUTOTUNE_NCCL_PROBE_FAULT", raising=False)
-
-
 # ---- the section and narrowing ------------------------------------------------------------------
 
 def test_kept_candidates_narrow_the_nccl_parameters(tmp_path: Path) -> None:
@@ -185,7 +175,7 @@ def _parent(name: str, root: Path) -> tuple[Tracker, Any]:
 
 
 @pytest.mark.slow  # a search on Ray
-def test_search_probes_narrows_and_logs_to_the_parent_run(tmp_path: Path, sim_env: None) -> None:
+def test_search_probes_narrows_and_logs_to_the_parent_run(tmp_path: Path, sim_env: Path) -> None:
     path = _space(tmp_path, "{keep: 3}")
     out = io.StringIO()
     outcome = run_search(SearchOptions(space=str(path), root=str(tmp_path)), out=out)
@@ -241,7 +231,7 @@ def _typed(space: SearchSpace, name: str, text: str | None) -> Any:
 
 @pytest.mark.slow  # a search on Ray
 def test_a_failed_probe_stops_the_search_and_fails_the_parent_run(
-        tmp_path: Path, sim_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, sim_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Real gloo workers in a Ray task, each made to exit by the probe's test hook.
     monkeypatch.setenv("AUTOTUNE_NCCL_PROBE_FAULT", "exit")
     path = _space(tmp_path, "{keep: 2, backend: gloo, hidden: 16, iters: 2, warmup: 0}",

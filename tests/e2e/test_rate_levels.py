@@ -17,7 +17,7 @@ import pytest
 
 from autotune.bench.client import run_benchmark_sync
 from autotune.space.workload import Workload
-from tests.e2e.test_search import _assert_no_emulator_left, _mlflow, _search, _study, sim_env  # noqa: F401
+from tests.e2e.test_search import _assert_no_emulator_left, _mlflow, _search, _study
 from tests.unit.sim.test_sim_server import LLAMA_ARGS, Sim, launch  # noqa: F401  (launch is a fixture)
 
 slow = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_a_rate_of_50_per_second_without_concurrency_keeps_several_requests_in_f
 
 @slow
 def test_rate_levels_give_a_best_config_per_rate_and_export_the_table(
-        tmp_path: Path, sim_env: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+        tmp_path: Path, sim_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from autotune.export.main import main as export_main
 
     outcome, text = _search("rate-levels.yaml", tmp_path)

@@ -39,18 +39,6 @@ LOCK_ENV = "AUTOTUNE_SIM_GPU_LOCK_DIR"
 slow = pytest.mark.slow
 
 
-@pytest.fixture
-def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Fast emulator start-up and a per-test GPU lock directory (inherited by Ray's workers)."""
-    locks = tmp_path / "gpu-locks"
-    locks.mkdir()
-    monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.2")
-    monkeypatch.setenv(LOCK_ENV, str(locks))
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.delenv("AUTOTUNE_SIM_FAULT", raising=False)
-    return locks
-
-
 # ---- helpers ------------------------------------------------------------------------------------
 
 def _search(space: str, root: Path, **kwargs: Any) -> tuple[Any, str]:

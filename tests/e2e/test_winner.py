@@ -21,7 +21,7 @@ from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
 from autotune.tracking.tracker import Tracker
 from autotune.trial.winner import FINALIST, Candidate, metric_field, pick_winner, unmeasured_value
-from tests.e2e.test_search import _study, sim_env  # noqa: F401  (sim_env is a fixture)
+from tests.e2e.test_search import _study
 
 SPACES = Path(__file__).resolve().parents[1] / "spaces"
 
@@ -78,7 +78,7 @@ def test_unmeasured_value_is_worse_than_any_measurement() -> None:
 # ---- end to end -----------------------------------------------------------------------------------
 
 @pytest.mark.slow  # a search on Ray
-def test_a_minimised_objective_is_honoured_everywhere(tmp_path: Path, sim_env: Path) -> None:  # noqa: F811
+def test_a_minimised_objective_is_honoured_everywhere(tmp_path: Path, sim_env: Path) -> None:
     out = io.StringIO()
     outcome = run_search(SearchOptions(space=str(SPACES / "objective-min.yaml"), root=str(tmp_path)),
                          out=out)

@@ -8,13 +8,16 @@ timeout cannot be produced on demand here, so the first ``ray.init`` raises Ray'
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import ray
 
 from autotune.search.cluster import init_ray
 from autotune.search.options import SearchOptions
 from autotune.space.search_space import load_space
-from tests.e2e.test_search import SPACES
+
+SPACES = Path(__file__).resolve().parents[1] / "spaces"
 
 _RAY_MESSAGE = ("The current node timed out during startup. This could happen because some of the "
                 "raylet failed to startup or the GCS has become overloaded.")

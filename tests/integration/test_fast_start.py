@@ -46,28 +46,17 @@ SPACE = {
 }
 
 
-def write_space(tmp_path: Path, **changes) -> Path:
-    data = json.loads(json.dumps(SPACE))
-    for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key].update(value)
-        else:
-            data[key] = value
-    path = tmp_path / "space.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
 def line_of(path: Path, text: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
 @pytest.fixture
-def sim_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("AUTOTUNE_SIM_") or name == sglang_flags.FLAG_TABLE_ENV:
-            monkeypatch.delenv(name)
+def sim_env(sim_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tests/conftest.py's emulator environment, with servers on the installed SGLang's own parser
+    (no session flag table) and a 0.3 s start-up."""
+    monkeypatch.delenv(sglang_flags.FLAG_TABLE_ENV, raising=False)
     monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.3")
+    return sim_env
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,8 +64,8 @@ def sim_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_fast_start_marks_the_prefill_switch_trial_only_for_baseline_and_speculative(tmp_path):
-    space = load_space(write_space(tmp_path))
+def test_fast_start_marks_the_prefill_switch_trial_only_for_baseline_and_speculative(space_factory):
+    space = space_factory(SPACE)
     settings = settings_for(space)
     assert space.measure.fast_start and settings.fast_start
     for params in ({"speculative_algorithm": None}, {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}):
@@ -98,8 +87,8 @@ def test_fast_start_marks_the_prefill_switch_trial_only_for_baseline_and_specula
     ({"parameters": {"disable_prefill_cuda_graph": {"type": "categorical", "choices": [True, False]}}},
      ["a searched disable_prefill_cuda_graph"]),
 ], ids=["ttft-objective", "e2e-slo", "clashing-fixed-arg", "searched-switch"])
-def test_fast_start_is_refused_with_file_and_line(tmp_path, changes, words):
-    path = write_space(tmp_path, **changes)
+def test_fast_start_is_refused_with_file_and_line(space_factory, changes, words):
+    path = space_factory.write(SPACE, **changes)
     with pytest.raises(ConfigError) as info:
         load_space(path)
     err = info.value
@@ -109,9 +98,9 @@ def test_fast_start_is_refused_with_file_and_line(tmp_path, changes, words):
         assert word in err.message
 
 
-def test_decode_objectives_and_itl_slos_are_allowed(tmp_path):
-    space = load_space(write_space(tmp_path, objective={"metric": "decode_tok_s_p50"},
-                                   constraints={"slos": ["p99_itl_ms <= 50"]}))
+def test_decode_objectives_and_itl_slos_are_allowed(space_factory):
+    space = space_factory(SPACE, objective={"metric": "decode_tok_s_p50"},
+                          constraints={"slos": ["p99_itl_ms <= 50"]})
     assert space.measure.fast_start and slos_of(space) == [("p99_itl_ms", "<=", 50)]
 
 
@@ -135,8 +124,8 @@ def test_fast_start_uses_the_flag_the_parser_in_use_offers():
         fast_start.fast_start_args(neither)
 
 
-def test_a_users_own_switch_is_not_trial_only(tmp_path):
-    space = load_space(write_space(tmp_path, fixed_args={"disable_prefill_cuda_graph": True}))
+def test_a_users_own_switch_is_not_trial_only(space_factory):
+    space = space_factory(SPACE, fixed_args={"disable_prefill_cuda_graph": True})
     spec = launch_spec(space.trial_config({"speculative_algorithm": None}), settings_for(space))
     assert spec.server_args["disable_prefill_cuda_graph"] is True and not spec.trial_only
     assert "--disable-prefill-cuda-graph" in serving_spec(spec).argv()
@@ -222,9 +211,9 @@ def _measure_and_log(space_path: Path, store: Path, name: str, params_list: list
 
 
 @pytest.mark.slow  # real servers / a search
-def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, capsys):
+def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, space_factory, capsys):
     store = tmp_path / "store"
-    tracker = _measure_and_log(write_space(tmp_path), store, "fast-search", [
+    tracker = _measure_and_log(space_factory.write(SPACE), store, "fast-search", [
         {"speculative_algorithm": None}, {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}])
     runs = tracker.trial_runs(tracker.parent_run_id)
     assert runs
@@ -241,9 +230,9 @@ def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, capsy
 
 
 @pytest.mark.slow  # real servers / a search
-def test_export_keeps_a_users_own_prefill_switch(tmp_path, sim_env, capsys):
+def test_export_keeps_a_users_own_prefill_switch(tmp_path, sim_env, space_factory, capsys):
     store = tmp_path / "store"
-    _measure_and_log(write_space(tmp_path, fixed_args={"disable_prefill_cuda_graph": True}), store, "own",
+    _measure_and_log(space_factory.write(SPACE, fixed_args={"disable_prefill_cuda_graph": True}), store, "own",
                      [{"speculative_algorithm": None}])
     for fmt, needle in (("sh", "--disable-prefill-cuda-graph"), ("yaml", "disable-prefill-cuda-graph: true")):
         out = tmp_path / f"own.{fmt}"

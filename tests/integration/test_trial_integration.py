@@ -128,15 +128,6 @@ class Launches:
         return int(argv[argv.index("--port") + 1])
 
 
-@pytest.fixture
-def sim_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Short start-up; no emulator variable inherited from the shell."""
-    for name in list(os.environ):
-        if name.startswith("AUTOTUNE_SIM_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.2")
-
-
 def make_wrapper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
                  unset: tuple[str, ...] = ()) -> tuple[str, Launches]:
     """An interpreter stand-in that records each server's pid and argv, then execs Python."""
@@ -157,7 +148,7 @@ def settings(tmp_path: Path, python: str = sys.executable, **kw: Any) -> Measure
 
 
 @pytest.fixture
-def server(sim_env: None, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+def server(sim_env: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     """One emulator: Llama profile, EAGLE-3 chain of 5, metrics and device timer on (extra server
     args and env by indirect parametrisation)."""
     extra_args, extra_env = getattr(request, "param", ({}, {}))
@@ -269,7 +260,7 @@ def test_requests_cut_by_a_crash_are_failed_and_not_counted(server: ServerProces
 
 # ----- whole trials -------------------------------------------------------------------------------
 def test_crash_during_measurement_fails_the_trial_and_leaks_nothing(
-        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sim_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The warm-up request and two measured ones are served; the third measured one kills it.
     monkeypatch.setenv("AUTOTUNE_SIM_FAULT", "crash_after_requests:3")
     python, launches = make_wrapper(tmp_path, monkeypatch)
@@ -289,7 +280,7 @@ def test_crash_during_measurement_fails_the_trial_and_leaks_nothing(
 
 
 def test_stream_hung_mid_request_ends_the_trial_at_its_timeout(
-        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sim_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTOTUNE_SIM_FAULT", "hang_mid_stream:10")
     python, launches = make_wrapper(tmp_path, monkeypatch)
     space = sim_space()
@@ -304,7 +295,7 @@ def test_stream_hung_mid_request_ends_the_trial_at_its_timeout(
 
 
 def test_file_baseline_store_measures_each_group_once(
-        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sim_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     python, launches = make_wrapper(tmp_path, monkeypatch)
     space = sim_space()
     wl = Workload.from_spec(space.workload)
@@ -329,7 +320,7 @@ def test_file_baseline_store_measures_each_group_once(
 
 
 def test_concurrency_levels_measure_every_level_on_one_server_and_judge_each(
-        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sim_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     python, launches = make_wrapper(tmp_path, monkeypatch)
     space = sim_space(workload={**SMALL_WORKLOAD, "num_prompts": 8, "concurrency": [1, 8],
                                       "primary_concurrency": 8})
@@ -357,7 +348,7 @@ def test_concurrency_levels_measure_every_level_on_one_server_and_judge_each(
     assert {r["concurrency"] for r in result.records} == {1, 8}
 
 
-def test_startup_oom_is_a_failed_result_with_an_oom_reason(sim_env: None, tmp_path: Path) -> None:
+def test_startup_oom_is_a_failed_result_with_an_oom_reason(sim_env: Path, tmp_path: Path) -> None:
     # Kimi-K2.5's ~600 GiB of weights do not fit on 4 of its 96 GiB GPUs.
     space = sim_space(KIMI, tp_choices=(4, 8))
     result = measure(space.trial_config(baseline(tp=4)), Workload.from_spec(space.workload),
@@ -370,7 +361,7 @@ def test_startup_oom_is_a_failed_result_with_an_oom_reason(sim_env: None, tmp_pa
 
 
 def test_without_the_device_timer_phase_times_are_none_not_zero(
-        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sim_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A server build without SGLang's device timer: the wrapper drops the variable.
     python, launches = make_wrapper(tmp_path, monkeypatch,
                                     unset=("SGLANG_ENABLE_METRICS_DEVICE_TIMER",))
@@ -395,7 +386,7 @@ def test_without_the_device_timer_phase_times_are_none_not_zero(
     assert len(launches.all()) == 1
 
 
-def test_with_the_device_timer_a_baseline_profiles_decode(sim_env: None, tmp_path: Path) -> None:
+def test_with_the_device_timer_a_baseline_profiles_decode(sim_env: Path, tmp_path: Path) -> None:
     space = sim_space()
     result = measure(space.trial_config(baseline()), Workload.from_spec(space.workload),
                      settings(tmp_path))
@@ -426,7 +417,7 @@ def cli_space(tmp_path: Path, *, repeats: int, forced_accept: bool = False) -> P
     return space_file
 
 
-def test_trial_cli_json_has_the_promised_keys(sim_env: None, tmp_path: Path) -> None:
+def test_trial_cli_json_has_the_promised_keys(sim_env: Path, tmp_path: Path) -> None:
     space_file = cli_space(tmp_path, repeats=2)
     proc = subprocess.run(
         [sys.executable, "-m", "autotune.trial", "--space", str(space_file), "--params",
@@ -485,7 +476,7 @@ def test_phase_profile_from_live_snapshots_matches_the_request_counts(server: Se
     assert sum(shares) == pytest.approx(100.0)
 
 
-def test_trial_cli_baseline_store_measures_the_baseline_once(sim_env: None, tmp_path: Path) -> None:
+def test_trial_cli_baseline_store_measures_the_baseline_once(sim_env: Path, tmp_path: Path) -> None:
     """Two CLI calls naming one --baseline-store share one baseline, also when they force
     different accept lengths: SGLANG_SIMULATE_ACC_LEN only matters to the speculative worker."""
     space_file = cli_space(tmp_path, repeats=1, forced_accept=True)

@@ -219,3 +219,25 @@ def test_only_the_thin_entry_imports_the_benchmarks() -> None:
     assert importers == MAY_IMPORT_BENCHMARKS, (
         f"only {sorted(MAY_IMPORT_BENCHMARKS)} may import benchmarks (a wheel does not carry it); "
         f"found {sorted(importers)}")
+
+
+# ---- the test suite's own layout: layers, and tests/unit/ mirroring the package -------------------
+
+TESTS = Path(__file__).resolve().parents[1]
+LAYERS = ("unit", "integration", "e2e", "gpu_kit")
+
+
+def test_every_test_module_sits_in_a_layer_and_unit_mirrors_the_package() -> None:
+    loose = sorted(p.name for p in TESTS.glob("test_*.py"))
+    assert not loose, f"test modules go in a layer ({', '.join(LAYERS)}), not directly in tests/: {loose}"
+    unmirrored = sorted(d.name for d in (TESTS / "unit").iterdir()
+                        if d.is_dir() and d.name != "__pycache__"
+                        and not (PACKAGE / d.name).is_dir() and not (PACKAGE / f"{d.name}.py").is_file())
+    assert not unmirrored, f"tests/unit/<name>/ names a package or module of autotune/; not: {unmirrored}"
+
+
+def test_the_heavy_first_schedule_names_modules_that_exist() -> None:
+    from tests.conftest import HEAVY_FIRST
+
+    missing = [name for name in HEAVY_FIRST if not (TESTS / name).is_file()]
+    assert not missing, f"tests/conftest.py HEAVY_FIRST names modules that are not there: {missing}"

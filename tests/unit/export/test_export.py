@@ -26,11 +26,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PARSER = {"use_sglang": True} if sglang_available() else {}
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("project")
-    Tracker("warm-up", root=root).connect()
-    return root
+# ``store``: tests/conftest.py's sqlite store, one per module.
 
 
 def _search(store: Path, name: str, trials: list[tuple[str, object, dict]]) -> Tracker:

@@ -20,10 +20,7 @@ from autotune.space.workload import Workload
 from autotune.tracking.content import trial_metrics
 from autotune.trial.measure import measure
 from tests.fakes.fake_pynvml import FakeClock, FakeGpu, NVMLError, make_module
-from tests.integration import test_trial_integration as integration
 from tests.integration.test_trial_integration import chain, settings, sim_space
-
-sim_env = integration.sim_env  # the emulator's fixture: short start-up, no inherited AUTOTUNE_SIM_*
 
 TELEMETRY = ("gpu_util_pct_mean", "gpu_mem_peak_gib", "gpu_power_w_mean", "gpu_energy_j",
              "tok_s_per_w", "j_per_token")
@@ -244,7 +241,7 @@ def test_trial_figures_are_over_all_measured_repeats_and_unknown_if_one_is() -> 
 
 # ----- end to end, on the emulator -------------------------------------------------------------
 def test_an_emulator_trial_with_nvml_records_telemetry_and_logs_it_to_mlflow(
-        sim_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sim_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock()
     # Each read of the counter is 500 J on from the last: every window is exactly 500 J, whatever
     # the real clock does on a loaded box.

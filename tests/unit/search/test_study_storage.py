@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import optuna
 import pytest
@@ -13,25 +14,23 @@ from autotune.errors import ConfigError
 from autotune.search.searcher import mirror_study, study_name, study_storage
 from autotune.space.search_space import load_space
 
+if TYPE_CHECKING:
+    from tests.conftest import SpaceFactory
+
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _space_with(tmp_path: Path, storage: object) -> Path:
-    data = yaml.safe_load((REPO / "search_spaces/demo.yaml").read_text())
-    data.setdefault("search", {})["storage"] = storage
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+DEMO = yaml.safe_load((REPO / "search_spaces/demo.yaml").read_text())
 
 
-def test_a_bad_storage_is_refused_with_file_line_and_the_choices(tmp_path: Path) -> None:
-    path = _space_with(tmp_path, "postgres-ish")
+def test_a_bad_storage_is_refused_with_file_line_and_the_choices(space_factory: SpaceFactory) -> None:
+    path = space_factory.write(DEMO, file="s.yaml", search={"storage": "postgres-ish"})
     with pytest.raises(ConfigError) as err:
         load_space(str(path))
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "storage:" in text)
     assert str(err.value).startswith(f"{path}:{line}: search.storage: 'postgres-ish' is not a study storage")
     assert "sqlite (mlruns/optuna.db), journal (mlruns/optuna.journal)" in str(err.value)
-    assert load_space(str(_space_with(tmp_path, "journal"))).search.storage == "journal"
+    assert space_factory(DEMO, file="s.yaml", search={"storage": "journal"}).search.storage == "journal"
     assert load_space(str(REPO / "search_spaces/demo.yaml")).search.storage is None
 
 

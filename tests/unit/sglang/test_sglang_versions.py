@@ -380,11 +380,9 @@ def test_bench_client_reads_meta_info_of_each_release(spec):
     assert "spec_accepted_drafts" not in rec.spec
 
 
-def test_a_flag_0523_dropped_is_accepted_where_the_release_in_use_has_it(tmp_path):
+def test_a_flag_0523_dropped_is_accepted_where_the_release_in_use_has_it(space_factory):
     # --torchao-config: in 0.5.17, gone from 0.5.23 (neither its parser nor its ServerArgs has it).
-    data = {**SPACE, "fixed_args": {**SPACE["fixed_args"], "torchao_config": "int8wo"}}
-    path = tmp_path / "space.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path = space_factory.write(SPACE, fixed_args={"torchao_config": "int8wo"})
     from autotune.space.search_space import load_space
 
     with sglang_flags.using_flags(v0517()):

@@ -28,23 +28,8 @@ from tests.tracking_helpers import SIM_ENV, eagle, failed, launch, result
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    """One project dir whose sqlite store is created once (MLflow's migrations take seconds)."""
-    root = tmp_path_factory.mktemp("project")
-    Tracker("warm-up", root=root).connect()
-    return root
-
-
+# ``store`` (one sqlite store per module) and ``tracker`` (a fresh search in it) are tests/conftest.py's.
 _names = iter(range(10_000))
-
-
-@pytest.fixture
-def tracker(store) -> Tracker:
-    """A fresh search (its own experiment) in the shared store."""
-    tr = Tracker(f"search-{next(_names)}", root=store).connect()
-    tr.start_search(backend="sim", budget=8, seed=3, sampler="tpe", ray_address="local")
-    return tr
 
 
 def _artifacts(tr: Tracker, run_id: str, path: str = "") -> set[str]:
