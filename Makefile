@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml Makefile
 
 # SGLang's dataset loaders need transformers, which makes importing SGLang's parser several times
 # slower; so they get an environment of their own that sees the main one's packages (a .pth line)
-# and adds only theirs. tests/test_sglang_datasets.py runs its cases there.
+# and adds only theirs. tests/unit/sglang/test_sglang_datasets.py runs its cases there.
 DATA_VENV := .venv-sglang-data
 $(DATA_VENV)/.installed: $(STAMP)
 	test -x $(DATA_VENV)/bin/python || $(PY) -m venv $(DATA_VENV)

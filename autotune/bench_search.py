@@ -4,7 +4,7 @@ The benchmark (its peers' strategies, landscapes and recorded H200 data) is rese
 of the package in the repository's ``benchmarks/search/`` (``python -m benchmarks.search``). This
 entry runs it when that folder is importable (a checkout, run from its root) and otherwise says so
 in one line, exit 2: an installed wheel does not carry it. It is the one autotune module that may
-import ``benchmarks`` (``tests/test_layout.py``).
+import ``benchmarks`` (``tests/unit/test_layout.py``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ model's ``decode_tok_s`` and the per-request decode tok/s p50 of the live run (e
 tok/s, prefill included, is printed beside it). Each line says PASS or FAIL against its target.
 
 Two model columns: ``model`` is the steady-state expectation over the whole prompt distribution
-(what the seed figures describe and ``tests/test_sim_model.py`` checks); ``model@prompts`` is what a
+(what the seed figures describe and ``tests/unit/sim/test_sim_model.py`` checks); ``model@prompts`` is what a
 trial of this run should read: the expectation of :class:`autotune.simtools.evaluate.ModelEvaluator` for
 the prompts and lengths actually sent, with decode rate and accept length counted as a trial counts
 them (each request's last cycle cut short, :func:`benchmarks._common.as_measured`). ``live-model``

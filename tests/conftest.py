@@ -13,27 +13,54 @@ writes) and ``AUTOTUNE_SGLANG_FLAG_TABLE`` names it in this process's environmen
 subprocess and Ray worker inherits: they rebuild the same flags (same release, spellings, dests,
 arity, choices, defaults, ``--config`` key rules, value types but for a few JSON-valued flags no
 emulator test passes; ``tests/data/README.md`` lists them) without importing SGLang.
-``tests/test_session_flag_table.py`` checks that the table stands for the installed parser.
+``tests/unit/sglang/test_session_flag_table.py`` checks that the table stands for the installed parser.
 
 In this process nothing changes: a :func:`autotune.sglang.flags.using_flags` block keeps the
 installed SGLang's own :class:`~autotune.sglang.flags.FlagSet` active for the whole session, so
 in-process tests resolve against the real parser exactly as before (``use_sglang=True`` and
 ``installed_flags()`` always did). A test that wants a subprocess on the real parser removes the
-variable from the subprocess's environment (``tests/test_fast_start.py``'s ``sim_env`` does).
+variable from the subprocess's environment (``tests/integration/test_fast_start.py``'s ``sim_env`` does).
 
 Nothing is done when SGLang is not importable (every process then uses the built-in twin anyway) or
 when ``AUTOTUNE_SGLANG_FLAG_TABLE`` is already set (a run against another release's table).
+
+Fixtures every layer shares
+---------------------------
+
+The suite is layered (README, "Tests"): ``tests/unit/<package>/`` mirrors ``autotune/``,
+``tests/integration/`` tests several packages together, ``tests/e2e/`` whole searches and commands as
+a user runs them. What their modules share is here:
+
+- ``sim_env``: the emulator's environment, for any test that starts emulator servers (itself, through
+  a trial, or through a search on a local Ray): no ``AUTOTUNE_SIM_*``, ``RAY_ADDRESS`` or NCCL probe
+  fault inherited from the shell, a 0.2 s start-up, and a GPU lock directory of the test's own
+  (``AUTOTUNE_SIM_GPU_LOCK_DIR``, inherited by Ray's workers and every server) that it returns: the
+  emulator refuses a second server on a GPU a live one holds, and its ``usage.jsonl`` and the
+  processes' environments show what the test started.
+- ``space_factory``: writes a small emulator space into ``tmp_path`` from keyword overrides and loads
+  it (:class:`SpaceFactory`).
+- ``store`` and ``tracker``: a real MLflow sqlite store (one per module: MLflow's migrations take
+  seconds) and a real :class:`~autotune.tracking.tracker.Tracker` with a search started in it, an
+  experiment of its own per test.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 
 from autotune.sglang import flags as sglang_flags
+from autotune.space.search_space import SearchSpace, load_space
+
+if TYPE_CHECKING:
+    from autotune.tracking.tracker import Tracker
 
 # The GPU validation kit's tests (scripts/gpu/, a remote GPU host's plans and state) are not part of
 # `make test` or CI: they test tooling for GPU runs, not the product, and take minutes. `make test-gpu-kit`.
@@ -79,27 +106,29 @@ def subprocesses_use_the_installed_flag_table(request: pytest.FixtureRequest) ->
 # runs them while the other idles; so they go first, longest first (seconds from `--durations=80`
 # of a two-worker run on a near-idle box, load average 3-5, 2026-12-02; only tests over 4 s summed).
 # `make test` passes --no-loadscope-reorder, or pytest-xdist would sort modules by their number of
-# tests and undo this order. A serial run keeps the alphabetical order.
+# tests and undo this order. A serial run keeps the alphabetical order. Modules are named by their
+# path below tests/ (tests/unit/test_layout.py checks that each one is there).
+TESTS = Path(__file__).resolve().parent
 HEAVY_FIRST = (
-    "test_reliability_tracking.py",  # 509 s
-    "test_search.py",  # 273 s
-    "test_reliability_interrupts.py",  # 164 s
-    "test_reliability_placement.py",  # 128 s
-    "test_gpu_resume.py",  # 116 s
-    "test_nccl_probe.py",  # 108 s
-    "test_tracking.py",  # 97 s
-    "test_reliability_faults.py",  # 89 s
-    "test_prescreen.py",  # 89 s
-    "test_gpu_plan.py",  # 80 s
-    "test_reliability_tracking_back.py",  # 74 s
-    "test_reliability_load.py",  # 67 s
-    "test_rate_levels.py",  # 53 s
-    "test_winner.py",  # 47 s
-    "test_mlflow_screenshot.py",  # 45 s
-    "test_reliability_input.py",  # 44 s
-    "test_fast_start.py",  # 41 s
-    "test_trial_integration.py",  # 39 s
-    "test_mlflow_ui.py",  # 38 s
+    "e2e/reliability/test_reliability_tracking.py",  # 509 s
+    "e2e/test_search.py",  # 273 s
+    "e2e/reliability/test_reliability_interrupts.py",  # 164 s
+    "e2e/reliability/test_reliability_placement.py",  # 128 s
+    "gpu_kit/test_gpu_resume.py",  # 116 s
+    "unit/nccl/test_nccl_probe.py",  # 108 s
+    "unit/tracking/test_tracking.py",  # 97 s
+    "e2e/reliability/test_reliability_faults.py",  # 89 s
+    "e2e/test_prescreen.py",  # 89 s
+    "gpu_kit/test_gpu_plan.py",  # 80 s
+    "e2e/reliability/test_reliability_tracking_back.py",  # 74 s
+    "e2e/reliability/test_reliability_load.py",  # 67 s
+    "e2e/test_rate_levels.py",  # 53 s
+    "e2e/test_winner.py",  # 47 s
+    "integration/test_mlflow_screenshot.py",  # 45 s
+    "e2e/reliability/test_reliability_input.py",  # 44 s
+    "integration/test_fast_start.py",  # 41 s
+    "integration/test_trial_integration.py",  # 39 s
+    "integration/test_mlflow_ui.py",  # 38 s
 )
 
 
@@ -108,4 +137,114 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     # A stable sort: tests keep their order within a module, other modules their order after.
-    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))
+    items.sort(key=lambda item: rank.get(_under_tests(item.path), len(HEAVY_FIRST)))
+
+
+def _under_tests(path: Path) -> str:
+    """A test module's path below tests/ (``e2e/test_search.py``), as HEAVY_FIRST names it."""
+    try:
+        return path.relative_to(TESTS).as_posix()
+    except ValueError:
+        return path.name
+
+
+# ---- the emulator's environment ------------------------------------------------------------------
+
+SIM_LOCK_ENV = "AUTOTUNE_SIM_GPU_LOCK_DIR"
+
+
+@pytest.fixture
+def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Fast emulator start-up and a per-test GPU lock directory (inherited by Ray's workers); returns it.
+
+    Nothing the emulator, Ray or the NCCL probe read is inherited from the shell: every
+    ``AUTOTUNE_SIM_*`` variable, ``RAY_ADDRESS`` and ``AUTOTUNE_NCCL_PROBE_FAULT`` are removed first.
+    """
+    for name in list(os.environ):
+        if name.startswith("AUTOTUNE_SIM_"):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("AUTOTUNE_NCCL_PROBE_FAULT", raising=False)
+    locks = tmp_path / "gpu-locks"
+    locks.mkdir()
+    monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.2")
+    monkeypatch.setenv(SIM_LOCK_ENV, str(locks))
+    return locks
+
+
+# ---- spaces ----------------------------------------------------------------------------------------
+
+# A small emulator space: two configs (the baseline and EAGLE3 at 3 steps, top-k 1), two prompts.
+SMALL_SPACE: dict[str, Any] = {
+    "name": "small", "backend": "sim", "profile": "llama-3.1-8b-eagle3-h100",
+    "model_path": "sim/Llama-3.1-8B-Instruct", "draft_model_path": "sim/EAGLE3-LLaMA3.1-Instruct-8B",
+    "fixed_args": {"tp_size": 1, "speculative_eagle_topk": 1},
+    "parameters": {
+        "speculative_algorithm": {"type": "categorical", "choices": [None, "EAGLE3"]},
+        "speculative_num_steps": {"type": "categorical", "choices": [3]},
+    },
+    "workload": {"source": "builtin", "num_prompts": 2, "warmup_prompts": 1, "output_len": 16,
+                 "concurrency": 1, "seed": 0},
+    "measure": {"repeats": 1, "startup_timeout_s": 60},
+    "objective": {"metric": "output_tok_s"},
+}
+
+
+class SpaceFactory:
+    """Spaces written as YAML into one folder (a test's ``tmp_path``) and loaded by ``load_space``.
+
+    ``base`` is the space as data (:data:`SMALL_SPACE` unless given); each keyword replaces that
+    top-level key, except that a dict given for a section that is a dict updates the section (so
+    ``measure={"repeats": 2}`` keeps the section's other keys). A base is never changed.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def write(self, base: dict[str, Any] | None = None, *, file: str = "space.yaml", **changes: Any) -> Path:
+        """The space's file (``folder/file``, written again on every call), not loaded."""
+        data = copy.deepcopy(SMALL_SPACE if base is None else base)
+        for key, value in changes.items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                data[key].update(copy.deepcopy(value))
+            else:
+                data[key] = copy.deepcopy(value)
+        path = self.folder / file
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def __call__(self, base: dict[str, Any] | None = None, *, file: str = "space.yaml",
+                 **changes: Any) -> SearchSpace:
+        """The space written (as :meth:`write`) and loaded; its file is ``.file``."""
+        return load_space(self.write(base, file=file, **changes))
+
+
+@pytest.fixture
+def space_factory(tmp_path: Path) -> SpaceFactory:
+    """Writes small spaces into ``tmp_path`` and loads them: ``space_factory(measure={...})``."""
+    return SpaceFactory(tmp_path)
+
+
+# ---- tracking ---------------------------------------------------------------------------------------
+
+_searches = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One project folder per module whose sqlite store is created once (MLflow's migrations take seconds)."""
+    from autotune.tracking.tracker import Tracker  # MLflow: imported by the tests that track only
+
+    root = tmp_path_factory.mktemp("project")
+    Tracker("warm-up", root=root).connect()
+    return root
+
+
+@pytest.fixture
+def tracker(store: Path) -> Tracker:
+    """A real Tracker on the module's store: a fresh search (its own experiment), started."""
+    from autotune.tracking.tracker import Tracker
+
+    tr = Tracker(f"search-{next(_searches)}", root=store).connect()
+    tr.start_search(backend="sim", budget=8, seed=3, sampler="tpe", ray_address="local")
+    return tr

@@ -12,7 +12,7 @@ in ``autotune/sglang/data/parser-0.5.23.json`` make that work without importing 
   a string (or int/float), and appears in the parsed result only when it was given.
 
 This module loads them (once) and builds the parser. ``flags`` is generated from SGLang's own
-parser by :mod:`autotune.sglang.parser_tables`; ``tests/test_sglang_args.py`` fails when either
+parser by :mod:`autotune.sglang.parser_tables`; ``tests/unit/sglang/test_sglang_args.py`` fails when either
 table drifts from the installed SGLang and prints how to regenerate it.
 """
 

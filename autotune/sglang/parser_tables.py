@@ -84,7 +84,7 @@ def write_twin_table() -> str:
 
     The hand-kept ``covered`` section is carried over from the shipped table. For a release other
     than :data:`~autotune.sglang._parser_twin.SGLANG_VERSION`, bump that constant and check
-    ``covered`` against the new release (``tests/test_sglang_args.py`` does).
+    ``covered`` against the new release (``tests/unit/sglang/test_sglang_args.py`` does).
     """
     import sglang
 

@@ -47,7 +47,7 @@ def test_plan_searches_sweeps_the_rest_and_exports(tmp_path: Path, installed_fla
                AUTOTUNE_GPU_IMPORT_TIMES="0")  # no SGLang launcher to time on the emulator
     work.mkdir()
     # The installed SGLang's flags from a table: importing its parser in every trial and emulator
-    # process costs seconds of CPU each on a 2-core box (tests/test_landscape.py does the same).
+    # process costs seconds of CPU each on a 2-core box (tests/integration/test_landscape.py does the same).
     env["AUTOTUNE_SGLANG_FLAG_TABLE"] = str(installed_flag_table)
     proc = subprocess.run(["bash", str(REPO / "scripts/gpu/plan.sh"), str(res), "380"], cwd=work,
                           env=env, capture_output=True, text=True, timeout=400, check=False)

@@ -1,3 +1,0 @@
-"""Helpers of the reliability tests (``tests/test_reliability_*.py``): local Ray clusters, spaces,
-process and lock inspection by pid, GPU usage records, and the outcome log behind
-``docs/reliability.md``."""
