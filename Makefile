@@ -19,9 +19,12 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q torch==2.13.0
 	# The distribution was once named autotune (PyPI's is another project): drop that metadata first.
 	$(BIN)/pip uninstall -q -y autotune 2>/dev/null || true
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q --no-warn-conflicts -e ".[test]"
+	# SGLang is installed without its CUDA deps on purpose (only its parser runs here), so pip's check
+	# of installed requirements, run after every install once SGLang is there (a rebuilt venv), would
+	# print one false alarm per missing CUDA package: --no-warn-conflicts on the installs that see it.
+	$(BIN)/pip install -q --no-warn-conflicts $(SGLANG_PARSER_DEPS)
 	$(BIN)/pip install -q --no-deps sglang==0.5.23
-	$(BIN)/pip install -q $(SGLANG_PARSER_DEPS)
 	$(BIN)/python -c "from sglang.srt.server_args import ServerArgs"
 	touch $(STAMP)
 
@@ -34,7 +37,9 @@ $(DATA_VENV)/.installed: $(STAMP)
 	main=$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
 	own=$$($(DATA_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
 	echo "import site; site.addsitedir('$$main')" > $$own/main-venv.pth
-	$(DATA_VENV)/bin/pip install -q $(SGLANG_DATASET_DEPS)
+	# It sees SGLang without the CUDA deps SGLang requires (on purpose: only its loaders run here), so
+	# pip's check of installed requirements would print one false alarm per missing one.
+	$(DATA_VENV)/bin/pip install -q --no-warn-conflicts $(SGLANG_DATASET_DEPS)
 	$(DATA_VENV)/bin/python -c "import sglang.benchmark.datasets, transformers, autotune"
 	touch $@
 
