@@ -18,6 +18,7 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.names import is_env_name
+from autotune.nccl_values import value_problem
 
 try:
     from autotune._yaml_lines import line_of, load_yaml_text
@@ -157,6 +158,10 @@ def _entry(entry: Any, file: str, fld: str, line: int | None) -> NcclCandidate:
             raise ConfigError(f"bad candidate {entry!r}: {exc}; write 'default' or "
                               "'NCCL_ALGO=Ring,NCCL_PROTO=LL'", file=file, line=line,
                               field=fld) from None
+        for key, value in env.items():
+            problem = value_problem(key, value)
+            if problem is not None:
+                raise ConfigError(f"bad candidate {entry!r}: {problem}", file=file, line=line, field=fld)
         return NcclCandidate(name_of(env), env)
     if not isinstance(entry, dict):
         raise ConfigError(f"a candidate is a name string or a mapping, got "
@@ -192,6 +197,9 @@ def _env(raw: Any, file: str, fld: str, line: int | None) -> dict[str, str | Non
             raise ConfigError(f"{key} must be a string, a number or null (unset), got "
                               f"{type(value).__name__}; write '1' or '0' for flags", file=file,
                               line=kline, field=f"{fld}.{key}")
+        problem = value_problem(key, value)
+        if problem is not None:
+            raise ConfigError(problem, file=file, line=kline, field=f"{fld}.{key}")
         out[key] = env_text(value)
     return out
 

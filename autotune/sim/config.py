@@ -12,10 +12,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from autotune.nccl_values import ALGORITHMS, PROTOCOLS
+
 __all__ = ["ModelConfig", "SpecSettings"]
 
-_ALL_NCCL_ALGOS = ("ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat")
-_ALL_NCCL_PROTOS = ("ll", "ll128", "simple")
+_ALL_NCCL_ALGOS = tuple(a.lower() for a in ALGORITHMS)
+_ALL_NCCL_PROTOS = tuple(p.lower() for p in PROTOCOLS)
 
 
 @dataclass(frozen=True)

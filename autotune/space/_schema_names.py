@@ -16,6 +16,7 @@ from typing import Any
 
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.names import is_env_name
+from autotune.nccl_values import value_problem
 from autotune.sglang import _fields as _sglang_fields
 from autotune.space._schema import (
     Reader,
@@ -129,6 +130,9 @@ def check_arg_value(reader: Reader, name: str, value: Any, field: str,
             reader.fail(f"environment variable values must be strings or numbers, got "
                         f"{type_name(value)} {show(value)}; write '1' or '0' for flags",
                         field=field, line=line)
+        problem = value_problem(name, value)
+        if problem is not None:
+            reader.fail(problem, field=field, line=line)
         return
     if known is None:
         return
