@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from autotune.figures import finite
 from autotune.nccl.candidates import (
     DEFAULT_NAME,
     NVLS_VAR,
@@ -35,7 +36,6 @@ from autotune.nccl.candidates import (
 )
 from autotune.nccl.runner import RunSettings, run_candidates
 from autotune.nccl.sim import sim_rows
-from autotune.numbers import finite
 
 __all__ = ["BACKENDS", "ProbeSettings", "format_table", "phase_of", "rank_rows", "run_probe"]
 

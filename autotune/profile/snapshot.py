@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from autotune.errors import BenchError
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.profile.prom import Exposition, parse_exposition
 
 _RANK_LABELS = ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank", "moe_ep_rank")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.search.options import SearchOutcome
 from autotune.space.warm_start import versus_default
 from autotune.tracking.ui_links import run_url, runs_url

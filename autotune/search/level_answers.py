@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.trial.level_results import LoadLevel, as_level, level_result, levels_measured
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
 from autotune.search.level_answers import levels_of
 from autotune.search.options import SearchOutcome

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.search.trial_report import TrialReport
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of

@@ -14,7 +14,7 @@ from typing import Any, TypeGuard
 
 from matplotlib.figure import Figure
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.trial.outcome import Status
 
 # Phase keys of PhaseProfile.to_dict, in drawing order; decode replaces draft/verify/extend

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.backend import BACKENDS
 from autotune.command_line import versions
+from autotune.figures import finite
 from autotune.launch.spec import LaunchSpec
-from autotune.numbers import finite
 from autotune.tracking.runs import (
     KIND_SEARCH,
     KIND_TRIAL,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.trial.level_results import LoadLevel, as_level, metric_suffix
 from autotune.trial.outcome import Status
 from autotune.trial.winner import FINALIST, TRIAL, Contender, metric_field, pick_per_level, pick_winner

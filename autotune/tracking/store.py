@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from autotune.errors import ConfigError
+from autotune.figures import finite
 from autotune.launch.spec import LaunchSpec
-from autotune.numbers import finite
 from autotune.tracking import ui_links
 from autotune.tracking.content import MAX_PARAM
 from autotune.tracking.runs import TAG_SEARCH_NAME

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.tracking.content import study_from_runs, trial_point
 from autotune.tracking.runs import (
     KIND_BASELINE,

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.figures import finite
 from autotune.launch.spec import LaunchSpec
-from autotune.numbers import finite
 from autotune.tracking.content import level_statuses, param_text, trial_metrics, trial_params
 from autotune.tracking.runs import (
     TAG_ACCEPTANCE,

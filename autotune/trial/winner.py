@@ -27,7 +27,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from autotune.numbers import finite
+from autotune.figures import finite
 
 TRIAL, FINALIST = "trial", "finalist"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "autotune"
 
 #: The data flow, first to last. A name is a top-level module or package of ``autotune``.
-ORDER = ("errors", "names", "nccl_values", "numbers", "_yaml_lines", "command_line", "sglang", "sim", "backend",
+ORDER = ("errors", "names", "nccl_values", "figures", "_yaml_lines", "command_line", "sglang", "sim", "backend",
          "nccl", "space", "launch", "server", "bench", "profile", "trial", "tracking", "simtools", "export", "search",
          "cli", "nccl_probe", "bench_search", "__main__", "data")
 #: What the emulator core may import besides itself (the issue's rule: the core imports only sglang/).

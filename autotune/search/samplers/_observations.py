@@ -12,7 +12,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.search.trial_report import UNMEASURED_ATTR
 from autotune.trial.outcome import Status
 

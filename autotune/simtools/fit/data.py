@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
-from autotune.numbers import finite
+from autotune.figures import finite
 from autotune.tracking.content import spec_from_argv
 
 _OK_STATUSES = ("ok", "feasible", "infeasible")
