@@ -51,14 +51,14 @@ def _outcome() -> SearchOutcome:
 @pytest.fixture
 def measured(monkeypatch: pytest.MonkeyPatch) -> None:
     """``search`` and ``trial`` get a finished measurement; search says one progress line."""
+    from autotune.cli import search as search_command
     from autotune.cli import trial as command
-    from autotune.search import run
 
     def search(opts: Any, *, out: Any) -> SearchOutcome:
         print("trial 1 of 2: measuring (progress)", file=out, flush=True)
         return _outcome()
 
-    monkeypatch.setattr(run, "run_search", search)
+    monkeypatch.setattr(search_command, "run_search", search)
     monkeypatch.setattr(command, "evaluate", lambda config, **kw: result(eagle(2, 1), 1400.0))
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.cli.probe import main
 from autotune.errors import ConfigError
 from autotune.nccl.candidates import (
     MULTICAST_OFF,
@@ -30,7 +31,6 @@ from autotune.nccl.candidates import (
     NcclCandidate as Candidate,
 )
 from autotune.nccl.probe import ProbeSettings, format_table, rank_rows, run_probe
-from autotune.nccl_probe import main
 from autotune.space.nccl_candidates import candidates_from_space
 from autotune.space.search_space import load_space
 

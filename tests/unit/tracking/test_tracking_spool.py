@@ -101,7 +101,7 @@ def test_writes_never_raise_while_mlflow_fails_then_replay_in_order_and_once(tmp
 
 def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path: Path, down: Tracker,
                                                                        monkeypatch, capsys) -> None:
-    from autotune.search.sync import main
+    from autotune.cli.sync import main
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     assert main(["--name", "nothing-here", "--root", str(tmp_path)]) == 2
@@ -299,7 +299,7 @@ def test_sync_makes_the_search_run_of_a_spool_that_has_neither_mlflow_nor_search
 
 @pytest.mark.slow  # 14 s at load ~8 (make test-fast leaves it out)
 def test_sync_of_a_spool_without_search_json_or_its_store_says_what_to_give(tmp_path: Path, capsys) -> None:
-    from autotune.search.sync import main
+    from autotune.cli.sync import main
     from autotune.tracking.store import default_store
 
     folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
