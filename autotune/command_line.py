@@ -33,7 +33,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 OK = 0
 NO_RESULT = 1
@@ -247,6 +247,11 @@ class CommandParser(argparse.ArgumentParser):
         """Mark ``action`` (a flag that names a file) as a file the command writes."""
         self.output_files.append(action)
         return action
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error as one line on stderr, exit 2: what is wrong and where the flags are
+        listed (argparse's own prints the whole usage block first, which buries the line)."""
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} ({self.prog} --help lists the flags)\n")
 
     def parse_command(self, argv: Sequence[str] | None = None) -> argparse.Namespace:
         """:meth:`parse_args`, then every file the command writes checked (:func:`unwritable`):

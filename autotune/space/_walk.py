@@ -311,9 +311,9 @@ class SpaceWalk:
         given = dict(params)
         # A misspelt name first: otherwise the walk stops at the parameter it was meant to be, as
         # "missing", and the name the user typed is never shown.
-        for name, value in given.items():
-            if name not in self.parameters and name != DRAFT and not (name == ALGO and value is None):
-                return {}, (f"unknown parameter {name!r}{closest(str(name), self.parameters)}"
+        for key, value in given.items():
+            if key not in self.parameters and key != DRAFT and not (key == ALGO and value is None):
+                return {}, (f"unknown parameter {key!r}{closest(str(key), self.parameters)}"
                             f"; parameters: {', '.join(self.parameters) or '(none)'}")
         if self.nccl_bundle is not None and NCCL_BUNDLE not in given:
             name, why = infer_candidate(self.nccl_bundle, given)

@@ -199,9 +199,8 @@ def print_noise() -> int:
     return 0
 
 
-def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.search") -> int:
-    """The sampler benchmark's command; ``prog`` names it in usage lines (``autotune bench-search``
-    passes its own)."""
+def build_parser(prog: str = "python -m benchmarks.search") -> cli.CommandParser:
+    """The sampler benchmark's command line, named ``prog`` in its usage lines."""
     parser = cli.command_parser(prog, __doc__ or "", examples=[
         "{prog} --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
         "{prog} --landscape LANDSCAPE.json --json -o figures.json"])
@@ -240,6 +239,13 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.sea
                              "the search does. Default: off, issue 15's count (the pick is the best "
                              "measured feasible config, nothing added)")
     cli.add_output(parser, record="the figures, keyed by strategy")
+    return parser
+
+
+def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.search") -> int:
+    """The sampler benchmark's command; ``prog`` names it in usage lines (``autotune bench-search``
+    passes its own)."""
+    parser = build_parser(prog)
     args = parser.parse_command(argv)
     if args.print_noise:
         return print_noise()

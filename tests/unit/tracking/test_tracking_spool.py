@@ -112,7 +112,7 @@ def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path
     durable.spool.write_header({"name": "spooled", "tracking_uri": down.tracking_uri,
                                 "experiment_id": "1", "parent_run_id": down.parent_run_id})
     durable.log_trial("t1", result(eagle(3, 1), 900.0))
-    assert main(["--name", "spooled", "--root", str(tmp_path)]) == 1  # its server still refuses
+    assert main(["--name", "spooled", "--root", str(tmp_path)], prog="autotune sync") == 1  # still refused
     printed = capsys.readouterr()  # what each run folder gave on stderr, what still waits on stdout
     assert "run-1: 1 record(s) still wait" in printed.err and "does not answer" in printed.err
     assert printed.out == ("1 record(s) of search 'spooled' still wait for MLflow; "
