@@ -1,8 +1,8 @@
 """``autotune COMMAND [ARGS]`` (also ``python -m autotune``): every command of the tool under one name.
 
-Each subcommand is the module command of the same job, given the rest of the arguments, with the
-same flags, output and exit codes (``autotune.cli``): ``autotune search --space S`` is
-``python -m autotune.search --space S``.
+Each subcommand is a command of :mod:`autotune.cli`, given the rest of the arguments, with the
+same flags, output and exit codes as its module entry: ``autotune search --space S`` is
+``python -m autotune.search --space S``. Its usage lines name it as it was run (``autotune search``).
 """
 
 from __future__ import annotations
@@ -10,20 +10,21 @@ from __future__ import annotations
 import importlib
 import sys
 import textwrap
+from pathlib import Path
 
 from autotune import command_line as cli
 
 #: Subcommand -> (the module whose ``main(argv)`` runs it, what it does).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "search": ("autotune.search.run", "run a search over a space (Ray Tune + Optuna + MLflow)"),
+    "search": ("autotune.cli.search", "run a search over a space (Ray Tune + Optuna + MLflow)"),
     "trial": ("autotune.cli.trial", "measure one config of a space and its baseline"),
-    "export": ("autotune.export.main", "the winning launch command of a search"),
-    "probe": ("autotune.nccl_probe", "rank NCCL settings by all-reduce latency"),
-    "evaluate": ("autotune.simtools.evaluate", "the emulator's model of every config of a space, no servers"),
-    "bench-search": ("autotune.bench_search", "trials each search strategy needs (a source checkout)"),
-    "sync": ("autotune.search.sync", "write a search's spooled results to MLflow when it answers again"),
-    "store-copy": ("autotune.tracking.store_copy", "a brought-back MLflow store, readable here"),
-    "spaces": ("autotune.space.packaged", "the example spaces shipped with autotune (--space NAME)"),
+    "export": ("autotune.cli.export", "the winning launch command of a search"),
+    "probe": ("autotune.cli.probe", "rank NCCL settings by all-reduce latency"),
+    "evaluate": ("autotune.cli.evaluate", "the emulator's model of every config of a space, no servers"),
+    "bench-search": ("autotune.cli.bench_search", "trials each search strategy needs (a source checkout)"),
+    "sync": ("autotune.cli.sync", "write a search's spooled results to MLflow when it answers again"),
+    "store-copy": ("autotune.cli.store_copy", "a brought-back MLflow store, readable here"),
+    "spaces": ("autotune.cli.spaces", "the example spaces shipped with autotune (--space NAME)"),
 }
 
 
@@ -42,8 +43,20 @@ def usage() -> str:
             "  autotune search --space demo --json -o winner.json   # the summary as JSON, in a file")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the subcommand ``argv[0]`` with the rest; returns its exit code."""
+def invoked_as() -> str:
+    """How the user ran this dispatcher: ``python -m autotune``, else the console script's name
+    (``autotune``), so that a subcommand's usage lines name it as it was typed."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "python -m autotune" if name in ("", "__main__.py", "-m", "-c") else name
+
+
+def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """Run the subcommand ``argv[0]`` with the rest; returns its exit code.
+
+    Args:
+        argv: The command line after the program's name (default: ``sys.argv[1:]``).
+        prog: The dispatcher's name in usage lines (default: as it was run, :func:`invoked_as`).
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         print(usage(), file=sys.stderr)
@@ -60,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
               "(autotune --help lists them)", file=sys.stderr)
         return cli.BAD_INPUT
     module = importlib.import_module(COMMANDS[name][0])
-    code = module.main(rest)
+    code = module.main(rest, prog=f"{prog or invoked_as()} {name}")
     return cli.OK if code is None else int(code)
 
 

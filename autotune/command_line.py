@@ -25,13 +25,15 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import math
+import os
 import re
 import signal
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 OK = 0
 NO_RESULT = 1
@@ -112,15 +114,155 @@ def plain(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def command_parser(prog: str, description: str, *, examples: Sequence[str] = ()) -> argparse.ArgumentParser:
+def command_parser(prog: str, description: str, *, examples: Sequence[str] = ()) -> CommandParser:
     """An autotune command's parser: ``description``'s first paragraph as plain text, the
-    ``examples`` as its epilog, and ``--version``."""
-    epilog = ("examples:\n" + "\n".join(f"  {e}" for e in examples)) if examples else None
+    ``examples`` as its epilog, and ``--version``.
+
+    Args:
+        prog: The command as the user ran it (``autotune export``, ``python -m autotune.export``):
+            usage lines and examples name it so.
+        description: The command's docstring (its first paragraph is shown).
+        examples: Command lines; ``{prog}`` in one stands for ``prog``.
+    """
+    epilog = ("examples:\n" + "\n".join(f"  {e.replace('{prog}', prog)}" for e in examples)) if examples else None
     # Raw, so that the examples keep their lines; the description is wrapped here instead.
     text = textwrap.fill(" ".join(plain(description.split("\n\n")[0]).split()), width=88)
-    parser = argparse.ArgumentParser(prog=prog, description=text, epilog=epilog,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    return add_version(parser)
+    parser = CommandParser(prog=prog, description=text, epilog=epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
+    return parser
+
+
+# ---- bounds of numeric flags, checked while parsing (exit 2, one line with the allowed range) ----
+
+#: The largest count a flag takes: what a C int holds, as Ray, numpy and SGLang read one.
+MAX_COUNT = 2**31 - 1
+#: The largest seed: Optuna's and numpy's generators take 0..2**32-1.
+MAX_SEED = 2**32 - 1
+#: How much of a rejected value an error line shows (a pasted megabyte stays one short line).
+_SHOWN = 40
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low`` to ``high``, both included.
+
+    Anything else is argparse's usage error (exit 2) with the allowed range, before anything runs.
+    """
+    if low > high:
+        raise ValueError(f"int_in: low {low} is above high {high}")
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}; got {_shown(text)}")
+        return value
+
+    parse.__name__ = f"integer from {low} to {high}"
+    return parse
+
+
+def float_in(low: float, high: float = math.inf, *, low_included: bool = True) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number from ``low`` (included unless ``low_included`` is
+    False) up to ``high`` (included); NaN and infinities are refused."""
+    above = f"{'at least' if low_included else 'above'} {low:g}"
+    allowed = f"a number {above}" + (f" and at most {high:g}" if math.isfinite(high) else "")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        ok = math.isfinite(value) and (value >= low if low_included else value > low) and value <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {_shown(text)}")
+        return value
+
+    parse.__name__ = allowed
+    return parse
+
+
+#: A count of things (trials, repeats, ranks, tokens, iterations): 1 or more.
+positive_int = int_in(1, MAX_COUNT)
+#: A count that may be zero (warm-up iterations).
+non_negative_int = int_in(0, MAX_COUNT)
+#: A sampler's seed.
+seed = int_in(0, MAX_SEED)
+#: A TCP port.
+port = int_in(1, 65535)
+#: A duration or a size in seconds or units: above 0, finite.
+positive_float = float_in(0.0, low_included=False)
+
+
+def int_list(item: Callable[[str], int]) -> Callable[[str], tuple[int, ...]]:
+    """An argparse ``type``: comma-separated integers, each as ``item`` allows, at least one."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        values = tuple(item(v.strip()) for v in text.split(",") if v.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers; got {_shown(text)}")
+        return values
+
+    return parse
+
+
+def unwritable(text: str) -> str | None:
+    """Why a command could not write its result to the file ``text``, or None when it can.
+
+    Its folder must exist and be writable, and the path must not be a folder.
+    """
+    path = Path(text).expanduser()
+    folder = path.parent
+    if path.is_dir():
+        return f"{text} is a folder; name a file (in it, or elsewhere)"
+    if not folder.is_dir():
+        return (f"cannot write {text}: the folder {folder} does not exist; create it first, or name a "
+                "file in a folder that exists")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return (f"cannot write {text}: {'the file' if path.exists() else f'the folder {folder}'} is not "
+                "writable; name a file you can write")
+    return None
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An autotune command's parser: argparse's, plus the files the command will write.
+
+    :meth:`parse_command` checks them before the command runs: a command that finds out only when
+    its result is ready (a search, after an hour) has run for nothing, and exit 2 promises that
+    nothing was run. :meth:`parse_args` stays argparse's, so that a command line written for
+    another machine (the ``deploy/`` recipes) can be checked for its flags alone.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.output_files: list[argparse.Action] = []
+
+    def writes(self, action: argparse.Action) -> argparse.Action:
+        """Mark ``action`` (a flag that names a file) as a file the command writes."""
+        self.output_files.append(action)
+        return action
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error as one line on stderr, exit 2: what is wrong and where the flags are
+        listed (argparse's own prints the whole usage block first, which buries the line)."""
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} ({self.prog} --help lists the flags)\n")
+
+    def parse_command(self, argv: Sequence[str] | None = None) -> argparse.Namespace:
+        """:meth:`parse_args`, then every file the command writes checked (:func:`unwritable`):
+        argparse's usage error, exit 2, when one cannot be written."""
+        namespace = self.parse_args(argv)
+        for action in self.output_files:
+            value = getattr(namespace, action.dest, None)
+            why = unwritable(str(value)) if value is not None else None
+            if why is not None:
+                self.error(f"argument {'/'.join(action.option_strings)}: {why}")
+        return namespace
 
 
 #: The output convention and exit codes, as every command's ``--help`` shows them.
@@ -129,8 +271,11 @@ CONVENTION = ("The result goes to stdout as text; --json prints it as one JSON d
               "errors go to stderr. Exit codes: 0 ok, 1 ran but no usable result, 2 bad input, 130 interrupted.")
 
 
-def add_output(parser: argparse.ArgumentParser, *, record: str, json_also: str | None = None) -> None:
+def add_output(parser: CommandParser, *, record: str, json_also: str | None = None) -> None:
     """Give ``parser`` the output flags of every command: ``--json`` and ``-o/--output FILE``.
+
+    FILE is checked while parsing (:meth:`CommandParser.parse_command`): a folder that does not
+    exist or cannot be written is exit 2 before the command runs.
 
     Args:
         parser: The command's parser; the flags go into an ``output`` group that shows
@@ -141,11 +286,13 @@ def add_output(parser: argparse.ArgumentParser, *, record: str, json_also: str |
     """
     group = parser.add_argument_group("output", textwrap.fill(CONVENTION, width=88))
     group.add_argument("--json", action="store_true", help=f"print {record} as one JSON document instead of text")
-    group.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE instead of stdout")
+    parser.writes(group.add_argument("-o", "--output", metavar="FILE",
+                                     help="write the result to FILE instead of stdout"))
     if json_also:
-        group.add_argument(json_also, dest="json_also", metavar="FILE",
-                           help="earlier spelling, kept for scripts: stdout as without it, and "
-                                "the JSON record to FILE as well (--json -o FILE writes only the JSON)")
+        parser.writes(group.add_argument(
+            json_also, dest="json_also", metavar="FILE",
+            help="earlier spelling, kept for scripts: stdout as without it, and the JSON record to FILE as well "
+                 "(--json -o FILE writes only the JSON)"))
 
 
 def to_json(record: Any, *, indent: int | None = None) -> str:
@@ -211,5 +358,7 @@ def _write(path: Path, content: str, *, executable: bool) -> bool:
     return True
 
 
-__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "OutputArgs", "add_output", "add_version",
-           "command_parser", "emit", "interruptible", "plain", "to_json", "version_text", "versions"]
+__all__ = ["BAD_INPUT", "CONVENTION", "CommandParser", "INTERRUPTED", "MAX_COUNT", "MAX_SEED", "NO_RESULT", "OK",
+           "OutputArgs", "add_output", "add_version", "command_parser", "emit", "float_in", "int_in", "int_list",
+           "interruptible", "non_negative_int", "plain", "port", "positive_float", "positive_int", "seed", "to_json",
+           "unwritable", "version_text", "versions"]

@@ -2,7 +2,7 @@
 
 A command module parses its command line into its frozen, keyword-only ``XArgs`` (the types are the
 contract between the command line and the library) and hands them to the library functions that
-do the work; nothing below this package defines a ``main`` (``tests/test_layout.py``). The package
+do the work; nothing below this package defines a ``main`` (``tests/unit/test_layout.py``). The package
 sits at the top of the import order, since a command may use any package.
 
 What every command shares (exit codes, the output convention, ``--version``, the parser) lives in
@@ -16,19 +16,33 @@ from autotune.command_line import (
     BAD_INPUT,
     CONVENTION,
     INTERRUPTED,
+    MAX_COUNT,
+    MAX_SEED,
     NO_RESULT,
     OK,
+    CommandParser,
     OutputArgs,
     add_output,
     add_version,
     command_parser,
     emit,
+    float_in,
+    int_in,
+    int_list,
     interruptible,
+    non_negative_int,
     plain,
+    port,
+    positive_float,
+    positive_int,
+    seed,
     to_json,
+    unwritable,
     version_text,
     versions,
 )
 
-__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "OutputArgs", "add_output", "add_version",
-           "command_parser", "emit", "interruptible", "plain", "to_json", "version_text", "versions"]
+__all__ = ["BAD_INPUT", "CONVENTION", "CommandParser", "INTERRUPTED", "MAX_COUNT", "MAX_SEED", "NO_RESULT", "OK",
+           "OutputArgs", "add_output", "add_version", "command_parser", "emit", "float_in", "int_in", "int_list",
+           "interruptible", "non_negative_int", "plain", "port", "positive_float", "positive_int", "seed", "to_json",
+           "unwritable", "version_text", "versions"]

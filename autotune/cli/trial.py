@@ -9,7 +9,6 @@ landscapes, the emulator fit and the GPU scripts read; ``-o FILE`` writes either
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -17,9 +16,15 @@ from dataclasses import dataclass
 from autotune import command_line as cli
 from autotune.backend import get_backend
 from autotune.errors import AutotuneError
+from autotune.space.packaged import SPACE_HELP
+from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 from autotune.trial.baselines import shared_store
 from autotune.trial.measure import evaluate, settings_for, slos_of
+from autotune.trial.report import phase_table, summary_json
+
+#: The command's name when it is run as a module (``autotune trial`` passes its own).
+PROG = "python -m autotune.trial"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,20 +50,18 @@ class TrialArgs:
     output: str | None = None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m autotune.trial``."""
-    from autotune.space.packaged import SPACE_HELP
-
+def build_parser(prog: str = PROG) -> cli.CommandParser:
+    """The command line of ``autotune trial``, named ``prog`` in its usage lines."""
     parser = cli.command_parser(
-        "python -m autotune.trial", "Evaluate one config of a search space and its no-speculation baseline.",
-        examples=["python -m autotune.trial --space demo --params "
+        prog, "Evaluate one config of a search space and its no-speculation baseline.",
+        examples=["{prog} --space demo --params "
                   "'{\"speculative_num_steps\": 2, \"speculative_eagle_topk\": 1, \"NCCL_ALGO\": \"Ring\"}'",
-                  "python -m autotune.trial --space demo --params '{\"speculative_algorithm\": null}' --json",
-                  "python -m autotune.trial --space demo --params '{}' --json -o trial.json"])
+                  "{prog} --space demo --params '{\"speculative_algorithm\": null}' --json",
+                  "{prog} --space demo --params '{}' --json -o trial.json"])
     parser.add_argument("--space", required=True, help=SPACE_HELP)
     parser.add_argument("--params", default="{}",
                         help="JSON object of parameters, named as in ServerArgs or env vars")
-    parser.add_argument("--repeats", type=int, help="override measure.repeats")
+    parser.add_argument("--repeats", type=cli.positive_int, help="override measure.repeats (1 or more)")
     parser.add_argument("--workdir", help="where server logs go")
     parser.add_argument("--baseline-store", metavar="DIR",
                         help="reuse baselines kept in DIR (measured once, then shared by every "
@@ -67,17 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None = None) -> TrialArgs:
+def parse_args(argv: list[str] | None = None, *, prog: str = PROG) -> TrialArgs:
     """``argv`` (else ``sys.argv[1:]``) as :class:`TrialArgs`; exits 2 on a bad flag, as argparse does."""
-    return TrialArgs(**vars(build_parser().parse_args(argv)))
+    return TrialArgs(**vars(build_parser(prog).parse_command(argv)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m autotune.trial --space FILE --params JSON [--json] [-o FILE]``."""
-    from autotune.space.search_space import load_space
-    from autotune.trial.report import phase_table, summary_json
-
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
+    """``autotune trial --space FILE --params JSON [--json] [-o FILE]``."""
+    args = parse_args(argv, prog=prog)
     cli.interruptible()
     try:
         params = json.loads(args.params)

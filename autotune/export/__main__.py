@@ -2,6 +2,6 @@
 
 import sys
 
-from autotune.export.main import main
+from autotune.cli.export import main
 
 sys.exit(main())

@@ -1,5 +1,5 @@
 """The winning launch command of a search, checked by SGLang's parser (``python -m autotune.export``
-is :mod:`autotune.export.main`).
+is :mod:`autotune.cli.export`).
 
 The winner is read back from MLflow (:func:`autotune.tracking.runs.select_winner`, by the one policy of
 :mod:`autotune.trial.winner` and the search's objective): the best confirmed feasible speculative config,

@@ -2,6 +2,6 @@
 
 import sys
 
-from autotune.search.run import main
+from autotune.cli.search import main
 
 sys.exit(main())

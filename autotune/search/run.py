@@ -1,17 +1,16 @@
-"""``python -m autotune.search``: Ray Tune + constrained Optuna over speculative and TP/NCCL settings.
+"""The search driver: Ray Tune + constrained Optuna over speculative and TP/NCCL settings.
 
 The search space file is the source of truth. Ray Tune schedules one trial per suggestion, each
 asking for one bundle of ``tp_size`` GPUs on one node; Optuna (TPE by default, or the phase-model
 sampler) proposes the configs and learns from constraint values (break-even, SLOs, failures).
 Baselines (speculation off) are measured once per non-speculative group and reused. The top configs
 are re-measured beside a fresh baseline before a winner is declared; when no speculative config
-beats its baseline, the baseline wins, and the summary says so.
+beats its baseline, the baseline wins, and the summary says so. The command line (``autotune
+search``, ``python -m autotune.search``) is :mod:`autotune.cli.search`.
 """
 
 from __future__ import annotations
 
-import argparse
-import io
 import os
 import sys
 import time
@@ -19,14 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autotune import command_line as cli
 from autotune.backend import get_backend
-from autotune.errors import AutotuneError, ConfigError
+from autotune.errors import ConfigError
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
 from autotune.search.conclude import finish
-from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
-from autotune.search.summary_files import write_beside
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.space.warm_start import sglang_default
 
@@ -35,10 +31,6 @@ if TYPE_CHECKING:
     from autotune.tracking.durable import DurableTracker
     from autotune.tracking.interface import SearchTracker
     from autotune.tracking.tracker import Tracker
-
-EXIT_CONFIG = cli.BAD_INPUT
-EXIT_INTERRUPTED = cli.INTERRUPTED
-
 
 def _make_sampler(space: SearchSpace, seed: int) -> Any:
     # The registry ships with the package: an ImportError here is a bug to see, never a reason to
@@ -315,53 +307,8 @@ def _entries(grid: Any, ledger: Any, space: SearchSpace) -> tuple[list[TrialEntr
     return entries, unfinished
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m autotune.search``; apart from :func:`main` so that command
-    lines written elsewhere (the cluster recipes in ``deploy/``) can be checked against it."""
-    from autotune.space.packaged import SPACE_HELP
-
-    parser = cli.command_parser("python -m autotune.search", __doc__, examples=[
-        "python -m autotune.search --space demo",
-        "python -m autotune.search --space demo --json -o winner.json   # and winner.md, winner.trials.csv",
-        "python -m autotune.search --space my-space.yaml --address auto "
-        "--tracking-uri http://mlflow-host:5000",
-        "python -m autotune.search --space my-space.yaml --name NAME --resume"])
-    parser.add_argument("--space", required=True, help=SPACE_HELP)
-    parser.add_argument("--trials", type=int, help="number of trials (default: budget.trials)")
-    parser.add_argument("--concurrency", type=int, help="trials at once (default: GPU-limited)")
-    parser.add_argument("--name", help="search name (default: the space's name)")
-    parser.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
-    parser.add_argument("--resume", action="store_true", help="continue the latest search of --name")
-    parser.add_argument("--seed", type=int, help="sampler seed (default: search.seed)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: mlruns/ sqlite)")
-    parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
-    cli.add_output(parser, record="the summary (winner, trial counts, phases)", json_also="--summary-json")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m autotune.search --space S [...]``: progress on stderr, the summary as the output
-    convention says (:func:`autotune.command_line.emit`); ``summary.md`` and ``trials.csv`` beside ``-o FILE``."""
-    args = build_parser().parse_args(argv)
-    cli.interruptible()
-    opts = SearchOptions(space=args.space, trials=args.trials, concurrency=args.concurrency,
-                         name=args.name, address=args.address, resume=args.resume, seed=args.seed,
-                         tracking_uri=args.tracking_uri, tracking=not args.no_tracking)
-    try:
-        outcome = run_search(opts, out=sys.stderr)
-    except AutotuneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    text = io.StringIO()
-    print_summary(outcome, out=text)
-    # Ran, but nothing usable: no config (not even a baseline) ran feasibly.
-    code = (EXIT_INTERRUPTED if outcome.interrupted else cli.OK if outcome.winner is not None else cli.NO_RESULT)
-    code = cli.emit(args, text=text.getvalue().lstrip("\n"), record=outcome.summary(), code=code)
-    if (beside := args.output or args.json_also) and code != cli.BAD_INPUT:  # FILE's folder is writable
-        write_beside(beside, outcome.report_files)
-    return code
-
-
 if __name__ == "__main__":
     # An interrupted search's resume hint names this module (python -m autotune.search.run).
-    sys.exit(main())
+    from autotune.cli.search import main
+
+    sys.exit(main(prog="python -m autotune.search.run"))

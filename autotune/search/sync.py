@@ -5,7 +5,8 @@ replays them as it goes; records that a failed store (a tracking server down, a 
 pending are replayed here, in order and idempotently (:mod:`autotune.tracking.durable`). A
 resumed search (``--resume``) replays them too. What each run folder gave goes to stderr as it is
 written; the result (what still waits) to stdout. Exit codes: 0 when MLflow holds everything, 1 when
-records are still pending (the store still fails), 2 for bad input.
+records are still pending (the store still fails), 2 for bad input. The command line is
+:mod:`autotune.cli.sync`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autotune import command_line as cli
-from autotune.errors import AutotuneError, ConfigError
+from autotune.errors import ConfigError
 from autotune.tracking.spool import HEADER, Spool
 
 if TYPE_CHECKING:
@@ -153,24 +153,7 @@ def _search_run_of(tracker: Tracker, spool: Spool) -> str:
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.command_parser("autotune sync", __doc__, examples=[
-        "autotune sync --name demo", "autotune sync --name demo --tracking-uri http://127.0.0.1:5000 --json"])
-    parser.add_argument("--name", required=True, help="the search name")
-    parser.add_argument("--root", default=".", help="the directory the search ran from (default: here)")
-    parser.add_argument("--tracking-uri", help="the MLflow store to write to (default: the search's own)")
-    cli.add_output(parser, record="{name, pending: the records MLflow still lacks}")
-    args = parser.parse_args(argv)
-    try:
-        left = sync_search(args.name, root=args.root, tracking_uri=args.tracking_uri, out=sys.stderr)
-    except AutotuneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return cli.BAD_INPUT
-    text = (f"MLflow holds every record of search {args.name!r}" if left == 0 else
-            f"{left} record(s) of search {args.name!r} still wait for MLflow; run autotune sync again when it answers")
-    return cli.emit(args, text=text, record={"name": args.name, "pending": left},
-                    code=cli.OK if left == 0 else cli.NO_RESULT)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.cli.sync import main
+
+    sys.exit(main(prog="python -m autotune.search.sync"))

@@ -1,10 +1,9 @@
 """Model-only evaluator: the emulator's performance model, in process, with no HTTP.
 
-``python -m autotune.simtools.evaluate --space S [--profile P] [--optimum]`` prints what the model expects
-a trial of every config in a search space to measure: output tok/s, accept length, phase profile,
-the baseline of its non-speculative group, speedup and break-even accept length; a table, or with
-``--json`` one JSON object (``configs``, and ``records``: one per config). With ``--optimum`` it prints
-only the best feasible config (the baseline when nothing beats it). ``-o FILE`` writes either to FILE.
+:class:`ModelEvaluator` gives what the model expects a trial of a config of a search space to
+measure: output tok/s, accept length, phase profile, the baseline of its non-speculative group,
+speedup and break-even accept length. Its command is ``autotune evaluate``
+(:mod:`autotune.cli.evaluate`; also ``python -m autotune.simtools.evaluate``).
 
 The search-strategy benchmark drives :class:`ModelEvaluator` directly, with measurement noise.
 """
@@ -14,11 +13,9 @@ from __future__ import annotations
 import math
 import random
 import sys
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from autotune import command_line as cli
 from autotune.errors import AutotuneError
 from autotune.sim.closed_loop import Request, replay
 from autotune.sim.config import ModelConfig
@@ -26,8 +23,6 @@ from autotune.sim.engine import natural_length
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import Profile, load_profile
 from autotune.sim.tokens import apply_chat_template, count_tokens
-from autotune.space.packaged import SPACE_HELP
-from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 from autotune.trial.verdict import pays
 
@@ -209,39 +204,7 @@ def render(records: Sequence[Mapping[str, Any]], *, optimum: bool) -> str:
     return "\n".join([head, *(_row(r) for r in records), f"{len(records)} configs"])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.command_parser("python -m autotune.simtools.evaluate", __doc__, examples=[
-        "python -m autotune.simtools.evaluate --space demo --optimum",
-        "python -m autotune.simtools.evaluate --space demo --json -o expected.json",
-        "python -m autotune.simtools.evaluate --space kimi-k2.5-eagle3-tp8-sim --profile my-profile.yaml"])
-    parser.add_argument("--space", required=True, help=SPACE_HELP)
-    parser.add_argument("--profile", help="built-in profile name or YAML path (default: the space's)")
-    parser.add_argument("--optimum", action="store_true", help="print only the best feasible config")
-    parser.add_argument("--concurrency", type=int, help="override the workload concurrency")
-    parser.add_argument("--timing", action="store_true", help="print configs/s to stderr")
-    cli.add_output(parser, record="{configs, records: one per config} (with --optimum: the best record)")
-    args = parser.parse_args(argv)
-
-    try:
-        space = load_space(args.space)
-        shape = workload_shape(space, concurrency=args.concurrency)
-        ev = ModelEvaluator(space, profile=args.profile, shape=shape)
-        t0 = time.perf_counter()
-        if args.optimum:
-            records = [{**ev.optimum(), "configs": sum(1 for _ in space.enumerate())}]
-            record: Any = records[0]
-        else:
-            records = list(ev.evaluate_all())
-            record = {"configs": len(records), "records": records}
-        dt = time.perf_counter() - t0
-        if args.timing:
-            count = records[0]["configs"] if args.optimum else len(records)
-            print(f"{count} configs in {dt:.3f} s: {count / dt:,.0f} configs/s", file=sys.stderr)
-    except AutotuneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return cli.BAD_INPUT
-    return cli.emit(args, text=render(records, optimum=args.optimum), record=record)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.cli.evaluate import main
+
+    sys.exit(main(prog="python -m autotune.simtools.evaluate"))

@@ -309,6 +309,12 @@ class SpaceWalk:
             return {}, ("a config must be a mapping of parameter names to values, got "
                         f"{type_name(params)}")
         given = dict(params)
+        # A misspelt name first: otherwise the walk stops at the parameter it was meant to be, as
+        # "missing", and the name the user typed is never shown.
+        for key, value in given.items():
+            if key not in self.parameters and key != DRAFT and not (key == ALGO and value is None):
+                return {}, (f"unknown parameter {key!r}{closest(str(key), self.parameters)}"
+                            f"; parameters: {', '.join(self.parameters) or '(none)'}")
         if self.nccl_bundle is not None and NCCL_BUNDLE not in given:
             name, why = infer_candidate(self.nccl_bundle, given)
             if why is not None:
@@ -358,7 +364,7 @@ class SpaceWalk:
             elif name in skipped:
                 if value is not None:
                     return resolved, f"{name} must not be set: {skipped[name]}"
-            elif not (name == ALGO and value is None):
+            elif not (name == ALGO and value is None):  # a derived name this config does not derive
                 return resolved, (f"unknown parameter {name!r}{closest(str(name), self.parameters)}"
                                   f"; parameters: {', '.join(self.parameters) or '(none)'}")
         return resolved, self._check_final(resolved)

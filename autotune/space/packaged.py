@@ -6,7 +6,7 @@ link to that folder), so a wheel carries them and ``--space demo`` works without
 it through :func:`autotune.space.search_space.load_space`, and the search driver calls it before
 handing the absolute path to its Ray workers.
 
-``autotune spaces`` (this module's :func:`main`) lists them; ``autotune spaces --path NAME``
+``autotune spaces`` (:mod:`autotune.cli.spaces`) lists them; ``autotune spaces --path NAME``
 prints one's file, to copy and edit.
 """
 
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import yaml
 
-from autotune import command_line as cli
 from autotune.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().with_name("examples")
@@ -50,7 +49,7 @@ def names() -> list[str]:
     return list(packaged())
 
 
-def _bare_name(text: str) -> str | None:
+def bare_name(text: str) -> str | None:
     """The packaged name ``text`` would mean, or None when it is written as a path."""
     if not text or os.sep in text or "/" in text or (os.altsep and os.altsep in text):
         return None
@@ -72,7 +71,7 @@ def resolve_space(space: str | os.PathLike[str]) -> Path:
     path = Path(space).expanduser()
     if path.exists():
         return path
-    name = _bare_name(str(space))
+    name = bare_name(str(space))
     if name is not None and name in packaged():
         return packaged()[name][0]
     what = "no such file"
@@ -88,29 +87,7 @@ def resolve_space(space: str | os.PathLike[str]) -> Path:
 SPACE_HELP = "search space: a YAML file, or the name of a packaged one (autotune spaces lists them)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.command_parser(
-        "autotune spaces", __doc__,
-        examples=["autotune spaces", "autotune search --space demo",
-                  "cp \"$(autotune spaces --path kimi-k2.5-eagle3-tp8)\" my-space.yaml", "autotune spaces --json"])
-    parser.add_argument("--path", metavar="NAME", help="print the file of the packaged space NAME")
-    cli.add_output(parser, record="{spaces: [{name, description, path}], folder} (with --path: {name, path})")
-    args = parser.parse_args(argv)
-    if args.path is not None:
-        name = _bare_name(args.path)
-        if name not in packaged():
-            print(f"error: --path: no packaged space {args.path!r}; packaged spaces: "
-                  f"{', '.join(names())}", file=sys.stderr)
-            return cli.BAD_INPUT
-        path = packaged()[name][0]
-        return cli.emit(args, text=str(path), record={"name": name, "path": str(path)})
-    width = max(len(n) for n in names())
-    rows = [f"{name:<{width}}  {description}" for name, (_, description) in packaged().items()]
-    text = "\n".join(rows) + f"\n\nfiles in {EXAMPLES}; use one with --space NAME, or copy it (--path NAME) to edit"
-    record = {"spaces": [{"name": name, "description": description, "path": str(path)}
-                         for name, (path, description) in packaged().items()], "folder": str(EXAMPLES)}
-    return cli.emit(args, text=text, record=record)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.cli.spaces import main
+
+    sys.exit(main(prog="python -m autotune.space.packaged"))

@@ -6,10 +6,10 @@ artifacts, so ``python -m autotune.export`` cannot read a trial's ``launch.json`
 here points each experiment (and its runs) at the folder of the same name under the store's
 ``mlruns/artifacts`` or ``artifacts``; the original is never written.
 
-Usage::
+Usage (the command line is :mod:`autotune.cli.store_copy`)::
 
-    python -m autotune.tracking.store_copy --store DIR_OR_DB --into DIR
-    python -m autotune.export --name NAME --tracking-uri sqlite:///DIR/mlflow.db
+    autotune store-copy --store DIR_OR_DB --into DIR
+    autotune export --name NAME --tracking-uri sqlite:///DIR/mlflow.db
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from autotune import command_line as cli
 from autotune.errors import ConfigError
 
 
@@ -80,24 +79,7 @@ def relocated_copy(*, db: Path, into: Path) -> Path:
     return copy
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.command_parser("python -m autotune.tracking.store_copy", __doc__, examples=[
-        "python -m autotune.tracking.store_copy --store brought-back/mlruns --into /tmp/store",
-        "python -m autotune.export --name NAME --tracking-uri sqlite:////tmp/store/mlflow.db"])
-    parser.add_argument("--store", required=True, type=Path, help="folder holding mlflow.db, or the file")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--into", type=Path, metavar="DIR", help="folder for the working copy")
-    where.add_argument("--out", dest="into", type=Path, metavar="DIR", help="earlier spelling of --into, kept")
-    cli.add_output(parser, record="{tracking_uri, db}")
-    args = parser.parse_args(argv)
-    try:
-        copy = relocated_copy(db=find_db(store=args.store), into=args.into)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return cli.BAD_INPUT
-    uri = f"sqlite:///{copy.resolve()}"
-    return cli.emit(args, text=f"tracking URI: {uri}", record={"tracking_uri": uri, "db": str(copy.resolve())})
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.cli.store_copy import main
+
+    sys.exit(main(prog="python -m autotune.tracking.store_copy"))

@@ -199,10 +199,11 @@ def print_noise() -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.command_parser("python -m benchmarks.search", __doc__, examples=[
-        "python -m benchmarks.search --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
-        "python -m benchmarks.search --landscape LANDSCAPE.json --json -o figures.json"])
+def build_parser(prog: str = "python -m benchmarks.search") -> cli.CommandParser:
+    """The sampler benchmark's command line, named ``prog`` in its usage lines."""
+    parser = cli.command_parser(prog, __doc__ or "", examples=[
+        "{prog} --space kimi-k2.5-eagle3-tp8-sim --seeds 20 --budget 60",
+        "{prog} --landscape LANDSCAPE.json --json -o figures.json"])
     parser.add_argument("--space",
                         help="search space YAML or packaged name (backend sim, or give --profile); with "
                              "--landscape, overrides the landscape's own space")
@@ -211,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
                              "scripts/gpu/landscape.py) instead of the emulator")
     parser.add_argument("--profile", help="sim profile name or YAML path (default: the space's); "
                                           "not with --landscape")
-    parser.add_argument("--seeds", type=int, default=20, help="runs per strategy (default 20)")
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--budget", type=int, default=60, help="trials per run (default 60)")
-    parser.add_argument("--noise", type=float, default=None,
+    parser.add_argument("--seeds", type=cli.positive_int, default=20, help="runs per strategy (default 20)")
+    parser.add_argument("--first-seed", type=cli.seed, default=0)
+    parser.add_argument("--budget", type=cli.positive_int, default=60, help="trials per run (default 60)")
+    parser.add_argument("--noise", type=cli.float_in(0.0), default=None,
                         help="tok/s noise CV on the emulator (default: measured from the "
                              "recorded real landscapes, see --print-noise; 0.02 is the stress "
                              "check); does not apply to --landscape, whose noise is drawn from "
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print-noise", action="store_true",
                         help="print the default noise CV, measured from "
                              "benchmarks/landscapes/recorded-h200-*.json, and exit")
-    parser.add_argument("--threshold", type=float, default=0.98,
+    parser.add_argument("--threshold", type=cli.float_in(0.0, 1.0, low_included=False), default=0.98,
                         help="fraction of the optimum that counts as reached (default 0.98)")
     parser.add_argument("--strategies", default=",".join(STRATEGIES),
                         help=f"comma-separated subset of {','.join(STRATEGIES)}")
@@ -238,7 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                              "the search does. Default: off, issue 15's count (the pick is the best "
                              "measured feasible config, nothing added)")
     cli.add_output(parser, record="the figures, keyed by strategy")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.search") -> int:
+    """The sampler benchmark's command; ``prog`` names it in usage lines (``autotune bench-search``
+    passes its own)."""
+    parser = build_parser(prog)
+    args = parser.parse_command(argv)
     if args.print_noise:
         return print_noise()
     if args.space is None and args.landscape is None:

@@ -209,7 +209,7 @@ echo "   stripped $NSTRIP files, $(( (BEFORE - $(du -sb . | cut -f1)) / 1048576 
 # ---------------------------------------------------------------- 6. static import check
 step "static import check"
 python3 "$REPO/scripts/gpu/check_kit.py" "$SITE" --full-list "$WORK/full-files.txt" \
-    --also-root "$REPO" --also-entry autotune.search.run --also-entry autotune.trial.measure --also-entry autotune.cli.trial --also-entry autotune.tracking.tracker \
+    --also-root "$REPO" --also-entry autotune.search.run --also-entry autotune.cli.search --also-entry autotune.trial.measure --also-entry autotune.cli.trial --also-entry autotune.tracking.tracker \
     --also-entry autotune.search.trainable --also-entry autotune.search.searcher --also-entry autotune.search.prescreen
 
 # Optional: a real import test, where a CPython 3.12 is at hand (no torch, no GPU needed). SMOKE_PY names

@@ -3,6 +3,7 @@ every command shares (``autotune.cli``): ``--version`` and the exit codes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,10 +34,63 @@ def test_help_lists_every_command_and_no_command_is_bad_input() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_every_subcommand_is_its_module_command(name: str) -> None:
+def test_every_subcommand_is_its_module_command_named_as_it_was_run(name: str) -> None:
+    """Issue 35: every subcommand's usage said ``python -m autotune.X`` whatever was typed."""
     proc = _run("autotune", name, "--help")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: "), proc.stdout[:200]
+    assert proc.stdout.startswith(f"usage: python -m autotune {name} "), proc.stdout[:200]
+    examples = proc.stdout.split("examples:\n", 1)[-1]
+    assert "python -m autotune." not in examples, examples  # the examples name it so too
+
+
+def test_module_entries_and_the_console_script_name_themselves() -> None:
+    for module in ("autotune.export", "autotune.search", "autotune.trial", "autotune.nccl_probe",
+                   "autotune.simtools.evaluate", "autotune.search.sync", "autotune.bench_search"):
+        proc = _run(module, "--help")
+        assert proc.returncode == 0 and proc.stdout.startswith(f"usage: python -m {module} "), proc.stdout[:200]
+    bad = _run("autotune.export")
+    assert bad.returncode == 2 and bad.stderr == (
+        "python -m autotune.export: error: the following arguments are required: --name "
+        "(python -m autotune.export --help lists the flags)\n")
+    script = Path(sys.executable).with_name("autotune")
+    if script.exists():  # installed (make test): the console script's own name
+        proc = subprocess.run([str(script), "export", "--help"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+        assert proc.stdout.startswith("usage: autotune export "), proc.stdout[:200]
+
+
+def _in(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m autotune ARGS`` run from the empty folder ``tmp_path``, on this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["search", "--space", "demo", "--seed", "99999999999999999999999"],
+     "argument --seed: must be an integer from 0 to 4294967295; got '99999999999999999999999'"),
+    (["trial", "--space", "demo", "--repeats", "-1"], "argument --repeats: must be an integer from 1 to 2147483647"),
+    (["trial", "--space", "demo", "--repeats", "0"], "argument --repeats: must be an integer from 1 to 2147483647"),
+    (["evaluate", "--space", "demo", "--concurrency", "-5"], "argument --concurrency: must be an integer from 1"),
+    (["evaluate", "--space", "demo", "--concurrency", "0"], "argument --concurrency: must be an integer from 1"),
+    (["search", "--space", "demo", "-o", "no-such-folder/winner.json"],
+     "argument -o/--output: cannot write no-such-folder/winner.json: the folder no-such-folder does not exist"),
+])
+def test_issue_36s_absurd_values_are_one_line_and_exit_2_before_anything_runs(tmp_path: Path, argv: list[str],
+                                                                             said: str) -> None:
+    proc = _in(tmp_path, *argv)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"python -m autotune {argv[0]}: error: {said}"), proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # no mlruns/, no Ray state, no server log: nothing ran
+
+
+def test_a_misspelt_parameter_is_named_first(tmp_path: Path) -> None:
+    proc = _in(tmp_path, "trial", "--space", "demo", "--params", '{"speculative_num_stepz": 2}')
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("error: --params: unknown parameter 'speculative_num_stepz' (did you mean "
+                                  "'speculative_num_steps'?)"), proc.stderr
+    assert "missing parameter" not in proc.stderr
 
 
 @pytest.mark.slow  # 7 s at load ~8 (make test-fast leaves it out)

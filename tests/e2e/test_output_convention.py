@@ -51,14 +51,14 @@ def _outcome() -> SearchOutcome:
 @pytest.fixture
 def measured(monkeypatch: pytest.MonkeyPatch) -> None:
     """``search`` and ``trial`` get a finished measurement; search says one progress line."""
+    from autotune.cli import search as search_command
     from autotune.cli import trial as command
-    from autotune.search import run
 
     def search(opts: Any, *, out: Any) -> SearchOutcome:
         print("trial 1 of 2: measuring (progress)", file=out, flush=True)
         return _outcome()
 
-    monkeypatch.setattr(run, "run_search", search)
+    monkeypatch.setattr(search_command, "run_search", search)
     monkeypatch.setattr(command, "evaluate", lambda config, **kw: result(eagle(2, 1), 1400.0))
 
 
@@ -142,11 +142,19 @@ def test_the_earlier_summary_json_flag_works_as_it_did(tmp_path, measured, capsy
     assert (tmp_path / "summary.md").read_text() == "# the summary\n"
 
 
-def test_a_file_that_cannot_be_written_is_bad_input_and_the_result_is_kept(tmp_path, capsys):
-    code, out, err = _run(["evaluate", "--space", "demo", "--optimum", "--json", "-o",
-                           str(tmp_path / "missing" / "best.json")], capsys)
-    assert code == 2 and "cannot write" in err
-    assert json.loads(out)["configs"] > 0  # computed, printed, not lost
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_an_output_file_that_cannot_be_written_is_bad_input_before_anything_runs(name, project, tmp_path, measured,
+                                                                                capsys):
+    """Exit 2 means nothing was run: a search told to write into a folder that is not there used to
+    find out after the whole search (issue 36)."""
+    missing = tmp_path / "missing" / "best.json"
+    with pytest.raises(SystemExit) as stop:
+        main([name, *_argv(name, project, tmp_path), "--json", "-o", str(missing)])
+    assert stop.value.code == 2
+    printed = capsys.readouterr()
+    assert f"argument -o/--output: cannot write {missing}: the folder {missing.parent} does not exist" in printed.err
+    assert printed.out == "" and "(progress)" not in printed.err and "Traceback" not in printed.err
+    assert not (tmp_path / "copy").exists()  # store-copy made nothing either
 
 
 def test_export_json_is_its_json_format_and_refuses_another(project, capsys):

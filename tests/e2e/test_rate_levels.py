@@ -46,7 +46,7 @@ def test_a_rate_of_50_per_second_without_concurrency_keeps_several_requests_in_f
 @slow
 def test_rate_levels_give_a_best_config_per_rate_and_export_the_table(
         tmp_path: Path, sim_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from autotune.export.main import main as export_main
+    from autotune.cli.export import main as export_main
 
     outcome, text = _search("rate-levels.yaml", tmp_path)
     _, runs = _mlflow("test-rate-levels", tmp_path)

@@ -26,9 +26,11 @@ from typing import Any
 
 import pytest
 
+from autotune.cli.search import main
+from autotune.command_line import BAD_INPUT as EXIT_CONFIG
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
-from autotune.search.run import EXIT_CONFIG, main, run_search
+from autotune.search.run import run_search
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 
@@ -286,7 +288,7 @@ def test_baseline_wins_and_the_summary_says_so(tmp_path: Path, sim_env: Path) ->
 @slow
 def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
         tmp_path: Path, sim_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from autotune.export.main import main as export_main
+    from autotune.cli.export import main as export_main
 
     outcome, text = _search("levels.yaml", tmp_path)
     parent, runs = _mlflow("test-levels", tmp_path)
@@ -438,10 +440,11 @@ def test_bad_options_exit_2_without_starting_ray(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(ray, "init", no_ray)
     monkeypatch.chdir(tmp_path)
     space = str(SPACES / "slo.yaml")
-    assert main(["--space", space, "--trials", "0", "--no-tracking"]) == EXIT_CONFIG
-    assert "--trials must be >= 1, got 0" in capsys.readouterr().err
-    assert main(["--space", space, "--concurrency", "0", "--no-tracking"]) == EXIT_CONFIG
-    assert "--concurrency must be >= 1, got 0" in capsys.readouterr().err
+    for flag in ("--trials", "--concurrency"):  # refused while parsing, the range said
+        with pytest.raises(SystemExit) as stop:
+            main(["--space", space, flag, "0", "--no-tracking"])
+        assert stop.value.code == EXIT_CONFIG
+        assert f"argument {flag}: must be an integer from 1 to 2147483647; got '0'" in capsys.readouterr().err
     assert main(["--space", space, "--resume", "--name", "never-ran", "--no-tracking"]) == EXIT_CONFIG
     err = capsys.readouterr().err
     assert "--resume: no earlier search named 'never-ran'" in err

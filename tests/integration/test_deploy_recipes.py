@@ -20,8 +20,8 @@ import jsonschema  # a dependency of ray itself, so always here beside the schem
 import pytest
 import yaml
 
+from autotune.cli.search import build_parser
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
-from autotune.search.run import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import yaml
 
+from autotune.cli.export import main as export_main
 from autotune.errors import ConfigError, LaunchArgsError
-from autotune.export.main import main as export_main
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.server.process import ServerProcess

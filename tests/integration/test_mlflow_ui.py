@@ -230,8 +230,8 @@ def test_failed_trial_page_shows_the_reason(search, ui, page):
 
 def test_a_search_tracks_through_the_tracking_server_and_exports_from_it(ui, capsys):
     """The same server as a tracking URI: runs, artifacts (proxied) and export over HTTP."""
+    from autotune.cli.export import main as export_main
     from autotune.export import launch_command as export
-    from autotune.export.main import main as export_main
 
     tr = Tracker("via-http", tracking_uri=ui).connect()
     tr.start_search(backend="sim")

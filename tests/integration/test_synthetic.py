@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.cli.export import main as export_main
 from autotune.errors import ConfigError
-from autotune.export.main import main as export_main
 from autotune.space import synthetic
 from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker

@@ -225,8 +225,8 @@ def test_no_module_is_over_the_size_limit() -> None:
 
 
 #: The one autotune module that may import the repository's ``benchmarks`` (the research code the
-#: package does not ship): ``python -m autotune.bench_search``, the thin entry to the sampler benchmark.
-MAY_IMPORT_BENCHMARKS = {"autotune/bench_search.py"}
+#: package does not ship): ``autotune bench-search``, the thin entry to the sampler benchmark.
+MAY_IMPORT_BENCHMARKS = {"autotune/cli/bench_search.py"}
 
 
 def test_only_the_thin_entry_imports_the_benchmarks() -> None:
@@ -253,13 +253,6 @@ MAY_DEFINE_MAIN = {
     "autotune/data/make_prompts.py": "the maintainer's script that regenerates the packaged prompts file",
 }
 
-#: Commands whose main has not moved into cli/ yet (issue 32, deliverable 7, in progress): each is to
-#: become cli/<name>.py with its XArgs, and leave this set.
-NOT_YET_MOVED = {"autotune/search/run.py", "autotune/export/main.py", "autotune/nccl_probe.py",
-                 "autotune/simtools/evaluate.py", "autotune/simtools/fit/command.py", "autotune/search/sync.py",
-                 "autotune/tracking/store_copy.py", "autotune/space/packaged.py", "autotune/bench_search.py"}
-
-
 def test_only_commands_define_main() -> None:
     found = set()
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -269,7 +262,7 @@ def test_only_commands_define_main() -> None:
         tree = ast.parse(path.read_text(), filename=str(path))
         if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "main" for n in tree.body):
             found.add(rel)
-    stray = sorted(found - set(MAY_DEFINE_MAIN) - NOT_YET_MOVED)
+    stray = sorted(found - set(MAY_DEFINE_MAIN))
     assert not stray, (f"a command's main belongs in autotune/cli/ (an XArgs dataclass and main(argv)); "
                        f"found in {stray}")
 

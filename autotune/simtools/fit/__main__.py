@@ -2,6 +2,6 @@
 
 import sys
 
-from autotune.simtools.fit.command import main
+from autotune.cli.fit import main
 
 sys.exit(main())

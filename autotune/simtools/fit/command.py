@@ -1,18 +1,14 @@
 """Fit an emulator profile to real trial summaries, predict held-out configs, report the error.
 
-``python -m autotune.simtools.fit --measurements DIR_OR_FILES... --base-profile NAME_OR_PATH
---name NAME (--fit-half even|odd | --fit ID,ID...) --out-profile PATH --report PATH...``
-
 Reads ``summary_json`` files (one per measured config, the plain baseline among them), fits the
 timing keys of a dense single-GPU profile to the fit half (see :mod:`autotune.simtools.fit.solve`),
 writes the profile, then predicts the other half with the emulator's own model and reports the
-error on tok/s and on the phase shares against the goals (10% and 5 points). ``--list`` only
-prints the config ids and the excluded files. Documented in ``docs/sim-profiles.md``.
+error on tok/s and on the phase shares against the goals (10% and 5 points). The command is
+``python -m autotune.simtools.fit`` (:mod:`autotune.cli.fit`); documented in ``docs/sim-profiles.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -23,10 +19,10 @@ from typing import Any
 
 import yaml
 
-from autotune.errors import AutotuneError, ConfigError
+from autotune.errors import ConfigError
 from autotune.sim.profile import Profile, load_profile
 from autotune.simtools.fit import solve as fs
-from autotune.simtools.fit.data import Dataset, MeasuredConfig, load_measurements, split
+from autotune.simtools.fit.data import Dataset, MeasuredConfig, split
 from autotune.simtools.fit.predictions import compare, goals, markdown
 
 _FIELDS = {f for f in Profile.__dataclass_fields__}
@@ -41,7 +37,7 @@ class FitResult:
     report: dict[str, Any]
 
 
-def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = None,
+def fit_profile(ds: Dataset, *, base: Profile | str, name: str, half: str | None = None,
                 fit_ids: Sequence[str] | None = None, input_len: int = 64,
                 overrides: dict[str, Any] | None = None,
                 profile_path: str | Path | None = None) -> FitResult:
@@ -49,7 +45,8 @@ def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = Non
 
     Args:
         ds: Loaded measurements (:func:`autotune.simtools.fit.data.load_measurements`).
-        base: Profile whose other keys (hardware, acceptance, TP) the result keeps.
+        base: Profile whose other keys (hardware, acceptance, TP) the result keeps, or its name
+            or YAML path.
         name: Name of the fitted profile.
         half: ``even`` or ``odd`` (see :func:`autotune.simtools.fit.data.split`); or give ``fit_ids``.
         input_len: Prompt tokens per request assumed for prefill (fit and prediction use the same
@@ -60,6 +57,8 @@ def fit_profile(ds: Dataset, *, base: Profile, name: str, half: str | None = Non
     Raises:
         ConfigError: no baseline, bad split, or an override that is not a profile key.
     """
+    if isinstance(base, str):
+        base = load_profile(base)
     overrides = dict(overrides or {})
     bad = sorted(set(overrides) - _FIELDS)
     if bad:
@@ -225,13 +224,19 @@ def cannot_capture(ds: Dataset, fit: Sequence[MeasuredConfig], pred: Sequence[Me
     return notes
 
 
-def _parse_set(items: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"expected KEY=VALUE, got {item!r}", field="--set")
-        k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+def write_profile(res: FitResult, path: str | Path, *, reports: Sequence[str]) -> Path:
+    """Write the fitted profile's YAML to ``path`` (its folder made), with a header naming the
+    reports, and load it back as the emulator would.
+
+    Raises:
+        ConfigError: The written file does not load as a profile.
+    """
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    header = (f"# {res.profile_data['description']}\n# Written by python -m autotune.simtools.fit; "
+              f"accuracy report: {', '.join(reports) or 'not written'}.\n")
+    out.write_text(header + yaml.safe_dump(res.profile_data, sort_keys=False))
+    load_profile(out)
     return out
 
 
@@ -249,63 +254,7 @@ def write_report(report: dict[str, Any], paths: Sequence[str]) -> list[Path]:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autotune.simtools.fit",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--measurements", nargs="+", required=True,
-                        help="trial summary JSON files, or directories of them")
-    parser.add_argument("--base-profile", default="llama-3.1-8b-eagle3-h100",
-                        help="profile whose other keys the fit keeps (default: %(default)s)")
-    parser.add_argument("--name", default="h200-tiny-llama-dummy", help="fitted profile name")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--fit-half", choices=("even", "odd"), help="deterministic split")
-    which.add_argument("--fit", help="comma-separated config ids to fit (see --list)")
-    which.add_argument("--list", action="store_true", help="print config ids and exclusions only")
-    parser.add_argument("--out-profile", help="where to write the fitted profile YAML")
-    parser.add_argument("--report", nargs="+", default=[], help="report path(s): .json, .md, or both")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="profile keys to set (num_layers=8 hidden_size=2048 ...)")
-    parser.add_argument("--input-len", type=int, default=64,
-                        help="prompt tokens a request is assumed to have (default: %(default)s)")
-    args = parser.parse_args(argv)
-    try:
-        ds = load_measurements(args.measurements)
-        if args.list:
-            for o in ds.observations:
-                print(f"{o.id:16s} {o.tok_s:8.1f} tok/s  {o.source}")
-            for e in ds.excluded:
-                print(f"excluded         {e.source}: {e.reason}")
-            return 0
-        if not args.out_profile:
-            raise ConfigError("--out-profile is required (where to write the fitted profile)")
-        fit_ids = [s.strip() for s in args.fit.split(",") if s.strip()] if args.fit else None
-        res = fit_profile(ds, base=load_profile(args.base_profile), name=args.name,
-                          half=args.fit_half or ("even" if fit_ids is None else None),
-                          fit_ids=fit_ids, input_len=args.input_len,
-                          overrides=_parse_set(args.set), profile_path=args.out_profile)
-        out = Path(args.out_profile)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        header = (f"# {res.profile_data['description']}\n# Written by python -m autotune.simtools.fit; "
-                  f"accuracy report: {', '.join(args.report) or 'not written'}.\n")
-        out.write_text(header + yaml.safe_dump(res.profile_data, sort_keys=False))
-        load_profile(out)
-        written = write_report(res.report, args.report)
-    except AutotuneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    g = res.report["goals"]
-    for r in res.report["predicted"]:
-        errs = " ".join(f"{k} {v:+.1f}" for k, v in r["share_err_points"].items())
-        print(f"{r['id']:16s} tok/s {r['tok_s']:8.1f} pred {r['tok_s_pred']:8.1f} "
-              f"({r['tok_s_err_pct']:+.1f}%)  share err pts: {errs}")
-    print(f"tok/s: max {g['tok_s']['max_abs_pct']:.1f}%, median {g['tok_s']['median_abs_pct']:.1f}% "
-          f"(goal {g['tok_s']['goal_pct']:g}%): {'PASS' if g['tok_s']['pass'] else 'FAIL'}")
-    print(f"shares: max {g['shares']['max_abs_points']:.1f} pts, median "
-          f"{g['shares']['median_abs_points']:.1f} pts (goal {g['shares']['goal_points']:g}): "
-          f"{'PASS' if g['shares']['pass'] else 'FAIL'}")
-    print(f"profile: {out}" + (f"; report: {', '.join(map(str, written))}" if written else ""))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.cli.fit import main
+
+    sys.exit(main(prog="python -m autotune.simtools.fit.command"))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from autotune.cli.export import main as export_main
 from autotune.errors import LaunchArgsError
 from autotune.export import launch_command as export
-from autotune.export.main import main as export_main
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.args import parse_server_args, sglang_available

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.cli.probe import main
 from autotune.errors import ConfigError
 from autotune.nccl.candidates import (
     MULTICAST_OFF,
@@ -30,7 +31,6 @@ from autotune.nccl.candidates import (
     NcclCandidate as Candidate,
 )
 from autotune.nccl.probe import ProbeSettings, format_table, rank_rows, run_probe
-from autotune.nccl_probe import main
 from autotune.space.nccl_candidates import candidates_from_space
 from autotune.space.search_space import load_space
 
@@ -407,14 +407,15 @@ def test_sim_backend_reports_one_round_whatever_was_asked() -> None:
     assert report["spread"]["separated"] is None
 
 
-def test_cli_prints_the_report_when_out_cannot_be_written(
+def test_cli_refuses_an_out_file_it_cannot_write_before_measuring(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cands = tmp_path / "c.yaml"
     cands.write_text("- default\n- NCCL_ALGO=Ring\n")
-    code = main(["--tp", "2", "--hidden", "4096", "--tokens", "1", "--candidates", str(cands),
-                 "--backend", "sim", "--profile", "llama-3.1-8b-eagle3-h100",
-                 "--out", str(tmp_path / "missing-dir" / "probe.json")])
-    assert code == 2
+    with pytest.raises(SystemExit) as stop:
+        main(["--tp", "2", "--hidden", "4096", "--tokens", "1", "--candidates", str(cands),
+              "--backend", "sim", "--profile", "llama-3.1-8b-eagle3-h100",
+              "--out", str(tmp_path / "missing-dir" / "probe.json")])
+    assert stop.value.code == 2
     printed = capsys.readouterr()
-    assert "missing-dir" in printed.err
-    assert json.loads(printed.out)["ranking"]  # measured, printed, not lost
+    assert "argument --out: cannot write" in printed.err and "missing-dir does not exist" in printed.err
+    assert printed.out == "" and "NCCL_ALGO=Ring: ok" not in printed.err  # nothing was measured

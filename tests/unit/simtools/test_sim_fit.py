@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from autotune.cli import fit as fit_cli
 from autotune.errors import ConfigError
 from autotune.sim.config import ModelConfig
 from autotune.sim.engine import SimEngine
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
-from autotune.simtools.fit import command as fit_cli
 from autotune.simtools.fit.command import fit_profile
 from autotune.simtools.fit.data import MeasuredConfig as Observation
 from autotune.simtools.fit.data import load_measurements, split

@@ -101,7 +101,7 @@ def test_writes_never_raise_while_mlflow_fails_then_replay_in_order_and_once(tmp
 
 def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path: Path, down: Tracker,
                                                                        monkeypatch, capsys) -> None:
-    from autotune.search.sync import main
+    from autotune.cli.sync import main
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     assert main(["--name", "nothing-here", "--root", str(tmp_path)]) == 2
@@ -112,7 +112,7 @@ def test_sync_refuses_an_unknown_search_and_waits_while_the_store_fails(tmp_path
     durable.spool.write_header({"name": "spooled", "tracking_uri": down.tracking_uri,
                                 "experiment_id": "1", "parent_run_id": down.parent_run_id})
     durable.log_trial("t1", result(eagle(3, 1), 900.0))
-    assert main(["--name", "spooled", "--root", str(tmp_path)]) == 1  # its server still refuses
+    assert main(["--name", "spooled", "--root", str(tmp_path)], prog="autotune sync") == 1  # still refused
     printed = capsys.readouterr()  # what each run folder gave on stderr, what still waits on stdout
     assert "run-1: 1 record(s) still wait" in printed.err and "does not answer" in printed.err
     assert printed.out == ("1 record(s) of search 'spooled' still wait for MLflow; "
@@ -299,7 +299,7 @@ def test_sync_makes_the_search_run_of_a_spool_that_has_neither_mlflow_nor_search
 
 @pytest.mark.slow  # 14 s at load ~8 (make test-fast leaves it out)
 def test_sync_of_a_spool_without_search_json_or_its_store_says_what_to_give(tmp_path: Path, capsys) -> None:
-    from autotune.search.sync import main
+    from autotune.cli.sync import main
     from autotune.tracking.store import default_store
 
     folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"

@@ -1,14 +1,14 @@
-"""``python -m autotune.export`` (``autotune export``): the command line of the export.
+"""``autotune export`` (``python -m autotune.export``): the winning launch command of a search.
 
 The single winner's launch is :mod:`autotune.export.launch_command`'s, the per-level exports are
-:mod:`autotune.export.level_exports`' (which builds on the former); this module sits above both.
+:mod:`autotune.export.level_exports`'; this module is their command line.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from dataclasses import dataclass
 
 from autotune import command_line as cli
 from autotune.errors import AutotuneError
@@ -24,20 +24,56 @@ from autotune.export.launch_command import (
 )
 from autotune.tracking.tracker import Tracker
 
+#: The command's name when it is run as a module (``autotune export`` passes its own).
+PROG = "python -m autotune.export"
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m autotune.export --name NAME [--run-id ID] [--format sh|yaml|json | --json] [-o FILE]``."""
+
+@dataclass(frozen=True, kw_only=True)
+class ExportArgs:
+    """``autotune export``'s command line.
+
+    Attributes:
+        name: The search's name (its MLflow experiment).
+        run_id: A search run to choose within, or a trial run to export as is.
+        format: ``sh``, ``yaml`` or ``json`` (None: ``sh``, or ``json`` with ``--json``).
+        tracking_uri: The MLflow store (None: the one under ``root``'s ``mlruns/``).
+        root: The project directory of the local store (None: the working directory).
+        strip_metrics: Drop the metrics flags the trials were measured with.
+        host: Bind address of the exported server (None: the trial's).
+        port: Port of the exported server (None: SGLang's).
+        per_level: The best config at each level, as JSON.
+        adaptive_config: Write SGLang's adaptive speculation table to this file.
+        json: Print the launch as JSON.
+        output: Write the result to this file instead of stdout.
+    """
+
+    name: str
+    run_id: str | None = None
+    format: str | None = None
+    tracking_uri: str | None = None
+    root: str | None = None
+    strip_metrics: bool = False
+    host: str | None = None
+    port: int | None = None
+    per_level: bool = False
+    adaptive_config: str | None = None
+    json: bool = False
+    output: str | None = None
+
+
+def build_parser(prog: str = PROG) -> cli.CommandParser:
+    """The command line of ``autotune export``, named ``prog`` in its usage lines."""
     parser = cli.command_parser(
-        "python -m autotune.export",
+        prog,
         "Write the winning launch command of a search, checked by SGLang's parser. "
-                    "The winner is the best confirmed feasible trial by the search's objective "
-                    "(else the best feasible one; the no-speculation baseline when nothing beats "
-                    "it) of the newest search run, or of --run-id.",
-        examples=["python -m autotune.export --name demo --format sh",
-                  "python -m autotune.export --name demo --format yaml -o winner.yaml",
-                  "python -m autotune.export --name demo --json -o winner.json",
-                  "python -m autotune.export --name levels --per-level -o per-level.json",
-                  "python -m autotune.export --name levels --adaptive-config adaptive.json -o launch.sh"])
+        "The winner is the best confirmed feasible trial by the search's objective "
+        "(else the best feasible one; the no-speculation baseline when nothing beats "
+        "it) of the newest search run, or of --run-id.",
+        examples=["{prog} --name demo --format sh",
+                  "{prog} --name demo --format yaml -o winner.yaml",
+                  "{prog} --name demo --json -o winner.json",
+                  "{prog} --name levels --per-level -o per-level.json",
+                  "{prog} --name levels --adaptive-config adaptive.json -o launch.sh"])
     parser.add_argument("--name", required=True, help="search name (the MLflow experiment)")
     parser.add_argument("--run-id", help="a search run to choose within, or a trial run to export as is")
     parser.add_argument("--format", choices=FORMATS,
@@ -49,19 +85,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="drop --enable-metrics and SGLANG_ENABLE_METRICS_DEVICE_TIMER (kept by default: "
                              "the numbers were measured with them)")
     parser.add_argument("--host", help="bind address of the exported server (default: the trial's)")
-    parser.add_argument("--port", type=int, help="port of the exported server (default: SGLang's)")
+    parser.add_argument("--port", type=cli.port, help="port of the exported server, 1 to 65535 (default: SGLang's)")
     levels = parser.add_mutually_exclusive_group()
     levels.add_argument("--per-level", action="store_true",
                         help="a search with workload.concurrency: [..] or request_rate: [..]: the best "
                              "config at each level, "
                              "its figures there and its launch, as JSON (--format does not apply)")
-    levels.add_argument("--adaptive-config", metavar="FILE",
+    parser.writes(levels.add_argument("--adaptive-config", metavar="FILE",
                         help="a search with concurrency levels (not rates: the table is keyed by batch "
                              "size): write SGLang's per-batch-size adaptive "
                              "speculation table to FILE (read back by SGLang's loader) and export the "
-                             "launch that uses it (sh; --format does not apply)")
+                             "launch that uses it (sh; --format does not apply)"))
     cli.add_output(parser, record="the launch (argv, env and where it came from; --format json)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None, *, prog: str = PROG) -> ExportArgs:
+    """``argv`` (else ``sys.argv[1:]``) as :class:`ExportArgs`; exits 2 on a bad flag, as argparse does."""
+    return ExportArgs(**vars(build_parser(prog).parse_command(argv)))
+
+
+def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
+    """``autotune export --name NAME [--run-id ID] [--format sh|yaml|json | --json] [-o FILE]``."""
+    args = parse_args(argv, prog=prog)
     if args.json and args.format not in (None, "json"):
         return _failed(ValueError(f"--json prints the json format; it does not go with --format {args.format}"))
     if args.per_level or args.adaptive_config:
@@ -88,23 +134,22 @@ def _failed(exc: BaseException) -> int:
     return cli.NO_RESULT if isinstance(exc, NothingToExport) else cli.BAD_INPUT
 
 
-def _main_levels(args: Any) -> int:
+def _main_levels(args: ExportArgs) -> int:
     """``--per-level`` and ``--adaptive-config``: the per-level exports (:mod:`autotune.export.level_exports`)."""
     if args.adaptive_config and args.json:
         return _failed(ValueError("--json does not go with --adaptive-config: its export is a launch script"))
-    spec_kw = {"strip_metrics": args.strip_metrics, "host": args.host, "port": args.port}
+    adaptive = args.adaptive_config  # else --per-level: the two are exclusive, and one is given
     try:
         tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
-        if args.per_level:
-            text = level_exports.per_level_json(tracker, run_id=args.run_id, **spec_kw)
+        if adaptive is None:
+            text = level_exports.per_level_json(tracker, run_id=args.run_id, strip_metrics=args.strip_metrics,
+                                                host=args.host, port=args.port)
         else:
-            text = level_exports.adaptive_export(tracker, args.adaptive_config, run_id=args.run_id, **spec_kw)
+            text = level_exports.adaptive_export(tracker, adaptive, run_id=args.run_id,
+                                                 strip_metrics=args.strip_metrics, host=args.host, port=args.port)
     except (AutotuneError, ValueError) as exc:
         return _failed(exc)
-    if args.per_level:
+    if adaptive is None:
         return cli.emit(args, text=text, record=json.loads(text), what="the per-level table")
     return cli.emit(args, text=text, record=None, what="the adaptive launch", executable=True)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
