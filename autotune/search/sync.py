@@ -5,24 +5,45 @@ replays them as it goes; records that a failed store (a tracking server down, a 
 pending are replayed here, in order and idempotently (:mod:`autotune.tracking.durable`). A
 resumed search (``--resume``) replays them too. What each run folder gave goes to stderr as it is
 written; the result (what still waits) to stdout. Exit codes: 0 when MLflow holds everything, 1 when
-records are still pending (the store still fails), 2 for bad input.
+records are still pending (the store still fails) or a spool line could not be read (named with
+its file and line number; the records around it are written), 2 for bad input.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import command_line as cli
 from autotune.errors import AutotuneError, ConfigError
-from autotune.tracking.spool import HEADER, Spool
+from autotune.tracking.spool import HEADER, BadLine, Spool
 
 if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
 
 
-def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: TextIO | None = None) -> int:
+@dataclass(frozen=True)
+class SyncOutcome:
+    """What a sync left undone.
+
+    Attributes:
+        pending: Records MLflow still lacks (its store failed, or a live search holds them).
+        unreadable: Spool lines that are not records (each said on ``out`` with file and line):
+            what they held cannot be written, so MLflow is never said to hold everything.
+    """
+
+    pending: int
+    unreadable: list[BadLine] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.pending == 0 and not self.unreadable
+
+
+def sync_search(name: str, *, root: str, tracking_uri: str | None = None,
+                out: TextIO | None = None) -> SyncOutcome:
     """Replay the pending records of every run folder of search ``name``.
 
     Args:
@@ -32,7 +53,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         out: Where to print what was done (stdout by default).
 
     Returns:
-        The records still pending.
+        The records still pending, and the spool lines that could not be read.
 
     Raises:
         ConfigError: No search of that name under ``root``; a spool whose records name no
@@ -54,8 +75,12 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
     if not runs:
         raise ConfigError(f"no search named {name!r} under {storage}; check --name and --root", field="name")
     left, synced_any = 0, False
+    unreadable: list[BadLine] = []
     for run in runs:
         spool = Spool(run / "tracking")
+        for bad in spool.bad_lines:
+            print(f"{run.name}: cannot read {bad} (the records around it are written)", file=out, flush=True)
+        unreadable.extend(spool.bad_lines)
         pending = len(spool.pending())
         if not pending:
             continue
@@ -106,9 +131,9 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
               + (f"; {still} still pending (details: {spool.error_log})" if still else ""), file=out, flush=True)
         left += still
         synced_any = True
-    if not synced_any:
+    if not synced_any and not unreadable:
         print(f"nothing to sync: MLflow holds every record of search {name!r}", file=out)
-    return left
+    return SyncOutcome(left, unreadable)
 
 
 def _header_from_records(spool: Spool, tracking_uri: str | None) -> dict[str, Any]:
@@ -162,14 +187,23 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_output(parser, record="{name, pending: the records MLflow still lacks}")
     args = parser.parse_args(argv)
     try:
-        left = sync_search(args.name, root=args.root, tracking_uri=args.tracking_uri, out=sys.stderr)
+        done = sync_search(args.name, root=args.root, tracking_uri=args.tracking_uri, out=sys.stderr)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return cli.BAD_INPUT
-    text = (f"MLflow holds every record of search {args.name!r}" if left == 0 else
-            f"{left} record(s) of search {args.name!r} still wait for MLflow; run autotune sync again when it answers")
-    return cli.emit(args, text=text, record={"name": args.name, "pending": left},
-                    code=cli.OK if left == 0 else cli.NO_RESULT)
+    if done.complete:
+        text = f"MLflow holds every record of search {args.name!r}"
+    elif done.pending:
+        text = (f"{done.pending} record(s) of search {args.name!r} still wait for MLflow; run autotune sync again "
+                "when it answers")
+    else:
+        text = ""
+    if done.unreadable:
+        text += ("; " if text else "") + (f"{len(done.unreadable)} spool line(s) of search {args.name!r} could not "
+                                          "be read, so MLflow may lack what they held (each named above)")
+    return cli.emit(args, text=text, record={"name": args.name, "pending": done.pending,
+                                             "unreadable": [str(b) for b in done.unreadable]},
+                    code=cli.OK if done.complete else cli.NO_RESULT)
 
 
 if __name__ == "__main__":
