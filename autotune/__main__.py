@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
               "(autotune --help lists them)", file=sys.stderr)
         return cli.BAD_INPUT
     module = importlib.import_module(COMMANDS[name][0])
-    code = module.main(rest)
-    return cli.OK if code is None else int(code)
+    return cli.run_main(module.main, rest)
 
 
 if __name__ == "__main__":

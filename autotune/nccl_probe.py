@@ -105,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         return cli.BAD_INPUT
     except KeyboardInterrupt:  # the workers are stopped by now
         print("interrupted: every worker stopped; no report", file=sys.stderr)
-        return cli.INTERRUPTED
+        return cli.interrupted_code()
     return cli.emit(args, text=format_table(report), record=report,
                     code=cli.OK if report["ranking"] else cli.NO_RESULT)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run_main(main))

@@ -18,17 +18,21 @@ from autotune.command_line import (
     INTERRUPTED,
     NO_RESULT,
     OK,
+    TERMINATED,
     OutputArgs,
     add_output,
     add_version,
     command_parser,
     emit,
+    interrupted_code,
     interruptible,
     plain,
+    run_main,
     to_json,
     version_text,
     versions,
 )
 
-__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "OutputArgs", "add_output", "add_version",
-           "command_parser", "emit", "interruptible", "plain", "to_json", "version_text", "versions"]
+__all__ = ["BAD_INPUT", "CONVENTION", "INTERRUPTED", "NO_RESULT", "OK", "TERMINATED", "OutputArgs", "add_output",
+           "add_version", "command_parser", "emit", "interrupted_code", "interruptible", "plain", "run_main", "to_json",
+           "version_text", "versions"]

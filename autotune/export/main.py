@@ -107,4 +107,4 @@ def _main_levels(args: Any) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run_main(main))

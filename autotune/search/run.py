@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from autotune import command_line as cli
 from autotune.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
-from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
+from autotune.names import check_path_name
+from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, start_ray
 from autotune.search.conclude import finish
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
 
 EXIT_CONFIG = cli.BAD_INPUT
-EXIT_INTERRUPTED = cli.INTERRUPTED
 
 
 def _make_sampler(space: SearchSpace, seed: int) -> Any:
@@ -62,10 +62,12 @@ def _experiment_dir(root: Path, name: str, resume: bool) -> tuple[Path, str, boo
     """``(storage, run_name, restoring)``: a fresh run dir, or the latest one with --resume."""
     storage = root / "mlruns" / "ray" / name
     storage.mkdir(parents=True, exist_ok=True)
-    runs = sorted(p.name for p in storage.iterdir() if p.is_dir() and p.name.startswith("run-"))
+    runs = sorted(p.name for p in storage.iterdir()
+                  if p.is_dir() and p.name.startswith("run-") and _resumable(p))
     if resume:
         if not runs:
-            raise ConfigError(f"--resume: no earlier search named {name!r} under {storage}")
+            raise ConfigError(f"--resume: no earlier search named {name!r} under {storage} got as far as its "
+                              "trials; start it without --resume")
         return storage, runs[-1], True
     return storage, time.strftime("run-%Y%m%d-%H%M%S"), False
 
@@ -82,7 +84,8 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
     space = load_space(space_path)
     if not get_backend(space.backend).emulated:
         space.check_paths()
-    name = opts.name or space.name
+    name = (check_path_name(opts.name, field="--name") if opts.name
+            else check_path_name(space.name, field="name", file=space_path))
     root = Path(opts.root).resolve()
     # "is None", not "or": --trials 0 is an error, not "use the space's budget".
     trials = space.budget.trials if opts.trials is None else opts.trials
@@ -92,6 +95,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
         raise ConfigError(f"--concurrency must be >= 1, got {opts.concurrency}")
     concurrency = opts.concurrency or space.search.max_concurrent
     seed = space.search.seed if opts.seed is None else opts.seed
+    cli.check_writable(root / "mlruns", what="the search's state and its MLflow store")
     storage, run_name, restoring = _experiment_dir(root, name, opts.resume)
 
     tracker = None
@@ -107,7 +111,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
             # writes, its run included, and says so in one line (DurableTracker.open_search).
             pass
 
-    ray_where = init_ray(space, opts, concurrency)
+    ray_where = start_ray(space, opts, concurrency)
     try:
         check_cluster_fits(space, ray_where)
         return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
@@ -142,18 +146,43 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
          tracker: Tracker | None, ray_where: str, out: TextIO) -> SearchOutcome:
     """The search's steps in turn: tracking, prescreen, the tuner, its fit, the results, the end."""
+    plan = _Plan(name=name, storage=storage, run_name=run_name, restoring=restoring, trials=trials,
+                 concurrency=concurrency, seed=seed, ray_where=ray_where)
+    durable = _open_tracking(tracker, space, space_path, plan, out=out)
+    try:
+        return _search(space, space_path, opts, plan, durable=durable, out=out)
+    except KeyboardInterrupt:
+        # Stopped where Tune's fit does not take the signal (the prescreen, the tuner's imports, a
+        # second Ctrl-C): the search run ends KILLED, as a stop during the trials does (conclude.finish).
+        if durable is not None:
+            durable.finish_search(status="KILLED")
+        command = f"python -m autotune.search.run --space {opts.space} --name {name}"
+        print(f"\nInterrupted: state saved under {plan.exp_dir}. Resume with:\n  {command} --resume"
+              if _resumable(plan.exp_dir) else
+              f"\nInterrupted before the trials began; nothing to resume. Start again with:\n  {command}",
+              file=out, flush=True)
+        raise
+
+
+def _resumable(exp_dir: Path) -> bool:
+    """Whether Ray Tune saved a run folder's state, so that ``--resume`` can go on with it (a search
+    stopped before its fit began leaves the folder with its tracking spool only)."""
+    return (exp_dir / "tuner.pkl").is_file()
+
+
+def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Plan, *,
+            durable: DurableTracker | None, out: TextIO) -> SearchOutcome:
+    """The search from its first console line to its outcome, its tracking open."""
     from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger
     from autotune.search.progress import ProgressTable
     from autotune.search.searcher import study_name, study_storage
     from autotune.search.trainable import TrialContext
     from autotune.trial.measure import settings_for
 
-    plan = _Plan(name=name, storage=storage, run_name=run_name, restoring=restoring, trials=trials,
-                 concurrency=concurrency, seed=seed, ray_where=ray_where)
-    durable = _open_tracking(tracker, space, space_path, plan, out=out)
+    name, trials, seed, restoring, run_name = plan.name, plan.trials, plan.seed, plan.restoring, plan.run_name
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
-          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
+          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {plan.ray_where}",
           file=out, flush=True)
     space, space_path = _prescreen(space, space_path, plan, tracker=durable, out=out)
     ctx = TrialContext(space_path=space_path, baseline_dir=str(plan.exp_dir / "baselines"),
@@ -355,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     text = io.StringIO()
     print_summary(outcome, out=text)
     # Ran, but nothing usable: no config (not even a baseline) ran feasibly.
-    code = (EXIT_INTERRUPTED if outcome.interrupted else cli.OK if outcome.winner is not None else cli.NO_RESULT)
+    code = (cli.interrupted_code() if outcome.interrupted else cli.OK if outcome.winner is not None
+            else cli.NO_RESULT)
     code = cli.emit(args, text=text.getvalue().lstrip("\n"), record=outcome.summary(), code=code)
     if (beside := args.output or args.json_also) and code != cli.BAD_INPUT:  # FILE's folder is writable
         write_beside(beside, outcome.report_files)
@@ -364,4 +394,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # An interrupted search's resume hint names this module (python -m autotune.search.run).
-    sys.exit(main())
+    sys.exit(cli.run_main(main))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune import command_line as cli
 from autotune.errors import AutotuneError, ConfigError
+from autotune.names import check_path_name
 from autotune.tracking.spool import HEADER, BadLine, Spool
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None,
 
     out = sys.stdout if out is None else out
     base = Path(root).resolve()
-    storage = base / "mlruns" / "ray" / name
+    storage = base / "mlruns" / "ray" / check_path_name(name, field="--name")
     runs = sorted(p for p in storage.glob("run-*") if p.is_dir())
     if not runs:
         raise ConfigError(f"no search named {name!r} under {storage}; check --name and --root", field="name")
@@ -207,4 +208,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run_main(main))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
+from autotune.names import safe_path_name
 from autotune.numbers import finite
 from autotune.tracking import ui_links
 from autotune.tracking.content import MAX_PARAM
@@ -45,10 +45,6 @@ def default_store(root: str | os.PathLike[str] | None = None) -> tuple[str, str]
     """
     base = Path(root if root is not None else os.getcwd()).resolve() / "mlruns"
     return f"sqlite:///{base}/mlflow.db", f"file://{base}/artifacts"
-
-
-def _safe_dir(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "search"
 
 
 def _is_locked(exc: BaseException) -> bool:
@@ -234,7 +230,7 @@ def create_experiment(client: MlflowClient, name: str, artifact_root: str | None
     """Create the experiment of a search (or find the one another process just made)."""
     from mlflow.exceptions import MlflowException
 
-    location = f"{artifact_root.rstrip('/')}/{_safe_dir(name)}" if artifact_root else None
+    location = f"{artifact_root.rstrip('/')}/{safe_path_name(name)}" if artifact_root else None
     try:
         retry(lambda: client.create_experiment(name, artifact_location=location,
                                                tags=_experiment_tags(name)))

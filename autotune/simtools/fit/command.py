@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from autotune import command_line as cli
 from autotune.errors import AutotuneError, ConfigError
 from autotune.sim.profile import Profile, load_profile
 from autotune.simtools.fit import solve as fs
@@ -308,4 +309,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run_main(main))
