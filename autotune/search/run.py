@@ -14,7 +14,6 @@ import argparse
 import io
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -23,6 +22,7 @@ from autotune import command_line as cli
 from autotune.backend import get_backend
 from autotune.errors import AutotuneError, ConfigError
 from autotune.names import check_path_name
+from autotune.search import folders
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, start_ray
 from autotune.search.conclude import finish
 from autotune.search.console import print_summary
@@ -58,20 +58,6 @@ def _finished_before(tuner: Any) -> list[tuple[dict, TrialReport]]:
     return [(cfg, rep) for cfg, rep in done if rep is not None]
 
 
-def _experiment_dir(root: Path, name: str, resume: bool) -> tuple[Path, str, bool]:
-    """``(storage, run_name, restoring)``: a fresh run dir, or the latest one with --resume."""
-    storage = root / "mlruns" / "ray" / name
-    storage.mkdir(parents=True, exist_ok=True)
-    runs = sorted(p.name for p in storage.iterdir()
-                  if p.is_dir() and p.name.startswith("run-") and _resumable(p))
-    if resume:
-        if not runs:
-            raise ConfigError(f"--resume: no earlier search named {name!r} under {storage} got as far as its "
-                              "trials; start it without --resume")
-        return storage, runs[-1], True
-    return storage, time.strftime("run-%Y%m%d-%H%M%S"), False
-
-
 def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutcome:
     """Run (or resume) a search end to end. Raises ConfigError for bad input before anything
     starts."""
@@ -96,7 +82,18 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
     concurrency = opts.concurrency or space.search.max_concurrent
     seed = space.search.seed if opts.seed is None else opts.seed
     cli.check_writable(root / "mlruns", what="the search's state and its MLflow store")
-    storage, run_name, restoring = _experiment_dir(root, name, opts.resume)
+    folders.hold(root / "mlruns" / "ray" / name, name)
+    try:
+        return _tracked_search(space, space_path, opts, name=name, root=root, trials=trials,
+                               concurrency=concurrency, seed=seed, out=out)
+    finally:
+        folders.release(root / "mlruns" / "ray" / name)
+
+
+def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, root: Path,
+                    trials: int, concurrency: int | None, seed: int, out: TextIO) -> SearchOutcome:
+    """The search once its input is checked and its name held: tracking, Ray, then the run."""
+    storage, run_name, restoring = folders.experiment_dir(root, name, resume=opts.resume)
 
     tracker = None
     if opts.tracking:
@@ -158,16 +155,10 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
             durable.finish_search(status="KILLED")
         command = f"python -m autotune.search.run --space {opts.space} --name {name}"
         print(f"\nInterrupted: state saved under {plan.exp_dir}. Resume with:\n  {command} --resume"
-              if _resumable(plan.exp_dir) else
+              if folders.resumable(plan.exp_dir) else
               f"\nInterrupted before the trials began; nothing to resume. Start again with:\n  {command}",
               file=out, flush=True)
         raise
-
-
-def _resumable(exp_dir: Path) -> bool:
-    """Whether Ray Tune saved a run folder's state, so that ``--resume`` can go on with it (a search
-    stopped before its fit began leaves the folder with its tracking spool only)."""
-    return (exp_dir / "tuner.pkl").is_file()
 
 
 def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Plan, *,

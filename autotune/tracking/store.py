@@ -10,11 +10,13 @@ trial and summary logging share one way of writing.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -155,6 +157,29 @@ def probe_server(tracking_uri: str) -> None:
     if resp.status_code >= 500:
         raise ConfigError(f"the MLflow tracking server {tracking_uri} answers {url} with HTTP "
                           f"{resp.status_code}; check the server's log", field="tracking_uri")
+
+
+@contextlib.contextmanager
+def creation_lock(tracking_uri: str) -> Iterator[None]:
+    """Held while a sqlite store is made and its experiment found or made, so that two searches
+    started together in a fresh folder do not both run MLflow's migrations (alembic's "Online
+    migration expected to match one row", "table ... already exists"): the second waits, then finds
+    the store made. Other stores (a tracking server) make their own; nothing is held for them."""
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(tracking_uri.removeprefix("sqlite:///").split("?", 1)[0])  # sqlite:///rel, sqlite:////abs
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(db.parent / f".{db.name}.lock", "a")  # noqa: SIM115 - closed below, after the flock ends
+    except OSError:
+        yield  # a folder that refuses the lock file refuses the store too: open_experiment says so
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()  # closing ends the flock
 
 
 def prepare_local(root: str, *, create: bool) -> None:
