@@ -144,8 +144,8 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
     try:
         code = main(argv)
     except KeyboardInterrupt:
-        what = "terminated (SIGTERM)" if interrupted_code() == TERMINATED else "interrupted"
-        print(f"{what}: stopped; nothing is left running", file=sys.stderr, flush=True)
+        what = "terminated (SIGTERM)" if interrupted_code() == TERMINATED else "interrupted (SIGINT)"
+        print(f"{what}: stopped", file=sys.stderr, flush=True)
         return interrupted_code()
     return OK if code is None else int(code)
 
