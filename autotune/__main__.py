@@ -7,6 +7,7 @@ same flags, output and exit codes as its module entry: ``autotune search --space
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import textwrap
@@ -73,8 +74,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
               "(autotune --help lists them)", file=sys.stderr)
         return cli.BAD_INPUT
     module = importlib.import_module(COMMANDS[name][0])
-    code = module.main(rest, prog=f"{prog or invoked_as()} {name}")
-    return cli.OK if code is None else int(code)
+    return cli.run_main(functools.partial(module.main, prog=f"{prog or invoked_as()} {name}"), rest)
 
 
 if __name__ == "__main__":

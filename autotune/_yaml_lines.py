@@ -3,8 +3,8 @@
 Search-space errors must point at a line. PyYAML's constructed objects lose their marks, so this
 loader builds :class:`LineDict` and :class:`LineList` containers that keep the 1-based line of
 each key, value and item. Everything else is plain ``yaml.SafeLoader`` behaviour, with two
-additions that matter for user files: duplicate keys and recursive aliases are errors instead
-of being silently accepted.
+additions that matter for user files: duplicate keys, recursive aliases and aliases that expand
+the document past :data:`MAX_EXPANDED_CHARS` are errors instead of being silently accepted.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 
 from autotune.errors import ConfigError
 
-__all__ = ["LineDict", "LineList", "key_line_of", "line_of", "load_yaml_text"]
+__all__ = ["MAX_EXPANDED_CHARS", "LineDict", "LineList", "key_line_of", "line_of", "load_yaml_text"]
 
 
 class LineDict(dict):
@@ -137,6 +137,37 @@ def _check_acyclic(root: yaml.Node) -> None:
             stack.extend((child, False) for child in node.value)
 
 
+#: The most characters a document may hold once its aliases are expanded: a 1.4 KB file of nested
+#: aliases (a "billion laughs") expands to millions, which would be built, checked and printed.
+MAX_EXPANDED_CHARS = 1_000_000
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Reject a document whose aliases expand it past :data:`MAX_EXPANDED_CHARS` (it is acyclic)."""
+    size: dict[int, int] = {}
+    # Post-order over the node graph, each node once: a node's size is its scalar's length, or the
+    # sum of its children's, so a shared (aliased) node counts once per use.
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if id(node) in size:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            size[id(node)] = len(str(node.value)) + 1
+            continue
+        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                    else list(node.value))
+        if leaving:
+            size[id(node)] = 1 + sum(size[id(c)] for c in children)
+            if size[id(node)] > MAX_EXPANDED_CHARS:
+                raise ConfigError(f"YAML aliases expand this value to more than {MAX_EXPANDED_CHARS:,} "
+                                  "characters; write the values out, or use fewer nested aliases",
+                                  line=_line(node))
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in children)
+
+
 def load_yaml_text(text: str, *, file: str | None = None) -> Any:
     """Parse one YAML document, keeping line numbers.
 
@@ -150,7 +181,8 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
 
     Raises:
         ConfigError: On malformed YAML (with the parser's line and column), several documents,
-            duplicate keys, unhashable keys, unsupported tags or recursive aliases.
+            duplicate keys, unhashable keys, unsupported tags, recursive aliases or aliases that
+            expand past :data:`MAX_EXPANDED_CHARS`.
     """
     loader = None
     try:
@@ -161,6 +193,7 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
             return None
         try:
             _check_acyclic(root)
+            _check_expansion(root)
         except ConfigError as exc:
             raise ConfigError(exc.message, file=file, line=exc.line) from None
         return loader.construct_document(root)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__":
+    from autotune import command_line as cli
     from autotune.cli.bench_search import main
 
-    sys.exit(main())
+    sys.exit(cli.run_main(main))

@@ -17,7 +17,8 @@ FILE`` and ``probe --out FILE``: stdout as without them, and the JSON record in 
 | 0 | it ran and has a usable result (a winner, a measured trial, a ranking, a written export) |
 | 1 | it ran, but nothing usable came of it (every trial failed, nothing to export) |
 | 2 | bad input: a space file, a flag, a path; nothing was run |
-| 130 | interrupted (SIGINT); what was done is kept |
+| 130 | interrupted (SIGINT, Ctrl-C); what was done is kept, workers stopped; a search resumes with --resume |
+| 143 | terminated (SIGTERM: Slurm, Kubernetes, ``timeout``); the same stop as 130 |
 """
 
 from __future__ import annotations
@@ -30,15 +31,20 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any, NoReturn, Protocol
+
+from autotune.errors import ConfigError
 
 OK = 0
 NO_RESULT = 1
 BAD_INPUT = 2
 INTERRUPTED = 130
+TERMINATED = 143
 
 #: Packages whose installed versions ``--version`` and the MLflow runs report, beside autotune's,
 #: each with the distributions that provide it: a slim install (the GPU kit) has mlflow-skinny only.
@@ -84,15 +90,93 @@ class _Version(argparse.Action):
         parser.exit(OK)
 
 
+#: The stop signals this process received, in order (see :func:`interruptible`).
+_STOPS: list[int] = []
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (Slurm, Kubernetes, ``timeout``) takes SIGINT's path: whatever handles SIGINT
+    now (Python's ``KeyboardInterrupt``, or Ray Tune's graceful stop while a search's trials run)
+    handles it, so every command stops the same way for both; only the exit code differs."""
+    _STOPS.append(signal.SIGTERM)
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:  # SIGINT ignored or left to the system: stop here all the same
+        raise KeyboardInterrupt
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _STOPS.append(signal.SIGINT)
+    raise KeyboardInterrupt
+
+
 def interruptible() -> None:
-    """Make SIGINT raise KeyboardInterrupt in this process, whatever the parent left.
+    """One signal path for SIGINT and SIGTERM: both raise ``KeyboardInterrupt`` in this process.
 
     A process started with SIGINT ignored (a shell script's background job: ``cmd &``) keeps it
     ignored across exec, so an explicit ``kill -INT`` from whoever supervises it (a plan's
-    deadline, a test) would do nothing, and the command would run on to its end. Every autotune
-    command promises exit 130 on SIGINT with its workers stopped; this keeps that promise.
+    deadline, a test) would do nothing, and the command would run on to its end. SIGTERM, what a
+    scheduler sends, would kill it without a word (or, once Ray is up, with Ray's crash dump).
+    Every autotune command promises exit 130 on SIGINT and 143 on SIGTERM
+    (:func:`interrupted_code`) with its workers stopped; this keeps that promise. Call it again
+    after anything that installs its own handlers (``ray.init``).
     """
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _on_sigint)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def note_stop(signum: int) -> None:
+    """Record a stop signal that reached this process by another road (Ray's own SIGTERM handler,
+    active while ``ray.init`` runs, raises ``SystemExit(15)``)."""
+    _STOPS.append(signum)
+
+
+def interrupted_code() -> int:
+    """The exit code of a command that was stopped: :data:`TERMINATED` if a SIGTERM came, else
+    :data:`INTERRUPTED`."""
+    return TERMINATED if signal.SIGTERM in _STOPS else INTERRUPTED
+
+
+def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
+    """Run a command's ``main`` the way every entry point does: stop signals take one path
+    (:func:`interruptible`), and a stop that reaches the top is one line and its exit code, never a
+    ``KeyboardInterrupt`` traceback (each command stops its own workers on the way up)."""
+    interruptible()
+    try:
+        code = main(argv)
+    except KeyboardInterrupt:
+        what = "terminated (SIGTERM)" if interrupted_code() == TERMINATED else "interrupted (SIGINT)"
+        print(f"{what}: stopped", file=sys.stderr, flush=True)
+        return interrupted_code()
+    return OK if code is None else int(code)
+
+
+def check_writable(folder: str | Path, *, what: str) -> Path:
+    """``folder`` made if missing and checked writable, before a command starts any work: the one
+    place that turns a read-only file system or a folder without permission into one line.
+
+    Args:
+        folder: The folder the command will write to (``mlruns/``).
+        what: What goes there, for the message ("the search's state and its MLflow store").
+
+    Returns:
+        The folder, resolved.
+
+    Raises:
+        ConfigError: It cannot be made, or a file cannot be written in it (read-only, no
+            permission, no space); the message names the folder and the system's reason.
+    """
+
+    path = Path(folder).resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path, prefix=".writable-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} in {path}: {exc.strerror or exc}; run from a folder you can "
+                          "write to, or free space there") from None
+    return path
 
 
 def add_version(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -268,7 +352,8 @@ class CommandParser(argparse.ArgumentParser):
 #: The output convention and exit codes, as every command's ``--help`` shows them.
 CONVENTION = ("The result goes to stdout as text; --json prints it as one JSON document instead; -o FILE "
               "writes it (text, or JSON with --json) to FILE and leaves stdout empty. Progress, warnings and "
-              "errors go to stderr. Exit codes: 0 ok, 1 ran but no usable result, 2 bad input, 130 interrupted.")
+              "errors go to stderr. Exit codes: 0 ok, 1 ran but no usable result, 2 bad input, 130 interrupted "
+              "(SIGINT), 143 terminated (SIGTERM).")
 
 
 def add_output(parser: CommandParser, *, record: str, json_also: str | None = None) -> None:
@@ -359,6 +444,7 @@ def _write(path: Path, content: str, *, executable: bool) -> bool:
 
 
 __all__ = ["BAD_INPUT", "CONVENTION", "CommandParser", "INTERRUPTED", "MAX_COUNT", "MAX_SEED", "NO_RESULT", "OK",
-           "OutputArgs", "add_output", "add_version", "command_parser", "emit", "float_in", "int_in", "int_list",
-           "interruptible", "non_negative_int", "plain", "port", "positive_float", "positive_int", "seed", "to_json",
-           "unwritable", "version_text", "versions"]
+           "TERMINATED", "OutputArgs", "add_output", "add_version", "check_writable", "command_parser", "emit",
+           "float_in", "int_in", "int_list", "interrupted_code", "interruptible", "non_negative_int", "note_stop",
+           "plain", "port", "positive_float", "positive_int", "run_main", "seed", "to_json", "unwritable",
+           "version_text", "versions"]

@@ -7,6 +7,8 @@ versus a slow weight load).
 
 from __future__ import annotations
 
+import errno
+
 
 class AutotuneError(Exception):
     """Base of every error autotune raises on purpose."""
@@ -81,3 +83,51 @@ class ServerCrashed(ServerError):
 
 class BenchError(AutotuneError):
     """The benchmark client could not produce a measurement."""
+
+
+#: The most characters of a value an error message shows (:func:`cut`).
+SHOWN_CHARS = 300
+
+
+def cut(text: str, *, limit: int = SHOWN_CHARS) -> str:
+    """``text`` as an error message shows a value: at most ``limit`` characters, and when longer,
+    its start and how much was left out, so that a huge value (a YAML alias bomb, a garbled line)
+    never floods the console.
+
+    Raises:
+        ValueError: ``limit`` is below 20 (too short to say anything).
+    """
+    if limit < 20:
+        raise ValueError(f"limit must be >= 20, got {limit}")
+    if len(text) <= limit:
+        return text
+    note = f"... ({len(text) - limit} more characters)"
+    return text[: max(limit - len(note), 0)] + note
+
+
+def chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception behind it: causes, contexts and the ``orig`` a SQLAlchemy error
+    wraps (a full disk seen by SQLite arrives as MLflow's error around SQLAlchemy's around
+    ``sqlite3``'s), each once."""
+    out: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop(0)
+        if current is None or any(current is seen for seen in out):
+            continue
+        out.append(current)
+        orig = getattr(current, "orig", None)
+        todo.extend([current.__cause__, current.__context__, orig if isinstance(orig, BaseException) else None])
+    return out
+
+
+#: How SQLite (``SQLITE_FULL``) and the C library say ENOSPC in an error's text, where the error is
+#: no ``OSError`` (``sqlite3.OperationalError`` wrapped by SQLAlchemy, wrapped by MLflow).
+_FULL_WORDS = ("database or disk is full", "no space left on device")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` or anything in its :func:`chain` is a full disk: an ``OSError`` with
+    ``ENOSPC``, or SQLite's ``database or disk is full`` however deep it was wrapped."""
+    return any((isinstance(e, OSError) and e.errno == errno.ENOSPC)
+               or any(word in str(e).lower() for word in _FULL_WORDS) for e in chain(exc))

@@ -20,6 +20,7 @@ from autotune.command_line import (
     MAX_SEED,
     NO_RESULT,
     OK,
+    TERMINATED,
     CommandParser,
     OutputArgs,
     add_output,
@@ -29,12 +30,14 @@ from autotune.command_line import (
     float_in,
     int_in,
     int_list,
+    interrupted_code,
     interruptible,
     non_negative_int,
     plain,
     port,
     positive_float,
     positive_int,
+    run_main,
     seed,
     to_json,
     unwritable,
@@ -43,6 +46,6 @@ from autotune.command_line import (
 )
 
 __all__ = ["BAD_INPUT", "CONVENTION", "CommandParser", "INTERRUPTED", "MAX_COUNT", "MAX_SEED", "NO_RESULT", "OK",
-           "OutputArgs", "add_output", "add_version", "command_parser", "emit", "float_in", "int_in", "int_list",
-           "interruptible", "non_negative_int", "plain", "port", "positive_float", "positive_int", "seed", "to_json",
-           "unwritable", "version_text", "versions"]
+           "TERMINATED", "OutputArgs", "add_output", "add_version", "command_parser", "emit", "float_in", "int_in",
+           "int_list", "interrupted_code", "interruptible", "non_negative_int", "plain", "port", "positive_float",
+           "positive_int", "run_main", "seed", "to_json", "unwritable", "version_text", "versions"]

@@ -2,7 +2,8 @@
 
 What each run folder gave goes to stderr as it is written; the result (what still waits) to
 stdout. Exit codes: 0 when MLflow holds everything, 1 when records are still pending (the store
-still fails), 2 for bad input. The replay is :func:`autotune.search.sync.sync_search`; this module
+still fails, or a spool line could not be read: each is named with its file and line), 2 for bad
+input. The replay is :func:`autotune.search.sync.sync_search`; this module
 is its command line (also ``python -m autotune.search.sync``).
 """
 
@@ -58,11 +59,20 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     """``autotune sync --name NAME [--root DIR] [--tracking-uri URI]``."""
     args = parse_args(argv, prog=prog)
     try:
-        left = sync_search(args.name, root=args.root, tracking_uri=args.tracking_uri, out=sys.stderr)
+        done = sync_search(args.name, root=args.root, tracking_uri=args.tracking_uri, out=sys.stderr)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return cli.BAD_INPUT
-    text = (f"MLflow holds every record of search {args.name!r}" if left == 0 else
-            f"{left} record(s) of search {args.name!r} still wait for MLflow; run {prog} again when it answers")
-    return cli.emit(args, text=text, record={"name": args.name, "pending": left},
-                    code=cli.OK if left == 0 else cli.NO_RESULT)
+    if done.complete:
+        text = f"MLflow holds every record of search {args.name!r}"
+    elif done.pending:
+        text = (f"{done.pending} record(s) of search {args.name!r} still wait for MLflow; run {prog} again "
+                "when it answers")
+    else:
+        text = ""
+    if done.unreadable:
+        text += ("; " if text else "") + (f"{len(done.unreadable)} spool line(s) of search {args.name!r} could not "
+                                          "be read, so MLflow may lack what they held (each named above)")
+    return cli.emit(args, text=text, record={"name": args.name, "pending": done.pending,
+                                             "unreadable": [str(b) for b in done.unreadable]},
+                    code=cli.OK if done.complete else cli.NO_RESULT)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from autotune import command_line as cli
 from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.search.options import SearchOptions
@@ -55,6 +57,33 @@ def _probe_ray_address(address: str, *, timeout_s: float = 5.0) -> None:
                           f"{host}:{port} ({exc.strerror or type(exc).__name__}). Check the "
                           "address (ray status on the head node prints it), or leave --address "
                           "and RAY_ADDRESS unset for an embedded Ray.") from None
+
+
+def start_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -> str:
+    """:func:`init_ray`, stoppable: a stop signal while Ray starts leaves nothing behind.
+
+    ``ray.init`` puts its own SIGTERM handler in place (``sys.exit(15)``) and, once its core
+    worker is up, a native one that dumps a stack trace and aborts (exit 134). Both are replaced
+    by the command's own (:func:`~autotune.command_line.interruptible`) as soon as it returns; a
+    SIGINT or SIGTERM before that stops the half-started Ray (its raylet, GCS and agents would
+    linger for a minute) and goes on up as the same ``KeyboardInterrupt``.
+
+    Returns:
+        Where Ray runs, as :func:`init_ray` says.
+    """
+    import ray
+
+    try:
+        return init_ray(space, opts, concurrency)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if isinstance(exc, SystemExit) and exc.code != signal.SIGTERM:
+            raise
+        if isinstance(exc, SystemExit):  # Ray's handler of the moment: the same stop as ours
+            cli.note_stop(signal.SIGTERM)
+        ray.shutdown()
+        raise KeyboardInterrupt from None
+    finally:
+        cli.interruptible()
 
 
 def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -> str:

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune.backend import get_backend
+from autotune.command_line import check_writable
 from autotune.errors import ConfigError
-from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, init_ray
+from autotune.names import check_path_name
+from autotune.search import folders
+from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, start_ray
 from autotune.search.conclude import finish
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.trial_report import TrialEntry, TrialReport
@@ -50,18 +52,6 @@ def _finished_before(tuner: Any) -> list[tuple[dict, TrialReport]]:
     return [(cfg, rep) for cfg, rep in done if rep is not None]
 
 
-def _experiment_dir(root: Path, name: str, resume: bool) -> tuple[Path, str, bool]:
-    """``(storage, run_name, restoring)``: a fresh run dir, or the latest one with --resume."""
-    storage = root / "mlruns" / "ray" / name
-    storage.mkdir(parents=True, exist_ok=True)
-    runs = sorted(p.name for p in storage.iterdir() if p.is_dir() and p.name.startswith("run-"))
-    if resume:
-        if not runs:
-            raise ConfigError(f"--resume: no earlier search named {name!r} under {storage}")
-        return storage, runs[-1], True
-    return storage, time.strftime("run-%Y%m%d-%H%M%S"), False
-
-
 def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutcome:
     """Run (or resume) a search end to end. Raises ConfigError for bad input before anything
     starts."""
@@ -74,7 +64,8 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
     space = load_space(space_path)
     if not get_backend(space.backend).emulated:
         space.check_paths()
-    name = opts.name or space.name
+    name = (check_path_name(opts.name, field="--name") if opts.name
+            else check_path_name(space.name, field="name", file=space_path))
     root = Path(opts.root).resolve()
     # "is None", not "or": --trials 0 is an error, not "use the space's budget".
     trials = space.budget.trials if opts.trials is None else opts.trials
@@ -84,7 +75,19 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
         raise ConfigError(f"--concurrency must be >= 1, got {opts.concurrency}")
     concurrency = opts.concurrency or space.search.max_concurrent
     seed = space.search.seed if opts.seed is None else opts.seed
-    storage, run_name, restoring = _experiment_dir(root, name, opts.resume)
+    check_writable(root / "mlruns", what="the search's state and its MLflow store")
+    folders.hold(root / "mlruns" / "ray" / name, name)
+    try:
+        return _tracked_search(space, space_path, opts, name=name, root=root, trials=trials,
+                               concurrency=concurrency, seed=seed, out=out)
+    finally:
+        folders.release(root / "mlruns" / "ray" / name)
+
+
+def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, root: Path,
+                    trials: int, concurrency: int | None, seed: int, out: TextIO) -> SearchOutcome:
+    """The search once its input is checked and its name held: tracking, Ray, then the run."""
+    storage, run_name, restoring = folders.experiment_dir(root, name, resume=opts.resume)
 
     tracker = None
     if opts.tracking:
@@ -99,7 +102,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
             # writes, its run included, and says so in one line (DurableTracker.open_search).
             pass
 
-    ray_where = init_ray(space, opts, concurrency)
+    ray_where = start_ray(space, opts, concurrency)
     try:
         check_cluster_fits(space, ray_where)
         return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
@@ -134,18 +137,37 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
          run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
          tracker: Tracker | None, ray_where: str, out: TextIO) -> SearchOutcome:
     """The search's steps in turn: tracking, prescreen, the tuner, its fit, the results, the end."""
+    plan = _Plan(name=name, storage=storage, run_name=run_name, restoring=restoring, trials=trials,
+                 concurrency=concurrency, seed=seed, ray_where=ray_where)
+    durable = _open_tracking(tracker, space, space_path, plan, out=out)
+    try:
+        return _search(space, space_path, opts, plan, durable=durable, out=out)
+    except KeyboardInterrupt:
+        # Stopped where Tune's fit does not take the signal (the prescreen, the tuner's imports, a
+        # second Ctrl-C): the search run ends KILLED, as a stop during the trials does (conclude.finish).
+        if durable is not None:
+            durable.finish_search(status="KILLED")
+        command = f"python -m autotune.search.run --space {opts.space} --name {name}"
+        print(f"\nInterrupted: state saved under {plan.exp_dir}. Resume with:\n  {command} --resume"
+              if folders.resumable(plan.exp_dir) else
+              f"\nInterrupted before the trials began; nothing to resume. Start again with:\n  {command}",
+              file=out, flush=True)
+        raise
+
+
+def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Plan, *,
+            durable: DurableTracker | None, out: TextIO) -> SearchOutcome:
+    """The search from its first console line to its outcome, its tracking open."""
     from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger
     from autotune.search.progress import ProgressTable
     from autotune.search.searcher import study_name, study_storage
     from autotune.search.trainable import TrialContext
     from autotune.trial.measure import settings_for
 
-    plan = _Plan(name=name, storage=storage, run_name=run_name, restoring=restoring, trials=trials,
-                 concurrency=concurrency, seed=seed, ray_where=ray_where)
-    durable = _open_tracking(tracker, space, space_path, plan, out=out)
+    name, trials, seed, restoring, run_name = plan.name, plan.trials, plan.seed, plan.restoring, plan.run_name
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
-          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {ray_where}",
+          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {plan.ray_where}",
           file=out, flush=True)
     space, space_path = _prescreen(space, space_path, plan, tracker=durable, out=out)
     ctx = TrialContext(space_path=space_path, baseline_dir=str(plan.exp_dir / "baselines"),
@@ -309,6 +331,9 @@ def _entries(grid: Any, ledger: Any, space: SearchSpace) -> tuple[list[TrialEntr
 
 if __name__ == "__main__":
     # An interrupted search's resume hint names this module (python -m autotune.search.run).
+    import functools
+
+    from autotune import command_line as cli
     from autotune.cli.search import main
 
-    sys.exit(main(prog="python -m autotune.search.run"))
+    sys.exit(cli.run_main(functools.partial(main, prog="python -m autotune.search.run")))

@@ -5,24 +5,46 @@ replays them as it goes; records that a failed store (a tracking server down, a 
 pending are replayed here, in order and idempotently (:mod:`autotune.tracking.durable`). A
 resumed search (``--resume``) replays them too. What each run folder gave goes to stderr as it is
 written; the result (what still waits) to stdout. Exit codes: 0 when MLflow holds everything, 1 when
-records are still pending (the store still fails), 2 for bad input. The command line is
+records are still pending (the store still fails) or a spool line could not be read (named with
+its file and line number; the records around it are written), 2 for bad input. The command line is
 :mod:`autotune.cli.sync`.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune.errors import ConfigError
-from autotune.tracking.spool import HEADER, Spool
+from autotune.names import check_path_name
+from autotune.tracking.spool import HEADER, BadLine, Spool
 
 if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
 
 
-def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: TextIO | None = None) -> int:
+@dataclass(frozen=True)
+class SyncOutcome:
+    """What a sync left undone.
+
+    Attributes:
+        pending: Records MLflow still lacks (its store failed, or a live search holds them).
+        unreadable: Spool lines that are not records (each said on ``out`` with file and line):
+            what they held cannot be written, so MLflow is never said to hold everything.
+    """
+
+    pending: int
+    unreadable: list[BadLine] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.pending == 0 and not self.unreadable
+
+
+def sync_search(name: str, *, root: str, tracking_uri: str | None = None,
+                out: TextIO | None = None) -> SyncOutcome:
     """Replay the pending records of every run folder of search ``name``.
 
     Args:
@@ -32,7 +54,7 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
         out: Where to print what was done (stdout by default).
 
     Returns:
-        The records still pending.
+        The records still pending, and the spool lines that could not be read.
 
     Raises:
         ConfigError: No search of that name under ``root``; a spool whose records name no
@@ -49,13 +71,17 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
 
     out = sys.stdout if out is None else out
     base = Path(root).resolve()
-    storage = base / "mlruns" / "ray" / name
+    storage = base / "mlruns" / "ray" / check_path_name(name, field="--name")
     runs = sorted(p for p in storage.glob("run-*") if p.is_dir())
     if not runs:
         raise ConfigError(f"no search named {name!r} under {storage}; check --name and --root", field="name")
     left, synced_any = 0, False
+    unreadable: list[BadLine] = []
     for run in runs:
         spool = Spool(run / "tracking")
+        for bad in spool.bad_lines:
+            print(f"{run.name}: cannot read {bad} (the records around it are written)", file=out, flush=True)
+        unreadable.extend(spool.bad_lines)
         pending = len(spool.pending())
         if not pending:
             continue
@@ -106,9 +132,9 @@ def sync_search(name: str, *, root: str, tracking_uri: str | None = None, out: T
               + (f"; {still} still pending (details: {spool.error_log})" if still else ""), file=out, flush=True)
         left += still
         synced_any = True
-    if not synced_any:
+    if not synced_any and not unreadable:
         print(f"nothing to sync: MLflow holds every record of search {name!r}", file=out)
-    return left
+    return SyncOutcome(left, unreadable)
 
 
 def _header_from_records(spool: Spool, tracking_uri: str | None) -> dict[str, Any]:
@@ -154,6 +180,9 @@ def _search_run_of(tracker: Tracker, spool: Spool) -> str:
 
 
 if __name__ == "__main__":
+    import functools
+
+    from autotune import command_line as cli
     from autotune.cli.sync import main
 
-    sys.exit(main(prog="python -m autotune.search.sync"))
+    sys.exit(cli.run_main(functools.partial(main, prog="python -m autotune.search.sync")))

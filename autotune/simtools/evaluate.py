@@ -205,6 +205,9 @@ def render(records: Sequence[Mapping[str, Any]], *, optimum: bool) -> str:
 
 
 if __name__ == "__main__":
+    import functools
+
+    from autotune import command_line as cli
     from autotune.cli.evaluate import main
 
-    sys.exit(main(prog="python -m autotune.simtools.evaluate"))
+    sys.exit(cli.run_main(functools.partial(main, prog="python -m autotune.simtools.evaluate")))

@@ -17,7 +17,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, NoReturn, Protocol, TypeGuard, overload
 
 from autotune._yaml_lines import key_line_of, line_of
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, cut
+
+#: The largest integer a space may hold anywhere: 2**53 - 1, the largest that JSON readers, MLflow's
+#: params and Optuna's float distributions keep exact. Fields with a tighter bound say theirs.
+INT_CEILING = 2**53 - 1
 
 
 def type_name(value: Any) -> str:
@@ -59,12 +63,12 @@ def is_scalar(value: Any) -> bool:
 
 
 def show(value: Any) -> str:
-    """A value as it would be written in YAML."""
+    """A value as it would be written in YAML, cut to :data:`~autotune.errors.SHOWN_CHARS`."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return repr(value) if isinstance(value, str) else str(value)
+    return cut(repr(value) if isinstance(value, str) else str(value))
 
 
 def closest(word: str, options: Iterable[str]) -> str:
@@ -114,21 +118,26 @@ class Reader:
     # The overloads tell the type checker that only allow_none=True can return None.
     @overload
     def integer(self, value: Any, field: str, line: int | None, *, minimum: int | None = None,
-                allow_none: Literal[False] = False) -> int: ...
+                maximum: int = INT_CEILING, hint: str = "", allow_none: Literal[False] = False) -> int: ...
     @overload
     def integer(self, value: Any, field: str, line: int | None, *, minimum: int | None = None,
-                allow_none: bool = False) -> int | None: ...
+                maximum: int = INT_CEILING, hint: str = "", allow_none: bool = False) -> int | None: ...
     def integer(self, value: Any, field: str, line: int | None, *, minimum: int | None = None,
-                allow_none: bool = False) -> int | None:
-        """An integer (not a boolean), at least ``minimum``."""
+                maximum: int = INT_CEILING, hint: str = "", allow_none: bool = False) -> int | None:
+        """An integer (not a boolean), at least ``minimum`` and at most ``maximum`` (``hint``, if
+        given, follows the message of a value above it)."""
         if value is None and allow_none:
             return None
         if not is_int(value):
             extra = " or null" if allow_none else ""
             self.fail(f"must be an integer{extra}, got {type_name(value)} {show(value)}",
                       field=field, line=line)
-        if minimum is not None and value < minimum:
-            self.fail(f"must be >= {minimum}, got {value}", field=field, line=line)
+        if value < (-INT_CEILING if minimum is None else minimum):
+            self.fail(f"must be >= {-INT_CEILING if minimum is None else minimum:,}, got {show(value)}",
+                      field=field, line=line)
+        if value > maximum:
+            self.fail(f"must be <= {maximum:,}, got {show(value)}" + (f"; {hint}" if hint else ""),
+                      field=field, line=line)
         return value
 
     @overload

@@ -179,6 +179,11 @@ class Measure:
     warmup_max_rounds: int = 6
 
 
+#: The most trials a search may plan: each is a server started and measured, so even at a few
+#: seconds a trial this is weeks of work; a bigger number is a typo or a wish for a deadline.
+MAX_TRIALS = 100_000
+
+
 def read_budget(reader: Reader, value: Any, line: int | None) -> Budget:
     """Parse ``budget: {trials, wall_time_s}``."""
     if value is None:
@@ -186,7 +191,9 @@ def read_budget(reader: Reader, value: Any, line: int | None) -> Budget:
     reader.mapping(value, "budget", line, allowed=("trials", "wall_time_s"))
     return Budget(
         trials=reader.integer(value.get("trials", 40), "budget.trials",
-                              line_of(value, "trials"), minimum=1),
+                              line_of(value, "trials"), minimum=1, maximum=MAX_TRIALS,
+                              hint="for a search that runs until a deadline, set budget.wall_time_s "
+                                   "(seconds) and trials to the most it may run"),
         wall_time_s=reader.number(value.get("wall_time_s"), "budget.wall_time_s",
                                   line_of(value, "wall_time_s"), positive=True,
                                   allow_none=True))
@@ -225,8 +232,9 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
         storage=storage,
         sampler=reader.string(value.get("sampler", "tpe"), "search.sampler",
                               line_of(value, "sampler"), choices=SAMPLERS),
+        # NumPy's and Optuna's samplers take seeds below 2**32.
         seed=reader.integer(value.get("seed", 0), "search.seed", line_of(value, "seed"),
-                            minimum=0),
+                            minimum=0, maximum=2**32 - 1),
         finalists=reader.integer(value.get("finalists", 3), "search.finalists",
                                  line_of(value, "finalists"), minimum=0),
         finalist_repeats=reader.integer(value.get("finalist_repeats", 3),

@@ -88,6 +88,9 @@ SPACE_HELP = "search space: a YAML file, or the name of a packaged one (autotune
 
 
 if __name__ == "__main__":
+    import functools
+
+    from autotune import command_line as cli
     from autotune.cli.spaces import main
 
-    sys.exit(main(prog="python -m autotune.space.packaged"))
+    sys.exit(cli.run_main(functools.partial(main, prog="python -m autotune.space.packaged")))

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import cut, is_disk_full
 from autotune.tracking.interface import WinnerFiles
 from autotune.tracking.spool import Record, Spool
 
@@ -59,9 +60,9 @@ def sync_command(name: str, root: str, tracking_uri: str | None) -> str:
 
 
 def _brief(exc: BaseException) -> str:
-    """An exception in a few words for a console line: its type and the start of its message."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:140]}{'...' if len(text) > 140 else ''}" if text else type(exc).__name__
+    """An exception in a few words for a console line: "disk full" if it is (a cut message hid it)."""
+    text = "disk full" if is_disk_full(exc) else cut(" ".join(str(exc).split()), limit=140)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class DurableTracker:
@@ -88,6 +89,8 @@ class DurableTracker:
         self.tracker = tracker
         self.spool = spool or Spool(folder)
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        for bad in self.spool.bad_lines if spool is None else []:  # autotune sync says its own
+            self.say(f"tracking: cannot read {bad}; the records around it are replayed")
         self.retry_after_s = retry_after_s
         self.winner_files = winner_files
         self.study = study
@@ -342,7 +345,8 @@ class DurableTracker:
             self.spool.append(op, key, payload)
             if self.spool.write_error is not None and not self._disk_said:
                 self._disk_said = True
-                self._trouble(f"cannot write the tracking spool {self.spool.path}; "
+                self._trouble(f"cannot write the tracking spool {self.spool.path} "
+                              f"({_brief(self.spool.write_error)}); "
                               f"{len(self.spool.pending())} record(s) held in memory until it can",
                               self.spool.write_error)
             elif self.spool.write_error is None:

@@ -18,8 +18,11 @@ A search's MLflow writes go through a spool under its own folder (``<run dir>/tr
 A record whose ``seq`` is not in ``synced.jsonl`` is pending; replaying a record is idempotent
 (:mod:`autotune.tracking.durable`), so a record written to MLflow but not yet marked is simply
 written again. A driver killed mid-append leaves a torn last line: reading skips it and the next
-append starts on a new line. When the disk refuses a write (``ENOSPC``), records wait in memory
-and are written with the next append that succeeds.
+append starts on a new line, after a marker line that says the one above was torn, so it stays
+skipped. Any other line that is not a record of the right types is kept in
+``Spool.bad_lines`` (file and line number) and the records around it are read as usual. When the
+disk refuses a write (``ENOSPC``), records wait in memory and are written with the next append that
+succeeds.
 """
 
 from __future__ import annotations
@@ -27,13 +30,19 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from autotune.errors import cut
+
+_T = TypeVar("_T")
 SPOOL = "spool.jsonl"
 SYNCED = "synced.jsonl"
 HEADER = "search.json"
+#: The line an append writes after a torn line it closes: that line was cut short, not garbled.
+_TORN = b'{"torn": "the line above was cut short by a writer that was killed"}'
 #: The error log a search names in its console lines about tracking faults.
 ERROR_LOG = "tracking-errors.log"
 
@@ -68,27 +77,81 @@ def _append(path: Path, text: str) -> None:
         if fh.tell() > 0:
             fh.seek(-1, os.SEEK_END)
             if fh.read(1) != b"\n":
-                text = "\n" + text
+                # The marker tells readers the line above is a torn write, not a garbled record.
+                text = "\n" + _TORN.decode() + "\n" + text
         fh.write(text.encode())
         fh.flush()
         os.fsync(fh.fileno())
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    """The whole JSON lines of a file; a torn or garbled line (a killed writer) is skipped."""
+@dataclass(frozen=True)
+class BadLine:
+    """A spool line that could not be read as a record.
+
+    Attributes:
+        path: The file it is in.
+        line: Its 1-based line number.
+        why: What is wrong with it, with the value cut (:func:`autotune.errors.cut`).
+    """
+
+    path: Path
+    line: int
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.why}"
+
+
+def _parse_record(item: Any) -> Record:
+    """One spool record from its parsed JSON, its types checked.
+
+    Raises:
+        ValueError: Not an object, or a field of the wrong type (said with the field's name).
+    """
+    if not isinstance(item, dict):
+        raise ValueError(f"not a JSON object but {type(item).__name__}")
+    want = {"seq": int, "op": str, "key": str, "at_ms": int, "data": dict}
+    for name, kind in want.items():
+        value = item.get(name)
+        # bool is an int to isinstance, and never a sequence number or a time.
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"{name!r} must be {kind.__name__}, got {cut(repr(value))}")
+    if item["seq"] < 1:
+        raise ValueError(f"'seq' must be >= 1, got {item['seq']}")
+    return Record(item["seq"], item["op"], item["key"], item["at_ms"], item["data"])
+
+
+def _read_lines(path: Path, parse: Callable[[Any], _T]) -> tuple[list[_T], list[BadLine]]:
+    """The records of a JSON-lines file, and the lines that are not records.
+
+    A torn last line (no newline after it: a writer killed mid-append) is skipped without a word;
+    any other unreadable line is a :class:`BadLine`, and the lines around it are still read.
+    """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return []
-    out = []
-    for line in raw.splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
+        return [], []
+    lines = raw.split(b"\n")
+    torn = {i for i in range(len(lines) - 1) if lines[i + 1] == _TORN}
+    if lines[-1]:
+        torn.add(len(lines) - 1)  # the text after the last newline: a write cut short just now
+    out: list[_T] = []
+    bad: list[BadLine] = []
+    for index, line in enumerate(lines):
+        if not line.strip() or line == _TORN:
             continue
-        if isinstance(item, dict) and isinstance(item.get("seq"), int):
-            out.append(item)
-    return out
+        try:
+            out.append(parse(json.loads(line)))
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too
+            if index not in torn:
+                bad.append(BadLine(path, index + 1, cut(str(exc))))
+    return out, bad
+
+
+def _parse_mark(item: Any) -> int:
+    if not isinstance(item, dict) or not isinstance(item.get("seq"), int) or isinstance(item.get("seq"), bool):
+        raise ValueError(f"not a {{\"seq\": n}} mark: {cut(repr(item))}")
+    return int(item["seq"])
 
 
 class Spool:
@@ -102,10 +165,12 @@ class Spool:
         self.folder = Path(folder)
         self.path = self.folder / SPOOL
         self.error_log = self.folder / ERROR_LOG
-        self._records: list[Record] = [Record(r["seq"], str(r.get("op")), str(r.get("key", "")),
-                                              int(r.get("at_ms") or 0), dict(r.get("data") or {}))
-                                       for r in _lines(self.path)]
-        self._synced: set[int] = {r["seq"] for r in _lines(self.folder / SYNCED)}
+        self._records, bad = _read_lines(self.path, _parse_record)
+        marks, bad_marks = _read_lines(self.folder / SYNCED, _parse_mark)
+        self._synced: set[int] = set(marks)
+        #: Lines of spool.jsonl and synced.jsonl that are not records (a torn last line is not
+        #: one): each is said by whoever replays, and a spool with any is never called complete.
+        self.bad_lines: list[BadLine] = bad + bad_marks
         self._unwritten: list[Record] = []  # appended, but the disk refused them so far
         self._unmarked: list[int] = []  # synced, but not yet in synced.jsonl
         self.write_error: OSError | None = None
@@ -204,4 +269,4 @@ class Spool:
                        if r.op in ("trial", "lost") and r.data.get("trial_id") == trial_id)
 
 
-__all__ = ["ERROR_LOG", "HEADER", "Record", "SPOOL", "SYNCED", "Spool"]
+__all__ = ["ERROR_LOG", "HEADER", "BadLine", "Record", "SPOOL", "SYNCED", "Spool"]

@@ -10,12 +10,13 @@ trial and summary logging share one way of writing.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-import re
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from autotune.errors import ConfigError
 from autotune.figures import finite
 from autotune.launch.spec import LaunchSpec
+from autotune.names import safe_path_name
 from autotune.tracking import ui_links
 from autotune.tracking.content import MAX_PARAM
 from autotune.tracking.runs import TAG_SEARCH_NAME
@@ -45,10 +47,6 @@ def default_store(root: str | os.PathLike[str] | None = None) -> tuple[str, str]
     """
     base = Path(root if root is not None else os.getcwd()).resolve() / "mlruns"
     return f"sqlite:///{base}/mlflow.db", f"file://{base}/artifacts"
-
-
-def _safe_dir(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "search"
 
 
 def _is_locked(exc: BaseException) -> bool:
@@ -161,6 +159,29 @@ def probe_server(tracking_uri: str) -> None:
                           f"{resp.status_code}; check the server's log", field="tracking_uri")
 
 
+@contextlib.contextmanager
+def creation_lock(tracking_uri: str) -> Iterator[None]:
+    """Held while a sqlite store is made and its experiment found or made, so that two searches
+    started together in a fresh folder do not both run MLflow's migrations (alembic's "Online
+    migration expected to match one row", "table ... already exists"): the second waits, then finds
+    the store made. Other stores (a tracking server) make their own; nothing is held for them."""
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(tracking_uri.removeprefix("sqlite:///").split("?", 1)[0])  # sqlite:///rel, sqlite:////abs
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(db.parent / f".{db.name}.lock", "a")  # noqa: SIM115 - closed below, after the flock ends
+    except OSError:
+        yield  # a folder that refuses the lock file refuses the store too: open_experiment says so
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()  # closing ends the flock
+
+
 def prepare_local(root: str, *, create: bool) -> None:
     """Make the directory of the local store under ``root`` (or, not ``create``, check it is there).
 
@@ -234,7 +255,7 @@ def create_experiment(client: MlflowClient, name: str, artifact_root: str | None
     """Create the experiment of a search (or find the one another process just made)."""
     from mlflow.exceptions import MlflowException
 
-    location = f"{artifact_root.rstrip('/')}/{_safe_dir(name)}" if artifact_root else None
+    location = f"{artifact_root.rstrip('/')}/{safe_path_name(name)}" if artifact_root else None
     try:
         retry(lambda: client.create_experiment(name, artifact_location=location,
                                                tags=_experiment_tags(name)))

@@ -80,6 +80,9 @@ def relocated_copy(*, db: Path, into: Path) -> Path:
 
 
 if __name__ == "__main__":
+    import functools
+
+    from autotune import command_line as cli
     from autotune.cli.store_copy import main
 
-    sys.exit(main(prog="python -m autotune.tracking.store_copy"))
+    sys.exit(cli.run_main(functools.partial(main, prog="python -m autotune.tracking.store_copy")))

@@ -18,6 +18,7 @@ their own trial runs. MLflow is imported on first use, not with this module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -116,8 +117,9 @@ class Tracker:
             store.probe_server(self.tracking_uri)
         if self.local:
             store.prepare_local(self.root, create=create)
-        self.experiment_id = store.open_experiment(self.client, self.name, tracking_uri=self.tracking_uri,
-                                                   artifact_root=self.artifact_root, create=create)
+        with store.creation_lock(self.tracking_uri) if create else contextlib.nullcontext():
+            self.experiment_id = store.open_experiment(self.client, self.name, tracking_uri=self.tracking_uri,
+                                                       artifact_root=self.artifact_root, create=create)
         return self
 
     def _need_experiment(self) -> str:

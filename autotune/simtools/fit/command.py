@@ -255,6 +255,9 @@ def write_report(report: dict[str, Any], paths: Sequence[str]) -> list[Path]:
 
 
 if __name__ == "__main__":
+    import functools
+
+    from autotune import command_line as cli
     from autotune.cli.fit import main
 
-    sys.exit(main(prog="python -m autotune.simtools.fit.command"))
+    sys.exit(cli.run_main(functools.partial(main, prog="python -m autotune.simtools.fit.command")))

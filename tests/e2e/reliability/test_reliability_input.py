@@ -8,6 +8,7 @@ server log directory, no search header on stdout, no process left carrying the t
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.e2e.reliability import record
 from tests.e2e.reliability.procs import new_token, processes_with_token
-from tests.e2e.reliability.searchrun import run_cli
+from tests.e2e.reliability.searchrun import run_cli, start_cli
 from tests.e2e.reliability.spaces import base_space, merged
 
 # slow: every case is a CLI subprocess, and 60 generated space files
@@ -100,7 +101,27 @@ CASES = [
     Case("--trials 0", _good, ("--trials",), args=("--trials", "0"), space_error=False),
     Case("sglang backend on a node without GPUs", lambda tmp, tok: _sglang(tmp, tok, model=str(tmp)),
          ("tp_size 2", "GPU"), space_error=False),
+    # Issue 36: names used as paths, absurd values, alias bombs, a folder that cannot be written.
+    Case("--name that leaves mlruns/", _good, ("--name", "plain folder name", "escaped-by-name"),
+         args=("--name", "../../escaped-by-name"), space_error=False),
+    Case("budget.trials of 10**23", lambda tmp, tok: merged(_good(tmp, tok), budget={"trials": 10**23}),
+         ("budget.trials", "wall_time_s")),
+    Case("YAML alias bomb in fixed_env", lambda tmp, tok: _alias_bomb(_good(tmp, tok)), ("aliases expand",)),
+    Case("mlruns/ not writable (a file there)", lambda tmp, tok: _mlruns_file(tmp, _good(tmp, tok)),
+         ("cannot write", "mlruns"), space_error=False),
 ]
+
+
+def _alias_bomb(space: dict[str, Any]) -> str:
+    """``space`` as YAML with 9**8 copies of one string behind nine nested aliases (a 0.5 KB file)."""
+    lines = ["a0: &a0 'xxxxxxxxxx'"] + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    text = yaml.safe_dump(space, sort_keys=False)
+    return "\n".join(lines) + "\n" + text.replace("fixed_env:\n", "fixed_env:\n  BOMB: *a8\n", 1)
+
+
+def _mlruns_file(tmp: Path, space: dict[str, Any]) -> dict[str, Any]:
+    (tmp / "mlruns").write_text("not a folder\n")
+    return space
 
 
 def _run_case(case: Case, tmp_root: Path) -> dict[str, Any]:
@@ -121,6 +142,7 @@ def _run_case(case: Case, tmp_root: Path) -> dict[str, Any]:
         "one error line": len(errors) == 1,
         "no traceback": "Traceback" not in proc.stderr + proc.stdout,
         "says what is wrong": all(w.lower() in message.lower() for w in case.words),
+        "message of a few lines": len(proc.stderr) < 2000,
         "names file and line": (not case.space_error) or f"{path}:" in message,
         "nothing started": not started_servers and "Search '" not in proc.stdout
         and not processes_with_token(token),
@@ -180,3 +202,48 @@ def test_space_files_on_disk_only_raise_config_error(tmp_path: Path, data: st.Da
     except ConfigError as exc:
         assert exc.message
         event(f"ConfigError at {(exc.field or '-').split('.')[0]}")
+
+
+def test_a_read_only_mlruns_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    mlruns = tmp_path / "mlruns"
+    mlruns.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mlruns)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here ({mounted.stderr.strip()}); the case "
+                    "'mlruns/ not writable (a file there)' takes the same path")
+    try:
+        token = new_token("read-only")
+        path = tmp_path / "space.yaml"
+        path.write_text(yaml.safe_dump(_good(tmp_path, token), sort_keys=False))
+        proc = run_cli(path, root=tmp_path, token=token, timeout_s=120)
+    finally:
+        subprocess.run(["umount", str(mlruns)], check=False)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    ok = (proc.returncode == 2 and len(errors) == 1 and "Read-only file system" in errors[0]
+          and "Traceback" not in proc.stderr and not processes_with_token(token))
+    record.record("bad_inputs", "mlruns/ on a read-only file system", ok=ok, exit_code=proc.returncode,
+                  message=errors[0].replace(str(tmp_path), "<tmp>") if errors else proc.stderr[-300:])
+    assert ok, proc.stderr[-3000:]
+
+
+def test_two_searches_of_one_name_started_together(tmp_path: Path) -> None:
+    token = new_token("same-name")
+    space = merged(base_space("same", token=token), budget={"trials": 1})
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    procs = [start_cli(path, "--name", "same", root=tmp_path, token=token, log=log)
+             for log in logs]
+    codes = [p.wait(timeout=600) for p in procs]
+    texts = [log.read_text(errors="replace") for log in logs]
+    refused = [i for i, t in enumerate(texts) if "a search named 'same' is running (pid" in t]
+    store_errors = [w for t in texts for w in ("alembic", "migration", "already exists", "Traceback") if w in t]
+    # Either the second found the first running and was refused, or (a loaded box) the first had
+    # ended by then and the second ran after it: both are right; a store error never is.
+    ok = not store_errors and (sorted(codes) == [0, 2] and len(refused) == 1 and
+                               f"(pid {procs[1 - refused[0]].pid})" in texts[refused[0]]
+                               or codes == [0, 0])
+    record.record("bad_inputs", "two searches of one name started together in a fresh folder", ok=ok,
+                  exit_codes=codes, refused=len(refused), store_errors=store_errors)
+    assert ok, "\n----\n".join(t[-2000:] for t in texts)

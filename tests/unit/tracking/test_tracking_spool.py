@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autotune.tracking.durable import DurableTracker
-from autotune.tracking.spool import SPOOL, Spool
+from autotune.tracking.spool import SPOOL, Record, Spool
 from autotune.tracking.tracker import Tracker
 from tests.tracking_helpers import eagle, result
 
@@ -153,7 +153,7 @@ def test_a_search_run_started_while_mlflow_is_unreachable_is_made_once_by_sync(t
     earlier.fail_search("an earlier search")
     local = default_store(tmp_path)[0]
     out = io.StringIO()
-    assert sync_search("spooled", root=str(tmp_path), tracking_uri=local, out=out) == 0, out.getvalue()
+    assert sync_search("spooled", root=str(tmp_path), tracking_uri=local, out=out).complete, out.getvalue()
     store = Tracker("spooled", root=tmp_path).connect(create=False)
     assert store.experiment_id == earlier.experiment_id
     parents = [p for p in store.parent_runs() if p.info.run_id != earlier_run]
@@ -257,7 +257,7 @@ def test_sync_finds_the_search_run_of_a_spool_whose_search_json_the_disk_refused
     (folder / "search.json.tmp").unlink()  # space again
 
     out = io.StringIO()
-    assert sync_search("spooled", root=str(tmp_path), out=out) == 0, out.getvalue()
+    assert sync_search("spooled", root=str(tmp_path), out=out).complete, out.getvalue()
     assert f"the search run {made} rebuilt" in out.getvalue(), out.getvalue()
     assert Spool(folder).header()["parent_run_id"] == made and Spool(folder).pending() == []
     store = Tracker("spooled", root=tmp_path).connect(create=False)
@@ -288,7 +288,7 @@ def test_sync_makes_the_search_run_of_a_spool_that_has_neither_mlflow_nor_search
 
     out = io.StringIO()
     # No --tracking-uri: the store comes from the spool's first record.
-    assert sync_search("spooled", root=str(tmp_path), out=out) == 0, out.getvalue()
+    assert sync_search("spooled", root=str(tmp_path), out=out).complete, out.getvalue()
     store = Tracker("spooled", root=tmp_path, tracking_uri=uri).connect(create=False)
     parents = store.parent_runs()
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -316,3 +316,57 @@ def test_sync_of_a_spool_without_search_json_or_its_store_says_what_to_give(tmp_
     assert main(["--name", "spooled", "--root", str(tmp_path), "--tracking-uri", default_store(tmp_path)[0]]) == 0
     store = Tracker("spooled", root=tmp_path).connect(create=False)
     assert [r.trial_id for r in store.trial_runs(store.latest_parent_run_id())] == ["t1"]
+
+
+def test_a_closed_torn_line_is_still_skipped_silently(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.append("trial", "a", {"trial_id": "t1", "attempt": 1})
+    with open(tmp_path / SPOOL, "ab") as fh:  # killed mid-write, then resumed: the next append closes it
+        fh.write(b'{"seq":2,"op":"trial","key":"c","at')
+    Spool(tmp_path).append("lost", "b", {"trial_id": "t2", "attempt": 1})
+    again = Spool(tmp_path)
+    assert [r.op for r in again.records()] == ["trial", "lost"] and again.bad_lines == []
+
+
+@pytest.mark.parametrize(("garbage", "words"), [
+    (b"{not json at all", "Expecting"),
+    (b'{"seq":2,"op":"start","key":"s","at_ms":1,"data":"oops"}', "'data' must be dict"),
+    (b'{"seq":2,"op":"start","key":"s","at_ms":"1","data":{}}', "'at_ms' must be int"),
+    (b'{"seq":true,"op":"start","key":"s","at_ms":1,"data":{}}', "'seq' must be int"),
+    (b'[1, 2]', "not a JSON object"),
+    (b'{"seq":2,"op":"start","key":"s","at_ms":1,"data":"' + b"x" * 5000 + b'"}', "more characters"),
+])
+def test_a_bad_middle_line_is_named_with_its_line_and_the_others_are_kept(tmp_path: Path, garbage: bytes,
+                                                                         words: str) -> None:
+    first = Record(1, "start", "start", 1, {"a": 1}).line().encode()
+    third = Record(3, "trial", "trial:t1#1", 2, {"trial_id": "t1"}).line().encode()
+    (tmp_path / SPOOL).write_bytes(first + garbage + b"\n" + third)
+    (tmp_path / "synced.jsonl").write_bytes(b'{"seq": 1}\n{"seq": "x"}\n')
+    spool = Spool(tmp_path)
+    assert [r.seq for r in spool.records()] == [1, 3] and [r.seq for r in spool.pending()] == [3]
+    assert [(b.path.name, b.line) for b in spool.bad_lines] == [(SPOOL, 2), ("synced.jsonl", 2)]
+    assert words in spool.bad_lines[0].why and len(str(spool.bad_lines[0])) < 400, spool.bad_lines[0]
+    said: list[str] = []
+    DurableTracker(Tracker("spooled", root=tmp_path), tmp_path, say=said.append)
+    assert len(said) == 2 and f"{tmp_path / SPOOL}:2" in said[0], said
+
+
+def test_sync_names_a_bad_line_and_does_not_claim_completeness(tmp_path: Path, capsys) -> None:
+    from autotune.cli.sync import main
+
+    folder = tmp_path / "mlruns" / "ray" / "spooled" / "run-1" / "tracking"
+    folder.mkdir(parents=True)
+    (folder / SPOOL).write_bytes(b"garbled\n")
+    assert main(["--name", "spooled", "--root", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert f"{folder / SPOOL}:1" in captured.err and "MLflow holds every record" not in captured.out
+    assert "could not be read" in captured.out, captured
+
+
+def test_a_full_disk_under_the_spool_is_said_as_disk_full_with_the_path(tmp_path: Path, down: Tracker) -> None:
+    durable = DurableTracker(down, tmp_path, say=[].append)
+    said: list[str] = []
+    durable.say = said.append
+    (tmp_path / SPOOL).symlink_to("/dev/full")
+    durable.log_trial("t1", result(eagle(3, 1), 900.0), drain=False)
+    assert said and "disk full" in said[0] and str(tmp_path / SPOOL) in said[0], said

@@ -1,0 +1,78 @@
+"""A search's folders: ``mlruns/ray/<name>/`` held by one running search, and its run folders.
+
+Two searches of one name in one folder would share their run folders (named to the second) and
+their MLflow experiment; the second is refused before it starts anything, naming the first's pid.
+A run folder is one start of the search (``run-<time>``); ``--resume`` goes on with the latest
+that Ray Tune saved its state in.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from typing import TextIO
+
+from autotune.errors import ConfigError
+
+#: The file a running search holds; it says the search's pid.
+LOCK_FILE = ".running"
+
+_HELD: dict[Path, TextIO] = {}  # folder -> its open, locked file, for this process's lifetime
+
+
+def hold(folder: Path, name: str) -> None:
+    """Take search ``name``'s folder for this process until it exits (again: nothing happens).
+
+    Raises:
+        ConfigError: Another process holds it: "a search named NAME is running (pid N)".
+    """
+    folder = folder.resolve()
+    if folder in _HELD:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    fh = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - kept open: the lock lives with it
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        pid = fh.read().strip() or "unknown"
+        fh.close()
+        raise ConfigError(f"a search named {name!r} is running (pid {pid}) in {folder.parent.parent.parent}; "
+                          "wait for it to end, or give this one another --name", field="name") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    _HELD[folder] = fh
+
+
+def release(folder: Path) -> None:
+    """Let the folder go (a search that ended, in a process that goes on: tests, notebooks)."""
+    fh = _HELD.pop(folder.resolve(), None)
+    if fh is not None:
+        fh.close()
+
+
+def experiment_dir(root: Path, name: str, *, resume: bool) -> tuple[Path, str, bool]:
+    """``(storage, run_name, restoring)``: a fresh run dir, or the latest one with --resume."""
+    storage = root / "mlruns" / "ray" / name
+    storage.mkdir(parents=True, exist_ok=True)
+    runs = sorted(p.name for p in storage.iterdir()
+                  if p.is_dir() and p.name.startswith("run-") and resumable(p))
+    if resume:
+        if not runs:
+            raise ConfigError(f"--resume: no earlier search named {name!r} under {storage} got as far as its "
+                              "trials; start it without --resume")
+        return storage, runs[-1], True
+    return storage, time.strftime("run-%Y%m%d-%H%M%S"), False
+
+
+def resumable(exp_dir: Path) -> bool:
+    """Whether Ray Tune saved a run folder's state, so that ``--resume`` can go on with it (a search
+    stopped before its fit began leaves the folder with its tracking spool only)."""
+    return (exp_dir / "tuner.pkl").is_file()
+
+
+__all__ = ["LOCK_FILE", "experiment_dir", "hold", "release", "resumable"]
