@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from autotune.search.progress import ProgressTable
+from autotune.search.trainable import trial_gpus
 from autotune.search.trial_report import TrialEntry, TrialReport
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class SearchLedger:
         results: Every trial that reported, in the order it completed.
         errored: Trials that errored inside Ray, by trial id.
         overheads: The tuner's overhead of each trial, in seconds (see :class:`SearchCallback`).
+        overhead_gpus: The GPUs each of those trials held meanwhile (same order), for the GPU bill.
         started: When each running trial's slot was free (``time.monotonic``), by trial id.
         free: When each slot no running trial holds was freed (a heap).
         freed: Whether any trial has freed its slot yet.
@@ -47,6 +49,7 @@ class SearchLedger:
     results: list[TrialEntry] = field(default_factory=list)
     errored: dict[str, TrialEntry] = field(default_factory=dict)
     overheads: list[float] = field(default_factory=list)
+    overhead_gpus: list[int] = field(default_factory=list)
     started: dict[str, float] = field(default_factory=dict)
     free: list[float] = field(default_factory=list)
     freed: bool = False
@@ -134,7 +137,7 @@ class SearchCallback(Callback):
             self.table.row(trial=trial.trial_id, params=trial.config, report=report)
             if tracker is not None:
                 tracker.drain()
-        self._free(started, measured)
+        self._free(started, measured, dict(trial.config or {}))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # An error inside Ray (the trial process lost, an exception outside the measured
@@ -166,7 +169,8 @@ class SearchCallback(Callback):
                                           ((report.result and report.result.reason) or "") + "; Ray runs it again",
                                           params=dict(trial.config or {}), kind=_kind(report))
 
-    def _free(self, started: float | None, measured: float | None) -> None:
+    def _free(self, started: float | None, measured: float | None,
+              config: dict[str, Any] | None = None) -> None:
         if started is None:
             return
         now = time.monotonic()
@@ -174,6 +178,9 @@ class SearchCallback(Callback):
         heapq.heappush(self.ledger.free, now)
         if measured is not None:
             self.ledger.overheads.append(max(now - started - measured, 0.0))
+            space = self.ledger.space
+            fixed = int((space.fixed_args.get("tp_size") if space is not None else None) or 1)
+            self.ledger.overhead_gpus.append(trial_gpus(config or {}, fixed_tp=fixed))
 
 
 #: Where the tracebacks of trials that errored inside Ray go, in the search's run folder; the

@@ -21,12 +21,14 @@ from autotune.backend import get_backend
 from autotune.figures import finite
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.search.trial_report import TrialEntry
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
+from autotune.trial.gpu_time import GpuTotals
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Contender, pick_winner
@@ -143,7 +145,8 @@ def stored_baselines(baseline_dir: str) -> list[TrialResult]:
 def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Sequence[Finalist],
              stored: Sequence[TrialResult], *, name: str, interrupted: bool, exp_dir: Path,
              overheads: Sequence[float], warm: WarmStart | None = None, tracking_uri: str | None = None,
-             parent_run_id: str | None = None, experiment_id: str | None = None) -> SearchOutcome:
+             parent_run_id: str | None = None, experiment_id: str | None = None,
+             overhead_gpus: Sequence[int] = ()) -> SearchOutcome:
     """What the search found: the winner, the counts, the finalists' rows, the summary files.
 
     Pure: it measures, prints and logs nothing.
@@ -161,6 +164,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         tracking_uri: MLflow's URI, None without tracking (and the two ids below).
         parent_run_id: The search's MLflow run.
         experiment_id: Its experiment.
+        overhead_gpus: The GPUs each trial held during its overhead (1 where not given).
     """
     statuses = [e.report.status for e in entries]
     maximize = space.objective.direction == "maximize"
@@ -199,6 +203,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         finalists=finalists_out, tracking_uri=tracking_uri, parent_run_id=parent_run_id,
         experiment_path=str(exp_dir), experiment_id=experiment_id,
         overheads_s=list(overheads), sglang_default=default)
+    totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
+    outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
     if levels and not interrupted:
         outcome.per_level = level_answers(
@@ -213,7 +219,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
 
 def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, overheads: Sequence[float],
            study: Any, name: str, exp_dir: Path, space_arg: str, interrupted: bool,
-           tracker: SearchTracker | None, warm: WarmStart | None, out: TextIO) -> SearchOutcome:
+           tracker: SearchTracker | None, warm: WarmStart | None, out: TextIO,
+           overhead_gpus: Sequence[int] = ()) -> SearchOutcome:
     """The search's last step, around :func:`conclude`: the finalists chosen, confirmed, printed
     and tracked; the conclusion; the search's MLflow run closed with its summary files.
 
@@ -230,6 +237,7 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         tracker: The search's tracker (a ``DurableTracker`` in a search), None without tracking.
         warm: SGLang's default config.
         out: The console.
+        overhead_gpus: The GPUs each trial held during its overhead.
     """
     chosen = choose_finalists(space, entries, interrupted=interrupted)
     finalists: list[Finalist] = []
@@ -247,9 +255,12 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
                        interrupted=interrupted, exp_dir=exp_dir, overheads=overheads,
                        warm=warm, tracking_uri=getattr(tracker, "tracking_uri", None),
                        parent_run_id=getattr(tracker, "parent_run_id", None),
-                       experiment_id=getattr(tracker, "experiment_id", None))
+                       experiment_id=getattr(tracker, "experiment_id", None), overhead_gpus=overhead_gpus)
     if tracker is not None:
         from autotune.export.launch_command import winner_files
+
+        if outcome.gpu_time is not None:
+            tracker.log_to_search(metrics=GpuTotals.from_dict(outcome.gpu_time).metrics())
 
         tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
                               winner_files=winner_files, report_files=outcome.report_files,

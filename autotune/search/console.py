@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from autotune.figures import finite
+from autotune.search.gpu_bill import bill_lines
 from autotune.search.options import SearchOutcome
 from autotune.space.warm_start import versus_default
 from autotune.tracking.ui_links import run_url, runs_url
+from autotune.trial.gpu_time import GpuTotals
 from autotune.trial.level_results import LoadLevel
 from autotune.trial.report import phase_table
 from autotune.trial.result import TrialResult
@@ -65,11 +67,13 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     print("\n" + "=" * 78, file=out)
     if outcome.interrupted:
         print(f"Search {outcome.name!r} interrupted after {outcome.trials} trial(s).", file=out)
+        _print_gpu_time(outcome, out)
         _print_unsynced(outcome, out)
         return
     print(f"Search {outcome.name!r}: {outcome.trials} trials "
           f"({outcome.feasible} feasible, {outcome.infeasible} infeasible, "
           f"{outcome.failed} failed)", file=out)
+    _print_gpu_time(outcome, out)
     _print_unsynced(outcome, out)
     if outcome.winner is None:
         print("No config ran successfully: nothing to recommend.", file=out)
@@ -92,6 +96,7 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
             print(f"  {line}", file=out)
     if s.get("tuner_overhead_s_median") is not None:
         print(f"Tuner overhead per trial (median): {s['tuner_overhead_s_median']:.2f} s", file=out)
+
     if outcome.tracking_uri:
         print("\nNext steps:", file=out)
         bindir = _bin_dir()
@@ -103,6 +108,15 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
               + (f"--tracking-uri {outcome.tracking_uri} " if server else "") + "--format sh", file=out)
     heading, command = serve_heading(w.serve_command, w.launch_command)
     print(f"\n{heading}:\n{command}", file=out, flush=True)
+
+
+def _print_gpu_time(outcome: SearchOutcome, out: TextIO) -> None:
+    """The search's GPU bill (:mod:`autotune.search.gpu_bill`), when it was counted."""
+    if outcome.gpu_time is None:
+        return
+    unrecorded_trials = int(outcome.gpu_time.get("unrecorded_trials") or 0)
+    for line in bill_lines(GpuTotals.from_dict(outcome.gpu_time), unrecorded_trials=unrecorded_trials):
+        print(line, file=out)
 
 
 def serve_heading(serve: str | None, measured: str | None) -> tuple[str, str | None]:

@@ -61,6 +61,9 @@ class SearchOutcome:
     unsynced: int | None = None
     spool_path: str | None = None
     sync_command: str | None = None
+    #: Where the search's GPU time went (:meth:`autotune.trial.gpu_time.GpuTotals.to_dict`), and how
+    #: many trials started no server or errored inside Ray (not in it); None when not counted.
+    gpu_time: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -93,6 +96,7 @@ class SearchOutcome:
             "optuna_study": self.optuna_study,
             "tracking_unsynced": self.unsynced,
             "tracking_sync_command": self.sync_command if self.unsynced else None,
+            "gpu_time": self.gpu_time,
             "tuner_overhead_s_median": (sorted(self.overheads_s)[len(self.overheads_s) // 2]
                                         if self.overheads_s else None),
         }

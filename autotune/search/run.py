@@ -196,7 +196,8 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
     # planned means the run was stopped.
     interrupted = unfinished > 0 or (len(entries) < trials and space.budget.wall_time_s is None)
-    outcome = finish(space, ctx, entries, overheads=ledger.overheads, study=ledger.study, name=name,
+    outcome = finish(space, ctx, entries, overheads=ledger.overheads, overhead_gpus=ledger.overhead_gpus,
+                     study=ledger.study, name=name,
                      exp_dir=plan.exp_dir, space_arg=opts.space, interrupted=interrupted,
                      tracker=durable, warm=warm, out=out)
     if study_where is not None:

@@ -18,8 +18,10 @@ from typing import Any
 
 from autotune.figures import finite
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
+from autotune.search.gpu_bill import bill_table
 from autotune.search.level_answers import levels_of
 from autotune.search.options import SearchOutcome
+from autotune.trial.gpu_time import FLAT_NAMES, GpuTotals, flat
 from autotune.trial.level_results import LoadLevel, metric_suffix
 from autotune.trial.report import phase_rows
 from autotune.trial.result import TrialResult
@@ -100,7 +102,8 @@ def trials_csv(rows: Sequence[Row]) -> str:
     level_cols = [f"{f}{metric_suffix(c)}" for c in levels for f in _LEVEL_COLUMNS]
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
-    out.writerow(["kind", "trial_id", "status", "reason", *params, *_FIGURES, *_PHASES, *level_cols])
+    out.writerow(["kind", "trial_id", "status", "reason", *params, *_FIGURES, *_PHASES, *FLAT_NAMES,
+                  *level_cols])
     for row in rows:
         r, ph = row.result, row.result.phases or {}
         at = {LoadLevel.of_record(lv): lv for lv in r.levels or []}
@@ -108,6 +111,7 @@ def trials_csv(rows: Sequence[Row]) -> str:
                       *(_cell((r.params or {}).get(p)) for p in params),
                       *(_cell(getattr(r, f)) for f in _FIGURES),
                       *(_cell(ph.get(p)) for p in _PHASES),
+                      *(_cell(v) for v in flat(r.gpu_time).values()),
                       *(_cell(at.get(c, {}).get(f)) for c in levels for f in _LEVEL_COLUMNS)])
     return buf.getvalue()
 
@@ -165,6 +169,15 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                   f"{config_label(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
                   f"{d.get('status')}, {num(d.get('output_tok_s'), '.1f')} tok/s, speedup "
                   f"{num(d.get('speedup'), '.3f')}x; the winner gives {num(d.get('gain'), '.3f')}x that."]
+    if outcome.gpu_time is not None:
+        totals = GpuTotals.from_dict(outcome.gpu_time)
+        lines += ["", "## GPU time", "",
+                  f"{totals.gpu_s:,.1f} GPU-seconds ({totals.gpu_s / 3600:.3f} GPU-hours): every server the "
+                  "search started, from spawn until its process group was gone, times the GPUs it held, "
+                  "and the tuner's overhead between trials. GPU-seconds:", "", *bill_table(totals)]
+        if outcome.gpu_time.get("unrecorded_trials"):
+            lines += ["", f"{outcome.gpu_time['unrecorded_trials']} trial(s) started no server or errored "
+                      "inside Ray: their time is not counted."]
     measured = sorted(rows, key=lambda r: -(finite(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]

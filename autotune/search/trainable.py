@@ -116,6 +116,12 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
                           baseline_key=evaluation.baseline_key).to_metrics())
 
 
+def trial_gpus(config: Mapping[str, Any], *, fixed_tp: int) -> int:
+    """The GPUs one trial asks Ray for (and holds while the tuner works around it): its
+    ``tp_size``, else the space's fixed one."""
+    return int(config.get("tp_size") or fixed_tp)
+
+
 class TrialResources:
     """Picklable per-trial resource request: one bundle of ``tp_size`` GPUs on one node."""
 
@@ -125,7 +131,7 @@ class TrialResources:
         self.exclusive_resource = exclusive_resource
 
     def __call__(self, config: Mapping[str, Any]) -> dict[str, float]:
-        tp = int(config.get("tp_size") or self.fixed_tp)
+        tp = trial_gpus(config, fixed_tp=self.fixed_tp)
         res = {"CPU": float(self.cpus), "GPU": float(tp)}
         if self.exclusive_resource:
             res[self.exclusive_resource] = 1.0

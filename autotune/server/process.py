@@ -34,6 +34,7 @@ from autotune.server.group import (
     stop_at_exit,
     stop_group,
 )
+from autotune.server.lifetime import Lifetime
 from autotune.server.logs import LOG_TAIL_LINES, describe_exit, read_tail, with_tail
 from autotune.server.ports import BIND_FAILURE, PortReservation, reserve_port
 from autotune.server.ready import poll_ready
@@ -124,8 +125,7 @@ class ServerProcess:
         self._started = False
         self._stopped = False
         self._crashed = False
-
-    # ---- properties -------------------------------------------------------------------------
+        self.lifetime = Lifetime()  # start-up and teardown seconds, for the GPU bill
 
     @property
     def host(self) -> str:
@@ -184,8 +184,6 @@ class ServerProcess:
         state = ("running" if self.alive() else f"exited {self._returncode}") if self._proc else "not started"
         return f"ServerProcess(pid={self.pid}, port={self.port}, {state}, log={self._log_path})"
 
-    # ---- lifecycle --------------------------------------------------------------------------
-
     def start(self) -> ServerProcess:
         """Launch the server and wait until it is ready.
 
@@ -211,6 +209,7 @@ class ServerProcess:
             else:
                 self._log_path.parent.mkdir(parents=True, exist_ok=True)
             stop_at_exit(self)
+            self.lifetime.began()
             try:
                 launches = 1 + (self._port_retries if self._requested_port is None else 0)
                 while True:
@@ -219,6 +218,7 @@ class ServerProcess:
                     self._launch()
                     try:
                         self._wait_ready()
+                        self.lifetime.started()
                         return self
                     except ServerStartupCrash as crash:
                         lost_race = BIND_FAILURE.search(self._attempt_tail(LOG_TAIL_LINES))
@@ -228,6 +228,7 @@ class ServerProcess:
                                        f"(exit {crash.returncode}); relaunching on another port")
             except BaseException:
                 self.stop()
+                self.lifetime.started()
                 raise
 
     def stop(self) -> int | None:
@@ -268,8 +269,6 @@ class ServerProcess:
         except Exception:  # noqa: BLE001, S110 - nothing can be raised from a finalizer
             pass
 
-    # ---- health -----------------------------------------------------------------------------
-
     def alive(self) -> bool:
         """Whether the server process is running (without reaping it)."""
         return self._proc is not None and self._exit_status() is None
@@ -304,8 +303,6 @@ class ServerProcess:
         if self._log_path is None:
             return ""
         return read_tail(self._log_path, n)
-
-    # ---- internals --------------------------------------------------------------------------
 
     def _log_note(self, text: str) -> None:
         assert self._log_path is not None
@@ -382,7 +379,8 @@ class ServerProcess:
         interrupted: BaseException | None = None
         gone = True
         if proc is not None and proc.returncode is None:
-            gone, interrupted = stop_group(proc, grace_s=self._grace_s)
+            with self.lifetime.stopping():
+                gone, interrupted = stop_group(proc, grace_s=self._grace_s)
         if proc is not None:
             self._returncode = proc.returncode
         if not gone:

@@ -29,6 +29,7 @@ from autotune.tracking.runs import (
     TAG_SEARCH_NAME,
     TrialRun,
 )
+from autotune.trial.gpu_time import flat
 from autotune.trial.level_results import LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
     """The metrics of a trial run: every known figure, and nothing for an unknown one.
 
     Names are the :class:`~autotune.trial.result.TrialResult` field names, plus ``phase_<key>`` for the
-    phase profile (``phase_draft_ms``, ``phase_draft_pct``, ``phase_cycle_ms``, ...).
+    phase profile (``phase_draft_ms``, ``phase_draft_pct``, ``phase_cycle_ms``, ...) and the GPU
+    time record's ``gpus``, ``gpu_s`` and ``time_<part>_s`` (:func:`autotune.trial.gpu_time.flat`).
     """
     out: dict[str, float] = {}
     for name in _RESULT_METRICS:
@@ -82,6 +84,9 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
         value = finite((result.phases or {}).get(key))
         if value is not None:
             out[f"phase_{key}"] = value
+    for name, gpu_value in flat(getattr(result, "gpu_time", None)).items():
+        if (value := finite(gpu_value)) is not None:
+            out[name] = value
     out.update(level_metrics(result))
     return out
 

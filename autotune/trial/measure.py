@@ -43,6 +43,7 @@ from autotune.server.process import ServerProcess
 from autotune.sglang import metrics
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
+from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
 from autotune.trial.level_results import with_levels
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
@@ -144,19 +145,23 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None) ->
 
 async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
                          repeats: int, speculative: bool, draft_forwards: bool, *,
-                         settings: MeasureSettings | None, sampler: GpuSampler) -> Level:
-    """Warm up and measure one load level (one concurrency) on a running server."""
+                         settings: MeasureSettings | None, sampler: GpuSampler,
+                         clock: PartClock) -> Level:
+    """Warm up and measure one load level (one concurrency) on a running server, ``clock``
+    splitting its time between warm-up and measurement."""
     base = server.url
     kwargs = workload.bench_kwargs()
     conc = kwargs.get("concurrency")
     stable_pct = settings.warmup_until_stable_pct if settings is not None else None
     level = Level(workload=workload)
+    clock.enter(WARMUP)
     warm = workload.warmup()
     if warm:
         await run_benchmark(base, warm, **kwargs)
     if stable_pct is not None and settings is not None:  # stable_pct comes from settings
         level.warmup = await stabilise(server, client, workload, kwargs, stable_pct,
                                        settings.warmup_max_rounds)
+    clock.enter(MEASURE)
     for _ in range(repeats):
         server.ensure_alive()
         if stable_pct is not None:
@@ -180,12 +185,13 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
 async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
                          speculative: bool, draft_forwards: bool = True, *,
                          settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
-                         ) -> tuple[list[Level], dict | None]:
+                         clock: PartClock | None = None) -> tuple[list[Level], dict | None]:
     """Every load level of ``workload`` in turn on one server (one level unless it lists several)."""
     sampler = sampler or NullSampler("no sampler")
+    clock = clock or PartClock()
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
         levels = [await _measure_level(server, client, w, repeats, speculative, draft_forwards,
-                                       settings=settings, sampler=sampler)
+                                       settings=settings, sampler=sampler, clock=clock)
                   for w in workload.levels()]
         info = None
         try:
@@ -269,6 +275,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     sampler = open_sampler(env=env, wanted=settings.gpu_telemetry,
                            needs_gpus=get_backend(config.backend).needs_gpus,
                            server_gpus=getattr(config, "tp_size", None))
+    clock = PartClock()  # warm-up and measurement; the server times its own start-up and teardown
     try:
         with sampler, server:
             started = time.monotonic() - t0
@@ -276,7 +283,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             levels, info = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
-                               settings=settings, sampler=sampler), left))
+                               settings=settings, sampler=sampler, clock=clock), left))
             if any(b.failed for level in levels for b in level.benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
@@ -288,7 +295,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         else:
             died_tail = server.log_tail() if server.log_path else None
         return failed_result(config, spec, why, failure=kind, log_tail=died_tail,
-                             log_path=str(log_path), t0=t0)
+                             log_path=str(log_path), t0=t0, gpu_time=_held(server, clock, config))
     per_level = []
     for level in levels:
         one = summarise(config, spec, level.benches, level.profiles, info, tail=tail,
@@ -300,7 +307,18 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         one.gpu_telemetry = {**(one.gpu_telemetry or {}),
                              "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES")}
         per_level.append((workload.level_of(level.workload), one))
-    return with_levels(per_level, workload)
+    result = with_levels(per_level, workload)
+    result.gpu_time = _held(server, clock, config)
+    return result
+
+
+def _held(server: ServerProcess, clock: PartClock, config: TrialConfig) -> GpuTime:
+    """Where a stopped server's GPU time went: warm-up and measurement end where its stop began."""
+    life = server.lifetime
+    clock.close(at=life.stop_began)
+    return GpuTime(gpus=gpus_of(getattr(config, "tp_size", None)), startup_s=life.startup_s,
+                   warmup_s=clock.seconds(WARMUP), measure_s=clock.seconds(MEASURE),
+                   teardown_s=life.teardown_s)
 
 
 def baseline_for(baseline_config: TrialConfig, workload: Workload, settings: MeasureSettings,

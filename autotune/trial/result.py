@@ -21,6 +21,7 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.telemetry import GpuSampler, GpuWindow, repeat_figures, trial_figures, window_detail
 from autotune.space import synthetic
+from autotune.trial.gpu_time import GpuTime
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.winner import metric_field
 
@@ -101,6 +102,9 @@ class TrialResult:
     # With ``workload.concurrency: [1, 8, 64]``: one record per level (autotune.trial.level_results), each
     # judged against the baseline's same level; the fields above are the primary level's.
     levels: list[dict[str, Any]] | None = None
+    # Where the server's GPU time went (start-up, warm-up, measurement, teardown; autotune.trial.gpu_time),
+    # a failed server's too; None when no server was started (a refused launch, an invalid config).
+    gpu_time: GpuTime | None = None
 
     @property
     def ok(self) -> bool:
@@ -114,6 +118,7 @@ class TrialResult:
     def to_dict(self, *, records: bool = False) -> dict[str, Any]:
         """JSON-ready form. Records are left out unless asked for."""
         out = {k: v for k, v in self.__dict__.items() if k not in ("records", "server_info")}
+        out["gpu_time"] = self.gpu_time.to_dict() if self.gpu_time is not None else None
         if records:
             out["records"] = self.records
         return out
@@ -121,7 +126,10 @@ class TrialResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TrialResult":
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        if isinstance(fields.get("gpu_time"), Mapping):
+            fields["gpu_time"] = GpuTime.from_dict(fields["gpu_time"])
+        return cls(**fields)
 
 
 def _acceptance(config: TrialConfig) -> dict[str, Any]:
@@ -133,8 +141,9 @@ def _acceptance(config: TrialConfig) -> dict[str, Any]:
 
 def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, failure: Failure,
                   log_tail: str | None = None, log_path: str | None = None,
-                  t0: float | None = None) -> TrialResult:
-    """A failed trial's result: its reason and kind, the launch (``spec``, None when refused)."""
+                  t0: float | None = None, gpu_time: GpuTime | None = None) -> TrialResult:
+    """A failed trial's result: its reason and kind, the launch (``spec``, None when refused), and
+    the GPU time its server held (``gpu_time``, None when none was started)."""
     return TrialResult(
         status=Status.FAILED, reason=reason, params=dict(config.params),
         is_baseline=config.is_baseline,
@@ -142,7 +151,7 @@ def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, 
         launch_command=spec.shell_command() if spec else None,
         argv=spec.argv(python="python") if spec else None, env=spec.record_env() if spec else None,
         log_tail=log_tail, log_path=log_path, feasible=False,
-        duration_s=(time.monotonic() - t0) if t0 else None, **_acceptance(config))
+        duration_s=(time.monotonic() - t0) if t0 else None, gpu_time=gpu_time, **_acceptance(config))
 
 
 def _median(values: Sequence[float]) -> float | None:

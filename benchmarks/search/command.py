@@ -110,6 +110,20 @@ def _conclusion_line(finalists: int | None) -> str:
             f"costs 2 runs, counted (fin.runs: their mean in the runs that reached the target)")
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _gpu_line(a: Mapping[str, Any]) -> str:
+    what = "a confirmed winner (finalists counted)" if a.get("finalists") is not None else (
+        "the target (no finalists: --finalists N counts a confirmed winner)")
+    return (f"GPU-s: GPU-seconds of every server started until {what}, median and p10-p90 over "
+            "seeds (a run that never reaches it counts as infinite); the sweep measures every config "
+            "and each group's baseline once (its median column: the servers). Times: "
+            "benchmarks/search/gpu_model.py (recorded where the landscape has them, else its model); "
+            "tuner overhead and teardown are not counted.")
+
+
 def render(result: Mapping[str, Any]) -> str:
     """Plain-text table of a :func:`~benchmarks.search.strategies.benchmark` result."""
     any_summary = next(iter(result.values()))
@@ -136,14 +150,21 @@ def render(result: Mapping[str, Any]) -> str:
               "",
               (f"{'strategy':<12} {'median':>7} {'p90':>7} {'success':>8} {'ours/this':>10} "
                f"{'x fewer':>8} {'baselines':>9} {'failed':>7} {'dups':>5} "
-               + (f"{'fin.runs':>8} " if concluded else "") + f"{'secs':>6}")]
+               + (f"{'fin.runs':>8} " if concluded else "") + f"{'secs':>6} "
+               f"{'GPU-s':>8} {'GPU-s p10-p90':>15} {'of sweep':>8}")]
     for name, s in result.items():
         lines.append(f"{name:<12} {_fmt(s['median']):>7} {_fmt(s['p90']):>7} "
                      f"{s['success_rate']:>8.0%} {_fmt(s['ratio_ours_to_this'], 2):>10} "
                      f"{_fmt(s['times_fewer_with_ours'], 1):>8} {s['mean_baselines']:>9.1f} "
                      f"{s['mean_failed']:>7.1f} {s['mean_duplicates']:>5.1f} "
                      + (f"{_fmt(s.get('mean_conclusion_runs')):>8} " if concluded else "")
-                     + f"{s['seconds']:>6.1f}")
+                     + f"{s['seconds']:>6.1f} {_fmt(s.get('gpu_s_median'), 0):>8} "
+                     f"{_fmt(s.get('gpu_s_p10'), 0) + '-' + _fmt(s.get('gpu_s_p90'), 0):>15} "
+                     f"{_pct(s.get('gpu_s_median_of_sweep')):>8}")
+    tail = len(f" {'':>8} {'':>15} {'':>8}")  # the GPU columns, which the sweep fills
+    lines.append(f"{'sweep':<12} {a['sweep_servers']:>7}".ljust(len(lines[-len(result) - 1]) - tail)
+                 + f" {a['sweep_gpu_s']:>8.0f} {'':>15} {'100%':>8}")
+    lines.append(_gpu_line(a))
     grid = result.get("grid")
     if grid:
         lines.append("")

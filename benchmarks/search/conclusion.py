@@ -18,6 +18,9 @@ an oracle's records, so that the benchmark's pick is the tool's:
   the repeats it recorded.
 - **What they cost**: two runs a finalist (its fresh baseline, then the config: two servers, as
   the search's evaluator starts with ``fresh_baseline=True``), added to the trials the search ran.
+- **Their GPU time**: each finalist server's :class:`~autotune.trial.gpu_time.GpuTime` (the
+  evaluator's, :mod:`benchmarks.search.gpu_model`) as ``finalists`` events (``Concluded.spent``),
+  counted with the run's own by :func:`autotune.trial.gpu_time.count`.
 - **The winner**: ``pick_winner`` over the trials (each reading as judged when it ran), the
   finalists (judged against their fresh baselines) and every baseline reading.
 
@@ -28,9 +31,10 @@ draw a finalist would have got.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.trial.gpu_time import FINALISTS, Spent, events_of
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Contender, pick_winner
 
@@ -86,11 +90,13 @@ class Concluded:
         winner: The winning config's key (None when nothing feasible was measured).
         runs: Runs the conclusion spent (two a finalist).
         finalists: The finalists' re-measurements, best search reading first.
+        spent: The GPU time of the conclusion's servers, as events.
     """
 
     winner: tuple | None
     runs: int
     finalists: tuple[Confirmed, ...]
+    spent: tuple[Spent, ...] = field(default=())
 
 
 def conclude(oracle: Any, *, finalists: int) -> Concluded:
@@ -114,11 +120,14 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
     # The conclusion's draws come after the oracle's without taking them from its stream.
     evaluator = oracle.evaluator.fork()
     confirmed = []
+    spent: list[Spent] = []
     for r in chosen:
         gkey = oracle.group_of(r.key)
         # Like the search's finalists: the same evaluator, a fresh baseline beside the config.
         ev = evaluator(oracle.params_of(r.key), name="finalist", fresh_baseline=True)
         base = ev.baseline
+        spent += events_of(base.gpu_time if base is not None else None, FINALISTS)
+        spent += events_of(ev.result.gpu_time, FINALISTS)
         base_tok = base.output_tok_s if base is not None and base.ok else None
         tok = ev.result.output_tok_s if ev.result.ok else None
         if base_tok is not None:
@@ -129,7 +138,7 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
         confirmed.append(Confirmed(key=r.key, tok_s=tok, baseline_tok_s=base_tok, held=held))
     pick = pick_winner(cands, maximize=True)
     return Concluded(winner=None if pick is None else pick.ref, runs=RUNS_PER_FINALIST * len(chosen),
-                     finalists=tuple(confirmed))
+                     finalists=tuple(confirmed), spent=tuple(spent))
 
 
 __all__ = ["Concluded", "Confirmed", "RUNS_PER_FINALIST", "Reading", "conclude"]

@@ -19,6 +19,7 @@ from autotune.trial.evaluator import Evaluation
 from autotune.trial.outcome import Failure, Status, is_oom_log
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge
+from benchmarks.search.gpu_model import server_times
 
 if TYPE_CHECKING:
     from benchmarks.search.problem import Problem
@@ -71,8 +72,10 @@ class DrawnEvaluator:
         other.counts, other.baselines = dict(self.counts), dict(self.baselines)
         return other
 
-    def draw(self, params: Mapping[str, Any]) -> TrialResult:
-        """The config's next measurement, not judged (a failed one says its kind)."""
+    def draw(self, params: Mapping[str, Any], *, rounds: int | None = None) -> TrialResult:
+        """The config's next measurement, not judged (a failed one says its kind), with the GPU
+        time its server took (:mod:`benchmarks.search.gpu_model`) measuring ``rounds`` rounds (the
+        space's ``measure.repeats`` when None)."""
         from benchmarks.search.problem import runs
 
         key = config_key(params)
@@ -80,19 +83,22 @@ class DrawnEvaluator:
         self.counts[key] = n + 1
         truth = self.problem.truth(params)
         is_baseline = not self.problem.space.is_speculative(params)
+        gpu_time = server_times(self.problem, params).record(
+            rounds if rounds is not None else int(self.problem.space.measure.repeats))
         if not runs(truth):
             # The kind, as a trial reports it (Failure): out of memory is read from the reason,
             # which quotes the server's log.
             oom = is_oom_log(str(truth.get("reason") or ""))
             return TrialResult(status=Status.FAILED, reason=truth.get("reason"), params=dict(params),
                                is_baseline=is_baseline, feasible=False,
-                               failure=(Failure.OOM if oom else Failure.CRASH_AT_START).value)
+                               failure=(Failure.OOM if oom else Failure.CRASH_AT_START).value,
+                               gpu_time=gpu_time)
         m = self.problem.evaluator.draw(params, truth, seed=self.seed, n=n, noise_cv=self.noise_cv)
         hist = m.get("histogram")
         return TrialResult(status=Status.OK, reason=None, params=dict(params), is_baseline=is_baseline,
                            output_tok_s=m["tok_s"], accept_length=m.get("accept_length"),
                            phases=m["phases"],
-                           records=[{"spec": {_HIST: hist}}] if hist is not None else [])
+                           records=[{"spec": {_HIST: hist}}] if hist is not None else [], gpu_time=gpu_time)
 
     def has_baseline(self, params: Mapping[str, Any]) -> bool:
         """Whether the group of ``params`` has run its baseline."""
@@ -110,17 +116,19 @@ class DrawnEvaluator:
         base_params = space.baseline_params(dict(params))
         gkey = config_key(base_params)
         label = repr(gkey)
+        # A fresh baseline is the finalists' confirmation: both servers measure its repeats.
+        rounds = int(space.search.finalist_repeats) if fresh_baseline else int(space.measure.repeats)
         if not space.is_speculative(params):
             stored = self.baselines.get(gkey)
             if stored is not None and not fresh_baseline:
                 return Evaluation(result=stored, baseline=None, baseline_key=label)
-            result = judge(self.draw(base_params), None)
+            result = judge(self.draw(base_params, rounds=rounds), None)
             self.baselines.setdefault(gkey, result)
             return Evaluation(result=result, baseline=None, baseline_key=label)
         measured: TrialResult | None = None
         baseline = None if fresh_baseline else self.baselines.get(gkey)
         if baseline is None:
-            baseline = measured = judge(self.draw(base_params), None)
+            baseline = measured = judge(self.draw(base_params, rounds=rounds), None)
             self.baselines.setdefault(gkey, baseline)
-        result = judge(self.draw(params), baseline, min_speedup=min_speedup(space))
+        result = judge(self.draw(params, rounds=rounds), baseline, min_speedup=min_speedup(space))
         return Evaluation(result=result, baseline=measured, baseline_key=label)

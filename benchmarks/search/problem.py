@@ -28,6 +28,7 @@ from autotune.errors import AutotuneError
 from autotune.search.trial_report import TrialReport
 from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.trial_config import config_key
+from autotune.trial.gpu_time import BASELINES, TRIALS, GpuTotals, Spent, count, events_of
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import VERDICT_PHASE_KEYS, break_even_constraint, pays
@@ -259,6 +260,10 @@ class Oracle:
         self.duplicates = 0
         self.success_at: int | None = None
         self.conclusion_runs: int | None = None  # what the successful conclusion cost
+        # Every server the run started, as GPU-time events; their count where it succeeded
+        # (with the successful conclusion's servers), by the search's own count.
+        self.spent: list[Spent] = []
+        self.gpu_at_success: GpuTotals | None = None
         self.readings: list[Reading] = []  # one per run, in order
         self._params: dict[tuple, dict[str, Any]] = {}
         self._group: dict[tuple, tuple] = {}
@@ -293,6 +298,7 @@ class Oracle:
             end = conclude(self, finalists=self.finalists)
             if end.winner is not None and self._true[end.winner] >= self.p.target:
                 self.success_at, self.conclusion_runs = self.trials + end.runs, end.runs
+                self.gpu_at_success = count([*self.spent, *end.spent])
             return
         best_key, best = None, -math.inf
         for key, ok in self._feasible.items():
@@ -302,6 +308,7 @@ class Oracle:
                     best_key, best = key, mean
         if best_key is not None and self._true[best_key] >= self.p.target:
             self.success_at = self.trials
+            self.gpu_at_success = count(self.spent)
 
     def run(self, params: Mapping[str, Any]) -> TrialReport:
         """Measure one proposed config (and its group's baseline first, if new)."""
@@ -313,6 +320,8 @@ class Oracle:
             # The group's baseline is its own run, and the pick is updated after it.
             self.baselines += 1
             base = self.evaluator(base_params).result
+            # A baseline the sampler asked for is its trial; one run ahead of a config, its group's.
+            self.spent += events_of(base.gpu_time, TRIALS if is_baseline else BASELINES)
             self._count(gkey, base_params, base)
             self.readings.append(Reading.of(gkey, base, feasible=True, is_baseline=True))
             if base.ok:
@@ -324,6 +333,7 @@ class Oracle:
             # The stored baseline is reused; nothing new is run.
             return self._report(self.evaluator(params).result)
         result = self.evaluator(params).result
+        self.spent += events_of(result.gpu_time, TRIALS)
         key = config_key(params)
         self._group[key] = gkey
         self._count(key, params, result)

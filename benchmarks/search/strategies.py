@@ -21,6 +21,8 @@ from optuna.samplers import BaseSampler
 
 from autotune.search.samplers import SAMPLER_NAMES, make_sampler
 from autotune.search.samplers._observations import PLAN_KEY
+from autotune.trial.gpu_time import count
+from benchmarks.search.gpu_model import sweep_events
 from benchmarks.search.noise import measured_noise
 from benchmarks.search.peers import AutoTier1Sampler, AutoTier2Sampler
 from benchmarks.search.problem import Oracle, Problem, load_problem
@@ -53,6 +55,7 @@ class RunResult:
     seconds: float
     reached_by: str | None = None  # the plan reason of the trial that reached the target
     conclusion_runs: int | None = None  # finalist runs in trials_to_target (None: not counted)
+    gpu_s_to_target: float | None = None  # GPU-seconds of every server up to then (None: not reached)
 
 
 def make_strategy(name: str, *, seed: int | None, space: Any) -> BaseSampler:
@@ -96,7 +99,9 @@ def run_strategy(problem: Problem, strategy: str, *, seed: int, budget: int, noi
                      failed=oracle.failed, duplicates=oracle.duplicates,
                      seconds=time.perf_counter() - t0,
                      reached_by=reached_by if hit is not None else None,
-                     conclusion_runs=oracle.conclusion_runs if hit is not None else None)
+                     conclusion_runs=oracle.conclusion_runs if hit is not None else None,
+                     gpu_s_to_target=(oracle.gpu_at_success.gpu_s
+                                      if hit is not None and oracle.gpu_at_success is not None else None))
 
 
 def grid_full(problem: Problem, *, seed: int, noise_cv: float,
@@ -126,7 +131,7 @@ def _warm_start_truth(problem: Problem) -> dict[str, Any]:
             "reaches_target": bool(feasible and tok is not None and tok >= problem.target)}
 
 
-def _quantile(values: Sequence[int | None], q: float) -> float | None:
+def _quantile(values: Sequence[float | None], q: float) -> float | None:
     """Quantile with unreached runs as +inf; None when it falls on an unreached run."""
     xs = sorted(math.inf if v is None else float(v) for v in values)
     if not xs:
@@ -158,6 +163,11 @@ def summarize(runs: Sequence[RunResult], *, budget: int) -> dict[str, Any]:
         "conclusion_runs": [r.conclusion_runs for r in runs],
         "mean_conclusion_runs": (float(np.mean(spent)) if (spent := [
             r.conclusion_runs for r in runs if r.conclusion_runs is not None]) else None),
+        # GPU-seconds to the target (a confirmed winner with finalists), an unreached run as +inf.
+        "gpu_s_to_target": [r.gpu_s_to_target for r in runs],
+        "gpu_s_median": _quantile([r.gpu_s_to_target for r in runs], 0.5),
+        "gpu_s_p10": _quantile([r.gpu_s_to_target for r in runs], 0.1),
+        "gpu_s_p90": _quantile([r.gpu_s_to_target for r in runs], 0.9),
     }
 
 
@@ -230,6 +240,7 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
                 for s in seed_list]
         out[name] = summarize(runs, budget=budget)
     info = problem.evaluator.info()
+    sweep = count(sweep_events(problem))
     common = {"space": space_path if landscape is None else info["space"],
               "profile": info.get("profile"), **info,
               "configs": len(problem.configs), "groups": problem.groups,
@@ -238,7 +249,9 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
               "noise_cv": None if landscape is not None else noise_cv,
               "noise_source": source, "seeds": seeds,
               "finalists": finalists,
-              "warm_start": _warm_start_truth(problem) if warm_start else None}
+              "warm_start": _warm_start_truth(problem) if warm_start else None,
+              # The exhaustive sweep: every config and each group's baseline measured once.
+              "sweep_gpu_s": sweep.gpu_s, "sweep_servers": sum(sweep.servers.values())}
     if "grid" in out:
         full = [grid_full(problem, seed=s, noise_cv=noise_cv, finalists=finalists)
                 for s in seed_list]
@@ -251,6 +264,8 @@ def benchmark(space_path: str | None = None, *, profile: str | None = None, seed
         theirs = summary["median"]
         summary["ratio_ours_to_this"] = (ours / theirs) if ours and theirs else None
         summary["times_fewer_with_ours"] = (theirs / ours) if ours and theirs else None
+        gpu = summary["gpu_s_median"]
+        summary["gpu_s_median_of_sweep"] = gpu / sweep.gpu_s if gpu is not None and sweep.gpu_s else None
     if "grid" in out and ours:
         out["grid"]["grid_size_over_ours"] = len(problem.configs) / ours
     if OURS in out:

@@ -6,9 +6,11 @@ import csv
 import io
 from pathlib import Path
 
+from autotune.search.gpu_bill import search_totals
 from autotune.search.options import SearchOutcome
 from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv, write_beside
-from autotune.search.trial_report import TrialReport
+from autotune.search.trial_report import TrialEntry, TrialReport
+from autotune.trial.gpu_time import GpuTime
 from autotune.trial.result import TrialResult
 
 SPEC = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
@@ -87,3 +89,24 @@ def test_the_summary_gives_the_command_to_serve_with_not_the_measured_one() -> N
     old = summary_md(outcome(result(SPEC, output_tok_s=300.0, launch_command=measured)), [])
     assert "Launch command as measured (python -m autotune.export writes the one to serve with):" in old
     assert measured in old
+
+
+def test_gpu_time_is_a_column_set_per_row_and_a_table_in_summary_md() -> None:
+    ran = result(SPEC, output_tok_s=300.0, gpu_time=GpuTime(gpus=2, startup_s=60.0, warmup_s=10.0,
+                                                            measure_s=30.0, teardown_s=2.0))
+    crashed = result({**SPEC, "speculative_num_steps": 5}, status="failed", reason="crashed at start-up",
+                     gpu_time=GpuTime(gpus=2, startup_s=8.0, teardown_s=1.0))
+    entries = [TrialEntry("t1", SPEC, TrialReport(objective=300.0, constraints={}, result=ran)),
+               TrialEntry("t2", crashed.params, TrialReport(objective=None, constraints={"failed": 1.0},
+                                                            result=crashed))]
+    totals = search_totals(entries, overheads=[1.5, 0.5], overhead_gpus=[2, 2])
+    rows = rows_of(entries)
+    got = {r["trial_id"]: r for r in csv.DictReader(io.StringIO(trials_csv(rows)))}
+    assert {k: got["t1"][k] for k in ("gpus", "gpu_s", "time_startup_s", "time_measure_s")} == {
+        "gpus": "2.0", "gpu_s": "204.0", "time_startup_s": "60.0", "time_measure_s": "30.0"}
+    # A crash at start-up: its start-up and teardown paid, warm-up and measurement unknown (empty).
+    assert got["t2"]["gpu_s"] == "18.0" and got["t2"]["time_warmup_s"] == "" and got["t2"]["time_measure_s"] == ""
+    md = summary_md(outcome(ran, gpu_time={**totals.to_dict(), "unrecorded_trials": 0}), rows)
+    assert "## GPU time" in md and "| **total** | 226.0 | 0.0 | 0.0 | **226.0** |" in md
+    assert "| tuner overhead | 4.0 | 0.0 | 0.0 | 4.0 |" in md
+    assert "## GPU time" not in summary_md(outcome(ran), rows)  # not counted: no table, not a 0
