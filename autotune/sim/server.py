@@ -22,10 +22,9 @@ Environment:
   already in use by pid <pid>", exit 1). It also appends ``{pid, cuda_visible_devices, tp_size, port,
   start, end}`` to ``<dir>/usage.jsonl`` when it exits (on SIGTERM/SIGINT, a crash or a fatal
   start-up error; not on SIGKILL, which no process can see).
-- ``AUTOTUNE_SIM_STOP_DIAG_S``: seconds the emulator pauses on SIGTERM/SIGINT before it exits,
-  standing in for SGLang's crash-diagnostics pause when its scheduler dies first (5 s in 0.5.17);
-  skipped, as there, when ``SGLANG_PYSPY_DUMP_BEFORE_CRASH`` and ``SGLANG_CUDA_COREDUMP_BEFORE_CRASH``
-  are both off (:func:`autotune.sglang.trial_start.crash_diagnostics_on`). Default 0.
+- ``AUTOTUNE_SIM_STOP_DIAG_S``: seconds it pauses on SIGTERM/SIGINT before it exits (default 0), as
+  SGLang 0.5.17 pauses 5 s for crash diagnostics when stopped, unless both of its switches are off
+  (:func:`autotune.sglang.trial_start.crash_diagnostics_on`).
 - ``--skip-server-warmup``: no warm-up request of its own before it reports ready, as in SGLang.
 - ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1``: adds ``sglang:forward_execution_seconds_total`` to
   ``/metrics`` (which exists only with ``--enable-metrics``).
@@ -385,6 +384,7 @@ class _Server(uvicorn.Server):
             for h in logger.handlers:
                 h.flush()
             time.sleep(self._stop_pause_s)
+            logger.info("No live scheduler processes found; skipping py-spy and CUDA coredump.")
         if self._on_exit is not None:
             try:
                 self._on_exit()

@@ -54,7 +54,8 @@ def test_full_start_keeps_sglangs_warmup_and_pays_the_stop_pause(sim_env, space_
     assert result.ok, result.reason
     assert "--skip-server-warmup" not in result.launch_command
     assert "--cuda-graph-max-bs-decode" not in result.launch_command
-    assert "Sleeping 4 seconds before crash diagnostics" in Path(result.log_path).read_text()
+    log = Path(result.log_path).read_text()
+    assert "Sleeping 4 seconds before crash diagnostics" in log and "skipping py-spy" in log
     assert result.duration_s is not None and result.duration_s >= PAUSE_S  # the stop is inside duration_s
 
 
