@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.search.options import SearchOptions
+from autotune.sglang.flags import share_installed_flags
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -57,8 +59,15 @@ def _probe_ray_address(address: str, *, timeout_s: float = 5.0) -> None:
                           "and RAY_ADDRESS unset for an embedded Ray.") from None
 
 
-def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -> str:
-    """Join ``--address``/``RAY_ADDRESS`` or start an embedded Ray; returns a description."""
+def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None, *,
+             flag_table_dir: Path | None = None) -> str:
+    """Join ``--address``/``RAY_ADDRESS`` or start an embedded Ray; returns a description.
+
+    An embedded Ray's trial processes get the installed SGLang's flags as a table written under
+    ``flag_table_dir`` (:func:`autotune.sglang.flags.share_installed_flags`), so the first trial of
+    a session does not import SGLang's parser before its server starts. Not on a joined cluster:
+    the file would not be on its other nodes.
+    """
     import ray
 
     address = opts.address or os.environ.get("RAY_ADDRESS")
@@ -74,6 +83,8 @@ def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -
                               "--address and RAY_ADDRESS unset for an embedded Ray.") from None
         return address
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if flag_table_dir is not None:
+        share_installed_flags(flag_table_dir)  # before ray.init: its workers inherit the variable
     # address="local": with no address, ray.init() joins the cluster last started on this machine
     # (/tmp/ray/ray_current_cluster) instead of starting the embedded one it was asked for.
     kwargs: dict[str, Any] = {"address": "local", "include_dashboard": False,

@@ -28,6 +28,7 @@ from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.summary_files import write_beside
 from autotune.search.trial_report import TrialEntry, TrialReport
+from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
             # writes, its run included, and says so in one line (DurableTracker.open_search).
             pass
 
-    ray_where = init_ray(space, opts, concurrency)
+    table_before = os.environ.get(FLAG_TABLE_ENV)
+    ray_where = init_ray(space, opts, concurrency, flag_table_dir=storage)
     try:
         check_cluster_fits(space, ray_where)
         return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
@@ -118,6 +120,8 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
 
         if ray_where == "embedded":
             ray.shutdown()
+        if table_before is None:  # the search's own flag table ends with its Ray
+            os.environ.pop(FLAG_TABLE_ENV, None)
 
 
 @dataclass(frozen=True)
