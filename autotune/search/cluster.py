@@ -11,12 +11,14 @@ import math
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune import command_line as cli
 from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.search.options import SearchOptions
+from autotune.sglang.flags import share_installed_flags
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -59,7 +61,8 @@ def _probe_ray_address(address: str, *, timeout_s: float = 5.0) -> None:
                           "and RAY_ADDRESS unset for an embedded Ray.") from None
 
 
-def start_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -> str:
+def start_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None, *,
+              flag_table_dir: Path | None = None) -> str:
     """:func:`init_ray`, stoppable: a stop signal while Ray starts leaves nothing behind.
 
     ``ray.init`` puts its own SIGTERM handler in place (``sys.exit(15)``) and, once its core
@@ -74,7 +77,7 @@ def start_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) 
     import ray
 
     try:
-        return init_ray(space, opts, concurrency)
+        return init_ray(space, opts, concurrency, flag_table_dir=flag_table_dir)
     except (KeyboardInterrupt, SystemExit) as exc:
         if isinstance(exc, SystemExit) and exc.code != signal.SIGTERM:
             raise
@@ -86,8 +89,15 @@ def start_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) 
         cli.interruptible()
 
 
-def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -> str:
-    """Join ``--address``/``RAY_ADDRESS`` or start an embedded Ray; returns a description."""
+def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None, *,
+             flag_table_dir: Path | None = None) -> str:
+    """Join ``--address``/``RAY_ADDRESS`` or start an embedded Ray; returns a description.
+
+    An embedded Ray's trial processes get the installed SGLang's flags as a table written under
+    ``flag_table_dir`` (:func:`autotune.sglang.flags.share_installed_flags`), so the first trial of
+    a session does not import SGLang's parser before its server starts. Not on a joined cluster:
+    the file would not be on its other nodes.
+    """
     import ray
 
     address = opts.address or os.environ.get("RAY_ADDRESS")
@@ -103,6 +113,8 @@ def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None) -
                               "--address and RAY_ADDRESS unset for an embedded Ray.") from None
         return address
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if flag_table_dir is not None:
+        share_installed_flags(flag_table_dir)  # before ray.init: its workers inherit the variable
     # address="local": with no address, ray.init() joins the cluster last started on this machine
     # (/tmp/ray/ray_current_cluster) instead of starting the embedded one it was asked for.
     kwargs: dict[str, Any] = {"address": "local", "include_dashboard": False,

@@ -26,6 +26,7 @@ from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, star
 from autotune.search.conclude import finish
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.trial_report import TrialEntry, TrialReport
+from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *,
             # writes, its run included, and says so in one line (DurableTracker.open_search).
             pass
 
-    ray_where = start_ray(space, opts, concurrency)
+    table_before = os.environ.get(FLAG_TABLE_ENV)
+    ray_where = start_ray(space, opts, concurrency, flag_table_dir=storage)
     try:
         check_cluster_fits(space, ray_where)
         return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
@@ -113,6 +115,8 @@ def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *,
 
         if ray_where == "embedded":
             ray.shutdown()
+        if table_before is None:  # the search's own flag table ends with its Ray
+            os.environ.pop(FLAG_TABLE_ENV, None)
 
 
 @dataclass(frozen=True)

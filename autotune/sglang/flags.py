@@ -364,6 +364,30 @@ def active_flags() -> FlagSet:
     return installed_flags() if sglang_importable() else builtin_flags()
 
 
+def share_installed_flags(folder: str | os.PathLike[str]) -> Path | None:
+    """Hand the installed SGLang's flags to the processes this one starts, as a flag table.
+
+    A fresh process resolves its first flag by importing ``sglang.srt.server_args`` (16 s on the
+    H200 host, once per Ray trial process: ``docs/startup.md``); with :data:`FLAG_TABLE_ENV` set it
+    reads the table instead. Writes ``folder/sglang-flags-<version>.json`` and sets the variable in
+    this process's environment, which the processes it starts from now on inherit.
+
+    Returns:
+        The table, or None where nothing was done: a table or a :func:`using_flags` block already
+        decides, or SGLang is not installed (the built-in twin is already quick).
+    """
+    if os.environ.get(FLAG_TABLE_ENV) or _override or not sglang_importable():
+        return None
+    flags = installed_flags()
+    path = Path(folder) / f"sglang-flags-{flags.version}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    write_flag_table(flags, part, generated_by="autotune.sglang.flags.share_installed_flags")
+    os.replace(part, path)  # whole, for a concurrent search of the same name writing the same table
+    os.environ[FLAG_TABLE_ENV] = str(path)
+    return path
+
+
 __all__ = ["ArgRef", "FLAG_TABLE_ENV", "FlagSet", "ServerArgNameError", "active_flags", "builtin_flags",
-           "flag_table_text", "flags_from_table", "installed_flags", "installed_parser", "sglang_importable",
-           "using_flags", "write_flag_table"]
+           "flag_table_text", "flags_from_table", "installed_flags", "installed_parser", "share_installed_flags",
+           "sglang_importable", "using_flags", "write_flag_table"]

@@ -22,6 +22,10 @@ Environment:
   already in use by pid <pid>", exit 1). It also appends ``{pid, cuda_visible_devices, tp_size, port,
   start, end}`` to ``<dir>/usage.jsonl`` when it exits (on SIGTERM/SIGINT, a crash or a fatal
   start-up error; not on SIGKILL, which no process can see).
+- ``AUTOTUNE_SIM_STOP_DIAG_S``: seconds it pauses on SIGTERM/SIGINT before it exits (default 0), as
+  SGLang 0.5.17 pauses 5 s for crash diagnostics when stopped, unless both of its switches are off
+  (:func:`autotune.sglang.trial_start.crash_diagnostics_on`).
+- ``--skip-server-warmup``: no warm-up request of its own before it reports ready, as in SGLang.
 - ``SGLANG_ENABLE_METRICS_DEVICE_TIMER=1``: adds ``sglang:forward_execution_seconds_total`` to
   ``/metrics`` (which exists only with ``--enable-metrics``).
 """
@@ -47,6 +51,7 @@ import uvicorn
 
 from autotune.errors import AutotuneError, LaunchArgsError
 from autotune.sglang.args import parse_server_args
+from autotune.sglang.trial_start import crash_diagnostics_on
 from autotune.sim.api_common import GenRequest, SimState, drive
 from autotune.sim.app import create_app
 from autotune.sim.config import ModelConfig
@@ -55,6 +60,9 @@ from autotune.sim.engine import SimEngine
 from autotune.sim.faults import FAULT_ENV, FaultPlan, crash, parse_faults
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
+
+#: Seconds of SGLang's crash-diagnostics pause when stopped (see the module docstring).
+STOP_DIAG_ENV = "AUTOTUNE_SIM_STOP_DIAG_S"
 
 DEFAULT_PROFILE = "kimi-k2.5-eagle3-tp8"
 PROG = "python -m autotune.sim.server"
@@ -247,10 +255,11 @@ async def _startup(state: Any, *, startup_s: float, fatal: str | None,
                 args.get("chunked_prefill_size"), args.get("max_prefill_tokens"),
                 state.sim_info.get("max_running_requests"), state.context_len, extra=tp0)
     # SGLang's own warm-up: one /generate of 8 tokens, counted in the metrics like any request.
-    warm = GenRequest(prompt="The capital city of France is", prompt_tokens=7, max_new_tokens=8,
-                      ignore_eos=True, client=False)
-    async for _ in drive(state, warm):
-        pass
+    if not args.get("skip_server_warmup"):
+        warm = GenRequest(prompt="The capital city of France is", prompt_tokens=7, max_new_tokens=8,
+                          ignore_eos=True, client=False)
+        async for _ in drive(state, warm):
+            pass
     state.ready = True
     logger.info("The server is fired up and ready to roll!")
     if faults.crash_after_s is not None:
@@ -351,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
                      startup=startup)
     config = uvicorn.Config(create_app(state), host=host, port=port, loop="auto", http="auto",
                             log_level="warning", access_log=False, lifespan="on")
-    server = _Server(config, on_exit=claim.finish if claim else None)
+    stop_pause = _env_float(STOP_DIAG_ENV) or 0.0
+    server = _Server(config, on_exit=claim.finish if claim else None,
+                     stop_pause_s=stop_pause if crash_diagnostics_on(os.environ) else 0.0)
     server.run()
     return 0
 
@@ -359,12 +370,21 @@ def main(argv: list[str] | None = None) -> int:
 class _Server(uvicorn.Server):
     """uvicorn's server, but SIGTERM/SIGINT end the process at once, like SGLang's kill_process_tree."""
 
-    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None] | None = None) -> None:
+    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None] | None = None,
+                 stop_pause_s: float = 0.0) -> None:
         super().__init__(config)
         self._on_exit = on_exit
+        self._stop_pause_s = stop_pause_s
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         logger.info("Received %s, shutting down.", signal.Signals(sig).name)
+        if self._stop_pause_s > 0:  # blocking, as SGLang's own handler is
+            logger.info("Sleeping %g seconds before crash diagnostics to let GPU activity settle.",
+                        self._stop_pause_s)
+            for h in logger.handlers:
+                h.flush()
+            time.sleep(self._stop_pause_s)
+            logger.info("No live scheduler processes found; skipping py-spy and CUDA coredump.")
         if self._on_exit is not None:
             try:
                 self._on_exit()

@@ -177,6 +177,7 @@ class Measure:
     fast_start: bool = False
     warmup_until_stable_pct: float | None = None
     warmup_max_rounds: int = 6
+    lean_start: bool = True
 
 
 #: The most trials a search may plan: each is a server started and measured, so even at a few
@@ -246,13 +247,13 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
 
 
 def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
-    """Parse ``measure: {repeats, startup_timeout_s, trial_timeout_s, phase_profile, fast_start}``."""
+    """Parse ``measure: {repeats, startup_timeout_s, trial_timeout_s, phase_profile, fast_start, ...}``."""
     if value is None:
         return Measure()
     reader.mapping(value, "measure", line, allowed=("repeats", "startup_timeout_s",
                                                     "trial_timeout_s", "phase_profile",
                                                     "fast_start", "warmup_until_stable_pct",
-                                                    "warmup_max_rounds"))
+                                                    "warmup_max_rounds", "lean_start"))
     return Measure(
         repeats=reader.integer(value.get("repeats", 3), "measure.repeats",
                                line_of(value, "repeats"), minimum=1),
@@ -272,7 +273,9 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                               positive=True, allow_none=True),
         warmup_max_rounds=reader.integer(value.get("warmup_max_rounds", 6),
                                          "measure.warmup_max_rounds",
-                                         line_of(value, "warmup_max_rounds"), minimum=2))
+                                         line_of(value, "warmup_max_rounds"), minimum=2),
+        lean_start=reader.boolean(value.get("lean_start", True), "measure.lean_start",
+                                  line_of(value, "lean_start")))
 
 
 @dataclass(frozen=True)

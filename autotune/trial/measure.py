@@ -40,7 +40,7 @@ from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
-from autotune.sglang import metrics
+from autotune.sglang import metrics, trial_start
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
 from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
@@ -85,6 +85,10 @@ class MeasureSettings:
         gpu_telemetry: Sample the server's GPUs through NVML over each measured repeat
             (:mod:`autotune.profile.telemetry`): True, False, or None for whenever the backend
             runs on GPUs (real SGLang, not the emulator).
+        lean_start: Start and stop trial servers the lean way (:mod:`autotune.sglang.trial_start`:
+            decode CUDA graphs only up to the workload's concurrency, no SGLang warm-up request
+            where the trial warms up itself, no crash-diagnostics pause at shutdown), all
+            trial-only. Off: the launch as exported (``measure.lean_start: false``).
     """
 
     repeats: int = 3
@@ -100,6 +104,7 @@ class MeasureSettings:
     warmup_max_rounds: int = 6
     device_timer: bool = True
     gpu_telemetry: bool | None = None
+    lean_start: bool = True
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -113,11 +118,24 @@ class MeasureSettings:
             raise ValueError(f"trial_timeout_s must be > 0 or None, got {self.trial_timeout_s}")
 
 
-def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None) -> LaunchSpec:
+def largest_concurrency(workload: Workload) -> int | None:
+    """The most requests ``workload`` keeps in flight at any level; None where a level has no cap."""
+    caps = [level.concurrency for level in workload.levels()]
+    return None if not caps or any(c is None for c in caps) else max(c for c in caps if c is not None)
+
+
+def own_warmup(workload: Workload, settings: MeasureSettings) -> bool:
+    """Whether a trial warms its server up itself before the first measured repeat."""
+    return bool(workload.warmup()) or settings.warmup_until_stable_pct is not None
+
+
+def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
+                workload: Workload | None = None) -> LaunchSpec:
     """The launch of a trial config: always with metrics and the CUDA-event device timer.
 
     With ``settings.fast_start`` the server also starts without prefill CUDA graphs, through
-    the flag the SGLang in use offers, marked trial-only.
+    the flag the SGLang in use offers, marked trial-only. With ``settings.lean_start`` and a
+    ``workload``, it starts lean (:func:`autotune.sglang.trial_start.lean_start_args`), trial-only too.
 
     Raises:
         LaunchArgsError: A server-arg name the SGLang in use does not know, or fast start
@@ -138,6 +156,10 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None) ->
         from autotune.sglang import fast_start
 
         args, trial_only = fast_start.apply(args)
+    if settings is not None and settings.lean_start and workload is not None:
+        args, lean = trial_start.lean_start_args(args, max_concurrency=largest_concurrency(workload),
+                                                 own_warmup=own_warmup(workload, settings))
+        trial_only |= lean
     return LaunchSpec(model_path=config.model_path, draft_model_path=config.draft_model_path
                       if args.get("speculative_algorithm") else None,
                       server_args=args, env=env, backend=config.backend, trial_only=trial_only)
@@ -243,7 +265,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     """
     t0 = time.monotonic()
     try:
-        spec = launch_spec(config, settings)
+        spec = launch_spec(config, settings, workload=workload)
     except (LaunchArgsError, ValueError) as exc:
         kind, why = failure_of(exc, launched=False)
         return failed_result(config, None, why, failure=kind, t0=t0)
@@ -257,6 +279,8 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     unset = set(getattr(config, "unset_env", ()) or ())
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(spec.env)
+    if settings.lean_start:  # the process's, not the spec's: never shown in or exported with the command
+        env.update(trial_start.QUICK_STOP_ENV)
     backend = get_backend(config.backend)
     if backend.emulated and settings.sim_seed is not None:
         env.update(backend.emulator.launch_env(seed=settings.sim_seed))
@@ -381,6 +405,7 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("warmup_until_stable_pct", getattr(m, "warmup_until_stable_pct", None))
     overrides.setdefault("warmup_max_rounds", getattr(m, "warmup_max_rounds", 6))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
+    overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
     return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
                            trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
 
