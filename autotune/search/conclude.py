@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
-from autotune.numbers import finite
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
@@ -177,13 +177,13 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
                               "confirmed_tok_s": f.result.output_tok_s,
                               "confirmed_speedup": f.result.speedup,
                               "status": f.result.status, "reason": f.result.reason})
-        finalist_cands.append(_candidate(f.result, space, stage=FINALIST))
+        finalist_cands.append(contender(f.result, space, stage=FINALIST))
         if f.baseline is not None:
-            finalist_cands.append(_candidate(f.baseline, space))
+            finalist_cands.append(contender(f.baseline, space))
             fresh_baseline[id(f.result)] = f.baseline
     if not interrupted:
-        trial_cands = [_candidate(e.report.result, space) for e in entries if e.report.result is not None]
-        base_cands = [_candidate(b, space) for b in _baselines(entries, stored)]
+        trial_cands = [contender(e.report.result, space) for e in entries if e.report.result is not None]
+        base_cands = [contender(b, space) for b in _baselines(entries, stored)]
         pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
         if pick is not None:
             winner, baseline_wins = pick.ref, pick.is_baseline
@@ -267,13 +267,6 @@ def report_finalist(f: Finalist, *, tracker: SearchTracker | None, out: TextIO) 
     print(f"  finalist {tid}: search {num(f.entry.report.output_tok_s, '.1f')} tok/s -> "
           f"confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
           f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
-
-
-def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Contender:
-    """A trial result as the winner policy sees it, valued by the space's objective."""
-    return Contender(ref=result, value=finite(result.metric(space.objective.metric)),
-                     is_baseline=bool(result.is_baseline),
-                     feasible=result.status == Status.FEASIBLE, stage=stage)
 
 
 def _baselines(entries: Sequence[TrialEntry], stored: Sequence[TrialResult]) -> list[TrialResult]:

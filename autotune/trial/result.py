@@ -101,6 +101,10 @@ class TrialResult:
     # With ``workload.concurrency: [1, 8, 64]``: one record per level (autotune.trial.level_results), each
     # judged against the baseline's same level; the fields above are the primary level's.
     levels: list[dict[str, Any]] | None = None
+    # With ``measure.sequential``: how the rounds ended (autotune.trial.sequential): ``decision``
+    # (``stop-worse`` is a trial aborted early: its figures are what it measured), ``rounds``, the
+    # ``incumbent`` it was compared with, the rule; None when it measured a fixed ``repeats``.
+    sequential: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
