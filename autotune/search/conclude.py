@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence, TextIO
 from autotune.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
 from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
@@ -27,6 +28,7 @@ from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV
 from autotune.search.trial_report import TrialEntry
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
+from autotune.trial.baselines import FileBaselineStore
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Contender, pick_winner
@@ -126,8 +128,6 @@ def confirm_finalists(chosen: Sequence[TrialEntry], ctx: TrialContext, space: Se
 
 def stored_baselines(baseline_dir: str) -> list[TrialResult]:
     """The baselines the search's store holds (those that ran)."""
-    from autotune.trial.baselines import FileBaselineStore
-
     found = []
     store = FileBaselineStore(baseline_dir)
     for path in sorted(store.dir.glob("*.json")):
@@ -143,7 +143,8 @@ def stored_baselines(baseline_dir: str) -> list[TrialResult]:
 def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Sequence[Finalist],
              stored: Sequence[TrialResult], *, name: str, interrupted: bool, exp_dir: Path,
              overheads: Sequence[float], warm: WarmStart | None = None, tracking_uri: str | None = None,
-             parent_run_id: str | None = None, experiment_id: str | None = None) -> SearchOutcome:
+             parent_run_id: str | None = None, experiment_id: str | None = None,
+             evidence: WinnerEvidence | None = None) -> SearchOutcome:
     """What the search found: the winner, the counts, the finalists' rows, the summary files.
 
     Pure: it measures, prints and logs nothing.
@@ -161,6 +162,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         tracking_uri: MLflow's URI, None without tracking (and the two ids below).
         parent_run_id: The search's MLflow run.
         experiment_id: Its experiment.
+        evidence: The best speculative config's margin (:mod:`autotune.search.evidence`); kept
+            in the outcome when that config is the winner.
     """
     statuses = [e.report.status for e in entries]
     maximize = space.objective.direction == "maximize"
@@ -198,7 +201,9 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         failed=statuses.count(Status.FAILED), interrupted=interrupted, baseline_wins=baseline_wins,
         finalists=finalists_out, tracking_uri=tracking_uri, parent_run_id=parent_run_id,
         experiment_path=str(exp_dir), experiment_id=experiment_id,
-        overheads_s=list(overheads), sglang_default=default)
+        overheads_s=list(overheads), sglang_default=default,
+        margin=(evidence.to_dict() if evidence is not None and winner is not None and not baseline_wins
+                and evidence.winner == dict(winner.params) else None))
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
     if levels and not interrupted:
         outcome.per_level = level_answers(
@@ -233,9 +238,18 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
     """
     chosen = choose_finalists(space, entries, interrupted=interrupted)
     finalists: list[Finalist] = []
+    evidence = None if interrupted else trial_evidence(space, entries, FileBaselineStore(ctx.baseline_dir).get)
+    # The trials' own readings can settle the winner: then no fresh server and no fresh baseline.
+    # Only where trials measured in rounds (their rule's confidence is the search's), and not with
+    # load levels, whose per-level answers are the finalists' own.
+    settled = (evidence is not None and evidence.decisive and space.measure.sequential is not None
+               and not levels_of(e.report.result for e in entries))
     if interrupted:
         print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
               f"autotune.search.run --space {space_arg} --name {name} --resume", file=out, flush=True)
+    elif chosen and settled and evidence is not None:
+        print(f"\nFinalists not re-measured: the trials' evidence is decisive: {evidence.line()}",
+              file=out, flush=True)
     elif chosen:
         repeats = space.search.finalist_repeats
         print(f"\nConfirming {len(chosen)} finalist(s), {repeats} repeats each, beside fresh "
@@ -243,11 +257,20 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         finalists = confirm_finalists(chosen, ctx, space, repeats=repeats)
         for f in finalists:
             report_finalist(f, tracker=tracker, out=out)
+        again = finalist_evidence(space, [(f.entry.params, f.result, f.baseline) for f in finalists])
+        if again is not None and (again.runner_up is not None or evidence is None):
+            evidence = again
     outcome = conclude(space, entries, finalists, stored_baselines(ctx.baseline_dir), name=name,
                        interrupted=interrupted, exp_dir=exp_dir, overheads=overheads,
                        warm=warm, tracking_uri=getattr(tracker, "tracking_uri", None),
                        parent_run_id=getattr(tracker, "parent_run_id", None),
-                       experiment_id=getattr(tracker, "experiment_id", None))
+                       experiment_id=getattr(tracker, "experiment_id", None), evidence=evidence)
+    if tracker is not None and outcome.margin is not None:
+        over = outcome.margin.get("over_runner_up") or {}
+        tracker.log_to_search(metrics={"winner_margin": over.get("ratio"), "winner_margin_low": over.get("low"),
+                                       "winner_margin_high": over.get("high")},
+                              tags={"autotune.winner_margin": str(outcome.margin["line"]),
+                                    "autotune.winner_separated": str(bool(over.get("separated"))).lower()})
     if tracker is not None:
         from autotune.export.launch_command import winner_files
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -20,7 +21,7 @@ from autotune.numbers import finite
 from autotune.search.trial_report import TrialEntry
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
-from autotune.trial.sequential import Evidence, readings_of
+from autotune.trial.sequential import Evidence, pooled_noise, readings_of
 from autotune.trial.winner import TRIAL, Contender, pick_winner
 
 if TYPE_CHECKING:
@@ -47,13 +48,18 @@ def evidence_of(result: TrialResult, space: SearchSpace, *, label: str = "") -> 
 
 
 def incumbent_of(space: SearchSpace, entries: Sequence[TrialEntry]) -> Evidence | None:
-    """The evidence of the best trial so far by the winner policy, None when none is feasible."""
-    by_id = {id(e.report.result): e.trial_id for e in entries if e.report.result is not None}
-    pick = pick_winner([contender(e.report.result, space) for e in entries if e.report.result is not None],
+    """The evidence of the best trial so far by the winner policy, None when none is feasible,
+    with the pooled noise of every other measured trial (:func:`~autotune.trial.sequential.pooled_noise`)."""
+    results = [(e.trial_id, e.report.result) for e in entries if e.report.result is not None]
+    pick = pick_winner([contender(r, space) for _, r in results],
                        maximize=space.objective.direction == "maximize")
     if pick is None:
         return None
-    return evidence_of(pick.ref, space, label=by_id.get(id(pick.ref), ""))
+    found = evidence_of(pick.ref, space, label=next((t for t, r in results if r is pick.ref), ""))
+    if found is None:
+        return None
+    return replace(found, noise=pooled_noise([r.output_tok_s_repeats for _, r in results
+                                              if r is not pick.ref and r.ok]))
 
 
 class IncumbentFile:

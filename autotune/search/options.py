@@ -61,6 +61,9 @@ class SearchOutcome:
     unsynced: int | None = None
     spool_path: str | None = None
     sync_command: str | None = None
+    #: The winner's margin over the runner-up and break-even, with its interval
+    #: (:meth:`autotune.search.evidence.WinnerEvidence.to_dict`); None when unknown.
+    margin: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -84,6 +87,7 @@ class SearchOutcome:
             "trials": {"total": self.trials, "feasible": self.feasible,
                        "infeasible": self.infeasible, "failed": self.failed},
             "finalists": self.finalists,
+            "margin": self.margin,
             "per_level": self.per_level,
             # SGLang's auto-picked speculative config as measured here, and the winner's gain on it.
             "sglang_default": self.sglang_default,

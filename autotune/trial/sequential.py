@@ -14,9 +14,11 @@ The rule (``docs/search-spaces.md``, ``measure.sequential``):
   within-config SD of ln tok/s is 0.0091, 0.0042-0.0145 per recorded landscape:
   ``python -m benchmarks.search --print-noise``).
 - The difference of means ``d = mean(ln x) - mean(ln x0)`` (config minus incumbent; negated for a
-  minimised objective) gets a two-sample t-interval with the pooled SD of both,
-  ``n + n0 - 2`` degrees of freedom. A pooled SD needs at least one degree of freedom, and the
-  config at least ``min_rounds >= 2`` readings: one reading never decides.
+  minimised objective) gets a two-sample t-interval with the pooled within-config SD of both and
+  of the search's other measured configs (:attr:`Evidence.noise`: relative noise is one property
+  of the machine and workload, as ``benchmarks.search.noise`` pools it), with
+  ``n + n0 - 2`` plus the others' degrees of freedom. The config needs at least
+  ``min_rounds >= 2`` readings: one reading never decides.
 - Each look spends an equal share of ``1 - confidence`` (Bonferroni over the
   ``max_rounds - min_rounds + 1`` looks a trial can take), so the chance that any look of a trial
   stops it on the wrong side is at most ``1 - confidence``, however many rounds it runs.
@@ -29,12 +31,14 @@ The rule (``docs/search-spaces.md``, ``measure.sequential``):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Sequence
 
-__all__ = ["Decision", "Evidence", "Margin", "SequentialRule", "decide", "margin", "readings_of", "t_quantile"]
+__all__ = ["Decision", "Evidence", "Margin", "SequentialRule", "decide", "margin", "pooled_noise", "readings_of",
+           "t_quantile"]
 
 #: The objectives a round's tok/s gives a reading of (the others measure at a fixed ``repeats``).
 SEQUENTIAL_METRICS = ("output_tok_s", "speedup")
@@ -99,13 +103,16 @@ class Evidence:
     Attributes:
         readings: Its per-round values (positive).
         label: Which trial it is (for the record).
+        noise: ``(sum of squares, degrees of freedom)`` of ln readings about each config's own
+            mean, over the search's other configs (:func:`pooled_noise`); ``(0, 0)``: none.
     """
 
     readings: tuple[float, ...]
     label: str = ""
+    noise: tuple[float, int] = (0.0, 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"readings": list(self.readings), "label": self.label}
+        return {"readings": list(self.readings), "label": self.label, "noise": list(self.noise)}
 
     @classmethod
     def from_dict(cls, data: Any) -> Evidence | None:
@@ -113,7 +120,12 @@ class Evidence:
         if not isinstance(data, dict):
             return None
         values = _positive(data.get("readings") or ())
-        return cls(readings=tuple(values), label=str(data.get("label") or "")) if values else None
+        noise = data.get("noise") or (0.0, 0)
+        try:
+            pool = (max(float(noise[0]), 0.0), max(int(noise[1]), 0))
+        except (TypeError, ValueError, IndexError):
+            pool = (0.0, 0)
+        return cls(readings=tuple(values), label=str(data.get("label") or ""), noise=pool) if values else None
 
 
 @dataclass(frozen=True)
@@ -151,17 +163,30 @@ def _positive(values: Any) -> list[float]:
     return out
 
 
-def _interval(a: Sequence[float], b: Sequence[float], *, confidence: float,
-              maximize: bool) -> tuple[float, float | None, float | None]:
+def pooled_noise(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """``(sum of squares, degrees of freedom)`` of ln values about each group's own mean, over the
+    groups with two or more positive values: the pooled relative noise of several configs."""
+    ss, df = 0.0, 0
+    for group in groups:
+        logs = [math.log(x) for x in _positive(group)]
+        if len(logs) >= 2:
+            mean = sum(logs) / len(logs)
+            ss += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    return ss, df
+
+
+def _interval(a: Sequence[float], b: Sequence[float], *, confidence: float, maximize: bool,
+              noise: tuple[float, int] = (0.0, 0)) -> tuple[float, float | None, float | None]:
     """``(d, low, high)`` of ``d = mean ln a - mean ln b`` (sign flipped when minimising); the
     bounds are None without a pooled degree of freedom."""
     la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
     ma, mb = sum(la) / len(la), sum(lb) / len(lb)
     d = (ma - mb) if maximize else (mb - ma)
-    df = len(la) + len(lb) - 2
+    df = len(la) + len(lb) - 2 + noise[1]
     if df < 1:
         return d, None, None
-    ss = sum((x - ma) ** 2 for x in la) + sum((x - mb) ** 2 for x in lb)
+    ss = sum((x - ma) ** 2 for x in la) + sum((x - mb) ** 2 for x in lb) + noise[0]
     se = math.sqrt(ss / df) * math.sqrt(1 / len(la) + 1 / len(lb))
     half = t_quantile((1 + confidence) / 2, df) * se
     return d, d - half, d + half
@@ -188,7 +213,7 @@ def decide(readings: Sequence[float], *, incumbent: Evidence | None, rule: Seque
     if incumbent is None or not incumbent.readings:
         return Decision.STOP_ALONE
     _, low, high = _interval(values, incumbent.readings, confidence=rule.look_confidence,
-                             maximize=maximize)
+                             maximize=maximize, noise=incumbent.noise)
     if high is not None and high < 0:
         return Decision.STOP_WORSE
     if low is not None and low > 0:
@@ -197,7 +222,7 @@ def decide(readings: Sequence[float], *, incumbent: Evidence | None, rule: Seque
 
 
 def margin(winner: Sequence[float], runner_up: Sequence[float], *, confidence: float,
-           maximize: bool = True) -> Margin | None:
+           maximize: bool = True, noise: tuple[float, int] = (0.0, 0)) -> Margin | None:
     """The winner's margin over the runner-up from their readings, None without readings.
 
     ``separated`` is True when the interval of the ratio lies wholly above 1 (in the objective's
@@ -206,12 +231,13 @@ def margin(winner: Sequence[float], runner_up: Sequence[float], *, confidence: f
     a, b = _positive(winner), _positive(runner_up)
     if not a or not b:
         return None
-    d, low, high = _interval(a, b, confidence=confidence, maximize=maximize)
+    d, low, high = _interval(a, b, confidence=confidence, maximize=maximize, noise=noise)
     return Margin(ratio=math.exp(d), low=None if low is None else math.exp(low),
                   high=None if high is None else math.exp(high), confidence=confidence,
                   separated=low is not None and low > 0)
 
 
+@functools.lru_cache(maxsize=1024)
 def t_quantile(p: float, df: int) -> float:
     """Student's t quantile at ``p`` (0.5 < p < 1) with ``df >= 1`` degrees of freedom.
 
