@@ -71,6 +71,10 @@ class WinnerEvidence:
             head = (f"margin over the runner-up ({_label(self.runner_up)}): {(m.ratio - 1) * 100:+.1f}% "
                     f"[{low}, {high}] at {m.confidence:.0%}, "
                     + ("separated" if m.separated else "NOT separated: within the noise"))
+        pays = self.over_break_even
+        if pays is not None and pays.low is not None and pays.high is not None:
+            head += (f"; tok/s over break-even {(pays.ratio - 1) * 100:+.1f}% [{(pays.low - 1) * 100:+.1f}%, "
+                     f"{(pays.high - 1) * 100:+.1f}%]" + ("" if pays.separated else " NOT separated"))
         return f"{head} (from the {self.source}' {self.rounds[0]} and {self.rounds[1]} readings)"
 
     def to_dict(self) -> dict[str, Any]:
