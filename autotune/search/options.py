@@ -65,6 +65,11 @@ class SearchOutcome:
     #: (:meth:`autotune.search.evidence.WinnerEvidence.to_dict`); None when unknown.
     margin: dict[str, Any] | None = None
 
+    @property
+    def settled_by_evidence(self) -> bool:
+        """The winner was named from the trials' readings, with no finalist re-measured."""
+        return not self.finalists and self.margin is not None
+
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
         return {

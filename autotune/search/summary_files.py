@@ -127,8 +127,8 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
         head = ("No speculative config beat its no-speculation baseline: **serve without "
                 "speculative decoding**." if outcome.baseline_wins
                 else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, "
-                + ("confirmed beside a fresh baseline." if outcome.finalists
-                   else "decided by the trials' evidence (not re-measured)."))
+                + ("decided by the trials' evidence (not re-measured)." if outcome.settled_by_evidence
+                   else "confirmed beside a fresh baseline."))
         if outcome.margin is not None and not outcome.baseline_wins:
             head += f" Its {outcome.margin['line']}."
         lines += ["", head, "", "| figure | value |", "|---|---|",

@@ -6,6 +6,7 @@ import csv
 import io
 from pathlib import Path
 
+from autotune.search.console import print_summary
 from autotune.search.options import SearchOutcome
 from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv, write_beside
 from autotune.search.trial_report import TrialReport
@@ -87,3 +88,22 @@ def test_the_summary_gives_the_command_to_serve_with_not_the_measured_one() -> N
     old = summary_md(outcome(result(SPEC, output_tok_s=300.0, launch_command=measured)), [])
     assert "Launch command as measured (python -m autotune.export writes the one to serve with):" in old
     assert measured in old
+
+
+def test_the_winner_says_how_it_was_decided_and_gives_its_margin() -> None:
+    spec = result(SPEC, output_tok_s=300.0, speedup=1.5, baseline_tok_s=200.0)
+    line = "margin over the runner-up (num_steps=5): +8.0% [+5.1%, +11.0%] at 95%, separated"
+    settled = outcome(spec, margin={"line": line, "decisive": True, "source": "trials"})
+    md = summary_md(settled, [])
+    assert "decided by the trials' evidence (not re-measured)" in md and f"Its {line}." in md
+    out = io.StringIO()
+    print_summary(settled, out=out)
+    assert "not re-measured" in out.getvalue() and line in out.getvalue()
+    # Re-measured finalists: confirmed, with the margin from wherever it came.
+    confirmed = outcome(spec, margin={"line": line, "decisive": False, "source": "finalists"},
+                        finalists=[{"trial_id": "t1", "params": SPEC, "status": "feasible"}])
+    md = summary_md(confirmed, [])
+    assert "confirmed beside a fresh baseline" in md and line in md
+    # No evidence at all (an older outcome): the old wording, no margin line.
+    plain = summary_md(outcome(spec), [])
+    assert "confirmed beside a fresh baseline" in plain and "margin" not in plain
