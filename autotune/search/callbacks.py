@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from autotune.search.incumbent import IncumbentFile
 from autotune.search.progress import ProgressTable
 from autotune.search.trainable import trial_gpus
 from autotune.search.trial_report import TrialEntry, TrialReport
@@ -43,6 +44,8 @@ class SearchLedger:
         freed: Whether any trial has freed its slot yet.
         t0: When the run started (``setup``).
         study: The searcher's Optuna study, when this session made it (not on a resume).
+        incumbent: The search's incumbent file, rewritten as each trial completes (trials
+            measuring in rounds read it); None when the search keeps none.
     """
 
     space: SearchSpace | None = None
@@ -55,6 +58,7 @@ class SearchLedger:
     freed: bool = False
     t0: float | None = None
     study: Any = None
+    incumbent: IncumbentFile | None = None
 
 
 # The live callback of each search running in this process, by experiment directory. Ray Tune
@@ -126,6 +130,8 @@ class SearchCallback(Callback):
         measured = report.measured_s if report is not None and report.result is not None else None
         if report is not None:
             self.ledger.results.append(TrialEntry(trial.trial_id, dict(trial.config), report))
+            if self.ledger.incumbent is not None and self.ledger.space is not None:
+                self.ledger.incumbent.update(self.ledger.space, self.ledger.results)
             # Spooled before the row is printed: a result the table shows is kept, even
             # if the driver dies while MLflow is written.
             if tracker is not None:

@@ -18,16 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
-from autotune.figures import finite
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
 from autotune.search.gpu_bill import search_totals, unrecorded
+from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.search.trial_report import TrialEntry
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
+from autotune.trial.baselines import FileBaselineStore
 from autotune.trial.gpu_time import GpuTotals
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
@@ -128,8 +130,6 @@ def confirm_finalists(chosen: Sequence[TrialEntry], ctx: TrialContext, space: Se
 
 def stored_baselines(baseline_dir: str) -> list[TrialResult]:
     """The baselines the search's store holds (those that ran)."""
-    from autotune.trial.baselines import FileBaselineStore
-
     found = []
     store = FileBaselineStore(baseline_dir)
     for path in sorted(store.dir.glob("*.json")):
@@ -146,7 +146,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
              stored: Sequence[TrialResult], *, name: str, interrupted: bool, exp_dir: Path,
              overheads: Sequence[float], warm: WarmStart | None = None, tracking_uri: str | None = None,
              parent_run_id: str | None = None, experiment_id: str | None = None,
-             overhead_gpus: Sequence[int] = ()) -> SearchOutcome:
+             overhead_gpus: Sequence[int] = (), evidence: WinnerEvidence | None = None) -> SearchOutcome:
     """What the search found: the winner, the counts, the finalists' rows, the summary files.
 
     Pure: it measures, prints and logs nothing.
@@ -165,6 +165,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         parent_run_id: The search's MLflow run.
         experiment_id: Its experiment.
         overhead_gpus: The GPUs each trial held during its overhead (1 where not given).
+        evidence: The best speculative config's margin (:mod:`autotune.search.evidence`); kept
+            in the outcome when that config is the winner.
     """
     statuses = [e.report.status for e in entries]
     maximize = space.objective.direction == "maximize"
@@ -181,13 +183,13 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
                               "confirmed_tok_s": f.result.output_tok_s,
                               "confirmed_speedup": f.result.speedup,
                               "status": f.result.status, "reason": f.result.reason})
-        finalist_cands.append(_candidate(f.result, space, stage=FINALIST))
+        finalist_cands.append(contender(f.result, space, stage=FINALIST))
         if f.baseline is not None:
-            finalist_cands.append(_candidate(f.baseline, space))
+            finalist_cands.append(contender(f.baseline, space))
             fresh_baseline[id(f.result)] = f.baseline
     if not interrupted:
-        trial_cands = [_candidate(e.report.result, space) for e in entries if e.report.result is not None]
-        base_cands = [_candidate(b, space) for b in _baselines(entries, stored)]
+        trial_cands = [contender(e.report.result, space) for e in entries if e.report.result is not None]
+        base_cands = [contender(b, space) for b in _baselines(entries, stored)]
         pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
         if pick is not None:
             winner, baseline_wins = pick.ref, pick.is_baseline
@@ -202,7 +204,9 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         failed=statuses.count(Status.FAILED), interrupted=interrupted, baseline_wins=baseline_wins,
         finalists=finalists_out, tracking_uri=tracking_uri, parent_run_id=parent_run_id,
         experiment_path=str(exp_dir), experiment_id=experiment_id,
-        overheads_s=list(overheads), sglang_default=default)
+        overheads_s=list(overheads), sglang_default=default,
+        margin=(evidence.to_dict() if evidence is not None and winner is not None and not baseline_wins
+                and evidence.winner == dict(winner.params) else None))
     totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
     outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
@@ -241,9 +245,18 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
     """
     chosen = choose_finalists(space, entries, interrupted=interrupted)
     finalists: list[Finalist] = []
+    evidence = None if interrupted else trial_evidence(space, entries, FileBaselineStore(ctx.baseline_dir).get)
+    # The trials' own readings can settle the winner: then no fresh server and no fresh baseline.
+    # Only where trials measured in rounds (their rule's confidence is the search's), and not with
+    # load levels, whose per-level answers are the finalists' own.
+    settled = (evidence is not None and evidence.decisive and space.measure.sequential is not None
+               and not levels_of(e.report.result for e in entries))
     if interrupted:
         print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
               f"autotune.search.run --space {space_arg} --name {name} --resume", file=out, flush=True)
+    elif chosen and settled and evidence is not None:
+        print(f"\nFinalists not re-measured: the trials' evidence is decisive: {evidence.line()}",
+              file=out, flush=True)
     elif chosen:
         repeats = space.search.finalist_repeats
         print(f"\nConfirming {len(chosen)} finalist(s), {repeats} repeats each, beside fresh "
@@ -251,11 +264,21 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         finalists = confirm_finalists(chosen, ctx, space, repeats=repeats)
         for f in finalists:
             report_finalist(f, tracker=tracker, out=out)
+        again = finalist_evidence(space, [(f.entry.params, f.result, f.baseline) for f in finalists])
+        if again is not None and (again.runner_up is not None or evidence is None):
+            evidence = again
     outcome = conclude(space, entries, finalists, stored_baselines(ctx.baseline_dir), name=name,
                        interrupted=interrupted, exp_dir=exp_dir, overheads=overheads,
                        warm=warm, tracking_uri=getattr(tracker, "tracking_uri", None),
                        parent_run_id=getattr(tracker, "parent_run_id", None),
-                       experiment_id=getattr(tracker, "experiment_id", None), overhead_gpus=overhead_gpus)
+                       experiment_id=getattr(tracker, "experiment_id", None), overhead_gpus=overhead_gpus,
+                       evidence=evidence)
+    if tracker is not None and outcome.margin is not None:
+        over = outcome.margin.get("over_runner_up") or {}
+        tracker.log_to_search(metrics={"winner_margin": over.get("ratio"), "winner_margin_low": over.get("low"),
+                                       "winner_margin_high": over.get("high")},
+                              tags={"autotune.winner_margin": str(outcome.margin["line"]),
+                                    "autotune.winner_separated": str(bool(over.get("separated"))).lower()})
     if tracker is not None:
         from autotune.export.launch_command import winner_files
 
@@ -278,13 +301,6 @@ def report_finalist(f: Finalist, *, tracker: SearchTracker | None, out: TextIO) 
     print(f"  finalist {tid}: search {num(f.entry.report.output_tok_s, '.1f')} tok/s -> "
           f"confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
           f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
-
-
-def _candidate(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Contender:
-    """A trial result as the winner policy sees it, valued by the space's objective."""
-    return Contender(ref=result, value=finite(result.metric(space.objective.metric)),
-                     is_baseline=bool(result.is_baseline),
-                     feasible=result.status == Status.FEASIBLE, stage=stage)
 
 
 def _baselines(entries: Sequence[TrialEntry], stored: Sequence[TrialResult]) -> list[TrialResult]:

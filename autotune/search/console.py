@@ -82,9 +82,13 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     if outcome.baseline_wins:
         print("No speculative config beat its no-speculation baseline. The winner is the "
               "BASELINE: serve without speculative decoding.", file=out)
+    elif outcome.settled_by_evidence:
+        print("Winner (the trials' evidence is decisive; not re-measured):", file=out)
     else:
         print("Winner (confirmed beside a fresh baseline):", file=out)
     print(f"  params: {json.dumps(w.params, default=str)}", file=out)
+    if outcome.margin is not None:
+        print(f"  {outcome.margin['line']}", file=out)
     if outcome.sglang_default is not None:
         figures = {"output_tok_s": w.output_tok_s, "speedup": w.speedup}
         print(f"  {versus_default(outcome.sglang_default, winner=figures)}", file=out)

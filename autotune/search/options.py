@@ -64,6 +64,14 @@ class SearchOutcome:
     #: Where the search's GPU time went (:meth:`autotune.trial.gpu_time.GpuTotals.to_dict`), and how
     #: many trials started no server or errored inside Ray (not in it); None when not counted.
     gpu_time: dict[str, Any] | None = None
+    #: The winner's margin over the runner-up and break-even, with its interval
+    #: (:meth:`autotune.search.evidence.WinnerEvidence.to_dict`); None when unknown.
+    margin: dict[str, Any] | None = None
+
+    @property
+    def settled_by_evidence(self) -> bool:
+        """The winner was named from the trials' readings, with no finalist re-measured."""
+        return not self.finalists and self.margin is not None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -87,6 +95,7 @@ class SearchOutcome:
             "trials": {"total": self.trials, "feasible": self.feasible,
                        "infeasible": self.infeasible, "failed": self.failed},
             "finalists": self.finalists,
+            "margin": self.margin,
             "per_level": self.per_level,
             # SGLang's auto-picked speculative config as measured here, and the winner's gain on it.
             "sglang_default": self.sglang_default,

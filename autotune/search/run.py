@@ -24,6 +24,7 @@ from autotune.names import check_path_name
 from autotune.search import folders
 from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, start_ray
 from autotune.search.conclude import finish
+from autotune.search.incumbent import INCUMBENT_FILE, IncumbentFile
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.sglang.flags import FLAG_TABLE_ENV
@@ -175,7 +176,8 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
           file=out, flush=True)
     space, space_path = _prescreen(space, space_path, plan, tracker=durable, out=out)
     ctx = TrialContext(space_path=space_path, baseline_dir=str(plan.exp_dir / "baselines"),
-                       workdir=str(plan.exp_dir), settings=settings_for(space))
+                       workdir=str(plan.exp_dir), settings=settings_for(space),
+                       incumbent_path=str(plan.exp_dir / INCUMBENT_FILE))
     warm = sglang_default(space)
     print(f"Warm start: {warm.describe()}" if not restoring else
           f"Resuming; SGLang's default config: {warm.describe()}", file=out, flush=True)
@@ -185,7 +187,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     study = study_name(name, run_name)
     table = ProgressTable(out, maximize=space.objective.direction == "maximize",
                           objective=space.objective.metric)
-    ledger = SearchLedger(space=space)
+    ledger = SearchLedger(space=space, incumbent=IncumbentFile(ctx.incumbent_path) if ctx.incumbent_path else None)
     key = str(plan.exp_dir)
     callback = SearchCallback(table=table, tracker=durable, ledger=ledger, key=key)
     LIVE_CALLBACKS[key] = callback

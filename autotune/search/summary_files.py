@@ -130,8 +130,11 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     if w is not None:
         head = ("No speculative config beat its no-speculation baseline: **serve without "
                 "speculative decoding**." if outcome.baseline_wins
-                else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, confirmed beside a fresh "
-                "baseline.")
+                else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, "
+                + ("decided by the trials' evidence (not re-measured)." if outcome.settled_by_evidence
+                   else "confirmed beside a fresh baseline."))
+        if outcome.margin is not None and not outcome.baseline_wins:
+            head += f" Its {outcome.margin['line']}."
         lines += ["", head, "", "| figure | value |", "|---|---|",
                   f"| output tok/s | {num(w.output_tok_s, '.1f')} (spread {num(w.output_tok_s_spread, '.1f')}) |",
                   f"| baseline tok/s | {num(w.baseline_tok_s, '.1f')} |",

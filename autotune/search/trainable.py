@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.figures import finite
-from autotune.search.trial_report import TrialReport
+from autotune.search.incumbent import IncumbentFile
+from autotune.search.trial_report import TrialReport, round_metrics
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of
 from autotune.trial.result import TrialResult
+from autotune.trial.sequential import Decision
 from autotune.trial.verdict import break_even_constraint, slo_margin
 
 if TYPE_CHECKING:
@@ -26,12 +28,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TrialContext:
-    """What every trial of one search shares (picklable, absolute paths only)."""
+    """What every trial of one search shares (picklable, absolute paths only).
+
+    ``incumbent_path``: the search's incumbent file (:mod:`autotune.search.incumbent`), which a
+    trial measuring in rounds reads after each; None: trials measure a fixed ``repeats``.
+    """
 
     space_path: str
     baseline_dir: str
     workdir: str
     settings: MeasureSettings
+    incumbent_path: str | None = None
 
 
 _SPACES: dict[str, Any] = {}
@@ -91,15 +98,23 @@ def report_of(result: TrialResult, space: SearchSpace, *, baseline: TrialResult 
                        baseline_key=baseline_key)
 
 
-def evaluator_for(ctx: TrialContext, *, settings: MeasureSettings | None = None) -> MeasuringEvaluator:
+def evaluator_for(ctx: TrialContext, *, settings: MeasureSettings | None = None,
+                  on_round: Callable[[int, list[float], Decision], None] | None = None) -> MeasuringEvaluator:
     """The search's :class:`~autotune.trial.evaluator.Evaluator`: servers measured on the trial's
-    GPUs, baselines shared through the search's store (``settings`` overrides the context's)."""
+    GPUs, baselines shared through the search's store (``settings`` overrides the context's).
+
+    With ``on_round``, a trial measures in rounds against the incumbent of ``ctx.incumbent_path``
+    (when the settings have a sequential rule); without it (finalists, tools), a fixed ``repeats``.
+    """
+    incumbent = (IncumbentFile(ctx.incumbent_path).read
+                 if ctx.incumbent_path is not None and on_round is not None else None)
     return MeasuringEvaluator(space=_space(ctx.space_path), baseline_dir=ctx.baseline_dir,
-                              settings=settings or ctx.settings)
+                              settings=settings or ctx.settings, incumbent=incumbent, on_round=on_round)
 
 
 def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
-    """Ray Tune function trainable: measure, judge, report once."""
+    """Ray Tune function trainable: measure (reporting each round as an intermediate result when
+    measuring in rounds), judge, and report the trial's result last (the one the search reads)."""
     from ray import tune
 
     trial_name = "trial"
@@ -110,7 +125,10 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
     settings = ctx.settings
     if settings.workdir is None:
         settings = MeasureSettings(**{**settings.__dict__, "workdir": os.path.join(ctx.workdir, "logs")})
-    evaluation = evaluator_for(ctx, settings=settings)(config, name=trial_name)
+    def on_round(number: int, readings: list[float], decision: Decision) -> None:
+        tune.report(round_metrics(number=number, readings=readings, decision=decision.value))
+
+    evaluation = evaluator_for(ctx, settings=settings, on_round=on_round)(config, name=trial_name)
     space = _space(ctx.space_path)
     tune.report(report_of(evaluation.result, space, baseline=evaluation.baseline,
                           baseline_key=evaluation.baseline_key).to_metrics())

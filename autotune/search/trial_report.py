@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import unmeasured_value
 
-__all__ = ["TrialEntry", "TrialReport", "UNMEASURED_ATTR"]
+__all__ = ["FINAL", "TrialEntry", "TrialReport", "UNMEASURED_ATTR", "round_metrics"]
 
 UNMEASURED_ATTR = "objective_unmeasured"
 """The Optuna user attr set on a trial whose objective was unknown (its value is then
@@ -30,6 +31,8 @@ UNMEASURED_ATTR = "objective_unmeasured"
 # its progress reporter show them too.
 _OBJECTIVE, _CONSTRAINTS, _ATTRS = "objective", "constraints", "sampler_attrs"
 _RESULT, _BASELINE, _BASELINE_KEY = "trial_result", "baseline_result", "baseline_key"
+#: True on the report that is the trial's result, False on a round's intermediate report.
+FINAL = "final"
 _SHOWN = ("status", "reason", "feasible", "is_baseline", "output_tok_s", "speedup", "accept_length",
           "acceptance", "break_even_accept_length", "baseline_tok_s")
 
@@ -158,6 +161,7 @@ class TrialReport:
         out[_BASELINE] = (json.dumps(self.baseline.to_dict(records=True), default=str)
                           if self.baseline is not None else None)
         out[_BASELINE_KEY] = self.baseline_key
+        out[FINAL] = True
         return out
 
     @classmethod
@@ -183,6 +187,17 @@ class TrialReport:
                    constraints={k: float(v) for k, v in constraints.items()},
                    attrs=_section(metrics, _ATTRS) or {}, result=result_of(_RESULT),
                    baseline=result_of(_BASELINE), baseline_key=metrics.get(_BASELINE_KEY))
+
+
+def round_metrics(*, number: int, readings: Sequence[float], decision: str) -> dict[str, Any]:
+    """A round's intermediate report (``tune.report`` after each round of a trial measuring in
+    rounds): the objective as measured so far (the median of the round readings, as the result's),
+    the round, the decision (:class:`~autotune.trial.sequential.Decision`). It carries no
+    constraints, so :meth:`TrialReport.from_metrics` reads no result from it: the searcher, the
+    callback and MLflow take only the final report as the trial's result.
+    """
+    return {_OBJECTIVE: statistics.median(readings) if readings else None, "round": number,
+            "decision": decision, FINAL: False}
 
 
 def _section(metrics: Mapping[str, Any], key: str) -> dict[str, Any] | None:

@@ -20,12 +20,12 @@ from autotune.names import is_env_name
 from autotune.space import synthetic
 from autotune.space._cross_checks import CrossChecks
 from autotune.space._schema import Reader, closest, is_int, items, show, type_name
+from autotune.space._schema_measure import read_measure
 from autotune.space._schema_names import check_arg_value, check_name, read_forbidden
 from autotune.space._schema_params import Parameter, read_parameter
 from autotune.space._schema_sections import (
     read_budget,
     read_constraints,
-    read_measure,
     read_nccl_prescreen,
     read_objective,
     read_resources,

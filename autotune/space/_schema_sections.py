@@ -166,20 +166,6 @@ STUDY_STORAGES = ("sqlite", "journal")
 _RDB_SCHEMES = ("sqlite:///", "postgresql://", "postgresql+", "mysql://", "mysql+")
 
 
-@dataclass(frozen=True)
-class Measure:
-    """How one trial measures."""
-
-    repeats: int = 3
-    startup_timeout_s: float = 900.0
-    trial_timeout_s: float | None = None
-    phase_profile: bool = True
-    fast_start: bool = False
-    warmup_until_stable_pct: float | None = None
-    warmup_max_rounds: int = 6
-    lean_start: bool = True
-
-
 #: The most trials a search may plan: each is a server started and measured, so even at a few
 #: seconds a trial this is weeks of work; a bigger number is a typo or a wish for a deadline.
 MAX_TRIALS = 100_000
@@ -244,38 +230,6 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
         max_concurrent=reader.integer(value.get("max_concurrent"), "search.max_concurrent",
                                       line_of(value, "max_concurrent"), minimum=1,
                                       allow_none=True))
-
-
-def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
-    """Parse ``measure: {repeats, startup_timeout_s, trial_timeout_s, phase_profile, fast_start, ...}``."""
-    if value is None:
-        return Measure()
-    reader.mapping(value, "measure", line, allowed=("repeats", "startup_timeout_s",
-                                                    "trial_timeout_s", "phase_profile",
-                                                    "fast_start", "warmup_until_stable_pct",
-                                                    "warmup_max_rounds", "lean_start"))
-    return Measure(
-        repeats=reader.integer(value.get("repeats", 3), "measure.repeats",
-                               line_of(value, "repeats"), minimum=1),
-        startup_timeout_s=reader.number(value.get("startup_timeout_s", 900),
-                                        "measure.startup_timeout_s",
-                                        line_of(value, "startup_timeout_s"), positive=True),
-        trial_timeout_s=reader.number(value.get("trial_timeout_s"), "measure.trial_timeout_s",
-                                      line_of(value, "trial_timeout_s"), positive=True,
-                                      allow_none=True),
-        phase_profile=reader.boolean(value.get("phase_profile", True), "measure.phase_profile",
-                                     line_of(value, "phase_profile")),
-        fast_start=reader.boolean(value.get("fast_start", False), "measure.fast_start",
-                                  line_of(value, "fast_start")),
-        warmup_until_stable_pct=reader.number(value.get("warmup_until_stable_pct"),
-                                              "measure.warmup_until_stable_pct",
-                                              line_of(value, "warmup_until_stable_pct"),
-                                              positive=True, allow_none=True),
-        warmup_max_rounds=reader.integer(value.get("warmup_max_rounds", 6),
-                                         "measure.warmup_max_rounds",
-                                         line_of(value, "warmup_max_rounds"), minimum=2),
-        lean_start=reader.boolean(value.get("lean_start", True), "measure.lean_start",
-                                  line_of(value, "lean_start")))
 
 
 @dataclass(frozen=True)

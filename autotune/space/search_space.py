@@ -35,12 +35,12 @@ from autotune.backend import get_backend
 from autotune.errors import ConfigError
 from autotune.space._build import build_space
 from autotune.space._schema import join
+from autotune.space._schema_measure import Measure
 from autotune.space._schema_names import Forbidden, is_speculation_only
 from autotune.space._schema_params import Parameter
 from autotune.space._schema_sections import (
     Budget,
     Constraints,
-    Measure,
     NcclPrescreen,
     Objective,
     Resources,

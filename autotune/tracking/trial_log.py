@@ -116,6 +116,10 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
         run_tags[TAG_SYNTHETIC_ACCEPT] = f"{result.synthetic_accept_length:g}"
     if result.levels:
         run_tags[TAG_LEVEL_STATUS] = json.dumps(level_statuses(result))
+    if result.sequential:
+        # How its rounds ended (autotune.trial.sequential): stop-worse is a trial aborted early.
+        run_tags["autotune.sequential"] = str(result.sequential.get("decision"))
+        run_tags["autotune.rounds"] = str(result.sequential.get("rounds"))
     run_tags.update(tags or {})
     now = at_ms or int(time.time() * 1000)
     from mlflow.entities import Metric

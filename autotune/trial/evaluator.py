@@ -11,12 +11,13 @@ live with bench_search, outside the package: ``benchmarks.search.drawn`` in the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from autotune.trial.baselines import FileBaselineStore, group_key
 from autotune.trial.measure import MeasureSettings, baseline_for, measure, slos_of
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.result import TrialResult
+from autotune.trial.sequential import Decision, Evidence, decide, readings_of
 from autotune.trial.verdict import judge
 
 if TYPE_CHECKING:
@@ -72,12 +73,46 @@ class MeasuringEvaluator:
         space: The loaded ``SearchSpace``.
         baseline_dir: The per-group baseline store of the search (shared by its trials).
         settings: How to measure.
+        incumbent: With ``settings.sequential``: the search's incumbent evidence, read after each
+            round (:mod:`autotune.trial.sequential`); None measures a fixed ``repeats``.
+        on_round: Told each round's number, readings so far and decision (the trainable reports it
+            to Ray Tune).
     """
 
-    def __init__(self, *, space: SearchSpace, baseline_dir: str, settings: MeasureSettings) -> None:
+    def __init__(self, *, space: SearchSpace, baseline_dir: str, settings: MeasureSettings,
+                 incumbent: Callable[[], Evidence | None] | None = None,
+                 on_round: Callable[[int, list[float], Decision], None] | None = None) -> None:
         self.space = space
         self.store = FileBaselineStore(baseline_dir)
         self.settings = settings
+        self.incumbent = incumbent
+        self.on_round = on_round
+
+    def _measure_in_rounds(self, config: Any, workload: Any, *, name: str,
+                           baseline_tok_s: float | None) -> TrialResult:
+        """:func:`measure`, consulting :func:`~autotune.trial.sequential.decide` after each round
+        when the rule, an incumbent source and the objective allow; the record says how it ended."""
+        rule, metric = self.settings.sequential, self.space.objective.metric
+        if rule is None or self.incumbent is None or readings_of(
+                metric, [1.0], baseline_tok_s=baseline_tok_s) is None:
+            return measure(config, workload, self.settings, name=name)
+        incumbent, maximize = self.incumbent, self.space.objective.direction == "maximize"
+        seen: dict[str, Any] = {}
+
+        def consult(tok_s: list[float]) -> bool:
+            readings = readings_of(metric, tok_s, baseline_tok_s=baseline_tok_s) or []
+            evidence = incumbent()
+            decision = decide(readings, incumbent=evidence, rule=rule, maximize=maximize)
+            seen.update(decision=decision.value, rounds=len(readings),
+                        incumbent=evidence.label if evidence is not None else None)
+            if self.on_round is not None:
+                self.on_round(len(readings), readings, decision)
+            return decision is Decision.CONTINUE
+
+        result = measure(config, workload, self.settings, name=name, consult=consult)
+        if seen:
+            result.sequential = {**seen, **rule.to_dict()}
+        return result
 
     def __call__(self, params: Mapping[str, Any], *, name: str = "trial",
                  fresh_baseline: bool = False) -> Evaluation:
@@ -103,7 +138,8 @@ class MeasuringEvaluator:
         slos = slos_of(space)
         if config.is_baseline:
             key = group_key(config)
-            result = judge(measure(config, workload, settings, name=f"{name}-baseline"), None, slos=slos)
+            result = judge(self._measure_in_rounds(config, workload, name=f"{name}-baseline",
+                                                   baseline_tok_s=None), None, slos=slos)
             if result.ok and self.store.get(key) is None:
                 self.store.put(key, result)
             return Evaluation(result=result, baseline=None, baseline_key=key)
@@ -117,6 +153,6 @@ class MeasuringEvaluator:
             baseline, fresh = baseline_for(base_cfg, workload, settings, self.store, slos=slos,
                                            name=f"{name}-baseline")
             measured_here = baseline if fresh else None
-        result = measure(config, workload, settings, name=name)
+        result = self._measure_in_rounds(config, workload, name=name, baseline_tok_s=baseline.output_tok_s)
         result = judge(result, baseline, slos=slos, min_speedup=space.constraints.min_speedup)
         return Evaluation(result=result, baseline=measured_here, baseline_key=key)

@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import httpx
 
@@ -47,6 +47,7 @@ from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
 from autotune.trial.level_results import with_levels
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
+from autotune.trial.sequential import SequentialRule
 from autotune.trial.verdict import judge
 from autotune.trial.warmup import Level, flush_cache, stabilise
 
@@ -62,7 +63,9 @@ class MeasureSettings:
     """How a trial measures.
 
     Attributes:
-        repeats: Measured runs of the workload on one server; the median is reported.
+        repeats: Measured runs of the workload on one server; the median is reported. With
+            ``sequential`` and a ``consult`` given to :func:`measure`, the primary level runs in
+            rounds instead, up to ``sequential.max_rounds``, until ``consult`` says stop.
         startup_timeout_s: Longest wait for the server to become healthy.
         trial_timeout_s: Longest one server run may take, start-up and measurement together
             (a request that stalls mid-stream ends the run here); None for no limit.
@@ -105,6 +108,7 @@ class MeasureSettings:
     device_timer: bool = True
     gpu_telemetry: bool | None = None
     lean_start: bool = True
+    sequential: SequentialRule | None = None
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -168,9 +172,10 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
 async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
                          repeats: int, speculative: bool, draft_forwards: bool, *,
                          settings: MeasureSettings | None, sampler: GpuSampler,
-                         clock: PartClock) -> Level:
+                         clock: PartClock, consult: Callable[[list[float]], bool] | None = None) -> Level:
     """Warm up and measure one load level (one concurrency) on a running server, ``clock``
-    splitting its time between warm-up and measurement."""
+    splitting its time between warm-up and measurement: ``repeats`` rounds, or with ``consult``
+    (called with every round's tok/s after each) until it says stop."""
     base = server.url
     kwargs = workload.bench_kwargs()
     conc = kwargs.get("concurrency")
@@ -184,7 +189,7 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
         level.warmup = await stabilise(server, client, workload, kwargs, stable_pct,
                                        settings.warmup_max_rounds)
     clock.enter(MEASURE)
-    for _ in range(repeats):
+    while len(level.benches) < repeats:
         server.ensure_alive()
         if stable_pct is not None:
             await flush_cache(client, base)
@@ -201,20 +206,34 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
                 before, after, wall_s=bench.duration_s, max_batch=conc or None,
                 speculative=speculative, meta_accept_length=bench.accept_length,
                 draft_forwards=draft_forwards, tok_s=bench.output_tok_s))
+        if consult is not None:
+            if bench.failed or bench.output_tok_s is None:
+                break  # a round that failed ends the trial as failed; nothing to consult on
+            if not consult([b.output_tok_s for b in level.benches if b.output_tok_s is not None]):
+                break
     return level
 
 
 async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
                          speculative: bool, draft_forwards: bool = True, *,
                          settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
-                         clock: PartClock | None = None) -> tuple[list[Level], dict | None]:
-    """Every load level of ``workload`` in turn on one server (one level unless it lists several)."""
+                         clock: PartClock | None = None,
+                         consult: Callable[[list[float]], bool] | None = None,
+                         ) -> tuple[list[Level], dict | None]:
+    """Every load level of ``workload`` in turn on one server (one level unless it lists several);
+    ``consult`` decides the rounds of the primary level only."""
     sampler = sampler or NullSampler("no sampler")
     clock = clock or PartClock()
+    rule = settings.sequential if settings is not None and consult is not None else None
+    primary = workload.primary_level()
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
-        levels = [await _measure_level(server, client, w, repeats, speculative, draft_forwards,
-                                       settings=settings, sampler=sampler, clock=clock)
-                  for w in workload.levels()]
+        levels = []
+        for w in workload.levels():
+            ours = rule is not None and workload.level_of(w) == primary
+            levels.append(await _measure_level(
+                server, client, w, rule.max_rounds if ours and rule else repeats, speculative,
+                draft_forwards, settings=settings, sampler=sampler, clock=clock,
+                consult=consult if ours else None))
         info = None
         try:
             resp = await client.get(server.url + "/server_info")
@@ -251,7 +270,7 @@ def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
 
 
 def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
-            name: str | None = None) -> TrialResult:
+            name: str | None = None, consult: Callable[[list[float]], bool] | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
 
     Args:
@@ -259,6 +278,8 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         workload: The prompts and load shape.
         settings: Repeats, timeouts, where logs go.
         name: Used in log file names.
+        consult: With ``settings.sequential``: called after each round of the primary level with
+            every round's tok/s so far; True measures another round (up to the rule's cap).
 
     Returns:
         The result, with ``status`` ``ok`` or ``failed`` (never an exception for a config fault).
@@ -307,7 +328,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             levels, info = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
-                               settings=settings, sampler=sampler, clock=clock), left))
+                               settings=settings, sampler=sampler, clock=clock, consult=consult), left))
             if any(b.failed for level in levels for b in level.benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
@@ -406,6 +427,10 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("warmup_max_rounds", getattr(m, "warmup_max_rounds", 6))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
+    seq = getattr(m, "sequential", None)
+    if seq is not None:
+        overrides.setdefault("sequential", SequentialRule(min_rounds=seq.min_rounds, max_rounds=seq.max_rounds,
+                                                          confidence=seq.confidence))
     return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
                            trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
 

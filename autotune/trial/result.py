@@ -105,6 +105,10 @@ class TrialResult:
     # Where the server's GPU time went (start-up, warm-up, measurement, teardown; autotune.trial.gpu_time),
     # a failed server's too; None when no server was started (a refused launch, an invalid config).
     gpu_time: GpuTime | None = None
+    # With ``measure.sequential``: how the rounds ended (autotune.trial.sequential): ``decision``
+    # (``stop-worse`` is a trial aborted early: its figures are what it measured), ``rounds``, the
+    # ``incumbent`` it was compared with, the rule; None when it measured a fixed ``repeats``.
+    sequential: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -6,6 +6,7 @@ import csv
 import io
 from pathlib import Path
 
+from autotune.search.console import print_summary
 from autotune.search.gpu_bill import search_totals
 from autotune.search.options import SearchOutcome
 from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv, write_beside
@@ -110,3 +111,22 @@ def test_gpu_time_is_a_column_set_per_row_and_a_table_in_summary_md() -> None:
     assert "## GPU time" in md and "| **total** | 226.0 | 0.0 | 0.0 | **226.0** |" in md
     assert "| tuner overhead | 4.0 | 0.0 | 0.0 | 4.0 |" in md
     assert "## GPU time" not in summary_md(outcome(ran), rows)  # not counted: no table, not a 0
+
+
+def test_the_winner_says_how_it_was_decided_and_gives_its_margin() -> None:
+    spec = result(SPEC, output_tok_s=300.0, speedup=1.5, baseline_tok_s=200.0)
+    line = "margin over the runner-up (num_steps=5): +8.0% [+5.1%, +11.0%] at 95%, separated"
+    settled = outcome(spec, margin={"line": line, "decisive": True, "source": "trials"})
+    md = summary_md(settled, [])
+    assert "decided by the trials' evidence (not re-measured)" in md and f"Its {line}." in md
+    out = io.StringIO()
+    print_summary(settled, out=out)
+    assert "not re-measured" in out.getvalue() and line in out.getvalue()
+    # Re-measured finalists: confirmed, with the margin from wherever it came.
+    confirmed = outcome(spec, margin={"line": line, "decisive": False, "source": "finalists"},
+                        finalists=[{"trial_id": "t1", "params": SPEC, "status": "feasible"}])
+    md = summary_md(confirmed, [])
+    assert "confirmed beside a fresh baseline" in md and line in md
+    # No evidence at all (an older outcome): the old wording, no margin line.
+    plain = summary_md(outcome(spec), [])
+    assert "confirmed beside a fresh baseline" in plain and "margin" not in plain

@@ -1,0 +1,112 @@
+"""Sequential measurement in a whole search: real Ray, emulator servers, MLflow (sqlite in tmp_path).
+
+Each trial measures in rounds, reports every round to Ray Tune as an intermediate result, and stops
+as soon as it is separated from the incumbent; the searcher, the callback and MLflow take only the
+final report as its result. The spaces (``tests/spaces/sequential*.yaml``) put the incumbent first
+(the grid's order, checked here) and the next config 2-4x away from it, far beyond a loaded box's
+noise, so each decision is certain.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.search.console import print_summary
+from autotune.search.options import SearchOptions
+from autotune.search.run import run_search
+from tests.e2e.test_search import SPACES, _assert_no_emulator_left, _mlflow, _study
+
+
+def _search(space: str, root: Path) -> tuple[Any, str]:
+    out = io.StringIO()
+    outcome = run_search(SearchOptions(space=str(SPACES / space), root=str(root)), out=out)
+    print_summary(outcome, out=out)
+    return outcome, out.getvalue()
+
+
+def _ray_reports(experiment_path: str) -> dict[str, list[dict[str, Any]]]:
+    """Every result each trial reported to Ray Tune, in order, by its speculative_algorithm."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for path in Path(experiment_path).glob("*/result.json"):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out[str(rows[0]["config"]["speculative_algorithm"])] = rows
+    return out
+
+
+def _assert_rounds_then_one_final(rows: list[dict[str, Any]], *, decision: str, rounds: int) -> None:
+    """One intermediate report per round (the last with the decision), then the final result."""
+    assert [r["final"] for r in rows] == [False] * rounds + [True]
+    assert [r["round"] for r in rows[:-1]] == list(range(1, rounds + 1))
+    assert [r["decision"] for r in rows[:-1]] == ["continue"] * (rounds - 1) + [decision]
+    assert "constraints" not in rows[0] and rows[-1]["constraints"]
+    # The final objective is what the rounds measured: the median of its readings, as the last round said.
+    final = json.loads(rows[-1]["trial_result"])
+    assert len(final["output_tok_s_repeats"]) == rounds
+    assert rows[-1]["objective"] == pytest.approx(statistics.median(final["output_tok_s_repeats"]))
+    assert rows[-2]["objective"] == pytest.approx(rows[-1]["objective"])
+    assert final["sequential"]["decision"] == decision and final["sequential"]["rounds"] == rounds
+
+
+@pytest.mark.slow
+def test_a_losing_config_is_aborted_after_min_rounds(tmp_path: Path, sim_env: Path) -> None:
+    outcome, text = _search("sequential-abort.yaml", tmp_path)
+    reports = _ray_reports(outcome.experiment_path)
+    first = min(reports, key=lambda k: reports[k][0]["timestamp"])
+    assert first == "None", f"the grid no longer runs the baseline first: {first}"
+
+    # The incumbent measured alone: min_rounds (2), then the EAGLE3 config was aborted at 2 of 4.
+    _assert_rounds_then_one_final(reports["None"], decision="stop-alone", rounds=2)
+    _assert_rounds_then_one_final(reports["EAGLE3"], decision="stop-worse", rounds=2)
+    aborted = json.loads(reports["EAGLE3"][-1]["trial_result"])
+    assert aborted["sequential"]["incumbent"] and aborted["sequential"]["max_rounds"] == 4
+
+    # An aborted trial is a result (its measured value, marked), never a failure, in Optuna and MLflow.
+    study = _study(outcome.experiment_path)
+    done = study.get_trials(deepcopy=False)
+    assert [t.state.name for t in done] == ["COMPLETE", "COMPLETE"]
+    spec = next(t for t in done if t.params["speculative_algorithm"] == "EAGLE3")
+    assert spec.value == pytest.approx(statistics.median(aborted["output_tok_s_repeats"]))
+    assert spec.constraints["failed"] == 0
+    _, runs = _mlflow("test-sequential-abort", tmp_path)
+    trial_runs = [r for r in runs if r.kind in ("trial", "baseline") and r.tags.get("autotune.sequential")]
+    by_decision = {r.tags["autotune.sequential"]: r for r in trial_runs}
+    assert set(by_decision) == {"stop-alone", "stop-worse"}
+    worse = by_decision["stop-worse"]
+    assert worse.status == "infeasible" and worse.tags["autotune.rounds"] == "2"
+    assert worse.metrics["output_tok_s"] == pytest.approx(aborted["output_tok_s"], rel=1e-6)
+    # The baseline wins (the draft is useless); the aborted config is no part of the answer.
+    assert outcome.baseline_wins and "serve without speculative decoding" in text.lower()
+    _assert_no_emulator_left(sim_env)
+
+
+@pytest.mark.slow
+def test_a_clearly_better_config_stops_early_and_its_evidence_settles_the_winner(
+        tmp_path: Path, sim_env: Path) -> None:
+    outcome, text = _search("sequential.yaml", tmp_path)
+    reports = _ray_reports(outcome.experiment_path)
+    first = min(reports, key=lambda k: reports[k][0]["timestamp"])
+    assert first == "None", f"the grid no longer runs the baseline first: {first}"
+    _assert_rounds_then_one_final(reports["None"], decision="stop-alone", rounds=3)
+    _assert_rounds_then_one_final(reports["EAGLE3"], decision="stop-better", rounds=3)
+
+    # Decisive evidence: no finalist re-measured, no fresh server; the winner carries its interval.
+    assert outcome.finalists == [] and "Finalists not re-measured" in text
+    margin = outcome.margin
+    assert margin is not None and margin["decisive"] and margin["source"] == "trials"
+    pays = margin["over_break_even"]
+    assert pays["separated"] and 1 < pays["low"] < pays["ratio"] < pays["high"]
+    assert pays["confidence"] == 0.95
+    md = outcome.report_files["summary.md"]
+    assert "decided by the trials' evidence (not re-measured)" in md
+    assert margin["line"] in md and "over break-even" in md and "[+" in md
+    assert margin["line"] in text
+    parent, runs = _mlflow("test-sequential", tmp_path)
+    assert not [r for r in runs if r.kind == "finalist"]
+    assert parent.data.tags["autotune.winner_margin"] == margin["line"]
+    _assert_no_emulator_left(sim_env)

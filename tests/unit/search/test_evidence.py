@@ -1,0 +1,112 @@
+"""The incumbent a trial measures against (search.incumbent) and the winner's evidence at the end of a
+search (search.evidence): a round's report is never a result, the incumbent file round-trips, and the
+finalists are skipped only where the trials' readings separate the winner."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.errors import ConfigError
+from autotune.search.evidence import finalist_evidence, trial_evidence
+from autotune.search.incumbent import IncumbentFile, incumbent_of
+from autotune.search.trial_report import TrialEntry, TrialReport, round_metrics
+from autotune.trial.result import TrialResult
+from tests.conftest import SMALL_SPACE
+
+
+def _result(tok_s: list[float], *, steps: int = 3, status: str = "feasible", baseline_tok_s: float = 50.0,
+            is_baseline: bool = False) -> TrialResult:
+    median = sorted(tok_s)[len(tok_s) // 2]
+    return TrialResult(status=status, reason=None, params={"speculative_num_steps": steps},
+                       is_baseline=is_baseline, output_tok_s=median, output_tok_s_repeats=list(tok_s),
+                       baseline_tok_s=None if is_baseline else baseline_tok_s,
+                       speedup=None if is_baseline else median / baseline_tok_s,
+                       feasible=status == "feasible")
+
+
+def _entry(trial_id: str, result: TrialResult, key: str = "g") -> TrialEntry:
+    report = TrialReport(objective=result.output_tok_s, constraints={"failed": 0.0}, result=result,
+                         baseline_key=key)
+    return TrialEntry(trial_id, dict(result.params), report)
+
+
+def _without_repeats() -> dict[str, Any]:
+    data = copy.deepcopy(SMALL_SPACE)
+    data["measure"] = {"startup_timeout_s": 60}
+    return data
+
+
+@pytest.fixture
+def space(space_factory: Any) -> Any:
+    return space_factory(_without_repeats(), measure={"sequential": {"min_rounds": 2, "max_rounds": 4}})
+
+
+def test_a_round_report_is_never_read_as_a_result() -> None:
+    metrics = round_metrics(number=2, readings=[10.0, 14.0], decision="continue")
+    assert metrics == {"objective": 12.0, "round": 2, "decision": "continue", "final": False}
+    assert TrialReport.from_metrics(metrics) is None
+    final = TrialReport(objective=1.0, constraints={"failed": 0.0}).to_metrics()
+    assert final["final"] is True and TrialReport.from_metrics(final) is not None
+
+
+def test_the_incumbent_is_the_best_feasible_trial_with_the_others_noise(space: Any, tmp_path: Path) -> None:
+    entries = [_entry("a", _result([100.0, 102.0])), _entry("b", _result([120.0, 118.0, 121.0], steps=5)),
+               _entry("c", _result([200.0, 210.0], steps=7, status="infeasible"))]
+    found = incumbent_of(space, entries)
+    assert found is not None and found.label == "b" and found.readings == (120.0, 118.0, 121.0)
+    # The pooled noise counts the other measured trials (a and c: one degree of freedom each).
+    assert found.noise[1] == 2 and found.noise[0] > 0
+    store = IncumbentFile(tmp_path / "incumbent.json")
+    assert store.read() is None  # no file: no incumbent
+    assert store.update(space, entries) == found and store.read() == found
+    assert store.update(space, entries[2:]) is None and store.read() is None  # none feasible: removed
+    (tmp_path / "incumbent.json").write_text("{torn")
+    assert store.read() is None
+
+
+def test_separated_evidence_is_decisive_and_close_evidence_is_not(space: Any) -> None:
+    base = _result([50.0, 50.5, 49.6], is_baseline=True)
+    clear = [_entry("a", _result([100.0, 101.0, 99.5])), _entry("b", _result([80.0, 81.0], steps=5))]
+    ev = trial_evidence(space, clear, {"g": base}.get)
+    assert ev is not None and ev.decisive and ev.source == "trials" and ev.rounds == (3, 2)
+    assert ev.winner == {"speculative_num_steps": 3} and ev.runner_up == {"speculative_num_steps": 5}
+    assert ev.over_runner_up is not None and ev.over_runner_up.separated
+    assert "margin over the runner-up (num_steps=5): +" in ev.line() and "at 95%, separated" in ev.line()
+    close = [_entry("a", _result([100.0, 103.0, 98.0])), _entry("b", _result([99.0, 101.5], steps=5))]
+    ev = trial_evidence(space, close, {"g": base}.get)
+    assert ev is not None and not ev.decisive and "NOT separated" in ev.line()
+    # Without the group's baseline readings break-even is unknown: never decisive.
+    ev = trial_evidence(space, clear, {}.get)
+    assert ev is not None and ev.over_break_even is None and not ev.decisive
+    assert trial_evidence(space, [_entry("x", _result([1.0, 1.0], status="failed"))], {}.get) is None
+
+
+def test_the_margin_after_a_re_measurement_uses_the_finalists_readings(space: Any) -> None:
+    fresh = _result([50.0, 50.2], is_baseline=True)
+    ev = finalist_evidence(space, [({"speculative_num_steps": 3}, _result([90.0, 91.0]), fresh),
+                                   ({"speculative_num_steps": 5}, _result([95.0, 96.0], steps=5), fresh)])
+    assert ev is not None and ev.source == "finalists" and ev.winner == {"speculative_num_steps": 5}
+    assert ev.to_dict()["line"] == ev.line() and ev.to_dict()["decisive"] == ev.decisive
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"sequential": {"min_rounds": 1}}, "measure.sequential.min_rounds"),
+    ({"sequential": {"min_rounds": 3, "max_rounds": 2}}, "measure.sequential.max_rounds"),
+    ({"sequential": {"confidence": 1.5}}, "between 0.5 and 1"),
+    ({"sequential": {"rounds": 3}}, "rounds"),
+])
+def test_a_bad_sequential_section_names_its_field(space_factory: Any, section: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        space_factory(_without_repeats(), measure=section)
+
+
+def test_sequential_is_the_default_unless_the_space_writes_repeats(space_factory: Any) -> None:
+    assert space_factory(measure={"repeats": 2}).measure.sequential is None
+    assert space_factory(measure={"repeats": 2, "sequential": True}).measure.sequential is not None
+    assert space_factory(_without_repeats(), measure={"sequential": False}).measure.sequential is None
+    on = space_factory(_without_repeats()).measure.sequential
+    assert on is not None and (on.min_rounds, on.max_rounds, on.confidence) == (2, 6, 0.95)
