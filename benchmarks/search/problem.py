@@ -294,14 +294,23 @@ class Oracle:
             if end.winner is not None and self._true[end.winner] >= self.p.target:
                 self.success_at, self.conclusion_runs = self.trials + end.runs, end.runs
             return
+        if self.pick_reaches():
+            self.success_at = self.trials
+
+    def pick(self) -> tuple | None:
+        """The key of the best measured feasible config (mean of its measurements), None if none."""
         best_key, best = None, -math.inf
         for key, ok in self._feasible.items():
             if ok:
                 mean = self._sums[key] / self.evaluator.counts[key]
                 if mean > best:
                     best_key, best = key, mean
-        if best_key is not None and self._true[best_key] >= self.p.target:
-            self.success_at = self.trials
+        return best_key
+
+    def pick_reaches(self) -> bool:
+        """Whether the pick's true tok/s is at the target now."""
+        key = self.pick()
+        return key is not None and self._true[key] >= self.p.target
 
     def run(self, params: Mapping[str, Any]) -> TrialReport:
         """Measure one proposed config (and its group's baseline first, if new)."""
