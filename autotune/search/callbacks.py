@@ -41,6 +41,7 @@ class SearchLedger:
         freed: Whether any trial has freed its slot yet.
         t0: When the run started (``setup``).
         study: The searcher's Optuna study, when this session made it (not on a resume).
+        searcher: The searcher itself (its stop rule's decision), likewise.
     """
 
     space: SearchSpace | None = None
@@ -52,6 +53,7 @@ class SearchLedger:
     freed: bool = False
     t0: float | None = None
     study: Any = None
+    searcher: Any = None
 
 
 # The live callback of each search running in this process, by experiment directory. Ray Tune

@@ -61,6 +61,9 @@ class SearchOutcome:
     unsynced: int | None = None
     spool_path: str | None = None
     sync_command: str | None = None
+    #: The stop rule's decision (:meth:`autotune.search.stopping.StopDecision.record`), None when
+    #: unknown (interrupted, resumed).
+    stop_rule: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -84,6 +87,7 @@ class SearchOutcome:
             "trials": {"total": self.trials, "feasible": self.feasible,
                        "infeasible": self.infeasible, "failed": self.failed},
             "finalists": self.finalists,
+            "stop_rule": self.stop_rule,
             "per_level": self.per_level,
             # SGLang's auto-picked speculative config as measured here, and the winner's gain on it.
             "sglang_default": self.sglang_default,

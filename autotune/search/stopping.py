@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -26,14 +26,16 @@ from optuna.trial import TrialState
 
 from autotune.numbers import finite, pooled_log_sd
 
-__all__ = ["Bounded", "Evidence", "StopDecision", "check", "decide", "does_not_apply",
-           "study_noise", "turned_off", "REPEATS_ATTR", "Z", "MIN_SPECULATIVE"]
+__all__ = ["at_end", "Bounded", "Evidence", "StopDecision", "check", "decide", "does_not_apply",
+           "study_noise", "turned_off", "REPEATS_ATTR", "TAG_STOP_RULE", "Z", "MIN_SPECULATIVE"]
 
 #: One-sided bound of a prediction: mu + Z sd (about 97.7% for a normal spread).
 Z = 2.0
 #: Speculative configs measured (with phase data) before the rule may stop: SGLang's default and
 #: two of the design, so the cycle and acceptance fits rest on more than one point.
 MIN_SPECULATIVE = 3
+#: The search's MLflow tag with the rule's one line (its param ``stop_rule`` is the setting).
+TAG_STOP_RULE = "autotune.stop_rule"
 #: The Optuna user attr with a trial's tok/s repeats (the search's measured noise).
 REPEATS_ATTR = "output_tok_s_repeats"
 
@@ -91,10 +93,16 @@ class StopDecision:
     noise: float | None = None
     trials: int = 0
     budget: int = 0
+    off: bool = False
+
+    @property
+    def setting(self) -> str:
+        """``on``, ``off`` (the space turned it off) or ``not applicable`` (no bound)."""
+        return "off" if self.off else "on" if self.applies else "not applicable"
 
     def record(self) -> dict[str, Any]:
         """The decision as JSON-ready data (the search summary's ``stop_rule``)."""
-        return {"stopped": self.stop, "reason": self.reason, "applies": self.applies,
+        return {"setting": self.setting, "stopped": self.stop, "reason": self.reason,
                 "upper_gap": self.upper_gap, "noise": self.noise, "trials": self.trials,
                 "budget": self.budget}
 
@@ -170,7 +178,21 @@ def does_not_apply(sampler_name: str, *, trials: int, budget: int) -> StopDecisi
 def turned_off(*, trials: int, budget: int) -> StopDecision:
     """The decision of a space that turned the rule off (``search.stop_rule: false``)."""
     return StopDecision(False, f"the stop rule is off (search.stop_rule: false): {trials} of "
-                        f"{budget} trials run", applies=False, trials=trials, budget=budget)
+                        f"{budget} trials run", applies=False, trials=trials, budget=budget, off=True)
+
+
+def at_end(decision: StopDecision, *, trials: int, budget: int) -> StopDecision:
+    """The rule's last decision, worded for the search's end (``trials`` ended of ``budget``):
+    a stop stands as it was said; otherwise the search ran to its cap, and the line says so."""
+    if decision.stop:
+        return decision
+    if not decision.applies:
+        head = decision.reason.rsplit(":", 1)[0]
+        return replace(decision, reason=f"{head}: {trials} of {budget} trials run", trials=trials,
+                       budget=budget)
+    why = decision.reason.split(": ", 1)[-1]
+    return replace(decision, reason=f"ran {trials} of {budget} trials, the rule never stopped; "
+                   f"last: {why}", trials=trials, budget=budget)
 
 
 def check(sampler: Any, study: Study, *, sampler_name: str, noise: float | None, trials: int,

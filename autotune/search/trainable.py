@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.numbers import finite
+from autotune.search.stopping import REPEATS_ATTR
 from autotune.search.trial_report import TrialReport
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of
@@ -76,6 +77,8 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
         "failure": result.failure,
         "baseline_decode_step_ms": result.baseline_decode_step_ms,
         "speedup": result.speedup,
+        # The repeats' spread is the search's measured noise (autotune.search.stopping.study_noise).
+        REPEATS_ATTR: list(result.output_tok_s_repeats),
         "phases": {k: phases.get(k) for k in ("draft_ms", "verify_ms", "extend_ms", "decode_ms",
                                                "other_ms", "cycle_ms")},
         "spec_correct_drafts_histogram": hist,

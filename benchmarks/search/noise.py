@@ -6,7 +6,8 @@ is not chosen by hand: :func:`measured_noise` estimates it from the committed re
 ``benchmarks/landscapes/recorded-h200-*.json``, where every config holds the tok/s of its repeats
 (``output_tok_s_repeats``, the runs of the workload one trial measured on one server).
 
-The estimator (:func:`autotune.numbers.pooled_log_sd`, shared with the search's stop rule) is the pooled within-config standard deviation of ln tok/s::
+The estimator (:func:`autotune.numbers.pooled_log_sd`, shared with the search's stop rule) is the
+pooled within-config standard deviation of ln tok/s::
 
     cv = sqrt( sum_i sum_j (ln x_ij - mean_j ln x_ij)**2 / sum_i (n_i - 1) )
 

@@ -307,6 +307,10 @@ class Oracle:
                     best_key, best = key, mean
         return best_key
 
+    def true_of(self, key: tuple) -> float:
+        """The true tok/s of a measured config."""
+        return self._true[key]
+
     def pick_reaches(self) -> bool:
         """Whether the pick's true tok/s is at the target now."""
         key = self.pick()
