@@ -12,8 +12,8 @@ import pytest
 from autotune.search.stopping import (
     MIN_SPECULATIVE,
     REPEATS_ATTR,
-    Z,
     Evidence,
+    Z,
     at_end,
     check,
     decide,
