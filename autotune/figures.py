@@ -1,4 +1,4 @@
-"""The one test of a usable number: finite, and not a bool.
+"""The one test of a usable number (finite, and not a bool), and the one estimator of noise.
 
 Figures come back from JSON, MLflow, Optuna user attrs and ``/server_info`` as anything at all; a
 NaN, an infinity, a string or a missing value is unknown, never a number to rank or plot. ``True``
@@ -8,8 +8,9 @@ is an ``int`` to Python but never a measurement, so a bool is not a number here.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
-__all__ = ["finite"]
+__all__ = ["finite", "pooled_log_sd"]
 
 
 def finite(value: object) -> float | None:
@@ -24,3 +25,29 @@ def finite(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def pooled_log_sd(groups: Iterable[Sequence[float]]) -> tuple[float, int, int]:
+    """Pooled within-group standard deviation of ln x: ``(sd, groups used, values used)``.
+
+    Groups of fewer than two values carry no spread and are left out. Raises ValueError on a
+    value that is not a positive finite number, or when no group has two values.
+    """
+    ss, dof, used, values = 0.0, 0, 0, 0
+    for xs in groups:
+        xs = list(xs)
+        if len(xs) < 2:
+            continue
+        for x in xs:
+            if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x) \
+                    or x <= 0:
+                raise ValueError(f"a tok/s repeat must be a positive number, got {x!r}")
+        logs = [math.log(x) for x in xs]
+        mean = sum(logs) / len(logs)
+        ss += sum((v - mean) ** 2 for v in logs)
+        dof += len(logs) - 1
+        used += 1
+        values += len(logs)
+    if dof == 0:
+        raise ValueError("no group has two values or more: no spread to measure")
+    return math.sqrt(ss / dof), used, values

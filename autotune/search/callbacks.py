@@ -46,6 +46,7 @@ class SearchLedger:
         study: The searcher's Optuna study, when this session made it (not on a resume).
         incumbent: The search's incumbent file, rewritten as each trial completes (trials
             measuring in rounds read it); None when the search keeps none.
+        searcher: The searcher itself (its stop rule's decision), likewise.
     """
 
     space: SearchSpace | None = None
@@ -59,6 +60,7 @@ class SearchLedger:
     t0: float | None = None
     study: Any = None
     incumbent: IncumbentFile | None = None
+    searcher: Any = None
 
 
 # The live callback of each search running in this process, by experiment directory. Ray Tune

@@ -25,6 +25,7 @@ from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
+from autotune.search.stopping import TAG_STOP_RULE, StopDecision
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.search.trial_report import TrialEntry
 from autotune.space.load_levels import primary_level
@@ -144,7 +145,8 @@ def stored_baselines(baseline_dir: str) -> list[TrialResult]:
 
 def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Sequence[Finalist],
              stored: Sequence[TrialResult], *, name: str, interrupted: bool, exp_dir: Path,
-             overheads: Sequence[float], warm: WarmStart | None = None, tracking_uri: str | None = None,
+             overheads: Sequence[float], warm: WarmStart | None = None,
+             stop: StopDecision | None = None, tracking_uri: str | None = None,
              parent_run_id: str | None = None, experiment_id: str | None = None,
              overhead_gpus: Sequence[int] = (), evidence: WinnerEvidence | None = None) -> SearchOutcome:
     """What the search found: the winner, the counts, the finalists' rows, the summary files.
@@ -161,6 +163,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         exp_dir: The search's run folder.
         overheads: The tuner's overhead of each trial, in seconds.
         warm: SGLang's default config (:func:`autotune.space.warm_start.sglang_default`).
+        stop: The stop rule's decision, None when unknown.
         tracking_uri: MLflow's URI, None without tracking (and the two ids below).
         parent_run_id: The search's MLflow run.
         experiment_id: Its experiment.
@@ -206,7 +209,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         experiment_path=str(exp_dir), experiment_id=experiment_id,
         overheads_s=list(overheads), sglang_default=default,
         margin=(evidence.to_dict() if evidence is not None and winner is not None and not baseline_wins
-                and evidence.winner == dict(winner.params) else None))
+                and evidence.winner == dict(winner.params) else None),
+        stop_rule=stop.record() if stop is not None else None)
     totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
     outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
@@ -224,7 +228,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
 def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, overheads: Sequence[float],
            study: Any, name: str, exp_dir: Path, space_arg: str, interrupted: bool,
            tracker: SearchTracker | None, warm: WarmStart | None, out: TextIO,
-           overhead_gpus: Sequence[int] = ()) -> SearchOutcome:
+           overhead_gpus: Sequence[int] = (), stop: StopDecision | None = None) -> SearchOutcome:
     """The search's last step, around :func:`conclude`: the finalists chosen, confirmed, printed
     and tracked; the conclusion; the search's MLflow run closed with its summary files.
 
@@ -242,6 +246,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         warm: SGLang's default config.
         out: The console.
         overhead_gpus: The GPUs each trial held during its overhead.
+        stop: The stop rule's decision (:mod:`autotune.search.stopping`), None when unknown
+            (interrupted, resumed): logged on the search run and put in the summary.
     """
     chosen = choose_finalists(space, entries, interrupted=interrupted)
     finalists: list[Finalist] = []
@@ -269,7 +275,7 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
             evidence = again
     outcome = conclude(space, entries, finalists, stored_baselines(ctx.baseline_dir), name=name,
                        interrupted=interrupted, exp_dir=exp_dir, overheads=overheads,
-                       warm=warm, tracking_uri=getattr(tracker, "tracking_uri", None),
+                       warm=warm, stop=stop, tracking_uri=getattr(tracker, "tracking_uri", None),
                        parent_run_id=getattr(tracker, "parent_run_id", None),
                        experiment_id=getattr(tracker, "experiment_id", None), overhead_gpus=overhead_gpus,
                        evidence=evidence)
@@ -284,6 +290,11 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
 
         if outcome.gpu_time is not None:
             tracker.log_to_search(metrics=GpuTotals.from_dict(outcome.gpu_time).metrics())
+        if stop is not None:
+            tracker.log_to_search(params={"stop_rule": stop.setting},
+                                  metrics={"stop_rule_trials": float(stop.trials),
+                                           "stop_rule_upper_gap": stop.upper_gap},
+                                  tags={TAG_STOP_RULE: stop.reason})
 
         tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
                               winner_files=winner_files, report_files=outcome.report_files,

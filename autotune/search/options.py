@@ -72,6 +72,9 @@ class SearchOutcome:
     def settled_by_evidence(self) -> bool:
         """The winner was named from the trials' readings, with no finalist re-measured."""
         return not self.finalists and self.margin is not None
+    #: The stop rule's decision (:meth:`autotune.search.stopping.StopDecision.record`), None when
+    #: unknown (interrupted, resumed).
+    stop_rule: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -96,6 +99,7 @@ class SearchOutcome:
                        "infeasible": self.infeasible, "failed": self.failed},
             "finalists": self.finalists,
             "margin": self.margin,
+            "stop_rule": self.stop_rule,
             "per_level": self.per_level,
             # SGLang's auto-picked speculative config as measured here, and the winner's gain on it.
             "sglang_default": self.sglang_default,

@@ -26,6 +26,7 @@ from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, star
 from autotune.search.conclude import finish
 from autotune.search.incumbent import INCUMBENT_FILE, IncumbentFile
 from autotune.search.options import SearchOptions, SearchOutcome
+from autotune.search.stopping import StopDecision, at_end
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
@@ -199,13 +200,18 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     if study_store is not None:
         _mirror_study(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
     entries, unfinished = _entries(grid, ledger, space)
-    # A wall-time budget may end a search early on purpose; otherwise fewer ended trials than
-    # planned means the run was stopped.
-    interrupted = unfinished > 0 or (len(entries) < trials and space.budget.wall_time_s is None)
+    stop = _stop_decision(ledger.searcher, trials=len(entries), budget=trials)
+    # A wall-time budget or the stop rule may end a search early on purpose; otherwise fewer
+    # ended trials than planned means the run was stopped.
+    interrupted = unfinished > 0 or (len(entries) < trials and space.budget.wall_time_s is None
+                                     and not (stop is not None and stop.stop))
+    if stop is not None and not interrupted:
+        print(f"Stop rule: {stop.reason}", file=out, flush=True)
     outcome = finish(space, ctx, entries, overheads=ledger.overheads, overhead_gpus=ledger.overhead_gpus,
                      study=ledger.study, name=name,
                      exp_dir=plan.exp_dir, space_arg=opts.space, interrupted=interrupted,
-                     tracker=durable, warm=warm, out=out)
+                     tracker=durable, warm=warm, out=out,
+                     stop=stop if not interrupted else None)
     if study_where is not None:
         outcome.optuna_study = {"storage": study_where, "name": study}
     if durable is not None:
@@ -215,6 +221,15 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
         outcome.spool_path = str(durable.spool.path)
         outcome.sync_command = sync_command(name, str(Path(opts.root).resolve()), opts.tracking_uri)
     return outcome
+
+
+def _stop_decision(searcher: Any, *, trials: int, budget: int) -> StopDecision | None:
+    """What the stop rule decided, worded for a search that ended (None after a resume, whose
+    searcher Ray restored out of this session's reach)."""
+    if searcher is None:
+        return None
+    decision = searcher.stop_decision or searcher.decide()
+    return at_end(decision, trials=trials, budget=budget)
 
 
 def _open_tracking(tracker: Tracker | None, space: SearchSpace, space_path: str, plan: _Plan, *,
@@ -284,16 +299,19 @@ def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: 
     # Optuna's INFO line "A new study created in memory" would land in the live table.
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # SGLang's own default speculative config goes first: the one a tuned config has to beat.
+    # budget.trials stays the cap (num_samples); the stop rule may end the search before it.
     searcher = ConstrainedOptunaSearch(space=DefineByRun(space), metric="objective",
                                        mode="max" if maximize else "min",
                                        sampler=_make_sampler(space, plan.seed),
-                                       points_to_evaluate=[warm.asked] if warm.asked else None)
+                                       points_to_evaluate=[warm.asked] if warm.asked else None,
+                                       sampler_name=space.search.sampler, budget=plan.trials,
+                                       stop_rule=space.search.stop_rule)
     # reuse_actors: a trial process serves the next trial with the same resources, instead of
     # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
     tune_config = tune.TuneConfig(search_alg=searcher, num_samples=plan.trials,
                                   max_concurrent_trials=plan.concurrency,
                                   time_budget_s=space.budget.wall_time_s, reuse_actors=True)
-    ledger.study = searcher.study
+    ledger.study, ledger.searcher = searcher.study, searcher
     return tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
 
 

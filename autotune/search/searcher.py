@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from optuna.trial import TrialState
+from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
+from autotune.search.stopping import StopDecision, check, study_noise, turned_off
 from autotune.search.trial_report import TrialReport
 
 if TYPE_CHECKING:
@@ -41,7 +44,48 @@ class DefineByRun:
 
 
 class ConstrainedOptunaSearch(OptunaSearch):
-    """``OptunaSearch`` that sets constraints and user attrs before telling Optuna."""
+    """``OptunaSearch`` that sets constraints and user attrs before telling Optuna, and ends the
+    search through Ray's own path when the stop rule says so.
+
+    Before each suggestion it asks :func:`autotune.search.stopping.check` (the sampler's bounds
+    against the incumbent and the noise the trials' repeats measured); a stop returns
+    ``Searcher.FINISHED``, so Tune starts no more trials, lets the running ones end, and the
+    search concludes as after its last trial. :attr:`stop_decision` keeps the last decision.
+
+    Args:
+        sampler_name: The space's ``search.sampler`` (named by a rule that does not apply).
+        budget: ``budget.trials`` (the cap; the rule's reason counts against it).
+        stop_rule: ``search.stop_rule``: False runs the budget whatever the sampler.
+        **kwargs: ``OptunaSearch``'s.
+    """
+
+    def __init__(self, *, sampler_name: str = "", budget: int = 0, stop_rule: bool = True,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sampler_name = sampler_name
+        self.budget = budget
+        self.stop_rule = stop_rule
+        self.stop_decision: StopDecision | None = None
+
+    def suggest(self, trial_id: str) -> dict | None:
+        if trial_id not in self._ot_trials and self._ot_study is not None:
+            decision = self.decide()
+            if decision.stop:
+                log.info("%s", decision.reason)
+                return Searcher.FINISHED  # Ray's sentinel: no more trials
+        return super().suggest(trial_id)
+
+    def decide(self) -> StopDecision:
+        """The stop rule's decision now (kept in :attr:`stop_decision`)."""
+        study = self.study
+        done = sum(1 for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE)
+        if not self.stop_rule:
+            decision = turned_off(trials=done, budget=self.budget)
+        else:
+            decision = check(study.sampler, study, sampler_name=self.sampler_name,
+                             noise=study_noise(study), trials=done, budget=self.budget)
+        self.stop_decision = decision
+        return decision
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         # One final result per trial: nothing to report as an intermediate value.

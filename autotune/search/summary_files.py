@@ -124,6 +124,8 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                  f"infeasible, {outcome.failed} failed.")
     if outcome.interrupted:
         lines += ["", "**Interrupted**: no winner is given; resume the search to finish it."]
+    if outcome.stop_rule is not None:
+        lines += ["", f"Stop rule ({outcome.stop_rule['setting']}): {outcome.stop_rule['reason']}."]
     w = TrialResult.from_dict(outcome.winner) if outcome.winner else None
     if w is None and not outcome.interrupted:
         lines += ["", "**No config ran successfully: nothing to recommend.**"]

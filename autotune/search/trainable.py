@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.figures import finite
 from autotune.search.incumbent import IncumbentFile
+from autotune.search.stopping import REPEATS_ATTR
 from autotune.search.trial_report import TrialReport, round_metrics
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure import MeasureSettings, slos_of
@@ -83,6 +84,8 @@ def sampler_attrs(result: TrialResult) -> dict[str, Any]:
         "failure": result.failure,
         "baseline_decode_step_ms": result.baseline_decode_step_ms,
         "speedup": result.speedup,
+        # The repeats' spread is the search's measured noise (autotune.search.stopping.study_noise).
+        REPEATS_ATTR: list(result.output_tok_s_repeats),
         "phases": {k: phases.get(k) for k in ("draft_ms", "verify_ms", "extend_ms", "decode_ms",
                                                "other_ms", "cycle_ms")},
         "spec_correct_drafts_histogram": hist,

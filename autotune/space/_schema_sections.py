@@ -160,6 +160,9 @@ class SearchSettings:
     #: Where the Optuna study lives: None (in memory, inside Ray's searcher), ``sqlite`` or
     #: ``journal`` (files under ``mlruns/``), or an Optuna RDB URL.
     storage: str | None = None
+    #: Stop before ``budget.trials`` when no unmeasured config can plausibly beat the incumbent
+    #: (:mod:`autotune.search.stopping`); applies to samplers that bound their predictions.
+    stop_rule: bool = True
 
 
 STUDY_STORAGES = ("sqlite", "journal")
@@ -199,11 +202,12 @@ def read_resources(reader: Reader, value: Any, line: int | None) -> Resources:
 
 
 def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
-    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage}``."""
+    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage, stop_rule}``."""
     if value is None:
         return SearchSettings()
     reader.mapping(value, "search", line, allowed=("sampler", "seed", "finalists",
-                                                   "finalist_repeats", "max_concurrent", "storage"))
+                                                   "finalist_repeats", "max_concurrent", "storage",
+                                                   "stop_rule"))
     storage = reader.string(value.get("storage"), "search.storage", line_of(value, "storage"),
                             allow_none=True)
     if storage is not None and storage not in STUDY_STORAGES and not storage.startswith(_RDB_SCHEMES):
@@ -217,6 +221,8 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
                     field="search.sampler", line=line_of(value, "sampler"))
     return SearchSettings(
         storage=storage,
+        stop_rule=reader.boolean(value.get("stop_rule", True), "search.stop_rule",
+                                 line_of(value, "stop_rule")),
         sampler=reader.string(value.get("sampler", "tpe"), "search.sampler",
                               line_of(value, "sampler"), choices=SAMPLERS),
         # NumPy's and Optuna's samplers take seeds below 2**32.

@@ -44,6 +44,11 @@ trials beside fresh baselines, from the same noise, with the winner policy
 (two a finalist), within the budget. ``--finalists space`` takes N from the space, as the search
 does (``max(1, search.finalists)``). The conclusion costs every strategy the same runs.
 
+``--stop-rule`` replays the search's stop rule instead (:mod:`benchmarks.search.stop_replay`):
+the phase model run with the rule asked before every trial, against the same runs to the full
+``--budget``; it prints the success rate and the trials used (median, p10-p90, min-max) of both
+rows. With ``--finalists`` both rows end with the search's conclusion, its runs counted.
+
 Noise is common across strategies: the n-th measurement of a config in seed s gets the same noise
 whichever strategy asks for it. The truth, the noise and the oracle live in
 :mod:`benchmarks.search.problem`.
@@ -61,6 +66,7 @@ from typing import Any
 from autotune import cli
 from autotune.errors import AutotuneError
 from benchmarks.search.noise import measured_noise
+from benchmarks.search.stop_replay import render_stop_rule, stop_rule_benchmark
 from benchmarks.search.strategies import AUTO_TIERS, FINALISTS_OF_SPACE, OURS, STRATEGIES, benchmark
 
 
@@ -259,6 +265,9 @@ def build_parser(prog: str = "python -m benchmarks.search") -> cli.CommandParser
                              "pick; 'space' takes N from the space, max(1, search.finalists), as "
                              "the search does. Default: off, issue 15's count (the pick is the best "
                              "measured feasible config, nothing added)")
+    parser.add_argument("--stop-rule", action="store_true",
+                        help="replay the search's stop rule for the phase model: success rate and "
+                             "trials used with the rule against the full --budget, same runs")
     cli.add_output(parser, record="the figures, keyed by strategy")
     return parser
 
@@ -276,6 +285,16 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.sea
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", module="optuna")
+    if args.stop_rule:
+        try:
+            replay = stop_rule_benchmark(args.space, landscape=args.landscape, profile=args.profile,
+                                         seeds=args.seeds, first_seed=args.first_seed,
+                                         budget=args.budget, noise_cv=args.noise,
+                                         threshold=args.threshold, finalists=args.finalists)
+        except (AutotuneError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return cli.BAD_INPUT
+        return cli.emit(args, text=render_stop_rule(replay), record=replay)
     try:
         result = benchmark(args.space, profile=args.profile, seeds=args.seeds, budget=args.budget,
                            noise_cv=args.noise, threshold=args.threshold,

@@ -6,7 +6,8 @@ is not chosen by hand: :func:`measured_noise` estimates it from the committed re
 ``benchmarks/landscapes/recorded-h200-*.json``, where every config holds the tok/s of its repeats
 (``output_tok_s_repeats``, the runs of the workload one trial measured on one server).
 
-The estimator (:func:`pooled_log_sd`) is the pooled within-config standard deviation of ln tok/s::
+The estimator (:func:`autotune.figures.pooled_log_sd`, shared with the search's stop rule) is the
+pooled within-config standard deviation of ln tok/s::
 
     cv = sqrt( sum_i sum_j (ln x_ij - mean_j ln x_ij)**2 / sum_i (n_i - 1) )
 
@@ -27,12 +28,13 @@ day. A trial reports the median of its repeats, whose spread is smaller than one
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from autotune.figures import pooled_log_sd
 
 #: The committed recorded landscapes (the checkout's benchmarks/landscapes/).
 LANDSCAPES = Path(__file__).resolve().parents[1] / "landscapes"
@@ -73,32 +75,6 @@ class MeasuredNoise:
                 "per_file": [{"file": f, "configs": c, "repeats": r, "cv": v}
                              for f, c, r, v in self.per_file],
                 "skipped": list(self.skipped)}
-
-
-def pooled_log_sd(groups: Iterable[Sequence[float]]) -> tuple[float, int, int]:
-    """Pooled within-group standard deviation of ln x: ``(sd, groups used, values used)``.
-
-    Groups of fewer than two values carry no spread and are left out. Raises ValueError on a
-    value that is not a positive finite number, or when no group has two values.
-    """
-    ss, dof, used, values = 0.0, 0, 0, 0
-    for xs in groups:
-        xs = list(xs)
-        if len(xs) < 2:
-            continue
-        for x in xs:
-            if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x) \
-                    or x <= 0:
-                raise ValueError(f"a tok/s repeat must be a positive number, got {x!r}")
-        logs = [math.log(x) for x in xs]
-        mean = sum(logs) / len(logs)
-        ss += sum((v - mean) ** 2 for v in logs)
-        dof += len(logs) - 1
-        used += 1
-        values += len(logs)
-    if dof == 0:
-        raise ValueError("no group has two values or more: no spread to measure")
-    return math.sqrt(ss / dof), used, values
 
 
 def recorded_files(folder: str | os.PathLike[str] = LANDSCAPES) -> list[str]:

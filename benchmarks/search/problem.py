@@ -300,15 +300,28 @@ class Oracle:
                 self.success_at, self.conclusion_runs = self.trials + end.runs, end.runs
                 self.gpu_at_success = count([*self.spent, *end.spent])
             return
+        if self.pick_reaches():
+            self.success_at = self.trials
+            self.gpu_at_success = count(self.spent)
+
+    def pick(self) -> tuple | None:
+        """The key of the best measured feasible config (mean of its measurements), None if none."""
         best_key, best = None, -math.inf
         for key, ok in self._feasible.items():
             if ok:
                 mean = self._sums[key] / self.evaluator.counts[key]
                 if mean > best:
                     best_key, best = key, mean
-        if best_key is not None and self._true[best_key] >= self.p.target:
-            self.success_at = self.trials
-            self.gpu_at_success = count(self.spent)
+        return best_key
+
+    def true_of(self, key: tuple) -> float:
+        """The true tok/s of a measured config."""
+        return self._true[key]
+
+    def pick_reaches(self) -> bool:
+        """Whether the pick's true tok/s is at the target now."""
+        key = self.pick()
+        return key is not None and self._true[key] >= self.p.target
 
     def run(self, params: Mapping[str, Any]) -> TrialReport:
         """Measure one proposed config (and its group's baseline first, if new)."""

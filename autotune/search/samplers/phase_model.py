@@ -25,6 +25,7 @@ With no phase data at all (user attrs absent) it hands every choice to a TPE sam
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,9 @@ from optuna.trial import FrozenTrial
 
 from autotune.search.samplers import _fit
 from autotune.search.samplers._acceptance import AcceptancePredictor
-from autotune.search.samplers._observations import PLAN_KEY, finished, read_observation
+from autotune.search.samplers._observations import PLAN_KEY, finished, occupied, read_observation
 from autotune.search.samplers._planned import PlannedSampler
+from autotune.search.stopping import Evidence
 from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
@@ -182,6 +184,35 @@ class PhaseModelSampler(PlannedSampler):
             return False
         return any(o.has_phase_data and t.physics[o.index] and t.steps[o.index] >= t.steps[i]
                    for o in spec_runs)
+
+    # ------------------------------------------------------------------ stop rule
+    def stop_evidence(self, study: Study) -> Evidence:
+        """The model's bound on every config not yet measured (nor running) that it expects to
+        run (failure probability below one half), for :func:`autotune.search.stopping.decide`.
+
+        A baseline of a measured group is its measurement, not a config left to try; a new
+        group's baseline is, with its predicted spread.
+        """
+        t = self.table
+        trials = study.get_trials(deepcopy=False)
+        obs = [read_observation(ft, self.trial_index(ft)) for ft in trials if finished(ft)]
+        taken = np.zeros(len(t), dtype=bool)
+        for ft in trials:
+            idx = self.trial_index(ft) if occupied(ft) else None
+            if idx is not None:
+                taken[idx] = True
+        spec_measured = sum(1 for o in obs if o.index is not None and t.spec[o.index]
+                            and o.ok and o.has_phase_data)
+        baselines = sum(1 for o in obs if o.ok and (o.is_baseline or o.baseline_tok_s is not None))
+        # A copy: the acceptance fit warm-starts from its last one, and asking whether to stop must
+        # not move what the sampler proposes next.
+        accept = (copy.deepcopy(self._accept) if self._accept is not None else
+                  AcceptancePredictor(max(int(t.steps.max()), 1), max(int(t.topk.max()), 1)))
+        pred = _fit.predict(t, obs, accept, self.settings)
+        measured_group = pred.group_measured[t.group]
+        left = ~taken & (pred.p_fail < 0.5) & ~(~t.spec & measured_group)
+        return Evidence(mu=pred.mu[left], sd=pred.sd[left], incumbent=pred.incumbent,
+                        fitted=pred.physics_ready, baselines=baselines, speculative=spec_measured)
 
     # ------------------------------------------------------------------ planning
     def plan(self, study: Study, trial: FrozenTrial) -> int | None:
