@@ -35,6 +35,7 @@ from autotune.errors import (
     ServerStartupTimeout,
 )
 from autotune.launch.spec import LaunchSpec
+from autotune.profile.load import LoadSampler, load_window, server_cap
 from autotune.profile.nvml import open_sampler
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
@@ -164,8 +165,13 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
         before = await scrape(client, base)
         # The GPU window holds the repeat's requests only, not the scrapes around them.
         sampler.start()
+        load = LoadSampler(client, base)
+        load.start()
         bench = await run_benchmark(base, workload.measured(), **kwargs)
         level.windows.append(sampler.stop())
+        level.loads.append(load_window(
+            await load.stop(), [(r.start, r.end) for r in bench.records if r.end is not None],
+            asked=conc, cap=server_cap(before.server_info)))
         server.ensure_alive()
         after = await scrape(client, base)
         level.benches.append(bench)
@@ -293,7 +299,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     for level in levels:
         one = summarise(config, spec, level.benches, level.profiles, info, tail=tail,
                         log_path=str(log_path), t0=t0, startup_s=started, windows=level.windows,
-                        sampler=sampler)
+                        sampler=sampler, loads=level.loads)
         one.warmup_tok_s, one.warmup_stable = level.warmup.tok_s, level.warmup.stable
         # The GPUs the server was given (Ray sets CUDA_VISIBLE_DEVICES for a Tune trial), whatever
         # the sampler saw: two trials at once must show two different GPUs, emulator included.
