@@ -159,6 +159,8 @@ class LoadWindow:
         cap: The server's running-request cap (``/server_info``); None when not reported.
         running_max, running_p50: Running requests over the samples; None without samples.
         queued_max: Most requests seen waiting in the server's queue; None without samples.
+        queued_p50: Requests waiting, the median of the samples that saw a queue (the standing
+            queue behind a cap, not the burst of a closed loop's first sends); 0 when none did.
         queued_share: Share of the samples with a request waiting; None without samples.
         server_tail_share: Share of the samples running fewer than ``min(asked, cap)``.
         client_tail_share: Share of the window the client had fewer than ``asked`` in flight.
@@ -170,6 +172,7 @@ class LoadWindow:
     running_max: float | None
     running_p50: float | None
     queued_max: float | None
+    queued_p50: float | None
     queued_share: float | None
     server_tail_share: float | None
     client_tail_share: float | None
@@ -199,12 +202,21 @@ class LoadWindow:
 
 def load_window(samples: Sequence[LoadSample], spans: Sequence[tuple[float, float]], *,
                 asked: int | None, cap: int | None) -> LoadWindow:
-    """One window's :class:`LoadWindow` from its gauge samples and the client's request spans."""
+    """One window's :class:`LoadWindow` from its gauge samples and the client's request spans.
+
+    Samples taken before the first request was sent or after the last one ended are not the
+    window's (the sampler starts before the client and stops after it) and are left out.
+    """
+    if spans:
+        first, last = min(s for s, _ in spans), max(e for _, e in spans)
+        samples = [s for s in samples if first <= s.t <= last]
     running = [s.running for s in samples if s.running is not None]
     queued = [s.queued for s in samples if s.queued is not None]
     window = LoadWindow(asked=asked, cap=cap, running_max=max(running) if running else None,
                         running_p50=statistics.median(running) if running else None,
                         queued_max=max(queued) if queued else None,
+                        queued_p50=(statistics.median([q for q in queued if q > 0] or [0.0])
+                                    if queued else None),
                         queued_share=sum(1 for q in queued if q > 0) / len(queued) if queued else None,
                         server_tail_share=None,
                         client_tail_share=client_tail_share(spans, asked) if asked else None,
@@ -223,9 +235,9 @@ def trial_load(windows: Sequence[LoadWindow]) -> dict[str, Any] | None:
     """The one summary of a trial's windows: what the result records and every view shows.
 
     ``ran`` is the most the server ran at once (the cap when no sample saw more); ``queued`` the
-    most seen waiting; the tail shares are medians over the windows; ``capped`` is true when any
-    window was (:attr:`LoadWindow.capped`); ``capped_windows`` counts them; ``note`` is the line
-    people read ("ran 48 of 64; 16 queued; 41% of the window was tail").
+    requests waiting while any waited (median); the tail shares are medians over the windows;
+    ``capped`` is true when any window was (:attr:`LoadWindow.capped`); ``capped_windows`` counts
+    them; ``note`` is the line people read ("ran 48 of 64; 16 queued; 41% of the window was tail").
     """
     if not windows:
         return None
@@ -236,13 +248,13 @@ def trial_load(windows: Sequence[LoadWindow]) -> dict[str, Any] | None:
     ran: float | None = max(seen) if seen else cap
     if ran is not None and asked is not None:
         ran = min(ran, asked)
-    queued = [w.queued_max for w in windows if w.queued_max is not None]
+    queued = _median([w.queued_p50 for w in windows])
     tail = _median([w.server_tail_share for w in windows])
     client_tail = _median([w.client_tail_share for w in windows])
     capped = [w for w in windows if w.capped]
     out: dict[str, Any] = {
         "asked": asked, "cap": cap, "ran": None if ran is None else int(ran),
-        "queued": None if not queued else int(max(queued)),
+        "queued": None if queued is None else round(queued),
         "tail_pct": None if tail is None else 100.0 * tail,
         "client_tail_pct": None if client_tail is None else 100.0 * client_tail,
         "capped": bool(capped), "capped_windows": len(capped), "windows": len(windows),
