@@ -87,3 +87,26 @@ def test_the_summary_gives_the_command_to_serve_with_not_the_measured_one() -> N
     old = summary_md(outcome(result(SPEC, output_tok_s=300.0, launch_command=measured)), [])
     assert "Launch command as measured (python -m autotune.export writes the one to serve with):" in old
     assert measured in old
+
+
+def test_a_capped_measurement_is_flagged_in_the_csv_and_the_summary() -> None:
+    note = "ran 48 of 64; 16 queued; server cap 48; 41% of the window was tail"
+    capped = result(SPEC, output_tok_s=2900.0, speedup=0.9, load_asked=64, load_ran=48, load_queued=16,
+                    load_tail_pct=41.0, load_capped=True, load_note=note,
+                    load_comparison="compared at the load each sustained: this config ran 48 of 64 (capped), "
+                    "its baseline 64 of 64")
+    plain = result({"speculative_algorithm": None}, output_tok_s=3200.0, speedup=1.0, load_asked=64,
+                   load_ran=64, load_queued=0, load_capped=False)
+    rows = rows_of([("t1", SPEC, TrialReport(objective=2900.0, constraints={}, result=capped, baseline=plain))])
+    table = list(csv.DictReader(io.StringIO(trials_csv(rows))))
+    assert [(r["kind"], r["load_capped"], r["load_ran"]) for r in table] == [
+        ("baseline", "False", "64"), ("trial", "True", "48")]
+    assert table[1]["load_note"] == note and table[0]["load_note"] == ""
+    md = summary_md(outcome(capped), rows)
+    section = md.split("## Capped load", 1)[1].split("## ", 1)[0]
+    # Only the capped measurement is listed, with the verdict's note on what it compared.
+    assert "| trial | t1 |" in section and note in section and "| baseline |" not in section
+    assert "its baseline 64 of 64" in section
+    assert f"| load | capped: {note} |" in md
+    assert "## Capped load" not in summary_md(outcome(plain), rows_of([("t2", {}, TrialReport(
+        objective=3200.0, constraints={}, result=plain))]))
