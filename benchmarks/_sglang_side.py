@@ -35,9 +35,8 @@ def _importable() -> None:
 
 def rows(path: str, n: int, output_len: int, tokenizer: str, seed: int, out: str) -> None:
     _importable()
-    from transformers import AutoTokenizer
-
     from sglang.benchmark.datasets.sharegpt import sample_sharegpt_requests
+    from transformers import AutoTokenizer
 
     random.seed(seed)
     tok = AutoTokenizer.from_pretrained(tokenizer)

@@ -168,14 +168,15 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = ma / mb if ma and mb else None
                 out["levels"].append({"concurrency": c, "requests": n, "autotune": runs["autotune"],
                                       "bench_serving": runs["bench_serving"], "ratio": ratio,
-                                      "round_ratios": [x / y for x, y in zip(a, b)],
+                                      "round_ratios": [x / y for x, y in zip(a, b, strict=True)],
                                       "ok": ratio is not None and abs(ratio - 1) * 100 <= args.within})
     except (AutotuneError, OSError, subprocess.SubprocessError, httpx.HTTPError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(table(["concurrency", "autotune tok/s", "range", "bench_serving tok/s", "range", "ratio",
                  "round ratios", f"within {args.within:g}%"],
-                [[f"{lv['concurrency']} ({lv['requests']} req)", fmt(median([x["tok_s"] for x in lv["autotune"]]), ",.1f"),
+                [[f"{lv['concurrency']} ({lv['requests']} req)",
+                  fmt(median([x["tok_s"] for x in lv["autotune"]]), ",.1f"),
                   fmt(range_pct([x["tok_s"] for x in lv["autotune"]]), ".1f") + "%",
                   fmt(median([x["tok_s"] for x in lv["bench_serving"]]), ",.1f"),
                   fmt(range_pct([x["tok_s"] for x in lv["bench_serving"]]), ".1f") + "%",
