@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
+from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, shape_line, workload_shape
 from autotune.numbers import finite
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
@@ -27,6 +28,7 @@ from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV
 from autotune.search.trial_report import TrialEntry
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
+from autotune.space.workload import Workload
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Contender, pick_winner
@@ -200,6 +202,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         experiment_path=str(exp_dir), experiment_id=experiment_id,
         overheads_s=list(overheads), sglang_default=default)
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
+    outcome.workload_shape = {**workload_shape(Workload.from_spec(space.workload, file=space.file)),
+                              **{k: getattr(winner, k, None) for k in INPUT_TOKEN_KEYS}}
     if levels and not interrupted:
         outcome.per_level = level_answers(
             [Measured(row.trial_id, row.result, FINALIST if row.kind == "finalist" else TRIAL)
@@ -250,6 +254,11 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
                        experiment_id=getattr(tracker, "experiment_id", None))
     if tracker is not None:
         from autotune.export.launch_command import winner_files
+
+        if outcome.workload_shape is not None:
+            tracker.log_to_search(tags={TAG_WORKLOAD_SHAPE: shape_line(outcome.workload_shape)[:5000]},
+                                  metrics={f"workload_{k}": v for k, v in outcome.workload_shape.items()
+                                           if isinstance(v, (int, float)) and not isinstance(v, bool)})
 
         tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
                               winner_files=winner_files, report_files=outcome.report_files,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.bench.workload_shape import shape_line
 from autotune.numbers import finite
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
 from autotune.search.level_answers import levels_of
@@ -189,6 +190,9 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                   f"{config_label(d.get('params'))} (auto-picked for {d.get('model_arch') or 'this model'}): "
                   f"{d.get('status')}, {num(d.get('output_tok_s'), '.1f')} tok/s, speedup "
                   f"{num(d.get('speedup'), '.3f')}x; the winner gives {num(d.get('gain'), '.3f')}x that."]
+    if outcome.workload_shape:
+        lines += ["", "## Workload", "", "The figures above were measured on: "
+                  + shape_line(outcome.workload_shape) + "."]
     lines += capped_section(rows)
     measured = sorted(rows, key=lambda r: -(finite(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",

@@ -177,6 +177,9 @@ class Measure:
     fast_start: bool = False
     warmup_until_stable_pct: float | None = None
     warmup_max_rounds: int = 6
+    # SGLang's prefix cache before each measured repeat: flushed (true), kept (false), or None for
+    # the default, flushed exactly when warmup_until_stable_pct is set.
+    flush_cache: bool | None = None
 
 
 def read_budget(reader: Reader, value: Any, line: int | None) -> Budget:
@@ -244,7 +247,7 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
     reader.mapping(value, "measure", line, allowed=("repeats", "startup_timeout_s",
                                                     "trial_timeout_s", "phase_profile",
                                                     "fast_start", "warmup_until_stable_pct",
-                                                    "warmup_max_rounds"))
+                                                    "warmup_max_rounds", "flush_cache"))
     return Measure(
         repeats=reader.integer(value.get("repeats", 3), "measure.repeats",
                                line_of(value, "repeats"), minimum=1),
@@ -264,7 +267,9 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                               positive=True, allow_none=True),
         warmup_max_rounds=reader.integer(value.get("warmup_max_rounds", 6),
                                          "measure.warmup_max_rounds",
-                                         line_of(value, "warmup_max_rounds"), minimum=2))
+                                         line_of(value, "warmup_max_rounds"), minimum=2),
+        flush_cache=(reader.boolean(value["flush_cache"], "measure.flush_cache", line_of(value, "flush_cache"))
+                     if value.get("flush_cache") is not None else None))
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ class MeasureSettings:
             measured repeat then also starts from a flushed cache, so no repeat gets another's
             cached prefill or compiled shapes. None: one pass of the warm-up prompts only.
         warmup_max_rounds: Most stabilising passes (>= 2).
+        flush_cache: Flush SGLang's prefix cache (``/flush_cache``) before every measured repeat
+            (True) or keep it (False: a repeat may reuse the prefixes the one before cached);
+            None: flush exactly when ``warmup_until_stable_pct`` is set (``measure.flush_cache``).
         device_timer: Run with SGLang's CUDA-event device timer (``measure.phase_profile``);
             off, the profile has wall-clock figures only.
         gpu_telemetry: Sample the server's GPUs through NVML over each measured repeat
@@ -98,6 +101,7 @@ class MeasureSettings:
     fast_start: bool = False
     warmup_until_stable_pct: float | None = None
     warmup_max_rounds: int = 6
+    flush_cache: bool | None = None
     device_timer: bool = True
     gpu_telemetry: bool | None = None
 
@@ -152,6 +156,8 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
     conc = kwargs.get("concurrency")
     stable_pct = settings.warmup_until_stable_pct if settings is not None else None
     level = Level(workload=workload)
+    chosen = settings.flush_cache if settings is not None else None
+    flush = chosen if chosen is not None else stable_pct is not None
     warm = workload.warmup()
     if warm:
         await run_benchmark(base, warm, **kwargs)
@@ -160,7 +166,7 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
                                        settings.warmup_max_rounds)
     for _ in range(repeats):
         server.ensure_alive()
-        if stable_pct is not None:
+        if flush:
             await flush_cache(client, base)
         before = await scrape(client, base)
         # The GPU window holds the repeat's requests only, not the scrapes around them.
@@ -368,6 +374,7 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("fast_start", bool(getattr(m, "fast_start", False)))
     overrides.setdefault("warmup_until_stable_pct", getattr(m, "warmup_until_stable_pct", None))
     overrides.setdefault("warmup_max_rounds", getattr(m, "warmup_max_rounds", 6))
+    overrides.setdefault("flush_cache", getattr(m, "flush_cache", None))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
                            trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from autotune.bench.records import BenchResult
+from autotune.bench.records import BenchResult, percentile
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.profile.load import LoadWindow, trial_load
@@ -103,6 +103,10 @@ class TrialResult:
     # the concurrency asked, the server's cap, the most it ran at once, the most it queued, the share
     # of the window below min(asked, cap) (server gauges) and below asked (client's own timeline).
     # load_capped: the server held part of the asked load back in some window; load_note says so.
+    # The prompt lengths the server counted over the speaking repeat (autotune.bench.workload_shape).
+    input_tokens_p10: float | None = None
+    input_tokens_p50: float | None = None
+    input_tokens_p90: float | None = None
     load_asked: int | None = None
     load_cap: int | None = None
     load_ran: int | None = None
@@ -280,6 +284,9 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         for q in (50, 90, 99):
             setattr(result, f"{metric}_p{q}", getattr(bench, metric).get(q))
     result.records = [r for b in benches for r in b.iter_record_dicts()]
+    counted = [float(r.prompt_tokens) for r in bench.records if r.ok and r.prompt_tokens is not None]
+    result.input_tokens_p10, result.input_tokens_p50, result.input_tokens_p90 = (
+        percentile(counted, 10), percentile(counted, 50), percentile(counted, 90))
     profile = profiles[mid] if len(profiles) == len(benches) else (profiles[0] if profiles else None)
     if profile is not None:
         result.phases = profile.to_dict()

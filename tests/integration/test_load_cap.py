@@ -85,3 +85,5 @@ def test_sglangs_own_cap_for_a_speculative_config_holds_64_at_48(sim_env: Path, 
     assert result.load_capped is True and 8 <= result.load_queued <= 28
     assert result.load_tail_pct is not None and 0 < result.load_tail_pct < 100
     assert result.load_client_tail_pct is not None and result.load_client_tail_pct > 0
+    # The prompt lengths the server counted, the workload's shape as measured.
+    assert 0 < result.input_tokens_p10 <= result.input_tokens_p50 <= result.input_tokens_p90

@@ -108,5 +108,12 @@ def test_a_capped_measurement_is_flagged_in_the_csv_and_the_summary() -> None:
     assert "| trial | t1 |" in section and note in section and "| baseline |" not in section
     assert "its baseline 64 of 64" in section
     assert f"| load | capped: {note} |" in md
+    shaped = summary_md(outcome(capped, workload_shape={
+        "requests": 128, "output_tokens": 256, "ignore_eos": True, "api": "generate",
+        "send_mode": "closed loop, concurrency 64", "prompt_chars_p10": 40.0, "prompt_chars_p50": 110.0,
+        "prompt_chars_p90": 1900.0, "distinct_prompts": 120, "shared_prefix_pct": 0.0,
+        "input_tokens_p10": 12.0, "input_tokens_p50": 30.0, "input_tokens_p90": 420.0}), rows)
+    assert ("The figures above were measured on: 128 requests x 256 output tokens (fixed), generate API, "
+            "closed loop, concurrency 64; input tokens p10/p50/p90 12/30/420 (server-counted)") in shaped
     assert "## Capped load" not in summary_md(outcome(plain), rows_of([("t2", {}, TrialReport(
         objective=3200.0, constraints={}, result=plain))]))

@@ -398,6 +398,8 @@ search:
     ("max_running_requests choice of 0", HEAD + TREE
      + "  max_running_requests: {type: categorical, choices: [null, 64, 0]}\n", "max_running_requests",
      "parameters.max_running_requests.choices[2]", ["each choice must be an integer >= 1 or null, got 0"]),
+    ("flush_cache not a boolean", HEAD + TREE + "measure:\n  flush_cache: sometimes\n", "flush_cache",
+     "measure.flush_cache", ["sometimes"]),
 ]
 
 
