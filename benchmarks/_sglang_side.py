@@ -5,6 +5,8 @@ or ``.venv-sglang-data`` here): ``python benchmarks/_sglang_side.py rows|bench|t
   (``sglang.benchmark.datasets.sharegpt.sample_sharegpt_requests``) makes of ``FILE``, as JSON
   (prompt, prompt_len, output_len), seeded as ``bench_serving --seed`` seeds it.
 - ``bench ARGS...``: ``python -m sglang.bench_serving ARGS...`` itself.
+- ``serve``: the same, once per JSON list of ARGS read from stdin, in one process (SGLang's import,
+  seconds to a minute, paid once); after each run a line ``@@DONE <exit code>`` on stdout.
 - ``tokenizer DIR``: a word-level tokenizer in ``DIR`` for a server without one (the emulator).
 
 On a machine without a GPU stack, ``sglang.benchmark.serving`` fails to import one module it
@@ -69,6 +71,21 @@ if __name__ == "__main__":
         _importable()
         sys.argv = ["sglang.bench_serving", *args]
         runpy.run_module("sglang.bench_serving", run_name="__main__")
+    elif cmd == "serve":
+        _importable()
+        from sglang.benchmark.serving import cli_main
+
+        for line in sys.stdin:
+            sys.argv = ["sglang.bench_serving", *json.loads(line)]
+            code = 0
+            try:
+                cli_main()
+            except SystemExit as exc:  # argparse, or bench_serving's own exit
+                code = exc.code if isinstance(exc.code, int) else 1
+            except Exception as exc:  # noqa: BLE001  # one failed run is reported, the next still runs
+                print(f"[sglang-side] bench_serving failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                code = 1
+            print(f"\n@@DONE {code}", flush=True)
     elif cmd == "tokenizer":
         tokenizer(args[0])
     else:

@@ -12,8 +12,10 @@ order swapped every round, the server's prefix cache flushed before every run (`
 
 At concurrency C the run is ``max(--min-prompts, --waves * C)`` requests: the first ones of the one
 shuffle SGLang's loader makes of the file (``--seed``), so both tools send the same requests in the
-same order. Printed per concurrency: each tool's median tok/s and range (max - min over the median), the ratio of
-the medians (autotune / bench_serving) and the ratios of the rounds; PASS within ``--within`` percent.
+same order. Printed per concurrency: each tool's median tok/s and range (max - min over the
+median), the ratio of the medians (autotune / bench_serving) and the ratios of the rounds; PASS
+within ``--within`` percent. ``bench_serving`` runs in one long-lived process (its command-line entry
+called once per run), so SGLang's import is paid once.
 Runs here on the emulator (SGLang's loader and bench_serving from ``.venv-sglang-data``) and on a GPU
 host with the kit (``scripts/gpu/plan_batch.sh``).
 """
@@ -77,16 +79,48 @@ def autotune_run(url: str, prompts: list[Prompt], concurrency: int) -> dict[str,
     return {"tok_s": res.output_tok_s, "tokens": res.total_completion_tokens, "duration_s": res.duration_s}
 
 
-def sglang_run(py: str, url: str, data: Path, n: int, output_len: int, tokenizer: str, concurrency: int,
-               seed: int, out: Path) -> dict[str, Any]:
+class BenchServing:
+    """``sglang.bench_serving`` in one long-lived process of ``py`` (its import paid once): each
+    :meth:`run` is one command-line run of it, as ``python -m sglang.bench_serving ARGS`` would be."""
+
+    def __init__(self, py: str, log: Path) -> None:
+        self._log = log.open("w")
+        self._proc = subprocess.Popen([py, str(SIDE), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._log, text=True, bufsize=1)
+
+    def run(self, argv: list[str]) -> tuple[int, str]:
+        """Exit code and printed output of one run."""
+        if self._proc.stdin is None or self._proc.stdout is None:
+            raise AutotuneError("bench_serving's process has no pipes")
+        self._proc.stdin.write(json.dumps(argv) + "\n")
+        self._proc.stdin.flush()
+        lines = []
+        for line in self._proc.stdout:
+            if line.startswith("@@DONE "):
+                return int(line.split()[1]), "".join(lines)
+            lines.append(line)
+        raise AutotuneError(f"bench_serving's process ended (exit {self._proc.wait()}); see {self._log.name}")
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._log.close()
+
+
+def sglang_run(bench: BenchServing, url: str, data: Path, n: int, output_len: int, tokenizer: str,
+               concurrency: int, seed: int, out: Path) -> dict[str, Any]:
     out.unlink(missing_ok=True)
-    cmd = [py, str(SIDE), "bench", "--backend", "sglang", "--base-url", url, "--dataset-name", "sharegpt",
-           "--dataset-path", str(data), "--num-prompts", str(n), "--sharegpt-output-len", str(output_len),
-           "--max-concurrency", str(concurrency), "--tokenizer", tokenizer, "--seed", str(seed),
-           "--flush-cache", "--disable-tqdm", "--output-file", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0 or not out.exists():
-        raise AutotuneError(f"bench_serving exited {proc.returncode}: {proc.stderr[-2000:]}")
+    code, printed = bench.run([
+        "--backend", "sglang", "--base-url", url, "--dataset-name", "sharegpt", "--dataset-path", str(data),
+        "--num-prompts", str(n), "--sharegpt-output-len", str(output_len), "--max-concurrency", str(concurrency),
+        "--tokenizer", tokenizer, "--seed", str(seed), "--flush-cache", "--disable-tqdm", "--output-file", str(out)])
+    if code != 0 or not out.exists():
+        raise AutotuneError(f"bench_serving exited {code}: {printed[-2000:]}")
     last = json.loads(out.read_text().strip().splitlines()[-1])
     if last.get("completed") != n:
         raise AutotuneError(f"bench_serving completed {last.get('completed')} of {n}")
@@ -148,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"machine": machine_line(), "params": params, "requests": count,
                            "output_len": args.output_len, "rounds": args.rounds, "levels": []}
     t0 = time.monotonic()
+    bench = BenchServing(args.sglang_python, work / "bench_serving.log")
     try:
         with ServerProcess(lambda port: spec.argv(port=port), env=env, inherit_env=False,
                            startup_timeout_s=900, log_path=work / "server.log") as server:
@@ -160,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                         server.ensure_alive()
                         runs[tool].append(
                             autotune_run(server.url, prompts, c) if tool == "autotune" else
-                            sglang_run(args.sglang_python, server.url, data, n, args.output_len,
+                            sglang_run(bench, server.url, data, n, args.output_len,
                                        tokenizer, c, args.seed, work / f"bs-c{c}-r{r}.jsonl"))
                 a = [x["tok_s"] for x in runs["autotune"]]
                 b = [x["tok_s"] for x in runs["bench_serving"]]
@@ -173,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     except (AutotuneError, OSError, subprocess.SubprocessError, httpx.HTTPError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        bench.close()
     print(table(["concurrency", "autotune tok/s", "range", "bench_serving tok/s", "range", "ratio",
                  "round ratios", f"within {args.within:g}%"],
                 [[f"{lv['concurrency']} ({lv['requests']} req)",
