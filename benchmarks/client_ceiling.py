@@ -10,10 +10,13 @@ to one CPU and the server to the others.
 Per API (``generate`` and ``chat``) and output length it prints the wall-clock streamed tokens/s,
 the client's CPU time per token (``time.process_time()`` of this process, everything included:
 event loop, HTTP, SSE and JSON parsing, records), and the client ceiling, tokens per client CPU
-second. PASS when the ceiling is at least 20,000 tokens/s. SGLang's ``/generate`` stream repeats the
-whole output so far in every chunk (``text`` and ``output_ids`` are cumulative unless the server runs
-with ``--incremental-streaming-output``), so its cost per token grows with the output length; the
-chat stream sends deltas.
+second. PASS when the ceiling is at least 20,000 tokens/s. The ceiling is an extrapolation from CPU
+time, so the run also says whether the client was seen streaming at least 10,000 tokens/s of wall
+clock (``STREAMED_TARGET_TOK_S``; issue 34: a batch server on one H200 reaches about 5,000); raise
+``--concurrency`` to reach it. SGLang's ``/generate`` stream repeats the whole output so far in
+every chunk (``text`` and ``output_ids`` are cumulative unless the server runs with
+``--incremental-streaming-output``), so its cost per token grows with the output length; the chat
+stream sends deltas.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from benchmarks._common import (
 )
 
 TARGET_TOK_S = 20_000
+STREAMED_TARGET_TOK_S = 10_000
 
 
 @dataclass
@@ -179,7 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     passed = sum(r.ok for r in rows)
     print(f"\n{passed}/{len(rows)} at >= {TARGET_TOK_S:,} tokens/s per client core "
           f"(median of {repeats}); {elapsed:.0f} s")
+    fastest = max(rows, key=lambda r: r.tok_s)
+    streamed_ok = fastest.tok_s >= STREAMED_TARGET_TOK_S
+    print(f"Streamed at up to {fastest.tok_s:,.0f} tokens/s of wall clock ({fastest.api}, output "
+          f"{fastest.output_len}, concurrency {args.concurrency}): {verdict(streamed_ok)} at >= "
+          f"{STREAMED_TARGET_TOK_S:,}")
     write_json(args.json, {"machine": machine_line(), "quick": args.quick,
+                           "streamed_tok_s_max": fastest.tok_s, "streamed_target_tok_s": STREAMED_TARGET_TOK_S,
+                           "streamed_ok": streamed_ok,
                            "concurrency": args.concurrency, "target_tok_s": TARGET_TOK_S,
                            "rows": [asdict(r) for r in rows], "elapsed_s": elapsed})
     return 0 if passed == len(rows) else 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
+from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, shape_line, workload_shape
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
@@ -30,6 +31,7 @@ from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV
 from autotune.search.trial_report import TrialEntry
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
+from autotune.space.workload import Workload
 from autotune.trial.baselines import FileBaselineStore
 from autotune.trial.gpu_time import GpuTotals
 from autotune.trial.outcome import Status
@@ -214,6 +216,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
     totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
     outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
+    outcome.workload_shape = {**workload_shape(Workload.from_spec(space.workload, file=space.file)),
+                              **{k: getattr(winner, k, None) for k in INPUT_TOKEN_KEYS}}
     if levels and not interrupted:
         outcome.per_level = level_answers(
             [Measured(row.trial_id, row.result, FINALIST if row.kind == "finalist" else TRIAL)
@@ -295,6 +299,10 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
                                   metrics={"stop_rule_trials": float(stop.trials),
                                            "stop_rule_upper_gap": stop.upper_gap},
                                   tags={TAG_STOP_RULE: stop.reason})
+        if outcome.workload_shape is not None:
+            tracker.log_to_search(tags={TAG_WORKLOAD_SHAPE: shape_line(outcome.workload_shape)[:5000]},
+                                  metrics={f"workload_{k}": v for k, v in outcome.workload_shape.items()
+                                           if isinstance(v, (int, float)) and not isinstance(v, bool)})
 
         tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
                               winner_files=winner_files, report_files=outcome.report_files,

@@ -89,6 +89,10 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     print(f"  params: {json.dumps(w.params, default=str)}", file=out)
     if outcome.margin is not None:
         print(f"  {outcome.margin['line']}", file=out)
+    if w.load_capped:
+        print(f"  capped load: {w.load_note}", file=out)
+    if w.load_comparison:
+        print(f"  {w.load_comparison}", file=out)
     if outcome.sglang_default is not None:
         figures = {"output_tok_s": w.output_tok_s, "speedup": w.speedup}
         print(f"  {versus_default(outcome.sglang_default, winner=figures)}", file=out)

@@ -56,6 +56,9 @@ class SearchOutcome:
     #: With ``workload.concurrency: [..]``: the best config per level
     #: (:func:`autotune.search.level_answers.level_answers`), in the order written; None otherwise.
     per_level: list[dict[str, Any]] | None = None
+    #: What the figures were measured on (:func:`autotune.bench.workload_shape.workload_shape`),
+    #: with the winner's server-counted input tokens (``input_tokens_p10/p50/p90``).
+    workload_shape: dict[str, Any] | None = None
     #: Spooled MLflow writes MLflow did not take by the end (None: no tracking), the spool, and
     #: the command that replays them (:mod:`autotune.tracking.durable`).
     unsynced: int | None = None

@@ -95,3 +95,7 @@ class ProgressTable:
         reason = report.reason
         if reason and status != Status.FEASIBLE:
             print(f"{'':>18}-> {reason[:110]}", file=self.out, flush=True)
+        result = report.result
+        if result is not None and result.load_capped:
+            # The figure above was not taken at the asked concurrency: say what the server ran.
+            print(f"{'':>18}-> capped load: {result.load_note}", file=self.out, flush=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.bench.workload_shape import shape_line
 from autotune.figures import finite
 from autotune.search.console import config_label, level_table, level_title, num, serve_heading
 from autotune.search.gpu_bill import bill_table
@@ -36,12 +37,13 @@ PER_LEVEL_JSON = "per_level.json"
 # What every row carries after the searched parameters; phases in ms per cycle.
 _FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "baseline_tok_s",
             "speedup", "accept_length", "acceptance", "synthetic_accept_length",
-            "break_even_accept_length", "startup_s")
+            "break_even_accept_length", "startup_s", "load_asked", "load_ran", "load_queued",
+            "load_tail_pct", "load_capped", "load_note")
 _PHASES = ("draft_ms", "verify_ms", "extend_ms", "decode_ms", "other_ms", "cycle_ms", "verify_pct")
 # Per load level (autotune.trial.level_results), after everything else so single-level columns keep
 # their places: the level's verdict and the figures its break-even rests on.
 _LEVEL_COLUMNS = ("status", "output_tok_s", "baseline_tok_s", "speedup", "accept_length",
-                  "break_even_accept_length")
+                  "break_even_accept_length", "load_ran", "load_capped")
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,25 @@ def trials_csv(rows: Sequence[Row]) -> str:
     return buf.getvalue()
 
 
+def capped_section(rows: Sequence[Row]) -> list[str]:
+    """``summary.md``'s list of the measurements whose server held back part of the asked load."""
+    capped = [r for r in rows if r.result.load_capped or any(lv.get("load_capped")
+                                                             for lv in r.result.levels or [])]
+    if not capped:
+        return []
+    lines = ["", "## Capped load", "",
+             "The server ran fewer requests than the concurrency asked (its running-request cap, "
+             "`max_running_requests`): these figures were taken at the load it sustained.", "",
+             "| kind | trial | config | load | verdict |", "|---|---|---|---|---|"]
+    for r in capped:
+        notes = ([r.result.load_note] if r.result.load_note else []) + [
+            f"{LoadLevel.of_record(lv).label}: {lv['load_note']}" for lv in r.result.levels or []
+            if lv.get("load_note") and lv.get("load_note") != r.result.load_note]
+        lines.append(f"| {r.kind} | {r.trial_id} | {config_label(r.result.params, baseline=r.result.is_baseline)} | "
+                     f"{'<br>'.join(notes)} | {(r.result.load_comparison or '').replace('|', '/')} |")
+    return lines
+
+
 def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     """``summary.md``: the verdict, the winner with its phases and launch command, the finalists,
     SGLang's default, and every measurement ranked."""
@@ -141,6 +162,10 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                   f"| output tok/s | {num(w.output_tok_s, '.1f')} (spread {num(w.output_tok_s_spread, '.1f')}) |",
                   f"| baseline tok/s | {num(w.baseline_tok_s, '.1f')} |",
                   f"| speedup | {num(w.speedup, '.3f')}x |"]
+        if w.load_capped:
+            lines.append(f"| load | capped: {w.load_note} |")
+        if w.load_comparison:
+            lines.append(f"| compared | {w.load_comparison} |")
         if not w.is_baseline:
             accept = num(w.accept_length, ".2f")
             if w.acceptance == "synthetic":
@@ -183,6 +208,10 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
         if outcome.gpu_time.get("unrecorded_trials"):
             lines += ["", f"{outcome.gpu_time['unrecorded_trials']} trial(s) started no server or errored "
                       "inside Ray: their time is not counted."]
+    if outcome.workload_shape:
+        lines += ["", "## Workload", "", "The figures above were measured on: "
+                  + shape_line(outcome.workload_shape) + "."]
+    lines += capped_section(rows)
     measured = sorted(rows, key=lambda r: -(finite(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",
               "|---|---|---|---|---|---|---|---|"]

@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
+from autotune.sglang.speculative import MAX_RUNNING_REQUESTS_WITH_SPEC
+from autotune.sim.engine import NO_SPEC_MAX_RUNNING_REQUESTS
 from autotune.sim.model import PerformanceModel
 
 
@@ -35,7 +37,8 @@ def replay(model: PerformanceModel, requests: Sequence[Request], concurrency: in
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    cap = max_running or (48 if model.config.spec is not None else 256)
+    cap = max_running or (MAX_RUNNING_REQUESTS_WITH_SPEC if model.config.spec is not None
+                          else NO_SPEC_MAX_RUNNING_REQUESTS)
     pending = deque(requests)
     waiting: list[Request] = [pending.popleft() for _ in range(min(concurrency, len(pending)))]
     arriving = 0

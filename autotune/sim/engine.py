@@ -17,11 +17,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from autotune.sglang.speculative import MAX_RUNNING_REQUESTS_WITH_SPEC
 from autotune.sim.acceptance import AcceptanceDist
 from autotune.sim.model import PerformanceModel
 
 _STATS_EVERY = 40  # SGLang refreshes its averaged spec stats every 40 decode iterations.
 _CATCH_UP_S = 0.05
+#: The emulator's stand-in for SGLang's memory-derived cap without speculation.
+NO_SPEC_MAX_RUNNING_REQUESTS = 256
 
 
 @dataclass
@@ -99,7 +102,9 @@ class SimEngine:
                  seed: int | None = None, noise_cv: float | None = None) -> None:
         self.model = model
         spec = model.config.spec is not None
-        cap = max_running_requests or model.config.max_running_requests or (48 if spec else 256)
+        # Without speculation SGLang sizes the cap from KV memory; the emulator models no memory.
+        cap = (max_running_requests or model.config.max_running_requests
+               or (MAX_RUNNING_REQUESTS_WITH_SPEC if spec else NO_SPEC_MAX_RUNNING_REQUESTS))
         self.max_running_requests = int(cap)
         self.seed = seed if seed is not None else random.SystemRandom().randrange(2 ** 31)
         self._rng = random.Random(self.seed)

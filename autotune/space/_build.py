@@ -58,6 +58,10 @@ def build_space(cls: type, data: Any, file: str | None) -> Any:
     return _Builder(cls, data, file).build()
 
 
+#: Server args that take an integer >= 1 (a null choice of a parameter: SGLang's own value). Unset,
+#: ``max_running_requests`` is SGLang's own cap: 48 with speculation, else sized from KV memory.
+_POSITIVE_INTS = ("tp_size", "max_running_requests")
+
 class _Builder(CrossChecks):
     """Reads a whole file and runs the cross-section checks."""
 
@@ -190,7 +194,7 @@ class _Builder(CrossChecks):
                           line=key_line_of(value, name))
             check_arg_value(self.reader, name, item, fld, iline)
             out[name] = plain(item)
-        for name in TRIPLE + ("tp_size",):
+        for name in TRIPLE + _POSITIVE_INTS:
             item = out.get(name)
             if item is not None and item < 1:
                 self.fail(f"must be >= 1, got {item}", field=f"fixed_args.{name}",
@@ -233,7 +237,7 @@ class _Builder(CrossChecks):
         return out
 
     def _check_param_values(self, p: Parameter, spec: Mapping[str, Any], fld: str) -> None:
-        if p.name in TRIPLE or p.name == "tp_size":
+        if p.name in TRIPLE or p.name in _POSITIVE_INTS:
             if p.type == "float":
                 self.fail(f"{p.name} takes integers; use type: int", field=f"{fld}.type",
                           line=line_of(spec, "type"))

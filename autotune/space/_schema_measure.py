@@ -41,6 +41,9 @@ class Measure:
     warmup_max_rounds: int = 6
     lean_start: bool = True
     sequential: Sequential | None = Sequential()
+    # SGLang's prefix cache before each measured repeat: flushed (true), kept (false), or None for
+    # the default, flushed exactly when warmup_until_stable_pct is set.
+    flush_cache: bool | None = None
 
 
 def read_sequential(reader: Reader, value: Any, line: int | None, *, repeats_written: bool) -> Sequential | None:
@@ -73,7 +76,8 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
     reader.mapping(value, "measure", line, allowed=("repeats", "startup_timeout_s",
                                                     "trial_timeout_s", "phase_profile",
                                                     "fast_start", "warmup_until_stable_pct",
-                                                    "warmup_max_rounds", "lean_start", "sequential"))
+                                                    "warmup_max_rounds", "lean_start", "sequential",
+                                                    "flush_cache"))
     return Measure(
         sequential=read_sequential(reader, value.get("sequential"), line_of(value, "sequential") or line,
                                    repeats_written="repeats" in value),
@@ -97,4 +101,6 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                          "measure.warmup_max_rounds",
                                          line_of(value, "warmup_max_rounds"), minimum=2),
         lean_start=reader.boolean(value.get("lean_start", True), "measure.lean_start",
-                                  line_of(value, "lean_start")))
+                                  line_of(value, "lean_start")),
+        flush_cache=(reader.boolean(value["flush_cache"], "measure.flush_cache", line_of(value, "flush_cache"))
+                     if value.get("flush_cache") is not None else None))

@@ -47,6 +47,9 @@ _RESULT_METRICS = (
     "duration_s", "startup_s",
     "gpu_util_pct_mean", "gpu_mem_peak_gib", "gpu_power_w_mean", "gpu_energy_j", "tok_s_per_w",
     "j_per_token",
+    # The load the server really ran (autotune.profile.load.trial_load); capped_windows 0: none was.
+    "load_asked", "load_cap", "load_ran", "load_queued", "load_tail_pct", "load_client_tail_pct",
+    "load_capped_windows", "input_tokens_p10", "input_tokens_p50", "input_tokens_p90",
 )
 # PhaseProfile.to_dict keys logged as phase_<key>.
 _PHASE_METRICS = (

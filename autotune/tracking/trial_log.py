@@ -27,6 +27,9 @@ from autotune.tracking.runs import (
     TAG_IS_BASELINE,
     TAG_KIND,
     TAG_LEVEL_STATUS,
+    TAG_LOAD,
+    TAG_LOAD_CAPPED,
+    TAG_LOAD_COMPARISON,
     TAG_REASON,
     TAG_SEARCHED,
     TAG_STALE_METRICS,
@@ -114,6 +117,12 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
         run_tags[TAG_ACCEPTANCE] = result.acceptance
     if result.synthetic_accept_length is not None:
         run_tags[TAG_SYNTHETIC_ACCEPT] = f"{result.synthetic_accept_length:g}"
+    if result.load_capped is not None:
+        run_tags[TAG_LOAD_CAPPED] = str(bool(result.load_capped)).lower()
+    if result.load_note:
+        run_tags[TAG_LOAD] = result.load_note[:MAX_TAG]
+    if result.load_comparison:
+        run_tags[TAG_LOAD_COMPARISON] = result.load_comparison[:MAX_TAG]
     if result.levels:
         run_tags[TAG_LEVEL_STATUS] = json.dumps(level_statuses(result))
     if result.sequential:

@@ -40,6 +40,8 @@ LEVEL_FIELDS = (
     "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99", "completed", "failed_requests", "accept_length",
     "phases", "baseline_tok_s", "baseline_status", "baseline_decode_step_ms", "speedup",
     "break_even_accept_length", "slo_violations", "warmup_tok_s", "warmup_stable",
+    "load_asked", "load_cap", "load_ran", "load_queued", "load_tail_pct", "load_client_tail_pct",
+    "load_capped", "load_capped_windows", "load_note", "load_comparison",
 )
 
 

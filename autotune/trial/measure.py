@@ -35,6 +35,7 @@ from autotune.errors import (
     ServerStartupTimeout,
 )
 from autotune.launch.spec import LaunchSpec
+from autotune.profile.load import LoadSampler, load_window, server_cap
 from autotune.profile.nvml import open_sampler
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
@@ -83,6 +84,9 @@ class MeasureSettings:
             measured repeat then also starts from a flushed cache, so no repeat gets another's
             cached prefill or compiled shapes. None: one pass of the warm-up prompts only.
         warmup_max_rounds: Most stabilising passes (>= 2).
+        flush_cache: Flush SGLang's prefix cache (``/flush_cache``) before every measured repeat
+            (True) or keep it (False: a repeat may reuse the prefixes the one before cached);
+            None: flush exactly when ``warmup_until_stable_pct`` is set (``measure.flush_cache``).
         device_timer: Run with SGLang's CUDA-event device timer (``measure.phase_profile``);
             off, the profile has wall-clock figures only.
         gpu_telemetry: Sample the server's GPUs through NVML over each measured repeat
@@ -105,6 +109,7 @@ class MeasureSettings:
     fast_start: bool = False
     warmup_until_stable_pct: float | None = None
     warmup_max_rounds: int = 6
+    flush_cache: bool | None = None
     device_timer: bool = True
     gpu_telemetry: bool | None = None
     lean_start: bool = True
@@ -181,6 +186,8 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
     conc = kwargs.get("concurrency")
     stable_pct = settings.warmup_until_stable_pct if settings is not None else None
     level = Level(workload=workload)
+    chosen = settings.flush_cache if settings is not None else None
+    flush = chosen if chosen is not None else stable_pct is not None
     clock.enter(WARMUP)
     warm = workload.warmup()
     if warm:
@@ -191,13 +198,18 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
     clock.enter(MEASURE)
     while len(level.benches) < repeats:
         server.ensure_alive()
-        if stable_pct is not None:
+        if flush:
             await flush_cache(client, base)
         before = await scrape(client, base)
         # The GPU window holds the repeat's requests only, not the scrapes around them.
         sampler.start()
+        load = LoadSampler(client, base)
+        load.start()
         bench = await run_benchmark(base, workload.measured(), **kwargs)
         level.windows.append(sampler.stop())
+        level.loads.append(load_window(
+            await load.stop(), [(r.start, r.end) for r in bench.records if r.end is not None],
+            asked=conc, cap=server_cap(before.server_info)))
         server.ensure_alive()
         after = await scrape(client, base)
         level.benches.append(bench)
@@ -345,7 +357,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     for level in levels:
         one = summarise(config, spec, level.benches, level.profiles, info, tail=tail,
                         log_path=str(log_path), t0=t0, startup_s=started, windows=level.windows,
-                        sampler=sampler)
+                        sampler=sampler, loads=level.loads)
         one.warmup_tok_s, one.warmup_stable = level.warmup.tok_s, level.warmup.stable
         # The GPUs the server was given (Ray sets CUDA_VISIBLE_DEVICES for a Tune trial), whatever
         # the sampler saw: two trials at once must show two different GPUs, emulator included.
@@ -425,6 +437,7 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("fast_start", bool(getattr(m, "fast_start", False)))
     overrides.setdefault("warmup_until_stable_pct", getattr(m, "warmup_until_stable_pct", None))
     overrides.setdefault("warmup_max_rounds", getattr(m, "warmup_max_rounds", 6))
+    overrides.setdefault("flush_cache", getattr(m, "flush_cache", None))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
     seq = getattr(m, "sequential", None)

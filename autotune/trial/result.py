@@ -15,9 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from autotune.bench.records import BenchResult
+from autotune.bench.records import BenchResult, percentile
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
+from autotune.profile.load import LoadWindow, trial_load
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.telemetry import GpuSampler, GpuWindow, repeat_figures, trial_figures, window_detail
 from autotune.space import synthetic
@@ -99,6 +100,26 @@ class TrialResult:
     tok_s_per_w: float | None = None
     j_per_token: float | None = None
     gpu_telemetry: dict[str, Any] | None = None
+    # The load the server really ran over the measured windows (autotune.profile.load.trial_load):
+    # the concurrency asked, the server's cap, the most it ran at once, the most it queued, the share
+    # of the window below min(asked, cap) (server gauges) and below asked (client's own timeline).
+    # load_capped: the server held part of the asked load back in some window; load_note says so.
+    # The prompt lengths the server counted over the speaking repeat (autotune.bench.workload_shape).
+    input_tokens_p10: float | None = None
+    input_tokens_p50: float | None = None
+    input_tokens_p90: float | None = None
+    load_asked: int | None = None
+    load_cap: int | None = None
+    load_ran: int | None = None
+    load_queued: int | None = None
+    load_tail_pct: float | None = None
+    load_client_tail_pct: float | None = None
+    load_capped: bool | None = None
+    load_capped_windows: int | None = None
+    load_note: str | None = None
+    # Set by the verdict (trial.verdict.judge) when the config or its baseline was capped: what
+    # load each sustained, since the speedup compares them at those loads.
+    load_comparison: str | None = None
     # With ``workload.concurrency: [1, 8, 64]``: one record per level (autotune.trial.level_results), each
     # judged against the baseline's same level; the fields above are the primary level's.
     levels: list[dict[str, Any]] | None = None
@@ -156,6 +177,15 @@ def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, 
         argv=spec.argv(python="python") if spec else None, env=spec.record_env() if spec else None,
         log_tail=log_tail, log_path=log_path, feasible=False,
         duration_s=(time.monotonic() - t0) if t0 else None, gpu_time=gpu_time, **_acceptance(config))
+
+
+def set_load(result: TrialResult, load: Mapping[str, Any] | None) -> None:
+    """Copy a :func:`~autotune.profile.load.trial_load` summary into ``result``'s ``load_*`` fields."""
+    if load is None:
+        return
+    for key in ("asked", "cap", "ran", "queued", "tail_pct", "client_tail_pct", "capped",
+                "capped_windows", "note"):
+        setattr(result, f"load_{key}", load.get(key))
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -216,11 +246,12 @@ def _seconds(ms_per_cycle: float | None, cycles: float | None) -> float | None:
 def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
               profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
               t0: float, startup_s: float, windows: Sequence[GpuWindow] = (),
-              sampler: GpuSampler | None = None) -> TrialResult:
+              sampler: GpuSampler | None = None, loads: Sequence[LoadWindow] = ()) -> TrialResult:
     """One result from a server's measured repeats (``ok``, or ``failed`` if requests failed).
 
     ``windows`` are the GPU telemetry windows of the repeats (one each, from ``sampler``); the
-    telemetry figures stay None without them.
+    telemetry figures stay None without them; ``loads`` are the repeats' server loads
+    (:func:`autotune.profile.load.trial_load` gives the ``load_*`` figures).
     """
     result = TrialResult(
         status=Status.OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
@@ -229,6 +260,7 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         log_tail=tail, log_path=log_path, server_info=info, startup_s=startup_s,
         **_acceptance(config))
     rates = [b.output_tok_s for b in benches if b.output_tok_s is not None and not b.failed]
+    set_load(result, trial_load(loads))
     result.completed = sum(b.completed for b in benches)
     result.failed_requests = sum(b.failed for b in benches)
     if len(rates) < len(benches):
@@ -265,6 +297,9 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         for q in (50, 90, 99):
             setattr(result, f"{metric}_p{q}", getattr(bench, metric).get(q))
     result.records = [r for b in benches for r in b.iter_record_dicts()]
+    counted = [float(r.prompt_tokens) for r in bench.records if r.ok and r.prompt_tokens is not None]
+    result.input_tokens_p10, result.input_tokens_p50, result.input_tokens_p90 = (
+        percentile(counted, 10), percentile(counted, 50), percentile(counted, 90))
     profile = profiles[mid] if len(profiles) == len(benches) else (profiles[0] if profiles else None)
     if profile is not None:
         result.phases = profile.to_dict()

@@ -52,7 +52,7 @@ def _judge_level(result: TrialResult, baseline: TrialResult | None, level: LoadL
 
 def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
                slos: Sequence[tuple[str, str, float]], min_speedup: float) -> TrialResult:
-    result = replace(result, slo_violations=[],
+    result = replace(result, slo_violations=[], load_comparison=None,
                      baseline_status=baseline.status if baseline is not None else None)
     if not result.ok:
         result.feasible = False
@@ -83,6 +83,7 @@ def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
     result.baseline_tok_s = baseline.output_tok_s
     result.baseline_decode_step_ms = (baseline.phases or {}).get("cycle_ms")
     result.speedup = speedup(result.output_tok_s, baseline.output_tok_s)
+    result.load_comparison = load_comparison(result, baseline)
     cycle = (result.phases or {}).get("cycle_ms")
     result.break_even_accept_length = break_even(cycle, result.baseline_decode_step_ms)
     if result.phases is not None:
@@ -98,6 +99,25 @@ def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
     result.status = Status.FEASIBLE if result.feasible else Status.INFEASIBLE
     result.reason = "; ".join(reasons) or None
     return result
+
+
+def load_comparison(result: TrialResult, baseline: TrialResult) -> str | None:
+    """What load the speedup compares, when the config or its baseline was capped; else None.
+
+    Both figures are tok/s at the load each server sustained (``load_ran`` of ``load_asked``), not
+    at the asked concurrency: a speculative config whose server capped 64 at 48 is compared as it
+    ran, 48, against a baseline that may have run all 64. The verdict says so rather than hide it.
+    """
+    if not (result.load_capped or baseline.load_capped):
+        return None
+
+    def ran(r: TrialResult) -> str:
+        shown = "?" if r.load_ran is None else str(r.load_ran)
+        return f"{shown} of {'?' if r.load_asked is None else r.load_asked}"
+
+    return (f"compared at the load each sustained: this config ran {ran(result)}"
+            f"{' (capped)' if result.load_capped else ''}, its baseline {ran(baseline)}"
+            f"{' (capped)' if baseline.load_capped else ''}")
 
 
 #: The phase keys :func:`judge` adds to a speculative result's phases (what was measured is the rest).

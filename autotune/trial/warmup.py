@@ -14,6 +14,7 @@ import httpx
 
 from autotune.bench.client import run_benchmark
 from autotune.bench.records import BenchResult
+from autotune.profile.load import LoadWindow
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.telemetry import GpuWindow
 from autotune.server.process import ServerProcess
@@ -64,10 +65,11 @@ async def stabilise(server: ServerProcess, client: httpx.AsyncClient, workload: 
 @dataclass
 class Level:
     """One load level measured on a running server: its workload (one concurrency), each
-    repeat's benchmark, phase profile and GPU window, and its warm-up."""
+    repeat's benchmark, phase profile, GPU window and server load, and its warm-up."""
 
     workload: Workload
     benches: list[BenchResult] = field(default_factory=list)
     profiles: list[PhaseProfile] = field(default_factory=list)
     windows: list[GpuWindow] = field(default_factory=list)
+    loads: list[LoadWindow] = field(default_factory=list)
     warmup: Warmup = field(default_factory=lambda: Warmup())

@@ -250,6 +250,12 @@ def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path, capfd: 
     wl = load_space(str(SPACES / "slo.yaml")).workload
     assert profile["num_rows"] == wl["num_prompts"] + wl["warmup_prompts"] == 4
     assert tags["autotune.workload.concurrency"] == str(wl["concurrency"]) == "1"
+    # What the figures were measured on: the workload's shape, with the winner's server-counted prompts.
+    shape = outcome.workload_shape
+    assert shape["requests"] == wl["num_prompts"] and shape["send_mode"] == "closed loop, concurrency 1"
+    assert shape["input_tokens_p50"] == outcome.winner["input_tokens_p50"] and shape["input_tokens_p50"] > 0
+    assert parent.data.tags["autotune.workload_shape"] in md
+    assert parent.data.metrics["workload_requests"] == wl["num_prompts"]
     _assert_no_emulator_left(sim_env)
 
 

@@ -101,6 +101,10 @@ def test_client_ceiling_quick(tmp_path: Path) -> None:
         assert r["ceiling"] == pytest.approx(1e6 / r["cpu_us_per_token"])
         assert r["ok"] == (r["ceiling"] >= data["target_tok_s"])
     assert "ceiling tok/s/core" in stdout
+    # The fastest wall-clock stream seen, against the 10k tok/s a batch server can send.
+    assert data["streamed_tok_s_max"] == max(r["tok_s"] for r in data["rows"])
+    assert data["streamed_ok"] == (data["streamed_tok_s_max"] >= data["streamed_target_tok_s"] == 10_000)
+    assert f"Streamed at up to {data['streamed_tok_s_max']:,.0f} tokens/s of wall clock" in stdout
 
 
 @pytest.mark.slow  # 10 s at load ~8 (make test-fast leaves it out)

@@ -130,3 +130,33 @@ def test_the_winner_says_how_it_was_decided_and_gives_its_margin() -> None:
     # No evidence at all (an older outcome): the old wording, no margin line.
     plain = summary_md(outcome(spec), [])
     assert "confirmed beside a fresh baseline" in plain and "margin" not in plain
+
+
+def test_a_capped_measurement_is_flagged_in_the_csv_and_the_summary() -> None:
+    note = "ran 48 of 64; 16 queued; server cap 48; 41% of the window was tail"
+    capped = result(SPEC, output_tok_s=2900.0, speedup=0.9, load_asked=64, load_ran=48, load_queued=16,
+                    load_tail_pct=41.0, load_capped=True, load_note=note,
+                    load_comparison="compared at the load each sustained: this config ran 48 of 64 (capped), "
+                    "its baseline 64 of 64")
+    plain = result({"speculative_algorithm": None}, output_tok_s=3200.0, speedup=1.0, load_asked=64,
+                   load_ran=64, load_queued=0, load_capped=False)
+    rows = rows_of([("t1", SPEC, TrialReport(objective=2900.0, constraints={}, result=capped, baseline=plain))])
+    table = list(csv.DictReader(io.StringIO(trials_csv(rows))))
+    assert [(r["kind"], r["load_capped"], r["load_ran"]) for r in table] == [
+        ("baseline", "False", "64"), ("trial", "True", "48")]
+    assert table[1]["load_note"] == note and table[0]["load_note"] == ""
+    md = summary_md(outcome(capped), rows)
+    section = md.split("## Capped load", 1)[1].split("## ", 1)[0]
+    # Only the capped measurement is listed, with the verdict's note on what it compared.
+    assert "| trial | t1 |" in section and note in section and "| baseline |" not in section
+    assert "its baseline 64 of 64" in section
+    assert f"| load | capped: {note} |" in md
+    shaped = summary_md(outcome(capped, workload_shape={
+        "requests": 128, "output_tokens": 256, "ignore_eos": True, "api": "generate",
+        "send_mode": "closed loop, concurrency 64", "prompt_chars_p10": 40.0, "prompt_chars_p50": 110.0,
+        "prompt_chars_p90": 1900.0, "distinct_prompts": 120, "shared_prefix_pct": 0.0,
+        "input_tokens_p10": 12.0, "input_tokens_p50": 30.0, "input_tokens_p90": 420.0}), rows)
+    assert ("The figures above were measured on: 128 requests x 256 output tokens (fixed), generate API, "
+            "closed loop, concurrency 64; input tokens p10/p50/p90 12/30/420 (server-counted)") in shaped
+    assert "## Capped load" not in summary_md(outcome(plain), rows_of([("t2", {}, TrialReport(
+        objective=3200.0, constraints={}, result=plain))]))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import math
 
 import optuna
 import pytest
 from ray.tune.utils import flatten_dict
 
+from autotune.search.progress import ProgressTable
 from autotune.search.trial_report import UNMEASURED_ATTR, TrialReport
 from autotune.trial.result import TrialResult
 
@@ -81,3 +83,19 @@ def test_a_report_without_a_trial_reads_its_attrs() -> None:
     assert report.status == "failed" and report.is_baseline and not report.feasible
     assert report.output_tok_s is None and report.measured_s == 0.0
     assert report.record() == {"status": "failed", "output_tok_s": None, "speedup": None, "feasible": False}
+
+
+def test_a_capped_trial_row_says_what_the_server_ran() -> None:
+    note = "ran 48 of 64; 16 queued; server cap 48; 41% of the window was tail"
+    out = io.StringIO()
+    table = ProgressTable(out)
+    params = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}
+    for tid, capped in (("t-capped", True), ("t-free", False)):
+        res = TrialResult(status="feasible", reason=None, params=params, is_baseline=False, output_tok_s=2900.0,
+                          speedup=1.1, load_capped=capped, load_note=note if capped else None)
+        table.row(trial=tid, params=params, report=TrialReport(objective=2900.0, constraints={}, result=res))
+    lines = out.getvalue().splitlines()
+    flagged = [ln for ln in lines if "capped load:" in ln]
+    assert flagged == [f"{'':>18}-> capped load: {note}"]
+    # The flag follows its own trial's row, and the uncapped trial has none.
+    assert "t-capped" in lines[lines.index(flagged[0]) - 1]

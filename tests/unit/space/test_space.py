@@ -392,6 +392,14 @@ search:
      ["one of the concurrency levels [1, 8]"]),
     ("missing model", HEAD.replace("model_path: sim/target\n", ""), None, "model_path",
      ["missing required key 'model_path'"]),
+    # SGLang's running-request cap: an integer >= 1, or null (its own: 48 with speculation).
+    ("max_running_requests of 0", HEAD + "  max_running_requests: 0\n" + TREE, "max_running_requests",
+     "fixed_args.max_running_requests", ["must be >= 1, got 0"]),
+    ("max_running_requests choice of 0", HEAD + TREE
+     + "  max_running_requests: {type: categorical, choices: [null, 64, 0]}\n", "max_running_requests",
+     "parameters.max_running_requests.choices[2]", ["each choice must be an integer >= 1 or null, got 0"]),
+    ("flush_cache not a boolean", HEAD + TREE + "measure:\n  flush_cache: sometimes\n", "flush_cache",
+     "measure.flush_cache", ["sometimes"]),
 ]
 
 

@@ -475,3 +475,23 @@ def test_winner_files_under_sglang_0517_keep_a_flag_its_config_loader_refuses(tr
         path.write_text(config)
         parsed = parse_server_args(["--config", str(path), "--cuda-graph-max-bs-decode", "4"])
     assert parsed["cuda_graph_max_bs_decode"] == 4 and parsed["speculative_num_steps"] == 5
+
+
+@pytest.mark.slow  # the MLflow store
+def test_a_capped_trial_is_tagged_with_its_load_and_an_uncapped_one_says_so(tracker):
+    note = "ran 48 of 64; 16 queued; server cap 48; 41% of the window was tail"
+    capped = result(eagle(3, 1), 2900.0, load_asked=64, load_cap=48, load_ran=48, load_queued=16,
+                    load_tail_pct=41.0, load_client_tail_pct=38.0, load_capped=True, load_capped_windows=3,
+                    load_note=note, load_comparison="compared at the load each sustained: this config ran "
+                    "48 of 64 (capped), its baseline 64 of 64")
+    run = tracker.client.get_run(tracker.log_trial("t-capped", capped))
+    tags, metrics = run.data.tags, run.data.metrics
+    assert tags["autotune.load_capped"] == "true" and tags["autotune.load"] == note
+    assert tags["autotune.load_comparison"].startswith("compared at the load each sustained")
+    assert (metrics["load_ran"], metrics["load_asked"], metrics["load_queued"]) == (48, 64, 16)
+    assert metrics["load_tail_pct"] == 41.0 and metrics["load_capped_windows"] == 3
+    free = result(eagle(3, 1), 3000.0, load_asked=16, load_cap=48, load_ran=16, load_queued=0,
+                  load_capped=False, load_capped_windows=0)
+    run = tracker.client.get_run(tracker.log_trial("t-free", free))
+    assert run.data.tags["autotune.load_capped"] == "false" and "autotune.load" not in run.data.tags
+    assert run.data.metrics["load_capped_windows"] == 0 and "load_tail_pct" not in run.data.metrics

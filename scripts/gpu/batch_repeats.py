@@ -1,0 +1,55 @@
+"""One config's repeats at every concurrency level of a space, with the load the server ran (issue 34).
+
+Usage: ``python3 scripts/gpu/batch_repeats.py SPACE PARAMS_JSON OUT.json``. Measures the config alone
+(no baseline: the figures wanted are its repeat range and spread, and its load) through
+:func:`autotune.trial.measure.measure`, as a trial measures it, and prints per level: the repeats'
+tok/s, the range and robust spread in percent, and the load (ran of asked, queued, tail, the windows
+flagged). The whole result goes to OUT.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from autotune.space.search_space import load_space
+from autotune.space.workload import Workload
+from autotune.trial.measure import measure, settings_for
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def run(space_path: str, params_json: str, out: str) -> int:
+    space = load_space(space_path)
+    params = space.coerce_params(json.loads(params_json))
+    reason = space.validate_config(params)
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    if space.backend == "sglang":
+        space.check_paths()
+    result = measure(space.trial_config(params), Workload.from_spec(space.workload), settings_for(space))
+    with open(out, "w") as fh:
+        json.dump(result.to_dict(), fh, indent=1, default=str)
+    if not result.ok:
+        print(f"failed: {result.reason}", file=sys.stderr)
+        return 1
+    levels = result.levels or [{**result.to_dict(), "concurrency": space.workload.get("concurrency")}]
+    print("level  repeats tok/s                      range%  spread%  load")
+    for lv in levels:
+        reps = " ".join(f"{x:.0f}" for x in lv.get("output_tok_s_repeats") or [])
+        flag = lv.get("load_note") or (f"ran {lv.get('load_ran')} of {lv.get('load_asked')}, not capped "
+                                       f"({_fmt(lv.get('load_tail_pct'), '.0f')}% tail)")
+        print(f"c{lv.get('concurrency')!s:<5} {reps:<34} {_fmt(lv.get('output_tok_s_range_pct'), '.2f'):>6} "
+              f"{_fmt(lv.get('output_tok_s_spread_pct'), '.2f'):>7}  {flag} "
+              f"[{lv.get('load_capped_windows')} of {len(lv.get('output_tok_s_repeats') or [])} windows flagged]")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__.split("\n\n")[1])
+    sys.exit(run(*sys.argv[1:]))
