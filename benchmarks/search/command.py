@@ -273,8 +273,8 @@ def build_parser(prog: str = "python -m benchmarks.search") -> cli.CommandParser
                         help="GPU-seconds to a confirmed winner along the search's whole path: the "
                              "phase model with the stop rule and sequential measurement (the product "
                              "default) against the full budget with fixed repeats (today), the best "
-                             "peer and the sweep; --budget is then Optuna trials (default: the "
-                             "space's budget.trials)")
+                             "peer among --strategies and the sweep; --budget is then Optuna "
+                             "trials (default: the space's budget.trials)")
     cli.add_output(parser, record="the figures, keyed by strategy")
     return parser
 
@@ -303,7 +303,8 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.sea
             cost = cost_benchmark(args.space, landscape=args.landscape, profile=args.profile,
                                   seeds=args.seeds, first_seed=args.first_seed,
                                   budget=args.budget if budget_given(argv) else None,
-                                  noise_cv=args.noise, threshold=args.threshold)
+                                  noise_cv=args.noise, threshold=args.threshold,
+                                  peers=[s.strip() for s in args.strategies.split(",") if s.strip()])
         except (AutotuneError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return cli.BAD_INPUT

@@ -227,12 +227,13 @@ def _row(runs: Sequence[CostRun], sweep_gpu_s: float) -> dict[str, Any]:
 def cost_benchmark(space_path: str | None = None, *, landscape: str | None = None,
                    profile: str | None = None, seeds: int = 20, first_seed: int = 0,
                    budget: int | None = None, noise_cv: float | None = None, threshold: float = 0.98,
-                   peers: bool = True) -> dict[str, Any]:
+                   peers: Sequence[str] | None = None) -> dict[str, Any]:
     """The two phase-model rows, the best peer and the sweep, ``seeds`` runs each.
 
     Args:
         budget: Optuna trials of a search (default: the space's ``budget.trials``).
-        peers: Also run the peers (random, TPE, the tiers) and report the best by median GPU-s.
+        peers: The peers to run (default: random, TPE, the tiers), the best reported by median
+            GPU-s; none: no peer row.
 
     Raises:
         ValueError: Bad counts, or ``noise_cv`` with a landscape.
@@ -259,10 +260,11 @@ def cost_benchmark(space_path: str | None = None, *, landscape: str | None = Non
                        stop_rule=stop) for s in seed_list]
         rows[name] = _row(runs, sweep.gpu_s)
     best_peer: dict[str, Any] | None = None
-    if peers:
+    chosen = list(PEERS) if peers is None else [p for p in peers if p in PEERS]
+    if chosen:
         found = benchmark(space_path, profile=profile, seeds=seeds, budget=PEER_BUDGET,
                           noise_cv=None if landscape is not None else draw_cv, threshold=threshold,
-                          strategies=list(PEERS), first_seed=first_seed, landscape=landscape,
+                          strategies=chosen, first_seed=first_seed, landscape=landscape,
                           finalists=FINALISTS_OF_SPACE)
         ranked = sorted(((s["gpu_s_median"], n) for n, s in found.items() if s["gpu_s_median"] is not None))
         if ranked:
