@@ -41,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from autotune.search.evidence import trial_evidence
+from autotune.search.evidence import settles, trial_evidence
 from autotune.search.incumbent import incumbent_of
+from autotune.search.level_answers import levels_of
 from autotune.search.stopping import check, study_noise
 from autotune.search.trainable import report_of
 from autotune.search.trial_report import TrialEntry, TrialReport
@@ -182,8 +183,8 @@ def replay(problem: Problem, *, seed: int, budget: int, noise_cv: float, sequent
         trial = study.ask()
         run.run(space.suggest(trial)).tell(study, trial, maximize=True)
     evidence = trial_evidence(space, run.entries, run.baseline_of)
-    # As the search's finish: decisive trials' evidence settles it only where trials measured in rounds.
-    settled = sequential and evidence is not None and evidence.decisive
+    settled = settles(evidence, rounds=sequential,
+                      levels=bool(levels_of(e.report.result for e in run.entries)))
     end = conclude(run, finalists=max(1, space.search.finalists), settled=settled)
     events = [*run.spent, *end.spent]
     totals = count(events)

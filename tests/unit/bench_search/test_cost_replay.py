@@ -44,6 +44,7 @@ def _incumbent_at(problem: Any, params: dict[str, Any]) -> Evidence:
 def test_the_replay_imports_the_products_functions_not_copies() -> None:
     assert drawn.decide is sequential.decide
     assert cost_replay.trial_evidence is product_evidence.trial_evidence
+    assert cost_replay.settles is product_evidence.settles
     assert cost_replay.check is stopping.check and cost_replay.study_noise is stopping.study_noise
 
 
