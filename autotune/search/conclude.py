@@ -21,7 +21,7 @@ from autotune.backend import get_backend
 from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, shape_line, workload_shape
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
-from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
+from autotune.search.evidence import WinnerEvidence, finalist_evidence, settles, trial_evidence
 from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
@@ -259,8 +259,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
     # The trials' own readings can settle the winner: then no fresh server and no fresh baseline.
     # Only where trials measured in rounds (their rule's confidence is the search's), and not with
     # load levels, whose per-level answers are the finalists' own.
-    settled = (evidence is not None and evidence.decisive and space.measure.sequential is not None
-               and not levels_of(e.report.result for e in entries))
+    settled = settles(evidence, rounds=space.measure.sequential is not None,
+                      levels=bool(levels_of(e.report.result for e in entries)))
     if interrupted:
         print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
               f"autotune.search.run --space {space_arg} --name {name} --resume", file=out, flush=True)

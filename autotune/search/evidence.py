@@ -24,7 +24,7 @@ from autotune.trial.sequential import Margin, margin, pooled_noise, readings_of
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
 
-__all__ = ["WinnerEvidence", "confidence_of", "finalist_evidence", "trial_evidence"]
+__all__ = ["WinnerEvidence", "confidence_of", "finalist_evidence", "settles", "trial_evidence"]
 
 
 def confidence_of(space: SearchSpace) -> float:
@@ -120,6 +120,14 @@ def _evidence(ranked: Sequence[Pair], space: SearchSpace, *, source: str,
     return WinnerEvidence(winner=dict(params), runner_up=dict(runner) if runner is not None else None,
                           over_runner_up=over, over_break_even=pays, source=source,
                           rounds=(len(mine), len(other)))
+
+
+def settles(evidence: WinnerEvidence | None, *, rounds: bool, levels: bool) -> bool:
+    """Whether the trials' evidence settles the winner, so no finalist is re-measured: it is
+    decisive, the trials measured in rounds (their rule's confidence is the search's), and the
+    space has no load levels (whose per-level answers are the finalists' own). The search's
+    ``finish`` and ``bench_search --cost-per-answer`` both ask this."""
+    return evidence is not None and evidence.decisive and rounds and not levels
 
 
 def trial_evidence(space: SearchSpace, entries: Sequence[TrialEntry],

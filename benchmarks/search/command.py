@@ -65,6 +65,7 @@ from typing import Any
 
 from autotune import cli
 from autotune.errors import AutotuneError
+from benchmarks.search.cost_replay import cost_benchmark, render_cost
 from benchmarks.search.noise import measured_noise
 from benchmarks.search.stop_replay import render_stop_rule, stop_rule_benchmark
 from benchmarks.search.strategies import AUTO_TIERS, FINALISTS_OF_SPACE, OURS, STRATEGIES, benchmark
@@ -268,8 +269,20 @@ def build_parser(prog: str = "python -m benchmarks.search") -> cli.CommandParser
     parser.add_argument("--stop-rule", action="store_true",
                         help="replay the search's stop rule for the phase model: success rate and "
                              "trials used with the rule against the full --budget, same runs")
+    parser.add_argument("--cost-per-answer", action="store_true",
+                        help="GPU-seconds to a confirmed winner along the search's whole path: the "
+                             "phase model with the stop rule and sequential measurement (the product "
+                             "default) against the full budget with fixed repeats (today), the best "
+                             "peer among --strategies and the sweep; --budget is then Optuna "
+                             "trials (default: the space's budget.trials)")
     cli.add_output(parser, record="the figures, keyed by strategy")
     return parser
+
+
+def budget_given(argv: list[str] | None) -> bool:
+    """Whether ``--budget`` was written (``--cost-per-answer`` otherwise takes the space's)."""
+    words = sys.argv[1:] if argv is None else argv
+    return any(w == "--budget" or w.startswith("--budget=") for w in words)
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.search") -> int:
@@ -285,6 +298,17 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks.sea
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", module="optuna")
+    if args.cost_per_answer:
+        try:
+            cost = cost_benchmark(args.space, landscape=args.landscape, profile=args.profile,
+                                  seeds=args.seeds, first_seed=args.first_seed,
+                                  budget=args.budget if budget_given(argv) else None,
+                                  noise_cv=args.noise, threshold=args.threshold,
+                                  peers=[s.strip() for s in args.strategies.split(",") if s.strip()])
+        except (AutotuneError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return cli.BAD_INPUT
+        return cli.emit(args, text=render_cost(cost), record=cost)
     if args.stop_rule:
         try:
             replay = stop_rule_benchmark(args.space, landscape=args.landscape, profile=args.profile,

@@ -99,13 +99,17 @@ class Concluded:
     spent: tuple[Spent, ...] = field(default=())
 
 
-def conclude(oracle: Any, *, finalists: int) -> Concluded:
+def conclude(oracle: Any, *, finalists: int, settled: bool = False) -> Concluded:
     """The winner a search stopped after ``oracle.trials`` trials would name.
 
     Args:
         oracle: An :class:`benchmarks.search.problem.Oracle` (its readings, its noise
-            stream, its space).
+            stream, its space), or anything with ``readings``, ``evaluator``, ``group_of`` and
+            ``params_of`` (:class:`benchmarks.search.cost_replay.ProductRun`).
         finalists: How many finalists to re-measure (at least 1, as the search confirms).
+        settled: The trials' evidence is decisive (:func:`autotune.search.evidence.trial_evidence`,
+            as the search's ``finish`` asks it): no finalist is re-measured, and the winner
+            policy names the winner from the trials' and baselines' readings alone.
 
     Raises:
         ValueError: ``finalists`` below 1.
@@ -114,7 +118,7 @@ def conclude(oracle: Any, *, finalists: int) -> Concluded:
         raise ValueError(f"finalists must be >= 1, got {finalists}")
     readings: list[Reading] = oracle.readings
     spec_ok = [(r.tok_s, r) for r in readings if r.feasible and not r.is_baseline and r.tok_s is not None]
-    chosen = [r for _, r in sorted(spec_ok, key=lambda m: m[0], reverse=True)[:finalists]]
+    chosen = [] if settled else [r for _, r in sorted(spec_ok, key=lambda m: m[0], reverse=True)[:finalists]]
     cands = [Contender(ref=r.key, value=r.tok_s, is_baseline=r.is_baseline,
                        feasible=r.feasible and r.tok_s is not None, stage=TRIAL) for r in readings]
     # The conclusion's draws come after the oracle's without taking them from its stream.

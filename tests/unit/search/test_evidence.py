@@ -110,3 +110,21 @@ def test_sequential_is_the_default_unless_the_space_writes_repeats(space_factory
     assert space_factory(_without_repeats(), measure={"sequential": False}).measure.sequential is None
     on = space_factory(_without_repeats()).measure.sequential
     assert on is not None and (on.min_rounds, on.max_rounds, on.confidence) == (2, 6, 0.95)
+
+
+def test_the_trials_evidence_settles_only_when_decisive_in_rounds_without_load_levels(space: Any) -> None:
+    from autotune.search.evidence import settles
+
+    def base(key: str) -> TrialResult:
+        return _result([50.0, 50.5, 49.5], is_baseline=True)
+
+    clear = trial_evidence(space, [_entry("a", _result([100.0, 101.0, 99.0])),
+                                   _entry("b", _result([70.0, 70.5, 69.5], steps=5))], base)
+    close = trial_evidence(space, [_entry("a", _result([100.0, 104.0, 96.0])),
+                                   _entry("b", _result([99.0, 103.0, 95.0], steps=5))], base)
+    assert clear is not None and clear.decisive and close is not None and not close.decisive
+    assert settles(clear, rounds=True, levels=False)
+    assert not settles(close, rounds=True, levels=False)
+    assert not settles(clear, rounds=False, levels=False)  # fixed repeats: the finalists confirm
+    assert not settles(clear, rounds=True, levels=True)  # per-level answers are the finalists'
+    assert not settles(None, rounds=True, levels=False)
