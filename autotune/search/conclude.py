@@ -21,6 +21,7 @@ from autotune.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
+from autotune.search.folders import search_command
 from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
@@ -258,8 +259,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
     settled = (evidence is not None and evidence.decisive and space.measure.sequential is not None
                and not levels_of(e.report.result for e in entries))
     if interrupted:
-        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
-              f"autotune.search.run --space {space_arg} --name {name} --resume", file=out, flush=True)
+        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  "
+              f"{search_command(space_arg, name, resume=True)}", file=out, flush=True)
     elif chosen and settled and evidence is not None:
         print(f"\nFinalists not re-measured: the trials' evidence is decisive: {evidence.line()}",
               file=out, flush=True)
