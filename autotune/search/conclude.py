@@ -26,6 +26,7 @@ from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
+from autotune.search.progress import Heartbeat
 from autotune.search.stopping import TAG_STOP_RULE, StopDecision
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.search.trial_report import TrialEntry
@@ -268,7 +269,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         repeats = space.search.finalist_repeats
         print(f"\nConfirming {len(chosen)} finalist(s), {repeats} repeats each, beside fresh "
               f"baselines{', one at a time' if one_at_a_time(space) else ''}...", file=out, flush=True)
-        finalists = confirm_finalists(chosen, ctx, space, repeats=repeats)
+        with Heartbeat(out, f"re-measuring {len(chosen)} finalist(s)"):
+            finalists = confirm_finalists(chosen, ctx, space, repeats=repeats)
         for f in finalists:
             report_finalist(f, tracker=tracker, out=out)
         again = finalist_evidence(space, [(f.entry.params, f.result, f.baseline) for f in finalists])

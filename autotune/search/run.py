@@ -28,6 +28,7 @@ from autotune.search.conclude import finish
 from autotune.search.incumbent import INCUMBENT_FILE, IncumbentFile
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.progress import Heartbeat, clock
+from autotune.search.ray_console import RAY_LOG, ray_lines_to
 from autotune.search.stopping import StopDecision, at_end
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.sglang.flags import FLAG_TABLE_ENV
@@ -115,22 +116,25 @@ def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *,
             pass
 
     table_before = os.environ.get(FLAG_TABLE_ENV)
-    began = time.monotonic()
-    with Heartbeat(out, "starting Ray"):
-        ray_where = start_ray(space, opts, concurrency, flag_table_dir=storage)
-    print(f"Ray {ray_where} ready after {clock(time.monotonic() - began)}.", file=out, flush=True)
-    try:
-        check_cluster_fits(space, ray_where)
-        return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
-                    restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
-                    tracker=tracker, ray_where=ray_where, out=out)
-    finally:
-        import ray
+    # Ray's own lines (its start, Tune's restore hint and checkpoint warnings on a stop) go to the
+    # run folder's ray.log: the console keeps the table and the one resume command.
+    with ray_lines_to(storage / run_name / RAY_LOG):
+        began = time.monotonic()
+        with Heartbeat(out, "starting Ray"):
+            ray_where = start_ray(space, opts, concurrency, flag_table_dir=storage)
+        print(f"Ray {ray_where} ready after {clock(time.monotonic() - began)}.", file=out, flush=True)
+        try:
+            check_cluster_fits(space, ray_where)
+            return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
+                        restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
+                        tracker=tracker, ray_where=ray_where, out=out)
+        finally:
+            import ray
 
-        if ray_where == "embedded":
-            ray.shutdown()
-        if table_before is None:  # the search's own flag table ends with its Ray
-            os.environ.pop(FLAG_TABLE_ENV, None)
+            if ray_where == "embedded":
+                ray.shutdown()
+            if table_before is None:  # the search's own flag table ends with its Ray
+                os.environ.pop(FLAG_TABLE_ENV, None)
 
 
 @dataclass(frozen=True)
