@@ -116,13 +116,14 @@ def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *,
             pass
 
     table_before = os.environ.get(FLAG_TABLE_ENV)
-    # Ray's own lines (its start, Tune's restore hint and checkpoint warnings on a stop) go to the
-    # run folder's ray.log: the console keeps the table and the one resume command.
+    began = time.monotonic()
+    with Heartbeat(out, "starting Ray"):
+        ray_where = start_ray(space, opts, concurrency, flag_table_dir=storage)
+    print(f"Ray {ray_where} ready after {clock(time.monotonic() - began)}.", file=out, flush=True)
+    # Ray's own lines (Tune's restore hint and checkpoint warnings on a stop) go to the run
+    # folder's ray.log: the console keeps the table and the one resume command. After ray.init,
+    # which sets up the "ray" logger's console handler again.
     with ray_lines_to(storage / run_name / RAY_LOG):
-        began = time.monotonic()
-        with Heartbeat(out, "starting Ray"):
-            ray_where = start_ray(space, opts, concurrency, flag_table_dir=storage)
-        print(f"Ray {ray_where} ready after {clock(time.monotonic() - began)}.", file=out, flush=True)
         try:
             check_cluster_fits(space, ray_where)
             return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
