@@ -16,7 +16,8 @@ def test_tunes_restore_hint_goes_to_the_run_folder_not_the_console(
     ray_logger = logging.getLogger("ray")
     before = list(ray_logger.handlers)
     assert before, "Ray gives its logger a console handler on import"
-    hint = 'Experiment has been interrupted, but the most recent state was saved.\nResume experiment with: Tuner.restore(path="x", trainable=...)'
+    hint = ("Experiment has been interrupted, but the most recent state was saved.\n"
+            'Resume experiment with: Tuner.restore(path="x", trainable=...)')
     with ray_lines_to(tmp_path / "run-1" / RAY_LOG) as path:
         logging.getLogger("ray.tune.tune").warning(hint)
         logging.getLogger("ray.tune.experiment").warning("FileNotFoundError: [Errno 2] tuner.pkl")
