@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
+from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
@@ -30,6 +31,7 @@ from autotune.search.progress import Heartbeat
 from autotune.search.stopping import TAG_STOP_RULE, StopDecision
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.search.trial_report import TrialEntry
+from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
 from autotune.trial.baselines import FileBaselineStore
@@ -286,10 +288,13 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         over = outcome.margin.get("over_runner_up") or {}
         tracker.log_to_search(metrics={"winner_margin": over.get("ratio"), "winner_margin_low": over.get("low"),
                                        "winner_margin_high": over.get("high")},
-                              tags={"autotune.winner_margin": str(outcome.margin["line"]),
+                              tags={TAG_WINNER_MARGIN: str(outcome.margin["line"]),
                                     "autotune.winner_separated": str(bool(over.get("separated"))).lower()})
     if tracker is not None:
         from autotune.export.launch_command import winner_files
+
+        if table := os.environ.get(FLAG_TABLE_ENV):  # the flags the trials were checked against
+            tracker.log_to_search(tags={TAG_FLAG_TABLE: str(Path(table).resolve())})
 
         if outcome.gpu_time is not None:
             tracker.log_to_search(metrics=GpuTotals.from_dict(outcome.gpu_time).metrics())
