@@ -2,7 +2,8 @@
 
 The search space file is the source of truth. Ray Tune schedules one trial per suggestion, each
 asking for one bundle of ``tp_size`` GPUs on one node; Optuna (the space's ``search.sampler``; left out,
-the phase-model sampler where it applies, else TPE) proposes the configs and learns from constraint values (break-even, SLOs, failures).
+the phase-model sampler where it applies, else TPE) proposes the configs and learns from constraint
+values (break-even, SLOs, failures).
 The search itself is :func:`autotune.search.run.run_search`; this module is its command line
 (also ``python -m autotune.search``).
 """

@@ -2,7 +2,8 @@
 
 The search space file is the source of truth. Ray Tune schedules one trial per suggestion, each
 asking for one bundle of ``tp_size`` GPUs on one node; Optuna (the space's ``search.sampler``; left out,
-the phase-model sampler where it applies, else TPE) proposes the configs and learns from constraint values (break-even, SLOs, failures).
+the phase-model sampler where it applies, else TPE) proposes the configs and learns from constraint
+values (break-even, SLOs, failures).
 Baselines (speculation off) are measured once per non-speculative group and reused. The top configs
 are re-measured beside a fresh baseline before a winner is declared; when no speculative config
 beats its baseline, the baseline wins, and the summary says so. The command line (``autotune
