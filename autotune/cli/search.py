@@ -107,5 +107,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     code = cli.interrupted_code() if outcome.interrupted else cli.OK if outcome.winner is not None else cli.NO_RESULT
     code = cli.emit(args, text=text.getvalue().lstrip("\n"), record=outcome.summary(), code=code)
     if (beside := args.output or args.json_also) and code != cli.BAD_INPUT:  # FILE's folder is writable
-        write_beside(beside, outcome.report_files)
+        written = write_beside(beside, outcome.report_files)
+        if written:
+            print(f"summary files: {beside}, {', '.join(str(p) for p in written)}", file=sys.stderr)
     return code
