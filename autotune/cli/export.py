@@ -26,7 +26,8 @@ from autotune.export.launch_command import (
     search_tags,
     winner_spec,
 )
-from autotune.sglang.flags import installed_table, using_flags
+from autotune.sglang.flags import using_flags
+from autotune.sglang.saved_flags import installed_table
 from autotune.tracking.tracker import Tracker
 
 #: The command's name when it is run as a module (``autotune export`` passes its own).

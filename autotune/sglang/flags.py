@@ -388,34 +388,6 @@ def share_installed_flags(folder: str | os.PathLike[str]) -> Path | None:
     return path
 
 
-def installed_version() -> str | None:
-    """The installed SGLang's version from its package metadata (no import), None without it."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("sglang")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def installed_table(path: str | os.PathLike[str] | None) -> FlagSet | None:
-    """The flag table at ``path`` when it is the installed SGLang's (same version), read without
-    importing SGLang (seconds); None without a table, without SGLang, or for another version.
-
-    A search's trials are checked against such a table (:func:`share_installed_flags`); a command
-    that reads the search's records back (``autotune export``) checks with the same flags instead
-    of importing SGLang again.
-    """
-    version = installed_version()
-    if not path or version is None or not Path(path).is_file():
-        return None
-    try:
-        flags = flags_from_table(str(path))
-    except AutotuneError:
-        return None
-    return flags if flags.version == version else None
-
-
 __all__ = ["ArgRef", "FLAG_TABLE_ENV", "FlagSet", "ServerArgNameError", "active_flags", "builtin_flags",
-           "flag_table_text", "flags_from_table", "installed_flags", "installed_parser", "installed_version",
-           "installed_table", "share_installed_flags", "sglang_importable", "using_flags", "write_flag_table"]
+           "flag_table_text", "flags_from_table", "installed_flags", "installed_parser", "share_installed_flags",
+           "sglang_importable", "using_flags", "write_flag_table"]

@@ -14,7 +14,7 @@ import pytest
 
 from autotune.cli.export import main as export_main
 from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
-from autotune.sglang import flags
+from autotune.sglang import flags, saved_flags
 from autotune.tracking.tracker import Tracker
 from tests.tracking_helpers import eagle, result
 
@@ -75,7 +75,7 @@ def test_provenance_is_printed_once_on_a_terminal(store: Path) -> None:
     assert "python -m sglang.launch_server" in seen
 
 
-needs_sglang = pytest.mark.skipif(flags.installed_version() is None, reason="SGLang is not installed")
+needs_sglang = pytest.mark.skipif(saved_flags.installed_version() is None, reason="SGLang is not installed")
 
 
 @needs_sglang
@@ -105,10 +105,10 @@ def test_the_export_checks_with_the_searchs_flag_table_without_importing_sglang(
 def test_a_table_of_another_sglang_version_is_not_used(tmp_path: Path) -> None:
     table = tmp_path / "t.json"
     flags.write_flag_table(flags.installed_flags(), table)
-    assert flags.installed_table(table) is not None
+    assert saved_flags.installed_table(table) is not None
     data = json.loads(table.read_text())
     data["sglang_version"] = "0.0.1"
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
-    assert flags.installed_table(old) is None
-    assert flags.installed_table(tmp_path / "missing.json") is None and flags.installed_table(None) is None
+    assert saved_flags.installed_table(old) is None
+    assert saved_flags.installed_table(tmp_path / "missing.json") is None and saved_flags.installed_table(None) is None
