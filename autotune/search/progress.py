@@ -21,7 +21,11 @@ _KEY_PARAMS = (("speculative_num_steps", "steps"), ("speculative_eagle_topk", "t
 
 
 def _fmt(v: Any, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
+    """``v`` by ``spec``; unknown is "-", right-aligned to the spec's width so the columns hold."""
+    if v is None:
+        width = spec.split(".")[0]
+        return format("-", f">{width}") if width.isdigit() else "-"
+    return format(v, spec)
 
 
 def describe_params(params: Mapping[str, Any]) -> str:

@@ -59,6 +59,16 @@ def test_rows_give_each_trials_time_and_from_the_second_an_eta() -> None:
     assert lines[4].startswith("    trial 2 of 4 done in ") and "ETA " in lines[4] and "for the other 2" in lines[4]
 
 
+def test_an_unknown_best_keeps_the_columns_aligned() -> None:
+    out = io.StringIO()
+    table = ProgressTable(out)
+    failed = TrialReport(objective=None, constraints={"failed": 1.0})
+    table.row(trial="t1", params={}, report=failed, elapsed_s=3.0)
+    header, _, row = out.getvalue().splitlines()[:3]
+    # Every unknown figure is "-" in its column: the row ends where the header does.
+    assert len(row) == len(header) and row.endswith("         -      3s"), (header, row)
+
+
 def test_a_table_without_a_total_gives_no_eta() -> None:
     out = io.StringIO()
     table = ProgressTable(out)
