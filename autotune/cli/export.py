@@ -6,6 +6,7 @@ The single winner's launch is :mod:`autotune.export.launch_command`'s, the per-l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
@@ -15,13 +16,18 @@ from autotune.errors import AutotuneError
 from autotune.export import level_exports
 from autotune.export.launch_command import (
     FORMATS,
+    TAG_FLAG_TABLE,
+    TAG_WINNER_MARGIN,
     NothingToExport,
     choose,
+    default_of,
     provenance,
     render,
-    search_default,
+    search_tags,
     winner_spec,
 )
+from autotune.sglang.flags import using_flags
+from autotune.sglang.saved_flags import installed_table
 from autotune.tracking.tracker import Tracker
 
 #: The command's name when it is run as a module (``autotune export`` passes its own).
@@ -116,13 +122,23 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     try:
         tracker = Tracker(args.name, root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
         winner = choose(tracker, run_id=args.run_id)
-        spec = winner_spec(tracker, winner, strip_metrics=args.strip_metrics, host=args.host, port=args.port)
-        default = search_default(tracker, winner)
-        text = render(spec, fmt, winner=winner, search=args.name, default=default)
+        tags = search_tags(tracker, winner)
+        default = default_of(tags)
+        # The search's margin is of the winner it chose: not of a run picked by --run-id.
+        margin = tags.get(TAG_WINNER_MARGIN) if args.run_id is None else None
+        # SGLang's flags as the search's trials were checked against them, when that is the
+        # installed SGLang: the same check without importing SGLang again (seconds).
+        table = installed_table(tags.get(TAG_FLAG_TABLE))
+        with using_flags(table) if table is not None else contextlib.nullcontext():
+            spec = winner_spec(tracker, winner, strip_metrics=args.strip_metrics, host=args.host, port=args.port)
+            text = render(spec, fmt, winner=winner, search=args.name, default=default, margin=margin)
     except (AutotuneError, ValueError) as exc:
         return _failed(exc)
-    for line in provenance(winner, search=args.name, spec=spec, default=default):
-        print(line, file=sys.stderr)
+    # The sh and yaml exports carry the provenance in their header: on a terminal it is shown
+    # there, once; into a file or a pipe it goes to stderr too, for the person running it.
+    if fmt == "json" or args.output is not None or not sys.stdout.isatty():
+        for line in provenance(winner, search=args.name, spec=spec, default=default, margin=margin):
+            print(line, file=sys.stderr)
     return cli.emit(args, text=text, record=json.loads(text) if fmt == "json" else None, what=fmt,
                     executable=fmt == "sh")
 

@@ -1,8 +1,9 @@
 """``autotune search``: Ray Tune + constrained Optuna over speculative and TP/NCCL settings.
 
 The search space file is the source of truth. Ray Tune schedules one trial per suggestion, each
-asking for one bundle of ``tp_size`` GPUs on one node; Optuna (TPE by default, or the phase-model
-sampler) proposes the configs and learns from constraint values (break-even, SLOs, failures).
+asking for one bundle of ``tp_size`` GPUs on one node; Optuna (the space's ``search.sampler``; left out,
+the phase-model sampler where it applies, else TPE) proposes the configs and learns from constraint
+values (break-even, SLOs, failures).
 The search itself is :func:`autotune.search.run.run_search`; this module is its command line
 (also ``python -m autotune.search``).
 """
@@ -106,5 +107,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     code = cli.interrupted_code() if outcome.interrupted else cli.OK if outcome.winner is not None else cli.NO_RESULT
     code = cli.emit(args, text=text.getvalue().lstrip("\n"), record=outcome.summary(), code=code)
     if (beside := args.output or args.json_also) and code != cli.BAD_INPUT:  # FILE's folder is writable
-        write_beside(beside, outcome.report_files)
+        written = write_beside(beside, outcome.report_files)
+        if written:
+            print(f"summary files: {beside}, {', '.join(str(p) for p in written)}", file=sys.stderr)
     return code

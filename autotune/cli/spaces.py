@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 
 from autotune import command_line as cli
-from autotune.space.packaged import EXAMPLES, bare_name, names, packaged
+from autotune.space.packaged import EXAMPLES, bare_name, is_benchmark, names, packaged
 
 #: The command's name when it is run as a module (``autotune spaces`` passes its own).
 PROG = "python -m autotune.space.packaged"
@@ -38,7 +38,8 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
         examples=["{prog}", "autotune search --space demo",
                   "cp \"$({prog} --path kimi-k2.5-eagle3-tp8)\" my-space.yaml", "{prog} --json"])
     parser.add_argument("--path", metavar="NAME", help="print the file of the packaged space NAME")
-    cli.add_output(parser, record="{spaces: [{name, description, path}], folder} (with --path: {name, path})")
+    cli.add_output(parser, record="{spaces: [{name, description, path, benchmark}], folder} "
+                                  "(with --path: {name, path})")
     return parser
 
 
@@ -59,8 +60,15 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         path = packaged()[name][0]
         return cli.emit(args, text=str(path), record={"name": name, "path": str(path)})
     width = max(len(n) for n in names())
-    rows = [f"{name:<{width}}  {description}" for name, (_, description) in packaged().items()]
-    text = "\n".join(rows) + f"\n\nfiles in {EXAMPLES}; use one with --space NAME, or copy it (--path NAME) to edit"
-    record = {"spaces": [{"name": name, "description": description, "path": str(path)}
+    listed = [(name, f"{name:<{width}}  {description}") for name, (_, description) in packaged().items()]
+    rows = [row for name, row in listed if not is_benchmark(name)]
+    bench = [row for name, row in listed if is_benchmark(name)]
+    text = "\n".join(rows)
+    if bench:
+        text += ("\n\nBenchmark spaces (the sampler benchmark's landscapes, python -m autotune.bench_search; "
+                 "kept as benchmarked, not starting points for tuning):\n" + "\n".join(bench))
+    text += f"\n\nfiles in {EXAMPLES}; use one with --space NAME, or copy it (--path NAME) to edit"
+    record = {"spaces": [{"name": name, "description": description, "path": str(path),
+                          "benchmark": is_benchmark(name)}
                          for name, (path, description) in packaged().items()], "folder": str(EXAMPLES)}
     return cli.emit(args, text=text, record=record)

@@ -10,8 +10,11 @@ landscapes, the emulator fit and the GPU scripts read; ``-o FILE`` writes either
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import time
 from dataclasses import dataclass
+from typing import TextIO
 
 from autotune import command_line as cli
 from autotune.backend import get_backend
@@ -20,7 +23,7 @@ from autotune.space.packaged import SPACE_HELP
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 from autotune.trial.baselines import shared_store
-from autotune.trial.measure import evaluate, settings_for, slos_of
+from autotune.trial.measure import PHASES, evaluate, settings_for, slos_of
 from autotune.trial.report import phase_table, summary_json
 
 #: The command's name when it is run as a module (``autotune trial`` passes its own).
@@ -75,10 +78,40 @@ def parse_args(argv: list[str] | None = None, *, prog: str = PROG) -> TrialArgs:
     return TrialArgs(**vars(build_parser(prog).parse_command(argv)))
 
 
+class _Elapsed(logging.Formatter):
+    """``[  12.3 s] message``: the time since the command began, then the phase."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t0 = time.monotonic()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"[{time.monotonic() - self.t0:6.1f} s] {record.getMessage()}"
+
+
+def show_phases(stream: TextIO) -> logging.Handler:
+    """Print the trial's phases (:data:`autotune.trial.measure.PHASES`) on ``stream``; returns the
+    handler, for the caller to remove."""
+    handler: logging.Handler = logging.StreamHandler(stream)
+    handler.setFormatter(_Elapsed())
+    PHASES.addHandler(handler)
+    PHASES.setLevel(logging.INFO)
+    return handler
+
+
 def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
-    """``autotune trial --space FILE --params JSON [--json] [-o FILE]``."""
+    """``autotune trial --space FILE --params JSON [--json] [-o FILE]``; its phases on stderr."""
     args = parse_args(argv, prog=prog)
     cli.interruptible()
+    handler = show_phases(sys.stderr)
+    try:
+        return _run(args)
+    finally:
+        PHASES.removeHandler(handler)
+
+
+def _run(args: TrialArgs) -> int:
+    """The trial of ``args``, once parsed."""
     try:
         params = json.loads(args.params)
         if not isinstance(params, dict):

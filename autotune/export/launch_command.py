@@ -137,22 +137,48 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "unknown" if value is None else format(value, spec) + suffix
 
 
-def search_default(tracker: Tracker, winner: Winner | None) -> dict[str, Any] | None:
-    """SGLang's default speculative config as the winner's search measured it, or None."""
+#: The search run's tag with the winner's margin over the runner-up, with its interval and whether
+#: the two are separated (:meth:`autotune.search.evidence.WinnerEvidence.line`); the export's header
+#: repeats it.
+TAG_WINNER_MARGIN = "autotune.winner_margin"
+
+
+#: The search run's tag naming the SGLang flag table its trials were checked against
+#: (:func:`autotune.sglang.flags.share_installed_flags`); the export checks with it when it is the
+#: installed SGLang's, instead of importing SGLang (:func:`autotune.sglang.flags.installed_table`).
+TAG_FLAG_TABLE = "autotune.sglang_flag_table"
+
+
+def search_tags(tracker: Tracker, winner: Winner | None) -> dict[str, str]:
+    """The tags of the winner's search run (one read), empty when there is none or it is unreadable."""
     parent = (winner.run.tags.get("mlflow.parentRunId") if winner is not None else None)
     if not parent:
-        return None
+        return {}
     try:
-        raw = tracker.client.get_run(parent).data.tags.get(TAG_SGLANG_DEFAULT)
+        return dict(tracker.client.get_run(parent).data.tags)
+    except Exception:  # noqa: BLE001 - an older store, an unreadable run: the lines are left out
+        return {}
+
+
+def default_of(tags: Mapping[str, str]) -> dict[str, Any] | None:
+    """SGLang's default speculative config as a search run's tags record it, or None."""
+    raw = tags.get(TAG_SGLANG_DEFAULT)
+    try:
         return json.loads(raw) if raw else None
-    except Exception:  # noqa: BLE001 - an older store, an unreadable tag: the line is left out
+    except ValueError:  # an unreadable tag: the line is left out
         return None
+
+
+def search_default(tracker: Tracker, winner: Winner | None) -> dict[str, Any] | None:
+    """SGLang's default speculative config as the winner's search measured it, or None."""
+    return default_of(search_tags(tracker, winner))
 
 
 def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
-               default: Mapping[str, Any] | None = None) -> list[str]:
-    """Lines saying where an export came from and what it measured (and, with ``default``, how it
-    compares with SGLang's default speculative config in the same search)."""
+               default: Mapping[str, Any] | None = None, margin: str | None = None) -> list[str]:
+    """Lines saying where an export came from and what it measured (with ``default``, how it
+    compares with SGLang's default speculative config in the same search; with ``margin``, the
+    search's margin of its winner over the runner-up, :data:`TAG_WINNER_MARGIN`)."""
     if winner is None:
         return []
     run = winner.run
@@ -164,6 +190,8 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
     lines = [f"autotune export of search {search!r}" if search else "autotune export",
              f"from {run.kind} {run.trial_id} (MLflow run {run.run_id}{confirmed})",
              f"why: {winner.note}", measured]
+    if margin and not winner.is_baseline:
+        lines.append(f"how sure: {margin}")
     if default is not None:
         lines.append(versus_default(default, winner={"output_tok_s": winner.output_tok_s,
                                                       "speedup": winner.speedup}))
@@ -182,7 +210,7 @@ def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,
 
 
 def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: str | None = None,
-           default: Mapping[str, Any] | None = None) -> str:
+           default: Mapping[str, Any] | None = None, margin: str | None = None) -> str:
     """One export, checked by SGLang's parser (the built-in twin without SGLang).
 
     Args:
@@ -191,6 +219,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
         winner: Where it came from, for the header (sh and yaml comments, a json key).
         search: The search name, for the header.
         default: SGLang's default config as the search measured it (:func:`search_default`).
+        margin: The search's margin of its winner (:data:`TAG_WINNER_MARGIN`), for the header.
 
     Raises:
         LaunchArgsError: The parser rejects it.
@@ -200,7 +229,7 @@ def render(spec: LaunchSpec, fmt: str, *, winner: Winner | None = None, search: 
         raise ValueError(f"format {fmt!r} is unknown; use one of {', '.join(FORMATS)}")
     spec = spec.without_trial_only()  # an export is what a user runs, never a trial's shortcut
     expected = spec.validate()
-    notes = provenance(winner, search=search, spec=spec, default=default)
+    notes = provenance(winner, search=search, spec=spec, default=default, margin=margin)
     if fmt == "sh":
         head = ["#!/usr/bin/env bash", *(f"# {line}" for line in notes)]
         text = "\n".join(head) + "\n" + spec.shell_command()

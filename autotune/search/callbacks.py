@@ -40,6 +40,7 @@ class SearchLedger:
         overheads: The tuner's overhead of each trial, in seconds (see :class:`SearchCallback`).
         overhead_gpus: The GPUs each of those trials held meanwhile (same order), for the GPU bill.
         started: When each running trial's slot was free (``time.monotonic``), by trial id.
+        began: When Ray started each running trial (``time.monotonic``), by trial id: its row's time.
         free: When each slot no running trial holds was freed (a heap).
         freed: Whether any trial has freed its slot yet.
         t0: When the run started (``setup``).
@@ -55,6 +56,7 @@ class SearchLedger:
     overheads: list[float] = field(default_factory=list)
     overhead_gpus: list[int] = field(default_factory=list)
     started: dict[str, float] = field(default_factory=dict)
+    began: dict[str, float] = field(default_factory=dict)
     free: list[float] = field(default_factory=list)
     freed: bool = False
     t0: float | None = None
@@ -112,6 +114,7 @@ class SearchCallback(Callback):
               total_num_samples: int | None = None, **info: Any) -> None:
         self.ledger.free = []
         self.ledger.t0 = time.monotonic()
+        self.table.begin()
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         ledger = self.ledger
@@ -124,6 +127,7 @@ class SearchCallback(Callback):
             # it was free from now, not from the start of the run.
             began = time.monotonic()
         ledger.started[trial.trial_id] = began
+        ledger.began[trial.trial_id] = time.monotonic()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         tracker = self.tracker
@@ -142,10 +146,16 @@ class SearchCallback(Callback):
                                       report.baseline, kind="baseline", drain=False)
                 if report.result is not None:
                     tracker.log_trial(trial.trial_id, report.result, drain=False, kind=_kind(report))
-            self.table.row(trial=trial.trial_id, params=trial.config, report=report)
+            self.table.row(trial=trial.trial_id, params=trial.config, report=report,
+                           elapsed_s=self._elapsed(trial.trial_id))
             if tracker is not None:
                 tracker.drain()
         self._free(started, measured, dict(trial.config or {}))
+
+    def _elapsed(self, trial_id: str) -> float | None:
+        """The trial's wall time from Ray's start of it to now (None: its start was not seen)."""
+        began = self.ledger.began.pop(trial_id, None)
+        return None if began is None else time.monotonic() - began
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # An error inside Ray (the trial process lost, an exception outside the measured
@@ -158,7 +168,8 @@ class SearchCallback(Callback):
         self.ledger.errored[trial.trial_id] = TrialEntry(trial.trial_id, dict(trial.config or {}), report)
         if tracker is not None and report.result is not None:  # errored_report sets it
             tracker.log_trial(trial.trial_id, report.result, drain=False, kind=_kind(report))
-        self.table.row(trial=trial.trial_id, params=trial.config, report=report)
+        self.table.row(trial=trial.trial_id, params=trial.config, report=report,
+                       elapsed_s=self._elapsed(trial.trial_id))
         print(f"                  (traceback: {where})", file=self.table.out, flush=True)
         if tracker is not None:
             tracker.drain()

@@ -19,16 +19,20 @@ from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
 from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, shape_line, workload_shape
+from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, settles, trial_evidence
+from autotune.search.folders import search_command
 from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
 from autotune.search.options import SearchOutcome
+from autotune.search.progress import Heartbeat
 from autotune.search.stopping import TAG_STOP_RULE, StopDecision
 from autotune.search.summary_files import PER_LEVEL_JSON, SUMMARY_MD, TRIALS_CSV, rows_of, summary_md, trials_csv
 from autotune.search.trial_report import TrialEntry
+from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.load_levels import primary_level
 from autotune.space.warm_start import compare_to_default
 from autotune.space.workload import Workload
@@ -262,8 +266,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
     settled = settles(evidence, rounds=space.measure.sequential is not None,
                       levels=bool(levels_of(e.report.result for e in entries)))
     if interrupted:
-        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  python -m "
-              f"autotune.search.run --space {space_arg} --name {name} --resume", file=out, flush=True)
+        print(f"\nInterrupted: state saved under {exp_dir}. Resume with:\n  "
+              f"{search_command(space_arg, name, resume=True)}", file=out, flush=True)
     elif chosen and settled and evidence is not None:
         print(f"\nFinalists not re-measured: the trials' evidence is decisive: {evidence.line()}",
               file=out, flush=True)
@@ -271,7 +275,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         repeats = space.search.finalist_repeats
         print(f"\nConfirming {len(chosen)} finalist(s), {repeats} repeats each, beside fresh "
               f"baselines{', one at a time' if one_at_a_time(space) else ''}...", file=out, flush=True)
-        finalists = confirm_finalists(chosen, ctx, space, repeats=repeats)
+        with Heartbeat(out, f"re-measuring {len(chosen)} finalist(s)"):
+            finalists = confirm_finalists(chosen, ctx, space, repeats=repeats)
         for f in finalists:
             report_finalist(f, tracker=tracker, out=out)
         again = finalist_evidence(space, [(f.entry.params, f.result, f.baseline) for f in finalists])
@@ -287,10 +292,13 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         over = outcome.margin.get("over_runner_up") or {}
         tracker.log_to_search(metrics={"winner_margin": over.get("ratio"), "winner_margin_low": over.get("low"),
                                        "winner_margin_high": over.get("high")},
-                              tags={"autotune.winner_margin": str(outcome.margin["line"]),
+                              tags={TAG_WINNER_MARGIN: str(outcome.margin["line"]),
                                     "autotune.winner_separated": str(bool(over.get("separated"))).lower()})
     if tracker is not None:
         from autotune.export.launch_command import winner_files
+
+        if table := os.environ.get(FLAG_TABLE_ENV):  # the flags the trials were checked against
+            tracker.log_to_search(tags={TAG_FLAG_TABLE: str(Path(table).resolve())})
 
         if outcome.gpu_time is not None:
             tracker.log_to_search(metrics=GpuTotals.from_dict(outcome.gpu_time).metrics())

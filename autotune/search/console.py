@@ -85,7 +85,8 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
     elif outcome.settled_by_evidence:
         print("Winner (the trials' evidence is decisive; not re-measured):", file=out)
     else:
-        print("Winner (confirmed beside a fresh baseline):", file=out)
+        print("Winner (confirmed beside a fresh baseline" + ("; the runner-up is within the noise, "
+              "either serves as well" if outcome.within_noise else "") + "):", file=out)
     print(f"  params: {json.dumps(w.params, default=str)}", file=out)
     if outcome.margin is not None:
         print(f"  {outcome.margin['line']}", file=out)

@@ -75,4 +75,10 @@ def resumable(exp_dir: Path) -> bool:
     return (exp_dir / "tuner.pkl").is_file()
 
 
-__all__ = ["LOCK_FILE", "experiment_dir", "hold", "release", "resumable"]
+def search_command(space_arg: str, name: str, *, resume: bool = False) -> str:
+    """The documented command that starts (``resume``: continues) search ``name`` of ``space_arg``:
+    the one every interrupted search prints (README's ``python -m autotune.search``)."""
+    return f"python -m autotune.search --space {space_arg} --name {name}" + (" --resume" if resume else "")
+
+
+__all__ = ["LOCK_FILE", "experiment_dir", "hold", "release", "resumable", "search_command"]

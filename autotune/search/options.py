@@ -72,6 +72,13 @@ class SearchOutcome:
     margin: dict[str, Any] | None = None
 
     @property
+    def within_noise(self) -> bool:
+        """The winner's margin over a measured runner-up is not separated at the stated confidence:
+        the two are as good as each other on this evidence (False when unknown)."""
+        over: dict[str, Any] = (self.margin or {}).get("over_runner_up") or {}
+        return bool(over) and not over.get("separated")
+
+    @property
     def settled_by_evidence(self) -> bool:
         """The winner was named from the trials' readings, with no finalist re-measured."""
         return not self.finalists and self.margin is not None

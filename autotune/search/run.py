@@ -1,8 +1,9 @@
 """The search driver: Ray Tune + constrained Optuna over speculative and TP/NCCL settings.
 
 The search space file is the source of truth. Ray Tune schedules one trial per suggestion, each
-asking for one bundle of ``tp_size`` GPUs on one node; Optuna (TPE by default, or the phase-model
-sampler) proposes the configs and learns from constraint values (break-even, SLOs, failures).
+asking for one bundle of ``tp_size`` GPUs on one node; Optuna (the space's ``search.sampler``; left out,
+the phase-model sampler where it applies, else TPE) proposes the configs and learns from constraint
+values (break-even, SLOs, failures).
 Baselines (speculation off) are measured once per non-speculative group and reused. The top configs
 are re-measured beside a fresh baseline before a winner is declared; when no speculative config
 beats its baseline, the baseline wins, and the summary says so. The command line (``autotune
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -26,6 +28,8 @@ from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, star
 from autotune.search.conclude import finish
 from autotune.search.incumbent import INCUMBENT_FILE, IncumbentFile
 from autotune.search.options import SearchOptions, SearchOutcome
+from autotune.search.progress import Heartbeat, clock
+from autotune.search.ray_console import RAY_LOG, ray_lines_to
 from autotune.search.stopping import StopDecision, at_end
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.sglang.flags import FLAG_TABLE_ENV
@@ -78,6 +82,13 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
         raise ConfigError(f"--concurrency must be >= 1, got {opts.concurrency}")
     concurrency = opts.concurrency or space.search.max_concurrent
     seed = space.search.seed if opts.seed is None else opts.seed
+    # The first line, before MLflow, Ray and the trials (each silent for seconds): what starts.
+    address = opts.address or os.environ.get("RAY_ADDRESS")
+    print(f"Search {name!r}: {space.backend} backend"
+          + (f", profile {space.profile}" if space.profile else "")
+          + f", {trials} trials, sampler {space.search.sampler} ({space.search.sampler_why}), seed {seed}; "
+          + (f"joining Ray at {address}" if address else "starting an embedded Ray") + "...",
+          file=out, flush=True)
     check_writable(root / "mlruns", what="the search's state and its MLflow store")
     folders.hold(root / "mlruns" / "ray" / name, name)
     try:
@@ -106,19 +117,26 @@ def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *,
             pass
 
     table_before = os.environ.get(FLAG_TABLE_ENV)
-    ray_where = start_ray(space, opts, concurrency, flag_table_dir=storage)
-    try:
-        check_cluster_fits(space, ray_where)
-        return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
-                    restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
-                    tracker=tracker, ray_where=ray_where, out=out)
-    finally:
-        import ray
+    began = time.monotonic()
+    with Heartbeat(out, "starting Ray"):
+        ray_where = start_ray(space, opts, concurrency, flag_table_dir=storage)
+    print(f"Ray {ray_where} ready after {clock(time.monotonic() - began)}.", file=out, flush=True)
+    # Ray's own lines (Tune's restore hint and checkpoint warnings on a stop) go to the run
+    # folder's ray.log: the console keeps the table and the one resume command. After ray.init,
+    # which sets up the "ray" logger's console handler again.
+    with ray_lines_to(storage / run_name / RAY_LOG):
+        try:
+            check_cluster_fits(space, ray_where)
+            return _run(space, space_path, opts, name=name, storage=storage, run_name=run_name,
+                        restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
+                        tracker=tracker, ray_where=ray_where, out=out)
+        finally:
+            import ray
 
-        if ray_where == "embedded":
-            ray.shutdown()
-        if table_before is None:  # the search's own flag table ends with its Ray
-            os.environ.pop(FLAG_TABLE_ENV, None)
+            if ray_where == "embedded":
+                ray.shutdown()
+            if table_before is None:  # the search's own flag table ends with its Ray
+                os.environ.pop(FLAG_TABLE_ENV, None)
 
 
 @dataclass(frozen=True)
@@ -153,10 +171,11 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
         # second Ctrl-C): the search run ends KILLED, as a stop during the trials does (conclude.finish).
         if durable is not None:
             durable.finish_search(status="KILLED")
-        command = f"python -m autotune.search.run --space {opts.space} --name {name}"
-        print(f"\nInterrupted: state saved under {plan.exp_dir}. Resume with:\n  {command} --resume"
+        print(f"\nInterrupted: state saved under {plan.exp_dir}. Resume with:\n  "
+              f"{folders.search_command(opts.space, name, resume=True)}"
               if folders.resumable(plan.exp_dir) else
-              f"\nInterrupted before the trials began; nothing to resume. Start again with:\n  {command}",
+              "\nInterrupted before the trials began; nothing to resume. Start again with:\n  "
+              f"{folders.search_command(opts.space, name)}",
               file=out, flush=True)
         raise
 
@@ -170,11 +189,8 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     from autotune.search.trainable import TrialContext
     from autotune.trial.measure import settings_for
 
-    name, trials, seed, restoring, run_name = plan.name, plan.trials, plan.seed, plan.restoring, plan.run_name
-    print(f"Search {name!r}: {space.backend} backend"
-          + (f", profile {space.profile}" if space.profile else "")
-          + f", {trials} trials, sampler {space.search.sampler}, seed {seed}, Ray {plan.ray_where}",
-          file=out, flush=True)
+    trials, restoring, run_name = plan.trials, plan.restoring, plan.run_name
+    name = plan.name
     space, space_path = _prescreen(space, space_path, plan, tracker=durable, out=out)
     ctx = TrialContext(space_path=space_path, baseline_dir=str(plan.exp_dir / "baselines"),
                        workdir=str(plan.exp_dir), settings=settings_for(space),
@@ -187,14 +203,16 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     study_store, study_where = study_storage(space.search.storage, root=Path(opts.root))
     study = study_name(name, run_name)
     table = ProgressTable(out, maximize=space.objective.direction == "maximize",
-                          objective=space.objective.metric)
+                          objective=space.objective.metric, total=trials)
     ledger = SearchLedger(space=space, incumbent=IncumbentFile(ctx.incumbent_path) if ctx.incumbent_path else None)
     key = str(plan.exp_dir)
     callback = SearchCallback(table=table, tracker=durable, ledger=ledger, key=key)
     LIVE_CALLBACKS[key] = callback
     try:
         tuner = _tuner(space, ctx, plan, callback=callback, ledger=ledger, warm=warm, table=table)
-        grid = tuner.fit()
+        # A trial's server start-up can run for minutes with nothing to print: say it is alive.
+        with Heartbeat(out, "running trials", quiet_since=lambda: table.last_line):
+            grid = tuner.fit()
     finally:
         LIVE_CALLBACKS.pop(key, None)
     if study_store is not None:

@@ -155,7 +155,8 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
                 "speculative decoding**." if outcome.baseline_wins
                 else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, "
                 + ("decided by the trials' evidence (not re-measured)." if outcome.settled_by_evidence
-                   else "confirmed beside a fresh baseline."))
+                   else "confirmed beside a fresh baseline" + ("; the runner-up is within the noise, either "
+                                                                "serves as well." if outcome.within_noise else ".")))
         if outcome.margin is not None and not outcome.baseline_wins:
             head += f" Its {outcome.margin['line']}."
         lines += ["", head, "", "| figure | value |", "|---|---|",

@@ -153,6 +153,9 @@ class SearchSettings:
     """How trials are proposed and confirmed."""
 
     sampler: str = "tpe"
+    #: Why this sampler: ``search.sampler`` given in the file, or the default's reason
+    #: (:func:`autotune.space._build.default_sampler` decides it at load).
+    sampler_why: str = "search.sampler"
     seed: int = 0
     finalists: int = 3
     finalist_repeats: int = 3

@@ -44,6 +44,16 @@ def packaged() -> dict[str, tuple[Path, str]]:
     return out
 
 
+#: Packaged spaces named so are the sampler benchmark's landscapes (``python -m autotune.bench_search``),
+#: kept as benchmarked: listed apart by ``autotune spaces``, not starting points for tuning.
+BENCHMARK_PREFIX = "bench-"
+
+
+def is_benchmark(name: str) -> bool:
+    """Whether packaged space ``name`` is one of the sampler benchmark's landscapes."""
+    return name.startswith(BENCHMARK_PREFIX)
+
+
 def names() -> list[str]:
     """The packaged space names."""
     return list(packaged())

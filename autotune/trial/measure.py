@@ -14,6 +14,7 @@ space) say how a trial measures.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import tempfile
@@ -57,6 +58,11 @@ if TYPE_CHECKING:
     from autotune.space.trial_config import TrialConfig
 
 DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
+
+#: A trial's phases (starting the server, warming up, each round) at INFO. Silent unless a command
+#: shows them (``autotune trial`` on stderr); a search's trials run in Ray workers, whose output
+#: stays off the console.
+PHASES = logging.getLogger("autotune.trial.phases")
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,7 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
     chosen = settings.flush_cache if settings is not None else None
     flush = chosen if chosen is not None else stable_pct is not None
     clock.enter(WARMUP)
+    PHASES.info("warming up%s", f" (concurrency {conc})" if conc else "")
     warm = workload.warmup()
     if warm:
         await run_benchmark(base, warm, **kwargs)
@@ -213,6 +220,8 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
         server.ensure_alive()
         after = await scrape(client, base)
         level.benches.append(bench)
+        PHASES.info("round %d%s: %s tok/s", len(level.benches), f" of {repeats}" if consult is None else "",
+                    "-" if bench.output_tok_s is None else f"{bench.output_tok_s:.1f}")
         if bench.duration_s and bench.completed:
             level.profiles.append(PhaseProfile.from_snapshots(
                 before, after, wall_s=bench.duration_s, max_batch=conc or None,
@@ -333,9 +342,11 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                            needs_gpus=get_backend(config.backend).needs_gpus,
                            server_gpus=getattr(config, "tp_size", None))
     clock = PartClock()  # warm-up and measurement; the server times its own start-up and teardown
+    PHASES.info("starting the %s server", label)
     try:
         with sampler, server:
             started = time.monotonic() - t0
+            PHASES.info("server up after %.1f s", started)
             left = (None if settings.trial_timeout_s is None
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             levels, info = asyncio.run(_within(

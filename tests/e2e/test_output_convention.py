@@ -140,6 +140,8 @@ def test_the_earlier_summary_json_flag_works_as_it_did(tmp_path, measured, capsy
     assert code == 0 and "Winner (confirmed beside a fresh baseline)" in out
     assert json.loads(into.read_text())["output_tok_s"] == 1500.0
     assert (tmp_path / "summary.md").read_text() == "# the summary\n"
+    # Where they went is said (make demo's mlruns/demo-summary.* used to go unmentioned).
+    assert f"summary files: {into}, {tmp_path / 'summary.md'}, {tmp_path / 'summary.trials.csv'}" in err
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -450,6 +450,13 @@ def test_trial_cli_json_has_the_promised_keys(sim_env: Path, tmp_path: Path) -> 
         assert r["accept_length"] > 1 and r["cycles"] > 0 and r["ttft_ms_p50"] > 0
         assert r["prefill_s"] > 0 and r["cycle_gpu_s"] > 0
         assert r["prefill_s"] + r["cycle_gpu_s"] + r["host_s"] == pytest.approx(r["wall_s"])
+    # Its phases on stderr (stdout stays the record), each stamped with the time since start, in order.
+    phases = [line.split("] ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("[")]
+    assert phases[0] == "starting the baseline server", proc.stderr
+    assert phases[1].startswith("server up after ") and phases[2].startswith("warming up")
+    assert [p.split(":")[0] for p in phases if p.startswith("round ")] == [
+        "round 1 of 2", "round 2 of 2", "round 1 of 2", "round 2 of 2"], proc.stderr
+    assert "starting the trial server" in phases
 
 
 # ----- the phase profile from a live server ------------------------------------------------------

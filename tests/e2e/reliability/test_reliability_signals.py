@@ -71,6 +71,15 @@ def test_sigterm_mid_search_stops_like_ctrl_c_and_resumes(tmp_path: Path) -> Non
     assert text.count("--resume") == 1 and not dumped, text[-3000:]
     assert not still and left.count == 0, left.describe()
     assert parents == ["KILLED"] and ops[-1] == "finish", (parents, ops)
+    # The first line says what starts, before Ray does; the one resume command is the documented
+    # one (README), and Ray Tune's own hint and checkpoint warnings are in the run folder, not here.
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert lines[0].startswith("Search 'sigterm': sim backend") and "starting an embedded Ray..." in lines[0], lines[:3]
+    assert any(ln.startswith("Ray embedded ready after ") for ln in lines[1:]), text[-3000:]
+    space_file = next(tmp_path.glob("sigterm.yaml"))
+    assert f"  python -m autotune.search --space {space_file} --name sigterm --resume" in lines, text[-3000:]
+    for leak in ("Tuner.restore", "FileNotFoundError", "autotune.search.run"):
+        assert leak not in text, (leak, text[-3000:])
 
     log2 = tmp_path / "resume.log"
     resumed = start_cli(next(tmp_path.glob("sigterm.yaml")), "--resume", root=tmp_path, token=token, log=log2)

@@ -160,3 +160,24 @@ def test_a_capped_measurement_is_flagged_in_the_csv_and_the_summary() -> None:
             "closed loop, concurrency 64; input tokens p10/p50/p90 12/30/420 (server-counted)") in shaped
     assert "## Capped load" not in summary_md(outcome(plain), rows_of([("t2", {}, TrialReport(
         objective=3200.0, constraints={}, result=plain))]))
+
+
+def test_a_winner_within_the_noise_of_its_runner_up_says_so_everywhere() -> None:
+    spec = result(SPEC, output_tok_s=300.0, speedup=1.05, baseline_tok_s=285.0)
+    line = "margin over the runner-up (num_steps=3): +2.4% [-2.6%, +7.7%] at 95%, NOT separated: within the noise"
+    finalists = [{"trial_id": "t1", "params": SPEC, "status": "feasible"}]
+    tied = outcome(spec, margin={"line": line, "decisive": False, "source": "finalists",
+                                 "over_runner_up": {"ratio": 1.024, "low": 0.974, "high": 1.077,
+                                                    "separated": False}}, finalists=finalists)
+    assert tied.within_noise
+    md = summary_md(tied, [])
+    assert "the runner-up is within the noise, either serves as well." in md and line in md
+    out = io.StringIO()
+    print_summary(tied, out=out)
+    assert "Winner (confirmed beside a fresh baseline; the runner-up is within the noise" in out.getvalue()
+    assert tied.summary()["margin"]["over_runner_up"]["separated"] is False  # the JSON summary carries it
+    # Separated: the plain wording.
+    ahead = outcome(spec, margin={"line": line, "decisive": True, "source": "finalists",
+                                  "over_runner_up": {"ratio": 1.08, "low": 1.05, "high": 1.11, "separated": True}},
+                    finalists=finalists)
+    assert not ahead.within_noise and "within the noise, either" not in summary_md(ahead, [])
