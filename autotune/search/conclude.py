@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence, TextIO
 from autotune.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.cost_surface import COST_SURFACE_JSON, surface_of
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
 from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
@@ -222,6 +223,12 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
     outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
     if outcome.per_level:
         outcome.report_files[PER_LEVEL_JSON] = json.dumps(outcome.per_level, indent=2, default=str) + "\n"
+    try:
+        surface = surface_of(space, [row.result for row in rows if row.kind != "finalist"], name=name)
+    except ValueError:  # nothing speculative with phases was measured: no surface to keep
+        surface = None
+    if surface is not None:
+        outcome.report_files[COST_SURFACE_JSON] = json.dumps(surface, indent=2, default=str) + "\n"
     return outcome
 
 

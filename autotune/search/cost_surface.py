@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autotune.search.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
+from autotune.space.load_levels import concurrency_of
 from autotune.space.trial_config import config_key
 
 if TYPE_CHECKING:
@@ -183,8 +184,12 @@ def surface_of(space: SearchSpace, results: Iterable[TrialResult], *, name: str)
         if triple is not None and config_key(cfg) not in seen:
             candidates.append({"params": dict(cfg), "group": group_of(cfg), "steps": triple[0],
                                "topk": triple[1], "draft_tokens": triple[2]})
+    batch = concurrency_of(space.workload)
     return {
-        "format": FORMAT, "search": name,
+        "format": FORMAT, "search": name, "space": space.file,
+        # The closed-loop cap the workload ran at: the batch size the costs belong to (None for
+        # load levels or an open-loop rate, which this file does not key yet).
+        "batch_size": batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
         "note": ("measured costs of each config; tok/s at any other acceptance computed from this "
                  f"file is {PREDICTED}, never a measurement"),
         "acceptance": {"source": configs[0]["acceptance"],
