@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import AutotuneError
 from autotune.search.cost_surface import surface_of
 from autotune.search.repick import compare_at, parse_acceptance
 from autotune.space.search_space import SearchSpace, load_space
@@ -81,16 +82,25 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    space = load_space(args.space)
-    rates_a = json.loads(args.rates_a) if args.rates_a else None
-    if rates_a is None and space.synthetic_acceptance is None:
-        print("error: the space has no synthetic_acceptance; give --rates-a", file=sys.stderr)
+    try:
+        space = load_space(args.space)
+        rates_a = list(parse_acceptance(args.rates_a).rates) if args.rates_a else None
+        if rates_a is None and space.synthetic_acceptance is None:
+            raise ValueError("the space has no synthetic_acceptance; give --rates-a")
+        space_a = with_rates(space, rates_a) if rates_a else space
+        acc_b = parse_acceptance(args.rates_b)
+        space_b = with_rates(space, list(acc_b.rates))
+    except (AutotuneError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    space_a = with_rates(space, rates_a) if rates_a else space
-    acc_b = parse_acceptance(args.rates_b)
-    space_b = with_rates(space, list(acc_b.rates))
     configs = ([json.loads(line) for line in Path(args.configs).read_text().splitlines() if line.strip()]
                if args.configs else spread(space, args.max_configs))
+    for params in configs:
+        why = space.validate_config(params)
+        if why or not space.is_speculative(params):
+            print(f"error: --configs: {json.dumps(params)}: {why or 'not a speculative config'}",
+                  file=sys.stderr)
+            return 2
     store = shared_store(str(out / "baselines"), workload=space.workload,
                          settings=settings_for(space, workdir=str(out / "logs"), repeats=args.repeats))
     got_a: list[TrialResult] = []
