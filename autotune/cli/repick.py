@@ -84,10 +84,10 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
     acc.add_argument("--acceptance", metavar="rates:[R1,R2,...]",
                      help="per-position acceptance of the draft's top-1 candidate")
     acc.add_argument("--acceptance-file", metavar="F", help="a JSON file: [R1, ...] or {\"rates\": [...]}")
-    parser.add_argument("--max-sd-pct", type=float, default=MAX_SD_PCT,
+    parser.add_argument("--max-sd-pct", type=cli.positive_float, default=MAX_SD_PCT,
                         help=f"largest spread of a trusted prediction, percent (default {MAX_SD_PCT:g})")
     parser.add_argument("--top", type=cli.positive_int, default=10, help="rows to print (default 10)")
-    parser.add_argument("--confirm", type=int, default=2, help="confirm commands to print (default 2)")
+    parser.add_argument("--confirm", type=cli.non_negative_int, default=2, help="confirm commands to print (default 2)")
     parser.writes(parser.add_argument("--phase-costs", metavar="FILE",
                                       help="write the phase-cost table (batch size x steps x draft tokens)"))
     parser.writes(parser.add_argument("--adaptive-config", metavar="FILE",
