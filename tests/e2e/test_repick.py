@@ -68,7 +68,7 @@ def test_a_search_keeps_its_cost_surface_and_repick_ranks_from_it(
                           "--acceptance", "rates:[0.6,0.45,0.3]", "--json"])
     took = time.perf_counter() - t0
     out = json.loads(capsys.readouterr().out)
-    assert code in (0, 1)
+    assert code == 0
     assert took < 5.0, f"repick took {took:.1f} s"
     assert out["label"] == "predicted" and out["acceptance"] == [0.6, 0.45, 0.3]
     preds = out["predictions"]
@@ -81,23 +81,23 @@ def test_a_search_keeps_its_cost_surface_and_repick_ranks_from_it(
         if p["measured_cost"] and p["predicted_tok_s"] is not None:
             assert p["predicted_tok_s"] < by_key[json.dumps(p["params"], sort_keys=True)]["output_tok_s"]
 
+    assert any(p["trusted"] for p in preds)  # two repeats a config on the emulator: tight spreads
     code = autotune_main(["repick", "--surface", str(beside), "--acceptance", "rates:[0.6,0.45,0.3]"])
     text = capsys.readouterr().out
-    assert code in (0, 1) and "predicted tok/s (not measured)" in text
-    if code == 0:
-        assert "python -m autotune.trial --space" in text
+    assert code == 0 and "predicted tok/s (not measured)" in text
+    top = next(p for p in preds if p["trusted"])
+    assert f"python -m autotune.trial --space {space} --params '{json.dumps(top['params'])}'" in text
 
     costs, adaptive = tmp_path / "costs.json", tmp_path / "adaptive.json"
     code = autotune_main(["repick", "--surface", str(beside), "--phase-costs", str(costs),
                           "--adaptive-config", str(adaptive)])
     err = capsys.readouterr()
+    # The phase model's designed start measures a short chain (top-k 1) in every search.
     chains = sorted({c["steps"] for c in surface["configs"] if c["topk"] == 1})
-    if chains:
-        assert code == 0, err.err
-        assert json.loads(adaptive.read_text()) == {"1": {"candidate_steps": chains}}
-        assert "read back by" in err.out
-    else:
-        assert code == 2 and "top-k 1 chain" in err.err
+    assert chains
+    assert code == 0, err.err
+    assert json.loads(adaptive.read_text()) == {"1": {"candidate_steps": chains}}
+    assert "read back by" in err.out
     assert len(json.loads(costs.read_text())["entries"]) == len(surface["configs"])
 
 
