@@ -245,7 +245,9 @@ def compare_at(surface: Mapping[str, Any], acceptance: SyntheticAcceptance,
     ``surface`` (measured at another acceptance), and the repick against the measured best.
 
     Only configs with a prediction and a feasible-or-infeasible measurement are compared; the
-    repick ranks those same configs (trusted predictions only).
+    repick ranks those same configs (trusted predictions only). A config measured at
+    ``acceptance`` only (not in the surface) is compared with its interpolated prediction
+    (``cost``: ``interpolated``).
 
     Returns:
         ``rows`` (params, predicted, measured, error_pct, trusted), ``compared``,
@@ -264,7 +266,8 @@ def compare_at(surface: Mapping[str, Any], acceptance: SyntheticAcceptance,
         # from how far the drawn acceptance fell from the asked one.
         realised = (moved_tok_s(costs[key], result.accept_length, surface["throughput_line"])
                     if key in costs and result.accept_length else None)
-        rows.append({"params": dict(result.params), "predicted_tok_s": p.tok_s,
+        rows.append({"params": dict(result.params), "cost": "measured" if p.measured else "interpolated",
+                     "predicted_tok_s": p.tok_s,
                      "predicted_sd_pct": p.sd_pct, "trusted": p.trusted,
                      "measured_tok_s": result.output_tok_s,
                      "asked_accept_length": p.accept_length, "measured_accept_length": result.accept_length,
@@ -279,10 +282,11 @@ def compare_at(surface: Mapping[str, Any], acceptance: SyntheticAcceptance,
     lines = [f"{PREDICTED} from the first acceptance's cost surface, measured at the second; "
              "'at L meas.': the same prediction at the accept length the run drew",
              f"{'predicted':>10} {'measured':>10} {'error %':>8} {'L asked':>7} {'L meas.':>7} "
-             f"{'at L meas. %':>12}  config"]
+             f"{'at L meas. %':>12}  cost  config"]
     lines += [f"{r['predicted_tok_s']:>10.1f} {r['measured_tok_s']:>10.1f} {r['error_pct']:>+8.2f} "
               f"{r['asked_accept_length']:>7.3f} {_num(r['measured_accept_length'], '7.3f')} "
-              f"{_num(r['error_at_measured_accept_pct'], '+12.2f')}  {_label(r['params'])}" for r in rows]
+              f"{_num(r['error_at_measured_accept_pct'], '+12.2f')}  {r['cost'][:4]}  {_label(r['params'])}"
+              for r in rows]
     drawn = [abs(r["error_at_measured_accept_pct"]) for r in rows
              if r["error_at_measured_accept_pct"] is not None]
     if worst is not None:

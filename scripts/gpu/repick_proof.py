@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates-b", required=True, help="JSON list of per-position rates")
     ap.add_argument("--configs", help="JSON lines of params (default: spread over the space)")
     ap.add_argument("--max-configs", type=int, default=4)
+    ap.add_argument("--b-only", help="JSON lines of params measured at B only: their prediction is "
+                                     "interpolated by the cycle fit (after the pairs, as time allows)")
     ap.add_argument("--repeats", type=int)
     ap.add_argument("--deadline-s", type=float, default=520.0,
                     help="start no new pair of trials after this many seconds")
@@ -116,6 +118,17 @@ def main(argv: list[str] | None = None) -> int:
                 fh.write(json.dumps(result.to_dict(), default=str) + "\n")
             print(f"[{time.monotonic() - t0:6.0f} s] {tag} {json.dumps(params)}: {result.status} "
                   f"{result.output_tok_s} tok/s, accept {result.accept_length}", flush=True)
+    for params in ([json.loads(line) for line in Path(args.b_only).read_text().splitlines() if line.strip()]
+                   if args.b_only else []):
+        if time.monotonic() - t0 + args.pair_s / 2 > args.deadline_s:
+            print("deadline: B-only configs left unmeasured", flush=True)
+            break
+        result = measure(space_b, params, store=store, repeats=args.repeats, workdir=out / "logs")
+        got_b.append(result)
+        with (out / "b.jsonl").open("a") as fh:
+            fh.write(json.dumps(result.to_dict(), default=str) + "\n")
+        print(f"[{time.monotonic() - t0:6.0f} s] b-only {json.dumps(params)}: {result.status} "
+              f"{result.output_tok_s} tok/s", flush=True)
     # The A surface holds the A measurements (each carries its group's baseline), nothing of B.
     surface = surface_of(space_a, got_a, name=f"repick-proof-{space.name}")
     (out / "surface_a.json").write_text(json.dumps(surface, indent=2, default=str) + "\n")
