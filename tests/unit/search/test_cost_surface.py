@@ -187,3 +187,21 @@ def test_no_batch_size_no_table(space: Any) -> None:
     surface = {**_surface(space), "batch_size": None}
     with pytest.raises(ValueError, match="no batch size"):
         phase_cost_table(surface)
+
+
+def test_the_proof_compares_measured_and_interpolated_configs_and_the_pick(space: Any) -> None:
+    low = SyntheticAcceptance((0.6, 0.45, 0.3, 0.2))
+    # At the second acceptance: two configs of the surface and one it never measured.
+    at_b = [_result(_spec(2, 1, 3), low), _result(_spec(4, 2, 6), low), _result(_spec(3, 1, 4), low)]
+    report = repick.compare_at(_surface(space), low, at_b)
+    assert report["compared"] == 3
+    rows = {r["params"]["speculative_num_steps"]: r for r in report["rows"]}
+    assert rows[3]["cost"] == "interpolated" and rows[3]["error_at_measured_accept_pct"] is None
+    assert rows[2]["cost"] == "measured"
+    # The written law is the surface's own form: the measured ones land on it, the interpolated one near.
+    assert abs(rows[2]["error_pct"]) < 0.5 and abs(rows[4]["error_pct"]) < 0.5
+    assert abs(rows[3]["error_pct"]) < 6.0
+    best = max(at_b, key=lambda r: r.output_tok_s or 0.0)
+    assert report["best"]["params"] == best.params
+    assert report["pick_share"] == pytest.approx(report["pick"]["measured_tok_s"] / best.output_tok_s)
+    assert "repick:" in report["text"] and " inte  num_steps=3" in report["text"]
