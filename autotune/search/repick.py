@@ -56,7 +56,7 @@ class Prediction:
 
     params: dict[str, Any]
     measured: bool
-    accept_length: float
+    accept_length: float | None
     tok_s: float | None
     sd_pct: float | None
     trusted: bool
@@ -141,7 +141,7 @@ def predict_all(surface: Mapping[str, Any], acceptance: SyntheticAcceptance, *,
         L2, L1 = length(c), c["accept_length"]
         cycle = c["phases"]["cycle_ms"]["ms"]
         if L2 is None:
-            out.append(Prediction(c["params"], True, math.nan, None, None, False,
+            out.append(Prediction(c["params"], True, None, None, None, False,
                                   f"the rates name fewer positions than its {c['steps']} steps"))
             continue
         shift = a * cycle * (1.0 / L2 - 1.0 / L1)
@@ -180,7 +180,7 @@ def _interpolate(surface: Mapping[str, Any], u: Mapping[str, Any], model: CycleM
     try:
         L2 = acceptance.accept_length(steps=s, topk=k, draft_tokens=n)
     except ValueError:
-        return Prediction(params, False, math.nan, None, None, False,
+        return Prediction(params, False, None, None, None, False,
                           f"the rates name fewer positions than its {s} steps")
     r = ranges.get(u["group"])
     step = surface["groups"][u["group"]]["decode_step_ms"]

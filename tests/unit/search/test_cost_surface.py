@@ -205,3 +205,11 @@ def test_the_proof_compares_measured_and_interpolated_configs_and_the_pick(space
     assert report["best"]["params"] == best.params
     assert report["pick_share"] == pytest.approx(report["pick"]["measured_tok_s"] / best.output_tok_s)
     assert "repick:" in report["text"] and " inte  num_steps=3" in report["text"]
+
+
+def test_rates_for_fewer_positions_than_steps_name_the_config_and_stay_valid_json(space: Any) -> None:
+    preds = repick.predict_all(_surface(space), SyntheticAcceptance((0.8, 0.7)))
+    deep = [p for p in preds if p.params["speculative_num_steps"] > 2]
+    assert deep and all(p.tok_s is None and p.accept_length is None and not p.trusted for p in deep)
+    assert all("fewer positions" in (p.why or "") for p in deep)
+    json.loads(json.dumps([p.to_dict() for p in preds], allow_nan=False))
