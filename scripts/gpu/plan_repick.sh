@@ -15,8 +15,10 @@ CONFIGS=${AUTOTUNE_GPU_REPICK_CONFIGS:-$HERE/scripts/gpu/repick-configs.jsonl}
 RATES_B=${REPICK_RATES_B:-"[0.60, 0.50, 0.42, 0.35, 0.30]"}
 # A pair is two server starts (50-75 s each on the H200) and two short measurements.
 PAIR_S=${REPICK_PAIR_S:-170}
+# Configs measured at B only (their prediction interpolated), after the pairs as time allows.
+B_ONLY=(); [ -n "${REPICK_B_ONLY:-}" ] && B_ONLY=(--b-only "$REPICK_B_ONLY")
 mkdir -p "$RES/repick"
 "$PY" "$HERE/scripts/gpu/repick_proof.py" --space "$SPACE" --configs "$CONFIGS" --rates-b "$RATES_B" \
-  --out "$RES/repick" --deadline-s $(( $(left) - 15 )) --pair-s "$PAIR_S" 2>&1 | tee "$RES/repick/proof.log"
+  --out "$RES/repick" --deadline-s $(( $(left) - 15 )) --pair-s "$PAIR_S" "${B_ONLY[@]}" 2>&1 | tee "$RES/repick/proof.log"
 echo "== repick proof rc=${PIPESTATUS[0]} after $(( $(date +%s) - T0 )) s"
 touch "$RES/plan.done"
