@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("autotune.cli.search", "run a search over a space (Ray Tune + Optuna + MLflow)"),
     "trial": ("autotune.cli.trial", "measure one config of a space and its baseline"),
     "export": ("autotune.cli.export", "the winning launch command of a search"),
+    "repick": ("autotune.cli.repick", "rank a search's configs for another acceptance (predicted, no GPU)"),
     "probe": ("autotune.cli.probe", "rank NCCL settings by all-reduce latency"),
     "evaluate": ("autotune.cli.evaluate", "the emulator's model of every config of a space, no servers"),
     "bench-search": ("autotune.cli.bench_search", "trials each search strategy needs (a source checkout)"),

@@ -22,6 +22,7 @@ from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, 
 from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import num
+from autotune.search.cost_surface import COST_SURFACE_JSON, surface_of
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, settles, trial_evidence
 from autotune.search.folders import search_command
 from autotune.search.gpu_bill import search_totals, unrecorded
@@ -230,6 +231,12 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
     outcome.report_files = {TRIALS_CSV: trials_csv(rows), SUMMARY_MD: summary_md(outcome, rows)}
     if outcome.per_level:
         outcome.report_files[PER_LEVEL_JSON] = json.dumps(outcome.per_level, indent=2, default=str) + "\n"
+    try:
+        surface = surface_of(space, [row.result for row in rows if row.kind != "finalist"], name=name)
+    except ValueError:  # nothing speculative with phases was measured: no surface to keep
+        surface = None
+    if surface is not None:
+        outcome.report_files[COST_SURFACE_JSON] = json.dumps(surface, indent=2, default=str) + "\n"
     return outcome
 
 

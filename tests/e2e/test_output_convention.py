@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from autotune.__main__ import COMMANDS, main
+from autotune.search.cost_surface import surface_of
 from autotune.search.options import SearchOutcome
+from autotune.space.search_space import load_space
 from autotune.tracking.tracker import Tracker
 from tests.tracking_helpers import eagle, result
 
@@ -62,8 +64,19 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(command, "evaluate", lambda config, **kw: result(eagle(2, 1), 1400.0))
 
 
+def _surface(tmp_path: Path) -> Path:
+    """A cost surface of the packaged demo space from three finished results (repick's input)."""
+    results = [result({}, 1000.0), result(eagle(2, 1), 1400.0), result(eagle(3, 1), 1500.0)]
+    surface = surface_of(load_space("demo"), results, name=NAME)
+    path = tmp_path / "surface.json"
+    path.write_text(json.dumps(surface))
+    return path
+
+
 def _argv(name: str, project: Path, tmp_path: Path) -> list[str]:
     """A cheap invocation of each command that has a result."""
+    if name == "repick":
+        return ["--surface", str(_surface(tmp_path)), "--acceptance", "rates:[0.7, 0.6, 0.5, 0.4, 0.3, 0.3, 0.3]"]
     return {
         "search": ["--space", "demo", "--no-tracking"],
         "trial": ["--space", "demo", "--params", PARAMS],

@@ -1,0 +1,182 @@
+"""``autotune repick``: a search's configs ranked for another acceptance, from its cost surface.
+
+Reads the cost surface the search logged (``report/cost_surface.json`` on its newest search run in
+MLflow, or ``--surface FILE``: the file written beside ``-o``), predicts every measured config and
+every unmeasured one the surface can interpolate at the acceptance given (``--acceptance
+rates:[0.8,0.7,...]`` or ``--acceptance-file F``), names the predictions too uncertain to trust and
+prints the ``python -m autotune.trial`` commands that confirm the top ones on a GPU. No server
+runs. Every tok/s it prints is a prediction. ``--phase-costs FILE`` writes the phase-cost table
+(batch size x steps x draft tokens -> draft, verify, re-extend ms) and ``--adaptive-config FILE``
+SGLang's adaptive speculation table from it, checked by SGLang's loader.
+
+Exit code 0 with a ranking, 1 when no prediction can be trusted, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune import command_line as cli
+from autotune.errors import AutotuneError
+from autotune.search.cost_surface import COST_SURFACE_JSON
+from autotune.search.phase_costs import adaptive_candidates, phase_cost_table
+from autotune.search.repick import MAX_SD_PCT, parse_acceptance, predict_all, ranking_text
+from autotune.sglang.adaptive import check_table
+from autotune.tracking.tracker import Tracker
+
+#: The command's name in usage lines (``autotune repick``, or as the dispatcher was run).
+PROG = "autotune repick"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepickArgs:
+    """``autotune repick``'s command line.
+
+    Attributes:
+        name: The search's name (its MLflow experiment).
+        surface: A cost surface file instead of the one in MLflow.
+        acceptance: ``rates:[0.8,0.7,...]``.
+        acceptance_file: A JSON file of per-position rates (a list or ``{"rates": [...]}``).
+        max_sd_pct: The largest relative spread of a trusted prediction, percent.
+        top: Rows of the ranking to print.
+        confirm: How many top configs get a confirm command.
+        phase_costs: Write the phase-cost table to this file.
+        adaptive_config: Write SGLang's adaptive speculation table to this file.
+        tracking_uri: The MLflow store (None: the one under ``root``'s ``mlruns/``).
+        root: The project directory of the local store.
+        json: Print the ranking as JSON.
+        output: Write the result to this file instead of stdout.
+    """
+
+    name: str | None = None
+    surface: str | None = None
+    acceptance: str | None = None
+    acceptance_file: str | None = None
+    max_sd_pct: float = MAX_SD_PCT
+    top: int = 10
+    confirm: int = 2
+    phase_costs: str | None = None
+    adaptive_config: str | None = None
+    tracking_uri: str | None = None
+    root: str | None = None
+    json: bool = False
+    output: str | None = None
+
+
+def build_parser(prog: str = PROG) -> cli.CommandParser:
+    """The command line of ``autotune repick``, named ``prog`` in its usage lines."""
+    parser = cli.command_parser(
+        prog, "Rank a search's configs for another acceptance from its measured cost surface "
+              "(predictions, no GPU).",
+        examples=["{prog} --name demo --acceptance 'rates:[0.8,0.7,0.6]'",
+                  "{prog} --name demo --acceptance-file draft-v2.json --json -o repick.json",
+                  "{prog} --surface out/s.cost_surface.json --acceptance 'rates:[0.7,0.6]'",
+                  "{prog} --name demo --phase-costs costs.json --adaptive-config adaptive.json"])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--name", help="search name (the MLflow experiment)")
+    source.add_argument("--surface", metavar="FILE", help="a cost surface file (written beside the search's -o)")
+    acc = parser.add_mutually_exclusive_group()
+    acc.add_argument("--acceptance", metavar="rates:[R1,R2,...]",
+                     help="per-position acceptance of the draft's top-1 candidate")
+    acc.add_argument("--acceptance-file", metavar="F", help="a JSON file: [R1, ...] or {\"rates\": [...]}")
+    parser.add_argument("--max-sd-pct", type=cli.positive_float, default=MAX_SD_PCT,
+                        help=f"largest spread of a trusted prediction, percent (default {MAX_SD_PCT:g})")
+    parser.add_argument("--top", type=cli.positive_int, default=10, help="rows to print (default 10)")
+    parser.add_argument("--confirm", type=cli.non_negative_int, default=2, help="confirm commands to print (default 2)")
+    parser.writes(parser.add_argument("--phase-costs", metavar="FILE",
+                                      help="write the phase-cost table (batch size x steps x draft tokens)"))
+    parser.writes(parser.add_argument("--adaptive-config", metavar="FILE",
+                                      help="write SGLang's --speculative-adaptive-config from the table"))
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: the store under <root>/mlruns)")
+    parser.add_argument("--root", help="project directory of the local store (default: the working directory)")
+    cli.add_output(parser, record="the ranking (every prediction, labelled)")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None, *, prog: str = PROG) -> RepickArgs:
+    """``argv`` (else ``sys.argv[1:]``) as :class:`RepickArgs`; exits 2 on a bad flag, as argparse does."""
+    return RepickArgs(**vars(build_parser(prog).parse_command(argv)))
+
+
+def load_surface(args: RepickArgs) -> dict[str, Any]:
+    """The cost surface: ``--surface``, else the newest search run's ``report/cost_surface.json``.
+
+    Raises:
+        ValueError: No such file or run, or not a cost surface.
+    """
+    if args.surface:
+        try:
+            return dict(json.loads(Path(args.surface).read_text()))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--surface {args.surface}: {exc}") from None
+    tracker = Tracker(str(args.name), root=args.root, tracking_uri=args.tracking_uri).connect(create=False)
+    parent = tracker.latest_parent_run_id()
+    if parent is None:
+        raise ValueError(f"search {args.name!r} has no search run in {tracker.tracking_uri}")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = tracker.client.download_artifacts(parent, f"report/{COST_SURFACE_JSON}", tmp)
+        except Exception:  # noqa: BLE001 - MLflow raises its own for a missing artifact
+            raise ValueError(f"search run {parent} of {args.name!r} has no report/{COST_SURFACE_JSON} "
+                             "(a search that measured no speculative config with phases, or one from "
+                             "before the cost surface)") from None
+        return dict(json.loads(Path(path).read_text()))
+
+
+def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
+    """``autotune repick --name NAME --acceptance rates:[...] [--json] [-o FILE]``."""
+    args = parse_args(argv, prog=prog)
+    if args.acceptance is None and args.acceptance_file is None and not (args.phase_costs or args.adaptive_config):
+        print(f"{prog}: error: give --acceptance or --acceptance-file (or --phase-costs/--adaptive-config)",
+              file=sys.stderr)
+        return cli.BAD_INPUT
+    try:
+        acceptance = None
+        if args.acceptance is not None or args.acceptance_file is not None:
+            text = args.acceptance if args.acceptance is not None else _read(str(args.acceptance_file))
+            acceptance = parse_acceptance(text)
+        surface = load_surface(args)
+        notes = _tables(args, surface)
+        if acceptance is None:
+            print("\n".join(notes))
+            return cli.OK
+        preds = predict_all(surface, acceptance, max_sd_pct=args.max_sd_pct)
+    except (AutotuneError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return cli.BAD_INPUT
+    for line in notes:
+        print(line, file=sys.stderr)
+    text = ranking_text(preds, space=str(surface.get("space") or "SPACE"), top=args.top, confirm=args.confirm)
+    record = {"label": "predicted", "search": surface.get("search"), "acceptance": list(acceptance.rates),
+              "predictions": [p.to_dict() for p in preds]}
+    return cli.emit(args, text=text, record=record, what="the ranking",
+                    code=cli.OK if any(p.trusted for p in preds) else cli.NO_RESULT)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise ValueError(f"--acceptance-file {path}: {exc}") from None
+
+
+def _tables(args: RepickArgs, surface: dict[str, Any]) -> list[str]:
+    """Write ``--phase-costs`` and ``--adaptive-config``; a line for each file written."""
+    notes: list[str] = []
+    if not (args.phase_costs or args.adaptive_config):
+        return notes
+    table = phase_cost_table(surface)
+    if args.phase_costs:
+        Path(args.phase_costs).write_text(json.dumps(table, indent=2) + "\n")
+        notes.append(f"wrote the phase-cost table ({len(table['entries'])} configs) to {args.phase_costs}")
+    if args.adaptive_config:
+        Path(args.adaptive_config).write_text(json.dumps(adaptive_candidates(table), indent=2) + "\n")
+        steps, checker = check_table(args.adaptive_config)
+        notes.append(f"wrote SGLang's adaptive config to {args.adaptive_config} (candidate steps "
+                     f"{steps}, read back by {checker})")
+    return notes

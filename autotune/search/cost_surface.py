@@ -1,0 +1,199 @@
+"""A search's cost surface: what each measured config's cycle costs, apart from its acceptance.
+
+The best speculative config depends on cost (model, GPU, batch size) and on acceptance (the draft
+and the content). A search measures both at once; this module keeps the cost side of every
+measured config so that tok/s can be *predicted* for another acceptance without new GPU runs
+(issue 37):
+
+- per measured config: draft ms a cycle and per step, verify ms a cycle (with the config's draft
+  tokens and tree shape), re-extend ms, other ms, each with its spread, and the measured tok/s and
+  accept length it was measured at;
+- per group (the non-speculative settings): the decode step of its baseline;
+- the throughput line ``1 / tok_s = a * cycle_ms / accept_length + b`` over the search's
+  measurements (the phase model's line, fitted here by least squares so its slope has a spread).
+
+:func:`surface_of` builds the surface (a JSON-ready dict, format :data:`FORMAT`), which the search
+writes beside its report files and logs on its MLflow run as ``report/cost_surface.json``;
+:mod:`autotune.search.repick` predicts from it. Every figure that comes from the surface at another
+acceptance is a prediction and is labelled so (:data:`PREDICTED`); the surface itself holds only
+measurements and the fit.
+
+What it does not cover yet: per-level surfaces (a search with load levels keeps its primary level
+only) and finalists' re-measurements (the first measurement of a config is kept).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from autotune.search.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
+from autotune.space.load_levels import concurrency_of
+from autotune.space.trial_config import config_key
+
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+    from autotune.trial.result import TrialResult
+
+__all__ = ["COST_SURFACE_JSON", "FORMAT", "PHASES", "PREDICTED", "surface_of", "throughput_line"]
+
+FORMAT = "autotune-cost-surface/1"
+COST_SURFACE_JSON = "cost_surface.json"
+#: The label every tok/s derived from the surface carries (never a measurement).
+PREDICTED = "predicted"
+#: The cycle parts kept per config, ms per verify cycle.
+PHASES = ("draft_ms", "verify_ms", "extend_ms", "other_ms", "cycle_ms")
+
+
+def _log_sd(values: Sequence[float]) -> float | None:
+    """Relative spread of repeats (sd of ln values), None with fewer than two."""
+    vals = [v for v in values if isinstance(v, (int, float)) and v > 0]
+    if len(vals) < 2:
+        return None
+    return statistics.stdev(math.log(v) for v in vals)
+
+
+def _triple(space: SearchSpace, params: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    ctx = {**dict(getattr(space, "fixed_args", {}) or {}), **params}
+    if ctx.get(ALGO) is None:
+        return None
+    triple = tuple(ctx.get(n) for n in (STEPS, TOPK, DRAFT))
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in triple):
+        return None
+    return triple  # type: ignore[return-value]
+
+
+def _other_ms(phases: Mapping[str, Any]) -> float | None:
+    other = phases.get("other_ms")
+    if other is not None:
+        return float(other)
+    parts = [phases.get(k) for k in ("cycle_ms", "draft_ms", "verify_ms", "extend_ms")]
+    if any(p is None for p in parts):
+        return None
+    return float(parts[0]) - float(sum(parts[1:]))  # type: ignore[arg-type]
+
+
+def _config_entry(space: SearchSpace, result: TrialResult, group: int) -> dict[str, Any] | None:
+    """One measured speculative config's costs, or None when it has none to keep."""
+    triple = _triple(space, result.params)
+    phases = result.phases or {}
+    if (triple is None or result.status == "failed" or result.output_tok_s is None
+            or result.accept_length is None or phases.get("cycle_ms") is None):
+        return None
+    steps, topk, draft = triple
+    rel = _log_sd(result.output_tok_s_repeats)
+    # cycle_ms = wall / cycles, so a repeat's phases move with its tok/s: the relative spread
+    # of the repeats is each phase's spread (per-repeat phase splits are not kept).
+    parts: dict[str, Any] = {}
+    for name in PHASES:
+        ms = _other_ms(phases) if name == "other_ms" else phases.get(name)
+        ms = None if ms is None else float(ms)
+        parts[name] = {"ms": ms, "sd_ms": None if ms is None or rel is None else abs(ms) * rel}
+    draft_ms = parts["draft_ms"]["ms"]
+    return {
+        "params": dict(result.params), "group": group, "steps": steps, "topk": topk,
+        "draft_tokens": draft, "status": result.status,
+        "output_tok_s": result.output_tok_s, "output_tok_s_repeats": list(result.output_tok_s_repeats),
+        "tok_s_sd_rel": rel, "accept_length": result.accept_length,
+        "acceptance": result.acceptance, "phases": parts,
+        "draft_ms_per_step": None if draft_ms is None else draft_ms / steps,
+    }
+
+
+def throughput_line(points: Iterable[tuple[float, float]]) -> dict[str, float | None]:
+    """Least squares of ``1 / tok_s = a * x + b``, ``x`` = cycle ms per token (per decode step
+    for a baseline): ``a``, ``b``, the spread of ``a`` and the relative residual spread.
+
+    With fewer than three points the line goes through the origin (``b`` = 0) and ``a``'s spread is
+    unknown (None): the caller must not trust a prediction that leans on it.
+    """
+    pts = [(x, 1.0 / t) for x, t in points if x > 0 and t > 0]
+    if not pts:
+        raise ValueError("no measured config with a cycle time, accept length and tok/s")
+    x = np.array([p[0] for p in pts])
+    u = np.array([p[1] for p in pts])
+    if len(pts) < 3 or float(np.ptp(x)) <= 1e-9 * float(np.mean(x)):
+        a = float(np.median(u / x))
+        return {"a": a, "b": 0.0, "a_sd": None, "resid_sd_rel": None, "points": len(pts)}
+    X = np.stack([x, np.ones_like(x)], axis=1)
+    coef, *_ = np.linalg.lstsq(X, u, rcond=None)
+    resid = u - X @ coef
+    dof = max(len(pts) - 2, 1)
+    s2 = float(resid @ resid) / dof
+    cov = s2 * np.linalg.inv(X.T @ X)
+    return {"a": float(coef[0]), "b": float(coef[1]), "a_sd": math.sqrt(max(float(cov[0, 0]), 0.0)),
+            "resid_sd_rel": float(np.sqrt(np.mean((resid / u) ** 2))), "points": len(pts)}
+
+
+def surface_of(space: SearchSpace, results: Iterable[TrialResult], *, name: str) -> dict[str, Any]:
+    """The cost surface of a search's measurements (the first of each config), JSON-ready.
+
+    Args:
+        space: The search's space (its enumeration gives the configs a repick may interpolate).
+        results: Every measured result, trials and baselines, in the order measured.
+        name: The search's name.
+
+    Raises:
+        ValueError: Nothing usable was measured (no speculative config with phases and tok/s).
+    """
+    groups: list[dict[str, Any]] = []
+    group_index: dict[tuple, int] = {}
+    seen: set[tuple] = set()
+    configs: list[dict[str, Any]] = []
+    results = list(results)
+
+    def group_of(params: Mapping[str, Any]) -> int:
+        base = space.baseline_params(params)
+        key = config_key(base)
+        if key not in group_index:
+            group_index[key] = len(groups)
+            groups.append({"params": base, "decode_step_ms": None, "baseline_tok_s": None})
+        return group_index[key]
+
+    for result in results:
+        key = config_key(result.params)
+        if key in seen:
+            continue
+        seen.add(key)
+        g = group_of(result.params)
+        if result.is_baseline:
+            if result.status != "failed" and result.output_tok_s is not None:
+                groups[g]["baseline_tok_s"] = result.output_tok_s
+                groups[g]["decode_step_ms"] = (result.phases or {}).get("cycle_ms")
+            continue
+        if groups[g]["decode_step_ms"] is None and result.baseline_decode_step_ms is not None:
+            groups[g]["decode_step_ms"] = result.baseline_decode_step_ms
+            groups[g]["baseline_tok_s"] = result.baseline_tok_s
+        entry = _config_entry(space, result, g)
+        if entry is not None:
+            configs.append(entry)
+    if not configs:
+        raise ValueError(f"search {name!r} measured no speculative config with phases, accept "
+                         "length and tok/s: there is no cost surface to keep")
+    points = [(c["phases"]["cycle_ms"]["ms"] / c["accept_length"], c["output_tok_s"]) for c in configs]
+    points += [(g["decode_step_ms"], g["baseline_tok_s"]) for g in groups
+               if g["decode_step_ms"] and g["baseline_tok_s"]]
+    model = space.synthetic_acceptance
+    candidates = []
+    for cfg in space.enumerate():
+        triple = _triple(space, cfg)
+        if triple is not None and config_key(cfg) not in seen:
+            candidates.append({"params": dict(cfg), "group": group_of(cfg), "steps": triple[0],
+                               "topk": triple[1], "draft_tokens": triple[2]})
+    batch = concurrency_of(space.workload)
+    return {
+        "format": FORMAT, "search": name, "space": space.file,
+        # The closed-loop cap the workload ran at: the batch size the costs belong to (None for
+        # load levels or an open-loop rate, which this file does not key yet).
+        "batch_size": batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
+        "note": ("measured costs of each config; tok/s at any other acceptance computed from this "
+                 f"file is {PREDICTED}, never a measurement"),
+        "acceptance": {"source": configs[0]["acceptance"],
+                       "rates": list(model.rates) if model is not None else None},
+        "throughput_line": throughput_line(points),
+        "groups": groups, "configs": configs, "unmeasured": candidates,
+    }

@@ -1,0 +1,113 @@
+"""A search's cost surface and ``autotune repick`` end to end: a real search on emulator servers
+(local Ray, MLflow in sqlite under tmp_path), the surface read back from MLflow and beside ``-o``,
+the repick answering in under 5 s with no server, and the phase-cost table checked by SGLang's
+loader (or its mirror where SGLang is not installed)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.__main__ import main as autotune_main
+from autotune.cli.search import main as search_main
+from autotune.search.cost_surface import COST_SURFACE_JSON, FORMAT
+from autotune.tracking.tracker import Tracker
+
+SPACE: dict[str, Any] = {
+    "name": "repick-e2e", "backend": "sim", "profile": "llama-3.1-8b-eagle3-h100",
+    "model_path": "sim/Llama-3.1-8B-Instruct", "draft_model_path": "sim/EAGLE3-LLaMA3.1-Instruct-8B",
+    "fixed_args": {"tp_size": 1},
+    "parameters": {
+        "speculative_algorithm": {"type": "categorical", "choices": [None, "EAGLE3"]},
+        "speculative_num_steps": {"type": "int", "low": 1, "high": 3},
+        "speculative_eagle_topk": {"type": "categorical", "choices": [1, 2]},
+        "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 4},
+    },
+    "synthetic_acceptance": {"rates": [0.8, 0.7, 0.6]},
+    "workload": {"source": "builtin", "num_prompts": 2, "warmup_prompts": 1, "output_len": 24,
+                 "concurrency": 1, "seed": 0},
+    "measure": {"repeats": 2, "startup_timeout_s": 60},
+    "objective": {"metric": "output_tok_s"},
+    "budget": {"trials": 5},
+    "search": {"sampler": "phase-model", "seed": 0, "finalists": 1, "max_concurrent": 1},
+}
+
+
+@pytest.mark.slow  # a search of 5 emulator trials on Ray
+@pytest.mark.timeout(600)
+def test_a_search_keeps_its_cost_surface_and_repick_ranks_from_it(
+        tmp_path: Path, sim_env: Path, space_factory: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    space = space_factory.write(SPACE)
+    monkeypatch.chdir(tmp_path)  # the search's store: mlruns/ under the working directory
+    summary = tmp_path / "out" / "s.json"
+    summary.parent.mkdir()
+    assert search_main(["--space", str(space), "--json", "-o", str(summary)]) == 0
+    beside = summary.with_name(f"s.{COST_SURFACE_JSON}")
+    surface = json.loads(beside.read_text())
+    assert surface["format"] == FORMAT and surface["search"] == "repick-e2e"
+    assert surface["acceptance"] == {"source": "synthetic", "rates": [0.8, 0.7, 0.6]}
+    assert surface["configs"], "the search measured no speculative config with phases"
+    for c in surface["configs"]:
+        assert c["output_tok_s"] > 0 and c["phases"]["verify_ms"]["ms"] > 0
+        assert c["phases"]["cycle_ms"]["sd_ms"] is not None  # two repeats: a spread
+    # The same file on the search's MLflow run.
+    tracker = Tracker("repick-e2e", root=str(tmp_path)).connect(create=False)
+    parent = tracker.latest_parent_run_id()
+    assert parent is not None
+    logged = tracker.client.download_artifacts(parent, f"report/{COST_SURFACE_JSON}", str(tmp_path / "dl"))
+    assert json.loads(Path(logged).read_text()) == surface
+
+    capsys.readouterr()
+    t0 = time.perf_counter()
+    code = autotune_main(["repick", "--name", "repick-e2e", "--root", str(tmp_path),
+                          "--acceptance", "rates:[0.6,0.45,0.3]", "--json"])
+    took = time.perf_counter() - t0
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert took < 5.0, f"repick took {took:.1f} s"
+    assert out["label"] == "predicted" and out["acceptance"] == [0.6, 0.45, 0.3]
+    preds = out["predictions"]
+    measured = {json.dumps(c["params"], sort_keys=True) for c in surface["configs"]}
+    assert {json.dumps(p["params"], sort_keys=True) for p in preds if p["measured_cost"]} == measured
+    assert all(p["label"] == "predicted" for p in preds)
+    # Lower acceptance, same cost: every measured config is predicted slower than it measured.
+    by_key = {json.dumps(c["params"], sort_keys=True): c for c in surface["configs"]}
+    for p in preds:
+        if p["measured_cost"] and p["predicted_tok_s"] is not None:
+            assert p["predicted_tok_s"] < by_key[json.dumps(p["params"], sort_keys=True)]["output_tok_s"]
+
+    assert any(p["trusted"] for p in preds)  # two repeats a config on the emulator: tight spreads
+    code = autotune_main(["repick", "--surface", str(beside), "--acceptance", "rates:[0.6,0.45,0.3]"])
+    text = capsys.readouterr().out
+    assert code == 0 and "predicted tok/s (not measured)" in text
+    top = next(p for p in preds if p["trusted"])
+    assert f"python -m autotune.trial --space {space} --params '{json.dumps(top['params'])}'" in text
+
+    costs, adaptive = tmp_path / "costs.json", tmp_path / "adaptive.json"
+    code = autotune_main(["repick", "--surface", str(beside), "--phase-costs", str(costs),
+                          "--adaptive-config", str(adaptive)])
+    err = capsys.readouterr()
+    # The phase model's designed start measures a short chain (top-k 1) in every search.
+    chains = sorted({c["steps"] for c in surface["configs"] if c["topk"] == 1})
+    assert chains
+    assert code == 0, err.err
+    assert json.loads(adaptive.read_text()) == {"1": {"candidate_steps": chains}}
+    assert "read back by" in err.out
+    assert len(json.loads(costs.read_text())["entries"]) == len(surface["configs"])
+
+
+def test_repick_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert autotune_main(["repick", "--surface", str(tmp_path / "none.json"), "--acceptance", "rates:[0.5]"]) == 2
+    assert "none.json" in capsys.readouterr().err
+    (tmp_path / "s.json").write_text("{}")
+    assert autotune_main(["repick", "--surface", str(tmp_path / "s.json"), "--acceptance", "rates:[2]"]) == 2
+    assert "not a probability" in capsys.readouterr().err
+    assert autotune_main(["repick", "--surface", str(tmp_path / "s.json"), "--acceptance", "rates:[0.5]"]) == 2
+    assert "not a cost surface" in capsys.readouterr().err
+    assert autotune_main(["repick", "--surface", str(tmp_path / "s.json")]) == 2
+    assert "--acceptance" in capsys.readouterr().err
