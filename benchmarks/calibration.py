@@ -36,7 +36,8 @@ from autotune.sim.model import PerformanceModel
 from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import SearchSpace
 from autotune.space.workload import Workload
-from autotune.trial.measure import MeasureSettings, measure
+from autotune.trial.measure import measure
+from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.result import TrialResult
 from benchmarks._common import (
     KIMI,

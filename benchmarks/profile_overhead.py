@@ -73,7 +73,7 @@ def _from_space(path: str, params_json: str, mem_fraction: float | None, *,
     import json
 
     from autotune.space.search_space import load_space
-    from autotune.trial.measure import settings_for
+    from autotune.trial.measure_settings import settings_for
 
     space = load_space(path)
     params = space.coerce_params(json.loads(params_json))

@@ -35,7 +35,8 @@ from autotune.errors import AutotuneError
 from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.search_space import SearchSpace
 from autotune.space.workload import Workload
-from autotune.trial.measure import MeasureSettings, measure
+from autotune.trial.measure import measure
+from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.result import TrialResult
 from benchmarks._common import (
     KIMI,

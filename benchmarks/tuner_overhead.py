@@ -198,7 +198,7 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
     from autotune.search.trainable import TrialContext, TrialResources
     from autotune.space.search_space import load_space
     from autotune.tracking.tracker import Tracker
-    from autotune.trial.measure import settings_for
+    from autotune.trial.measure_settings import settings_for
 
     # The model-only evaluator needs a profile with real times (zero-compute has no tok/s).
     space_path = overhead_space(workdir, trials=trials, profile=LLAMA)

@@ -14,7 +14,8 @@ from pathlib import Path
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 from autotune.trial.baselines import MemoryBaselineStore
-from autotune.trial.measure import evaluate, settings_for, slos_of
+from autotune.trial.measure import evaluate
+from autotune.trial.measure_settings import settings_for, slos_of
 from autotune.trial.report import phase_table, summary_json
 
 

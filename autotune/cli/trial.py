@@ -23,7 +23,8 @@ from autotune.space.packaged import SPACE_HELP
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 from autotune.trial.baselines import shared_store
-from autotune.trial.measure import PHASES, evaluate, settings_for, slos_of
+from autotune.trial.measure import PHASES, evaluate
+from autotune.trial.measure_settings import settings_for, slos_of
 from autotune.trial.report import phase_table, summary_json
 
 #: The command's name when it is run as a module (``autotune trial`` passes its own).

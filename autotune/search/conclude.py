@@ -105,7 +105,7 @@ def confirm_finalists(chosen: Sequence[TrialEntry], ctx: TrialContext, space: Se
     import ray
 
     from autotune.search.trainable import TrialResources, evaluator_for
-    from autotune.trial.measure import MeasureSettings
+    from autotune.trial.measure_settings import MeasureSettings
 
     settings = MeasureSettings(**{**ctx.settings.__dict__, "repeats": repeats,
                                   "workdir": os.path.join(ctx.workdir, "finalists")})

@@ -187,7 +187,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     from autotune.search.progress import ProgressTable
     from autotune.search.searcher import study_name, study_storage
     from autotune.search.trainable import TrialContext
-    from autotune.trial.measure import settings_for
+    from autotune.trial.measure_settings import settings_for
 
     trials, restoring, run_name = plan.trials, plan.restoring, plan.run_name
     name = plan.name

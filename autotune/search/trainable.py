@@ -18,7 +18,7 @@ from autotune.search.incumbent import IncumbentFile
 from autotune.search.stopping import REPEATS_ATTR
 from autotune.search.trial_report import TrialReport, round_metrics
 from autotune.trial.evaluator import MeasuringEvaluator
-from autotune.trial.measure import MeasureSettings, slos_of
+from autotune.trial.measure_settings import MeasureSettings, slos_of
 from autotune.trial.result import TrialResult
 from autotune.trial.sequential import Decision
 from autotune.trial.verdict import break_even_constraint, slo_margin

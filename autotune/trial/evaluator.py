@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from autotune.trial.baselines import FileBaselineStore, group_key
-from autotune.trial.measure import MeasureSettings, baseline_for, measure, slos_of
+from autotune.trial.measure import baseline_for, measure
+from autotune.trial.measure_settings import MeasureSettings, slos_of
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.result import TrialResult
 from autotune.trial.sequential import Decision, Evidence, decide, readings_of

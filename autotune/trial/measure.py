@@ -16,10 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -47,14 +45,13 @@ from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
 from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
 from autotune.trial.level_results import with_levels
+from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
-from autotune.trial.sequential import SequentialRule
 from autotune.trial.verdict import judge
 from autotune.trial.warmup import Level, flush_cache, stabilise
 
 if TYPE_CHECKING:
-    from autotune.space.search_space import SearchSpace
     from autotune.space.trial_config import TrialConfig
 
 DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
@@ -64,73 +61,8 @@ DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
 #: stays off the console.
 PHASES = logging.getLogger("autotune.trial.phases")
 
-
-@dataclass(frozen=True)
-class MeasureSettings:
-    """How a trial measures.
-
-    Attributes:
-        repeats: Measured runs of the workload on one server; the median is reported. With
-            ``sequential`` and a ``consult`` given to :func:`measure`, the primary level runs in
-            rounds instead, up to ``sequential.max_rounds``, until ``consult`` says stop.
-        startup_timeout_s: Longest wait for the server to become healthy.
-        trial_timeout_s: Longest one server run may take, start-up and measurement together
-            (a request that stalls mid-stream ends the run here); None for no limit.
-        grace_s: SIGTERM-to-SIGKILL grace when stopping the server group.
-        workdir: Where server logs and records go (a temp dir if None).
-        python: Interpreter that runs the server module.
-        validate: Check every launch command with SGLang's parser first.
-        sim_seed: Seed for the emulator's noise (sim backend only; None = random).
-        fast_start: Start every trial server (baselines too) without prefill CUDA graphs
-            (``measure.fast_start``; see :mod:`autotune.sglang.fast_start`). The switch is trial-only:
-            logged with the trial, never exported.
-        warmup_until_stable_pct: After the warm-up prompts, run the measured workload again and
-            again (the prefix cache flushed before each pass) until two passes in a row agree
-            within this many percent of tok/s, at most ``warmup_max_rounds`` passes; every
-            measured repeat then also starts from a flushed cache, so no repeat gets another's
-            cached prefill or compiled shapes. None: one pass of the warm-up prompts only.
-        warmup_max_rounds: Most stabilising passes (>= 2).
-        flush_cache: Flush SGLang's prefix cache (``/flush_cache``) before every measured repeat
-            (True) or keep it (False: a repeat may reuse the prefixes the one before cached);
-            None: flush exactly when ``warmup_until_stable_pct`` is set (``measure.flush_cache``).
-        device_timer: Run with SGLang's CUDA-event device timer (``measure.phase_profile``);
-            off, the profile has wall-clock figures only.
-        gpu_telemetry: Sample the server's GPUs through NVML over each measured repeat
-            (:mod:`autotune.profile.telemetry`): True, False, or None for whenever the backend
-            runs on GPUs (real SGLang, not the emulator).
-        lean_start: Start and stop trial servers the lean way (:mod:`autotune.sglang.trial_start`:
-            decode CUDA graphs only up to the workload's concurrency, no SGLang warm-up request
-            where the trial warms up itself, no crash-diagnostics pause at shutdown), all
-            trial-only. Off: the launch as exported (``measure.lean_start: false``).
-    """
-
-    repeats: int = 3
-    startup_timeout_s: float = 900.0
-    trial_timeout_s: float | None = None
-    grace_s: float = 10.0
-    workdir: str | None = None
-    python: str = sys.executable
-    validate: bool = True
-    sim_seed: int | None = None
-    fast_start: bool = False
-    warmup_until_stable_pct: float | None = None
-    warmup_max_rounds: int = 6
-    flush_cache: bool | None = None
-    device_timer: bool = True
-    gpu_telemetry: bool | None = None
-    lean_start: bool = True
-    sequential: SequentialRule | None = None
-
-    def __post_init__(self) -> None:
-        if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
-        if self.warmup_until_stable_pct is not None and not self.warmup_until_stable_pct > 0:
-            raise ValueError("warmup_until_stable_pct must be > 0 or None, got "
-                             f"{self.warmup_until_stable_pct}")
-        if self.warmup_max_rounds < 2:
-            raise ValueError(f"warmup_max_rounds must be >= 2, got {self.warmup_max_rounds}")
-        if self.trial_timeout_s is not None and not self.trial_timeout_s > 0:
-            raise ValueError(f"trial_timeout_s must be > 0 or None, got {self.trial_timeout_s}")
+#: What a trial measures with when nothing is said (frozen, so one shared default is safe).
+DEFAULT_SETTINGS = MeasureSettings()
 
 
 def largest_concurrency(workload: Workload) -> int | None:
@@ -290,7 +222,7 @@ def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = MeasureSettings(), *,
+def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = DEFAULT_SETTINGS, *,
             name: str | None = None, consult: Callable[[list[float]], bool] | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
 
@@ -411,7 +343,7 @@ def baseline_for(baseline_config: TrialConfig, workload: Workload, settings: Mea
 
 
 def evaluate(config: TrialConfig, *, workload: Workload, baseline_config: TrialConfig | None = None,
-             settings: MeasureSettings = MeasureSettings(), store: BaselineStore | None = None,
+             settings: MeasureSettings = DEFAULT_SETTINGS, store: BaselineStore | None = None,
              slos: Sequence[tuple[str, str, float]] = (), min_speedup: float = 1.0) -> TrialResult:
     """Measure a config and judge it against its baseline (measured or reused).
 
@@ -439,27 +371,3 @@ def evaluate(config: TrialConfig, *, workload: Workload, baseline_config: TrialC
     baseline, _ = baseline_for(baseline_config, workload, settings, store, slos=slos)
     result = measure(config, workload, settings)
     return judge(result, baseline, slos=slos, min_speedup=min_speedup)
-
-
-def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int | None = None,
-                 **overrides: Any) -> MeasureSettings:
-    """Measurement settings from a space's ``measure:`` section."""
-    m = space.measure
-    overrides.setdefault("fast_start", bool(getattr(m, "fast_start", False)))
-    overrides.setdefault("warmup_until_stable_pct", getattr(m, "warmup_until_stable_pct", None))
-    overrides.setdefault("warmup_max_rounds", getattr(m, "warmup_max_rounds", 6))
-    overrides.setdefault("flush_cache", getattr(m, "flush_cache", None))
-    overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
-    overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
-    seq = getattr(m, "sequential", None)
-    if seq is not None:
-        overrides.setdefault("sequential", SequentialRule(min_rounds=seq.min_rounds, max_rounds=seq.max_rounds,
-                                                          confidence=seq.confidence))
-    return MeasureSettings(repeats=repeats or m.repeats, startup_timeout_s=m.startup_timeout_s,
-                           trial_timeout_s=m.trial_timeout_s, workdir=workdir, **overrides)
-
-
-def slos_of(space: SearchSpace) -> list[tuple[str, str, float]]:
-    """A space's SLOs as ``(metric, op, limit)``."""
-    return [(s.metric, s.op, s.value) for s in space.constraints.slos]
-

@@ -15,7 +15,8 @@ from typing import Any
 
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
-from autotune.trial.measure import measure, settings_for
+from autotune.trial.measure import measure
+from autotune.trial.measure_settings import settings_for
 
 
 def _fmt(value: Any, spec: str) -> str:

@@ -36,7 +36,8 @@ from autotune.search.repick import compare_at, parse_acceptance
 from autotune.space.search_space import SearchSpace, load_space
 from autotune.space.workload import Workload
 from autotune.trial.baselines import shared_store
-from autotune.trial.measure import evaluate, settings_for, slos_of
+from autotune.trial.measure import evaluate
+from autotune.trial.measure_settings import settings_for, slos_of
 from autotune.trial.result import TrialResult
 
 

@@ -25,7 +25,8 @@ from autotune.sglang import flags as sglang_flags
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
 from autotune.tracking.tracker import Tracker
-from autotune.trial.measure import evaluate, launch_spec, settings_for, slos_of
+from autotune.trial.measure import evaluate, launch_spec
+from autotune.trial.measure_settings import settings_for, slos_of
 from autotune.trial.result import TrialResult
 
 ROOT = Path(__file__).resolve().parents[2]

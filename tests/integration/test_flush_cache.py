@@ -10,7 +10,8 @@ import pytest
 
 from autotune.space.search_space import SearchSpace
 from autotune.space.workload import Workload
-from autotune.trial.measure import measure, settings_for
+from autotune.trial.measure import measure
+from autotune.trial.measure_settings import settings_for
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 

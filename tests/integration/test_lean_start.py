@@ -12,7 +12,8 @@ import pytest
 
 from autotune.launch.serving import serving_spec
 from autotune.space.workload import Workload
-from autotune.trial.measure import launch_spec, measure, settings_for
+from autotune.trial.measure import launch_spec, measure
+from autotune.trial.measure_settings import settings_for
 
 PAUSE_S = 4.0
 

@@ -16,7 +16,8 @@ import pytest
 from autotune.space.search_space import SearchSpace
 from autotune.space.workload import Workload
 from autotune.trial.baselines import MemoryBaselineStore, group_key
-from autotune.trial.measure import MeasureSettings, evaluate, measure
+from autotune.trial.measure import evaluate, measure
+from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.result import TrialResult
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]

@@ -39,7 +39,8 @@ from autotune.space.prompts import Prompt
 from autotune.space.search_space import SearchSpace
 from autotune.space.workload import Workload
 from autotune.trial.baselines import FileBaselineStore, group_key
-from autotune.trial.measure import MeasureSettings, evaluate, measure
+from autotune.trial.measure import evaluate, measure
+from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import judge

@@ -17,9 +17,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "autotune"
 
 #: The data flow, first to last. A name is a top-level module or package of ``autotune``.
-ORDER = ("errors", "names", "nccl_values", "figures", "_yaml_lines", "command_line", "sglang", "sim", "backend",
-         "nccl", "space", "launch", "server", "bench", "profile", "trial", "tracking", "simtools", "export", "search",
-         "cli", "nccl_probe", "bench_search", "__main__", "data")
+ORDER = ("errors", "names", "nccl_values", "figures", "_yaml_lines", "flag_types", "command_line", "sglang", "sim",
+         "backend", "nccl", "space", "launch", "server", "bench", "profile", "trial", "tracking", "simtools", "export",
+         "search", "cli", "nccl_probe", "bench_search", "__main__", "data")
 #: What the emulator core may import besides itself (the issue's rule: the core imports only sglang/).
 SIM_CORE_MAY_IMPORT = {"errors", "names", "nccl_values", "sglang"}
 #: The modules outside sim/ that may import the emulator or name its AUTOTUNE_SIM_* variables:

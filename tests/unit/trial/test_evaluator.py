@@ -14,7 +14,7 @@ from autotune.search.trainable import constraint_values
 from autotune.space.search_space import load_space
 from autotune.space.trial_config import config_key
 from autotune.trial.evaluator import Evaluation, Evaluator, MeasuringEvaluator
-from autotune.trial.measure import settings_for
+from autotune.trial.measure_settings import settings_for
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.verdict import break_even_margin, judge, pays
