@@ -133,10 +133,15 @@ def test_the_conclusions_servers_are_finalist_events(problem) -> None:
 
 
 def test_the_rule_is_the_spaces_or_the_schemas_default(problem) -> None:
-    # The recorded GPU space writes measure.repeats (sequential off in a search): the product
-    # default's row uses the schema's default rule.
-    assert problem.space.measure.sequential is None
+    import dataclasses
+
+    # The recorded GPU space measures in rounds with the schema's default rule.
+    assert problem.space.measure.sequential is not None
     assert rule_of(problem.space) == RULE
+    # A space that writes measure.repeats turns rounds off in a search; the product default's row
+    # still replays the schema's default rule.
+    fixed = dataclasses.replace(problem.space, measure=dataclasses.replace(problem.space.measure, sequential=None))
+    assert fixed.measure.sequential is None and rule_of(fixed) == RULE
 
 
 def test_the_command_prints_the_rows_and_the_sweep(capsys) -> None:
