@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
-from autotune.search.console import num
+from autotune.search.console import config_label, num
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, trial_evidence
 from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
@@ -284,7 +284,9 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         tracker.log_to_search(metrics={"winner_margin": over.get("ratio"), "winner_margin_low": over.get("low"),
                                        "winner_margin_high": over.get("high")},
                               tags={"autotune.winner_margin": str(outcome.margin["line"]),
-                                    "autotune.winner_separated": str(bool(over.get("separated"))).lower()})
+                                    "autotune.winner_separated": str(bool(over.get("separated"))).lower(),
+                                    **({"autotune.runner_up": config_label(runner_up)}
+                                       if (runner_up := outcome.margin.get("runner_up")) else {})})
     if tracker is not None:
         from autotune.export.launch_command import winner_files
 
