@@ -9,7 +9,7 @@ decides is the browser, not the experiment: the URL parameter ``workflowType`` (
 on (``useExperimentKind`` in ``ExperimentKindUtils.ts``; ``shouldEnableWorkflowBasedNavigation``
 returns true). So every link printed here carries ``workflowType=machine_learning``; the runs link
 also opens :data:`VIEW_ID`, a saved view (an experiment tag that MLflow's "Views" menu lists) with
-the winner marker, tok/s, speedup and accept length as columns, ordered by the trial runs' rank:
+tok/s, speedup, status and the winner marker as columns, ordered by the trial runs' rank:
 the winner first, then the other feasible runs best first, the rest after them
 (:func:`autotune.tracking.runs.display_order`, logged at the search's end). The links MLflow renders
 itself (a run's name in the table) drop the parameter: a click from the table opens the run under
@@ -26,10 +26,10 @@ WORKFLOW = "workflowType=machine_learning"
 VIEW_ID = "autotune-trials"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_ID}"
 VIEW_NAME = "autotune: trials, winner first"
-#: The view's columns (``kind.key``), beside the run name, start time and duration MLflow always shows.
-#: Few enough to fit beside MLflow's assistant panel, which opens on a first visit.
-COLUMNS = ("tags.autotune.winner", "metrics.output_tok_s", "metrics.speedup", "metrics.accept_length",
-           "tags.autotune.status")
+#: The view's columns (``kind.key``), beside the run name, start time and duration MLflow always shows;
+#: MLflow puts metrics before tags, each group by name. Few enough to fit beside MLflow's assistant
+#: panel, which opens on a first visit: the accept length (on each run's page) gives way to the marker.
+COLUMNS = ("metrics.output_tok_s", "metrics.speedup", "tags.autotune.status", "tags.autotune.winner")
 #: Ascending: rank 1 is the winner; MLflow puts the runs without a rank (NaN, then none) last.
 ORDER_BY = "metrics.rank"
 

@@ -107,8 +107,7 @@ def test_the_winner_is_tagged_and_first_in_the_view_though_not_the_fastest(track
         "finalist-t0": 1.0, "t2": 2.0, "t0": 3.0, "base": 4.0, "t1": None, "t3": None}
     order = _view_order(tracker)
     assert order[:4] == ["finalist-t0", "t2", "t0", "base"] and set(order[4:]) == {"t1", "t3"}
-    # The marker is a column of the view, the first after the run's name.
-    assert ui_links.COLUMNS[0] == f"tags.{TAG_WINNER}"
+    assert f"tags.{TAG_WINNER}" in ui_links.COLUMNS  # the marker is a column of the view
 
 
 @pytest.mark.slow  # the MLflow store
