@@ -22,7 +22,6 @@ from autotune.tracking.content import study_from_runs, trial_point
 from autotune.tracking.runs import (
     KIND_BASELINE,
     KIND_FINALIST,
-    KIND_TRIAL,
     METRIC_RANK,
     TAG_DESCRIPTION,
     TAG_SGLANG_DEFAULT,
@@ -134,17 +133,15 @@ def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
 
 
 def run_counts(runs: list[TrialRun]) -> dict[str, int]:
-    """The search run's counters, each named for what it counts: ``trials`` and ``feasible_trials``,
-    ``infeasible_trials``, ``failed_trials`` count the searched configs' runs (kind ``trial``, what
-    the console's "N trials (F feasible, ...)" counts); ``baselines``, ``finalists`` and their
-    ``feasible_`` counts the baselines measured beside them and the finalists re-measured."""
+    """The search run's counters of the runs beside its trials, each named for what it counts:
+    ``baselines`` (every baseline run: those measured beside the trials, and a searched
+    no-speculation config's), ``finalists`` (the finalists re-measured) and the feasible ones of
+    each. The trials' own counters (``trials``, ``feasible_trials``, ...) are the search's, as its
+    console says them (:func:`autotune.search.conclude.finish` logs them from its outcome)."""
     def count(kind: str, status: str | None = None) -> int:
         return sum(r.kind == kind and (status is None or r.status == status) for r in runs)
 
-    return {"trials": count(KIND_TRIAL), "feasible_trials": count(KIND_TRIAL, Status.FEASIBLE),
-            "infeasible_trials": count(KIND_TRIAL, Status.INFEASIBLE),
-            "failed_trials": count(KIND_TRIAL, Status.FAILED),
-            "baselines": count(KIND_BASELINE), "feasible_baselines": count(KIND_BASELINE, Status.FEASIBLE),
+    return {"baselines": count(KIND_BASELINE), "feasible_baselines": count(KIND_BASELINE, Status.FEASIBLE),
             "finalists": count(KIND_FINALIST), "feasible_finalists": count(KIND_FINALIST, Status.FEASIBLE)}
 
 

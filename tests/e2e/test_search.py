@@ -207,6 +207,11 @@ def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path, capfd: 
     assert s["trials"]["total"] == 2 and s["trials"]["infeasible"] >= 1
     assert [f["params"]["speculative_num_steps"] for f in s["finalists"]] == [1]
     assert "Winner (confirmed beside a fresh baseline)" in text
+    # In MLflow the confirmed winner is marked and first in the saved view; the faster infeasible
+    # trial has no place there (it never reads as a contender).
+    marked = [r for r in runs if r.tags.get("autotune.winner") == "true"]
+    assert [r.run_id for r in marked] == [parent.data.tags["autotune.winner_run_id"]]
+    assert marked[0].kind == "finalist" and marked[0].metric("rank") == 1.0 and fastest.metric("rank") is None
 
     # Optuna learned the constraint: every trial COMPLETE with its constraint values, and its best
     # trial is the feasible one although the infeasible one has the higher value.

@@ -109,4 +109,26 @@ def test_a_clearly_better_config_stops_early_and_its_evidence_settles_the_winner
     parent, runs = _mlflow("test-sequential", tmp_path)
     assert not [r for r in runs if r.kind == "finalist"]
     assert parent.data.tags["autotune.winner_margin"] == margin["line"]
+    _assert_readable(outcome, parent, runs, md)
     _assert_no_emulator_left(sim_env)
+
+
+def _assert_readable(outcome: Any, parent: Any, runs: list[Any], md: str) -> None:
+    """What a person reads in MLflow after a real search (issue 35): the console's counts, the
+    summary's top as the description, the winner marked and first, each run as long as its trial."""
+    m = parent.data.metrics
+    assert (m["trials"], m["feasible_trials"], m["infeasible_trials"], m["failed_trials"]) == (
+        outcome.trials, outcome.feasible, outcome.infeasible, outcome.failed)
+    note = parent.data.tags["mlflow.note.content"]
+    assert md.startswith(note) and "**Winner: " in note and "\n## " not in note
+    winner = [r for r in runs if r.tags.get("autotune.winner") == "true"]
+    assert [r.run_id for r in winner] == [parent.data.tags["autotune.winner_run_id"]]
+    assert winner[0].metric("rank") == 1.0
+    from mlflow import MlflowClient
+
+    client = MlflowClient(outcome.tracking_uri)
+    for run in runs:
+        info = client.get_run(run.run_id).info
+        took = (info.end_time - info.start_time) / 1000
+        # The trial's own clock (seconds of server start and rounds), not the instant of logging.
+        assert took > 1.0 and took == pytest.approx(run.metric("duration_s"), abs=0.1), (run.trial_id, took)

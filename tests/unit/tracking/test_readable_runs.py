@@ -145,7 +145,7 @@ def test_a_trial_run_starts_and_ends_when_the_trial_did(tracker: Tracker, tmp_pa
 
 
 @pytest.mark.slow  # the MLflow store
-def test_metrics_are_rounded_as_shown_and_counters_named_for_what_they_count(tracker: Tracker) -> None:
+def test_metrics_are_rounded_as_shown_and_the_description_is_the_summary_top(tracker: Tracker) -> None:
     tracker.log_trial("t0", result(eagle(3, 1), 1958.7628, baseline_tok_s=1000.0, accept=2.87654321,
                                    output_tok_s_repeats=[1950.123456, 1958.7628, 1961.98765]))
     tracker.log_to_search(metrics={"winner_margin": 1.0381234})
@@ -157,7 +157,7 @@ def test_metrics_are_rounded_as_shown_and_counters_named_for_what_they_count(tra
     summary = tracker.finish_search(report_files={SUMMARY_MD: "# autotune search `x`\n\n1 trials.\n\n## More\n"})
     parent = tracker.client.get_run(tracker.parent_run_id).data
     assert parent.metrics["winner_margin"] == 1.038 and parent.metrics["winner_speedup"] == 1.959
-    assert parent.metrics["feasible_trials"] == 1 and summary.counts["feasible_baselines"] == 0
+    assert parent.metrics["feasible_baselines"] == 0 and summary.counts["finalists"] == 0
     assert parent.tags["mlflow.note.content"] == "# autotune search `x`\n\n1 trials."
 
 
