@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from autotune.figures import shown
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
@@ -79,7 +80,7 @@ def test_a_losing_config_is_aborted_after_min_rounds(tmp_path: Path, sim_env: Pa
     assert set(by_decision) == {"stop-alone", "stop-worse"}
     worse = by_decision["stop-worse"]
     assert worse.status == "infeasible" and worse.tags["autotune.rounds"] == "2"
-    assert worse.metrics["output_tok_s"] == pytest.approx(aborted["output_tok_s"], rel=1e-6)
+    assert worse.metrics["output_tok_s"] == pytest.approx(shown(aborted["output_tok_s"]), rel=1e-6)
     # The baseline wins (the draft is useless); the aborted config is no part of the answer.
     assert outcome.baseline_wins and "serve without speculative decoding" in text.lower()
     _assert_no_emulator_left(sim_env)
