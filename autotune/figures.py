@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-__all__ = ["finite", "pooled_log_sd"]
+__all__ = ["finite", "pooled_log_sd", "shown"]
 
 
 def finite(value: object) -> float | None:
@@ -25,6 +25,24 @@ def finite(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def shown(value: float, *, digits: int = 4) -> float:
+    """``value`` rounded as a person reads it: ``digits`` significant digits, never fewer than one
+    decimal (``1.958762`` is ``1.959``, ``1958.76`` is ``1958.8``, ``0.00123456`` is ``0.001235``).
+
+    What MLflow stores and shows (its UI prints a float in full). Measurements carry about 1%
+    noise, so the digits dropped are below it, and one decimal of a tok/s keeps two configs that
+    differ in their figures apart.
+
+    Args:
+        value: A finite number (:func:`finite`'s); a non-finite one is returned as it is.
+        digits: Significant digits kept.
+    """
+    if not math.isfinite(value) or value == 0:
+        return value
+    decimals = max(1, digits - 1 - math.floor(math.log10(abs(value))))
+    return round(value, decimals)
 
 
 def pooled_log_sd(groups: Iterable[Sequence[float]]) -> tuple[float, int, int]:

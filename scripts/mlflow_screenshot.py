@@ -42,7 +42,9 @@ UI_STATE_KEY = 'MLflowLocalStorage-1.1-ExperimentPage-["{}"]-ReactComponentState
 RUN_NAME_COL = "attributes.`Run Name`"
 EXPANDER = 'button[data-component-id$="runnamecellrenderer.tsx_46"]'
 ROW = '.ag-center-cols-container [row-id="{}"]'
-DEFAULT_COLUMNS = "metrics.output_tok_s,metrics.speedup,metrics.accept_length,tags.autotune.status"
+DEFAULT_COLUMNS = ("metrics.output_tok_s,metrics.speedup,metrics.accept_length,tags.autotune.status,"
+                   "tags.autotune.winner")
+ORDER_BY = "metrics.`rank`"  # the winner first (autotune.tracking.ui_links.ORDER_BY), where runs have it
 
 
 class UsageError(Exception):
@@ -191,7 +193,8 @@ def shoot(*, chromium: str, url: str, exp_id: str, runs: list[dict], columns: st
                for item in run.get("data", {}).get(kind, [])}
     state = {"selectedColumns": ["{}.`{}`".format(*c.split(".", 1)) for c in columns.split(",") if c in present],
              "runsExpanded": dict.fromkeys(children, True), "columnOrder": [RUN_NAME_COL],
-             "columnWidths": {RUN_NAME_COL: 520}}
+             "columnWidths": {RUN_NAME_COL: 520},
+             **({"orderByKey": ORDER_BY, "orderByAsc": True} if "metrics.rank" in present else {})}
     init = (f"localStorage.setItem({json.dumps(UI_STATE_KEY.format(exp_id))}, {json.dumps(json.dumps(state))});"
             "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
             "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');")  # no chat panel over the page

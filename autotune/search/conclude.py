@@ -21,7 +21,7 @@ from autotune.backend import get_backend
 from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, shape_line, workload_shape
 from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
-from autotune.search.console import num
+from autotune.search.console import config_label, num
 from autotune.search.cost_surface import COST_SURFACE_JSON, surface_of
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, settles, trial_evidence
 from autotune.search.folders import search_command
@@ -296,17 +296,18 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
                        experiment_id=getattr(tracker, "experiment_id", None), overhead_gpus=overhead_gpus,
                        evidence=evidence)
     if tracker is not None and outcome.margin is not None:
-        over = outcome.margin.get("over_runner_up") or {}
-        tracker.log_to_search(metrics={"winner_margin": over.get("ratio"), "winner_margin_low": over.get("low"),
-                                       "winner_margin_high": over.get("high")},
-                              tags={TAG_WINNER_MARGIN: str(outcome.margin["line"]),
-                                    "autotune.winner_separated": str(bool(over.get("separated"))).lower()})
+        metrics, tags = margin_facts(outcome.margin)
+        tracker.log_to_search(metrics=metrics, tags=tags)
     if tracker is not None:
         from autotune.export.launch_command import winner_files
 
         if table := os.environ.get(FLAG_TABLE_ENV):  # the flags the trials were checked against
             tracker.log_to_search(tags={TAG_FLAG_TABLE: str(Path(table).resolve())})
 
+        # The console's counts ("N trials (F feasible, ...)"): the trials the search ran, baselines
+        # and finalists apart (the search run's baselines and finalists counters, tracking.summary).
+        tracker.log_to_search(metrics={"trials": outcome.trials, "feasible_trials": outcome.feasible,
+                                       "infeasible_trials": outcome.infeasible, "failed_trials": outcome.failed})
         if outcome.gpu_time is not None:
             tracker.log_to_search(metrics=GpuTotals.from_dict(outcome.gpu_time).metrics())
         if stop is not None:
@@ -323,6 +324,19 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
                               winner_files=winner_files, report_files=outcome.report_files,
                               status="KILLED" if interrupted else "FINISHED")
     return outcome
+
+
+def margin_facts(margin: dict[str, Any]) -> tuple[dict[str, float | None], dict[str, str]]:
+    """The search run's metrics and tags of the winner's margin (:meth:`WinnerEvidence.to_dict`'s):
+    the ratio over the runner-up with its interval, the line the summary prints, whether the two are
+    separated, and the runner-up by its searched parameters (none without one)."""
+    over = margin.get("over_runner_up") or {}
+    tags = {TAG_WINNER_MARGIN: str(margin["line"]),
+            "autotune.winner_separated": str(bool(over.get("separated"))).lower()}
+    if margin.get("runner_up"):
+        tags["autotune.runner_up"] = config_label(margin["runner_up"])
+    return ({"winner_margin": over.get("ratio"), "winner_margin_low": over.get("low"),
+             "winner_margin_high": over.get("high")}, tags)
 
 
 def report_finalist(f: Finalist, *, tracker: SearchTracker | None, out: TextIO) -> None:

@@ -22,6 +22,7 @@ from autotune.search.console import config_label, level_table, level_title, num,
 from autotune.search.gpu_bill import bill_table
 from autotune.search.level_answers import levels_of
 from autotune.search.options import SearchOutcome
+from autotune.tracking.summary import SUMMARY_REPORT
 from autotune.trial.gpu_time import FLAT_NAMES, GpuTotals, flat
 from autotune.trial.level_results import LoadLevel, metric_suffix
 from autotune.trial.report import phase_rows
@@ -30,7 +31,8 @@ from autotune.trial.result import TrialResult
 __all__ = ["Row", "PER_LEVEL_JSON", "TRIALS_CSV", "SUMMARY_MD", "rows_of", "trials_csv", "summary_md",
            "write_beside"]
 
-TRIALS_CSV, SUMMARY_MD = "trials.csv", "summary.md"
+# summary.md's top is also the search run's description in MLflow (autotune.tracking.summary).
+TRIALS_CSV, SUMMARY_MD = "trials.csv", SUMMARY_REPORT
 # With load levels: the summary JSON's per_level, as a file of its own (search.level_answers).
 PER_LEVEL_JSON = "per_level.json"
 

@@ -42,6 +42,12 @@ TAG_WINNER_RUN = "autotune.winner_run_id"
 TAG_WINNER_TRIAL = "autotune.winner_trial_id"
 TAG_WINNER_NOTE = "autotune.winner_note"
 TAG_ATTEMPT = "autotune.attempt"
+# On the winner's trial run, after the search's end: "true" (the marker column of the saved view).
+TAG_WINNER = "autotune.winner"
+# MLflow's run description (markdown); a search run's is the top of its summary.md.
+TAG_DESCRIPTION = "mlflow.note.content"
+# A trial run's place in the saved view (autotune.tracking.ui_links), 1 the winner: display_order.
+METRIC_RANK = "rank"
 # On a trial run measured at several load levels: {"<level key>": "<verdict>", ...} (keys "8" for
 # concurrency 8, "r2.5" for 2.5 requests/s: autotune.trial.level_results.LoadLevel.key); its figures are
 # metrics with the level's suffix (speedup_c8, speedup_r2.5, autotune.trial.level_results.metric_suffix).
@@ -226,6 +232,25 @@ def select_winner(runs: Iterable[TrialRun], *, objective: str = "output_tok_s",
     return None
 
 
+def display_order(runs: Iterable[TrialRun], winner: Winner | None, *, objective: str = "output_tok_s",
+                  maximize: bool = True) -> list[str]:
+    """The run ids in the order a person reads them: the winner first (not a derived baseline's
+    source, which did not win itself), then every other feasible run with a known objective value,
+    best first. Runs not feasible, or unmeasured, have no place: they never read as contenders.
+
+    Args:
+        runs: The search's trial runs.
+        winner: :func:`select_winner`'s pick (the one policy), None when nothing won.
+        objective: The metric the search ranked by. maximize: Its direction.
+    """
+    field_name = metric_field(objective)
+    first = winner.run.run_id if winner is not None and not winner.derived_baseline else None
+    rest = [(value, r.run_id) for r in runs if r.run_id != first and r.status == Status.FEASIBLE
+            and (value := finite(r.metric(field_name))) is not None]
+    rest.sort(key=lambda pair: -pair[0] if maximize else pair[0])
+    return ([first] if first else []) + [run_id for _, run_id in rest]
+
+
 def search_levels(runs: Iterable[TrialRun]) -> list[LoadLevel]:
     """The load levels a search's runs were measured at (in order); empty for one level."""
     for run in runs:
@@ -258,7 +283,8 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
     return {level: None if p is None else Winner(p.ref, False, p.note) for level, p in picks.items()}
 
 
-__all__ = ["KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
+__all__ = ["METRIC_RANK", "TAG_DESCRIPTION", "TAG_WINNER",
+           "KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
            "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED",
            "TAG_STALE_METRICS", "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner",
-           "objective_of", "search_levels", "select_level_winners", "select_winner"]
+           "display_order", "objective_of", "search_levels", "select_level_winners", "select_winner"]

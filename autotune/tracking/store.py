@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from autotune.errors import ConfigError
-from autotune.figures import finite
+from autotune.figures import finite, shown
 from autotune.launch.spec import LaunchSpec
 from autotune.names import safe_path_name
 from autotune.tracking import ui_links
@@ -212,8 +212,8 @@ def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artif
         if experiment is None and create:
             experiment = create_experiment(client, name, artifact_root)
         elif (create and experiment is not None and experiment.lifecycle_stage == "active"
-              and ui_links.VIEW_TAG not in experiment.tags):
-            # Made by an earlier autotune: the links printed at the end open this view.
+              and ui_links.view_outdated(experiment.tags.get(ui_links.VIEW_TAG))):
+            # Made by an earlier autotune (no view, or an older one): the links printed at the end open this view.
             for key, value in ui_links.view_tags(created_ms=int(time.time() * 1000)).items():
                 retry(partial(client.set_experiment_tag, experiment.experiment_id, key, value))
     except ConfigError:
@@ -318,7 +318,7 @@ def log_facts(client: MlflowClient, run_id: str, *, params: Mapping[str, Any] | 
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    metric_list = [Metric(k, x, now, 0) for k, v in (metrics or {}).items()
+    metric_list = [Metric(k, shown(x), now, 0) for k, v in (metrics or {}).items()
                    if (x := finite(v)) is not None]
     fresh = new_params(retry(lambda: client.get_run(run_id)),
                        {k: v for k, v in (params or {}).items() if v is not None})

@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 from autotune.command_line import versions
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking import stale, store, summary, trial_log
-from autotune.tracking.content import context_tags, search_tags, spec_of
+from autotune.tracking.content import search_tags, spec_of
 from autotune.tracking.interface import WinnerFiles
 from autotune.tracking.runs import (KIND_BASELINE, KIND_SEARCH, KIND_TRIAL, TAG_CONFIRMED,
-                                    TAG_KIND, TAG_PARENT, TAG_REASON, TAG_SEARCH_NAME,
-                                    TAG_TRIAL_ID, TRIAL_KINDS, TrialRun)
+                                    TAG_KIND, TAG_PARENT, TAG_REASON, TAG_TRIAL_ID, TRIAL_KINDS, TrialRun)
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
 from autotune.tracking.summary import SearchSummary
 
@@ -320,7 +319,7 @@ class Tracker:
         kind = kind or (KIND_BASELINE if result.is_baseline else KIND_TRIAL)
         trial_log.check_kind(kind)
         spec = spec or spec_of(result)
-        run_id = self._ensure_run(trial_id, kind, result.params or {}, run_name)
+        run_id = self._ensure_run(trial_id, kind, result.params or {}, run_name, trial_log.run_times(result)[0])
         trial_log.log_result(self.client, run_id, trial_id, result, kind=kind, spec=spec,
                              confirmed=confirmed, tags=tags, finish=finish, attempt=attempt, at_ms=at_ms)
         return run_id
@@ -340,19 +339,16 @@ class Tracker:
         log_batch(self.client, run_id, tags={TAG_CONFIRMED: str(bool(confirmed)).lower()})
         return run_id
 
-    def _ensure_run(self, trial_id: str, kind: str, params: Mapping[str, Any], run_name: str | None) -> str:
+    def _ensure_run(self, trial_id: str, kind: str, params: Mapping[str, Any], run_name: str | None,
+                    started_ms: int | None = None) -> str:
         trial_log.check_trial_id(trial_id)
         run_id = self.find_trial_run(trial_id)
-        if run_id is not None:
-            return run_id
-        parent = self._need_parent()
-        label = " ".join(f"{k}={v}" for k, v in params.items() if v is not None)
-        name = run_name or f"{kind} {trial_id}" + (f" {label}" if label else "")
-        tags = {TAG_PARENT: parent, TAG_TRIAL_ID: trial_id, TAG_KIND: kind, TAG_SEARCH_NAME: self.name,
-                **context_tags()}
-        run = retry(lambda: self.client.create_run(self._need_experiment(), tags=tags, run_name=name[:250]))
-        self._runs[trial_id] = run.info.run_id
-        return run.info.run_id
+        if run_id is None:
+            run_id = trial_log.create_run(self.client, self._need_experiment(), self._need_parent(), trial_id,
+                                          kind=kind, search=self.name, params=params, run_name=run_name,
+                                          started_ms=started_ms)
+            self._runs[trial_id] = run_id
+        return run_id
 
     def log_to_search(self, *, params: Mapping[str, Any] | None = None,
                       metrics: Mapping[str, float | None] | None = None,

@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.figures import finite
+from autotune.figures import finite, shown
 from autotune.launch.spec import LaunchSpec
-from autotune.tracking.content import level_statuses, param_text, trial_metrics, trial_params
+from autotune.tracking.content import context_tags, level_statuses, param_text, trial_metrics, trial_params
 from autotune.tracking.runs import (
+    METRIC_RANK,
     TAG_ACCEPTANCE,
     TAG_ATTEMPT,
     TAG_BACKEND,
@@ -30,11 +31,14 @@ from autotune.tracking.runs import (
     TAG_LOAD,
     TAG_LOAD_CAPPED,
     TAG_LOAD_COMPARISON,
+    TAG_PARENT,
     TAG_REASON,
+    TAG_SEARCH_NAME,
     TAG_SEARCHED,
     TAG_STALE_METRICS,
     TAG_STATUS,
     TAG_SYNTHETIC_ACCEPT,
+    TAG_TRIAL_ID,
     TRIAL_KINDS,
 )
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
@@ -71,6 +75,34 @@ def start_params(spec: LaunchSpec | None, params: Mapping[str, Any] | None) -> d
     return logged
 
 
+def create_run(client: MlflowClient, experiment_id: str, parent: str, trial_id: str, *, kind: str, search: str,
+               params: Mapping[str, Any], run_name: str | None, started_ms: int | None) -> str:
+    """Make a trial's nested run under the search run ``parent``; returns its id.
+
+    Its name is ``run_name``, else ``<kind> <trial_id> <params>``; it starts at ``started_ms`` (the
+    trial's own start, :func:`run_times`; now if None): MLflow cannot move a run's start later.
+    """
+    label = " ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+    name = run_name or f"{kind} {trial_id}" + (f" {label}" if label else "")
+    tags = {TAG_PARENT: parent, TAG_TRIAL_ID: trial_id, TAG_KIND: kind, TAG_SEARCH_NAME: search, **context_tags()}
+    run = retry(lambda: client.create_run(experiment_id, tags=tags, run_name=name[:250], start_time=started_ms))
+    return str(run.info.run_id)
+
+
+def run_times(result: TrialResult) -> tuple[int | None, int | None]:
+    """A trial run's start and end in milliseconds since the epoch: the trial's own, as it measured
+    them (``started_at``, plus ``duration_s`` for the end); None for what it does not know.
+
+    MLflow's Duration column is end minus start: set from these, it is the trial's, not the
+    moment its result reached MLflow (under a second for a trial of many).
+    """
+    start = finite(result.started_at)
+    if start is None:
+        return None, None
+    took = finite(result.duration_s)
+    return int(start * 1000), (int((start + took) * 1000) if took is not None and took >= 0 else None)
+
+
 def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialResult, *, kind: str,
                spec: LaunchSpec | None, confirmed: bool | None, tags: Mapping[str, str] | None,
                finish: bool, attempt: int | None = None, at_ms: int | None = None) -> None:
@@ -81,19 +113,22 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
     artifacts ``launch.sh``, ``launch.json`` (what export reads), ``result.json``, ``phases.json``,
     ``phases.png``, ``server_log_tail.txt`` and ``requests.jsonl`` (each only when there is
     something to put in it). A run logged again keeps one run: tags and artifacts are replaced,
-    metrics get a new step, and metrics the new result does not know are listed in
+    metrics get a new step (each value rounded by :func:`autotune.figures.shown`), and metrics the
+    new result does not know are listed in
     ``autotune.stale_metrics`` so readers ignore their old values. Every attempt's
     ``result.json`` is also kept as ``attempts/<n>/result.json``, so a retried trial loses none.
 
     ``attempt`` and ``at_ms`` (the spool's, :mod:`autotune.tracking.durable`) make a replay write
     the same values again (MLflow keeps one copy of a metric with the same step, time and value);
-    without them the attempt is the run's last plus one, at the present time.
+    without them the attempt is the run's last plus one, at the present time. The run ends at the
+    trial's own end (:func:`run_times`) when it knows it.
     """
     existing = retry(lambda: client.get_run(run_id))
     if attempt is None:
         attempt = int(existing.data.tags.get(TAG_ATTEMPT, "0")) + 1
     metrics = trial_metrics(result)
-    stale = sorted(set(existing.data.metrics) - set(metrics) - {"output_tok_s_repeat"})
+    # The rank is the search's (its end sets it), not the result's: not stale when a result lacks it.
+    stale = sorted(set(existing.data.metrics) - set(metrics) - {"output_tok_s_repeat", METRIC_RANK})
     run_tags = {
         TAG_KIND: kind, TAG_STATUS: result.status, TAG_REASON: (result.reason or "")[:MAX_TAG],
         TAG_IS_BASELINE: str(bool(result.is_baseline)).lower(), TAG_ATTEMPT: str(attempt),
@@ -133,15 +168,16 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
     now = at_ms or int(time.time() * 1000)
     from mlflow.entities import Metric
 
-    metric_list = [Metric(k, v, now, attempt - 1) for k, v in metrics.items()]
-    metric_list += [Metric("output_tok_s_repeat", float(v), now, i)
-                    for i, v in enumerate(result.output_tok_s_repeats or []) if finite(v) is not None]
+    metric_list = [Metric(k, shown(v), now, attempt - 1) for k, v in metrics.items()]
+    metric_list += [Metric("output_tok_s_repeat", shown(x), now, i)
+                    for i, v in enumerate(result.output_tok_s_repeats or []) if (x := finite(v)) is not None]
     log_batch(client, run_id, metrics=metric_list, tags=run_tags,
               params=new_params(existing, trial_params(result, spec)))
     _log_artifacts(client, run_id, trial_id, result, spec, attempt)
     if finish:
         status = "FAILED" if result.status == Status.FAILED else "FINISHED"
-        retry(lambda: client.set_terminated(run_id, status=status))
+        ended = run_times(result)[1]
+        retry(lambda: client.set_terminated(run_id, status=status, end_time=ended))
 
 
 def log_lost(client: MlflowClient, run_id: str, *, attempt: int | None, reason: str) -> None:

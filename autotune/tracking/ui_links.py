@@ -9,7 +9,9 @@ decides is the browser, not the experiment: the URL parameter ``workflowType`` (
 on (``useExperimentKind`` in ``ExperimentKindUtils.ts``; ``shouldEnableWorkflowBasedNavigation``
 returns true). So every link printed here carries ``workflowType=machine_learning``; the runs link
 also opens :data:`VIEW_ID`, a saved view (an experiment tag that MLflow's "Views" menu lists) with
-tok/s, speedup and accept length as columns and the fastest run first. The links MLflow renders
+tok/s, speedup, status and the winner marker as columns, ordered by the trial runs' rank:
+the winner first, then the other feasible runs best first, the rest after them
+(:func:`autotune.tracking.runs.display_order`, logged at the search's end). The links MLflow renders
 itself (a run's name in the table) drop the parameter: a click from the table opens the run under
 "Evaluations" until the toggle is set to "Model training" once (``docs/architecture.md``).
 """
@@ -23,11 +25,13 @@ WORKFLOW = "workflowType=machine_learning"
 #: The saved view the runs link opens, and the experiment tag that holds it.
 VIEW_ID = "autotune-trials"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_ID}"
-VIEW_NAME = "autotune: trials, fastest first"
-#: The view's columns (``kind.key``), beside the run name, start time and duration MLflow always shows.
-#: Few enough to fit beside MLflow's assistant panel, which opens on a first visit.
-COLUMNS = ("metrics.output_tok_s", "metrics.speedup", "metrics.accept_length", "tags.autotune.status")
-ORDER_BY = "metrics.output_tok_s"
+VIEW_NAME = "autotune: trials, winner first"
+#: The view's columns (``kind.key``), beside the run name, start time and duration MLflow always shows;
+#: MLflow puts metrics before tags, each group by name. Few enough to fit beside MLflow's assistant
+#: panel, which opens on a first visit: the accept length (on each run's page) gives way to the marker.
+COLUMNS = ("metrics.output_tok_s", "metrics.speedup", "tags.autotune.status", "tags.autotune.winner")
+#: Ascending: rank 1 is the winner; MLflow puts the runs without a rank (NaN, then none) last.
+ORDER_BY = "metrics.rank"
 
 
 def _column(name: str) -> str:
@@ -45,9 +49,19 @@ def view_tags(*, created_ms: int) -> dict[str, str]:
     Args:
         created_ms: When the view was made (the menu sorts by it).
     """
-    state = {"orderByKey": _column(ORDER_BY), "orderByAsc": False,
-             "selectedColumns": [_column(c) for c in COLUMNS]}
-    return {VIEW_TAG: json.dumps({"name": VIEW_NAME, "createdAt": created_ms, "state": json.dumps(state)})}
+    return {VIEW_TAG: json.dumps({"name": VIEW_NAME, "createdAt": created_ms, "state": json.dumps(_state())})}
+
+
+def _state() -> dict[str, object]:
+    return {"orderByKey": _column(ORDER_BY), "orderByAsc": True, "selectedColumns": [_column(c) for c in COLUMNS]}
+
+
+def view_outdated(tag: str | None) -> bool:
+    """Whether an experiment's view tag (None: it has none) is missing or not this version's view."""
+    try:
+        return tag is None or json.loads(json.loads(tag)["state"]) != _state()
+    except (ValueError, KeyError, TypeError):
+        return True
 
 
 def runs_url(base: str, experiment_id: str) -> str:
@@ -60,4 +74,5 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?{WORKFLOW}"
 
 
-__all__ = ["COLUMNS", "VIEW_ID", "VIEW_NAME", "VIEW_TAG", "WORKFLOW", "run_url", "runs_url", "view_tags"]
+__all__ = ["COLUMNS", "VIEW_ID", "VIEW_NAME", "VIEW_TAG", "WORKFLOW", "run_url", "runs_url", "view_outdated",
+           "view_tags"]

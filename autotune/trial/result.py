@@ -90,6 +90,9 @@ class TrialResult:
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
     server_info: dict[str, Any] | None = field(default=None, repr=False)
     duration_s: float | None = None
+    # When the trial began, in seconds since the epoch (its wall clock; duration_s runs from it):
+    # its MLflow run's start time, so the UI's Duration is the trial's own. None when not measured.
+    started_at: float | None = None
     startup_s: float | None = None
     # GPU telemetry over all measured repeats together (autotune.profile.telemetry.trial_figures);
     # None without a sampler (the emulator, no pynvml, NVML failing): gpu_telemetry["note"] says why.
@@ -169,6 +172,7 @@ def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, 
                   t0: float | None = None, gpu_time: GpuTime | None = None) -> TrialResult:
     """A failed trial's result: its reason and kind, the launch (``spec``, None when refused), and
     the GPU time its server held (``gpu_time``, None when none was started)."""
+    took, began = _since(t0) if t0 else (None, None)
     return TrialResult(
         status=Status.FAILED, reason=reason, params=dict(config.params),
         is_baseline=config.is_baseline,
@@ -176,7 +180,14 @@ def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, 
         launch_command=spec.shell_command() if spec else None,
         argv=spec.argv(python="python") if spec else None, env=spec.record_env() if spec else None,
         log_tail=log_tail, log_path=log_path, feasible=False,
-        duration_s=(time.monotonic() - t0) if t0 else None, gpu_time=gpu_time, **_acceptance(config))
+        duration_s=took, started_at=began, gpu_time=gpu_time, **_acceptance(config))
+
+
+def _since(t0: float) -> tuple[float, float]:
+    """``(duration_s, started_at)`` of a trial whose monotonic clock started at ``t0``: its seconds
+    so far, and the wall clock then (seconds since the epoch, for its MLflow run's start)."""
+    took = time.monotonic() - t0
+    return took, time.time() - took
 
 
 def set_load(result: TrialResult, load: Mapping[str, Any] | None) -> None:
@@ -272,7 +283,7 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         result.status, result.feasible = Status.FAILED, False
         result.failure = Failure.REQUESTS_FAILED.value
         result.reason = f"{result.failed_requests} request(s) failed: {worst}"
-        result.duration_s = time.monotonic() - t0
+        result.duration_s, result.started_at = _since(t0)
         return result
     result.output_tok_s_repeats = rates
     result.output_tok_s = _median(rates)
@@ -306,6 +317,6 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         result.accept_length = profile.accept_length
         result.accept_length_meta_info = profile.accept_length_meta_info
         result.accept_length_server_info = profile.accept_length_server_info
-    result.duration_s = time.monotonic() - t0
+    result.duration_s, result.started_at = _since(t0)
     return result
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from autotune.figures import shown
 from autotune.search.summary_files import SUMMARY_MD, TRIALS_CSV
 from autotune.trial.gpu_time import PARTS, STAGES
 from tests.e2e.test_search import _assert_no_emulator_left, _mlflow, _search
@@ -73,16 +74,16 @@ def test_the_bill_counts_every_server_failed_ones_too_and_adds_up(tmp_path: Path
 
     # MLflow: the search run's totals, each trial run's own figures.
     parent, runs = _mlflow("test-failures", tmp_path)
-    assert parent.data.metrics["gpu_s_total"] == pytest.approx(total)
+    assert parent.data.metrics["gpu_s_total"] == pytest.approx(shown(total))
     for part in PARTS:
-        assert parent.data.metrics[f"gpu_s_{part}"] == pytest.approx(bill["by_part"][part])
+        assert parent.data.metrics[f"gpu_s_{part}"] == pytest.approx(shown(bill["by_part"][part]))
     for stage in STAGES:
-        assert parent.data.metrics[f"gpu_s_{stage}"] == pytest.approx(bill["by_stage"][stage])
+        assert parent.data.metrics[f"gpu_s_{stage}"] == pytest.approx(shown(bill["by_stage"][stage]))
     by_id = {r["trial_id"]: r for r in rows}
     logged = [run for run in runs if run.trial_id in by_id]
     assert len(logged) == len(rows)
     for run in logged:
         row = by_id[str(run.trial_id)]
-        assert run.metrics["gpu_s"] == pytest.approx(_f(row["gpu_s"]), abs=1e-3)
+        assert run.metrics["gpu_s"] == pytest.approx(shown(_f(row["gpu_s"])), abs=1e-3)
         assert ("time_measure_s" in run.metrics) == (row["time_measure_s"] != "")  # unknown: absent
     _assert_no_emulator_left(sim_env)

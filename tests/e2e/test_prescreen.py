@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from autotune.errors import ConfigError
+from autotune.figures import shown
 from autotune.search.options import SearchOptions
 from autotune.search.prescreen import NARROWED_NAME, PrescreenError, narrowed_data
 from autotune.search.run import run_search
@@ -204,7 +205,7 @@ def test_search_probes_narrows_and_logs_to_the_parent_run(tmp_path: Path, sim_en
     params, metrics = parent.data.params, parent.data.metrics
     assert json.loads(params["nccl_prescreen_kept"]) == kept
     assert params["nccl_prescreen_backend"] == "sim" and params["nccl_prescreen_candidates"] == "18"
-    assert metrics["nccl_best_decode_us"] == pytest.approx(report["spread"]["best_us"])
+    assert metrics["nccl_best_decode_us"] == pytest.approx(shown(report["spread"]["best_us"]))
     assert metrics["nccl_default_decode_us"] > metrics["nccl_best_decode_us"]
     assert parent.data.tags["autotune.nccl_prescreen"] == "ok"
     files = {a.path for a in tracker.client.list_artifacts(parent.info.run_id, "nccl_prescreen")}

@@ -28,6 +28,7 @@ import pytest
 
 from autotune.cli.search import main
 from autotune.command_line import BAD_INPUT as EXIT_CONFIG
+from autotune.figures import shown
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
@@ -207,6 +208,11 @@ def test_infeasible_fast_trial_never_wins(tmp_path: Path, sim_env: Path, capfd: 
     assert s["trials"]["total"] == 2 and s["trials"]["infeasible"] >= 1
     assert [f["params"]["speculative_num_steps"] for f in s["finalists"]] == [1]
     assert "Winner (confirmed beside a fresh baseline)" in text
+    # In MLflow the confirmed winner is marked and first in the saved view; the faster infeasible
+    # trial has no place there (it never reads as a contender).
+    marked = [r for r in runs if r.tags.get("autotune.winner") == "true"]
+    assert [r.run_id for r in marked] == [parent.data.tags["autotune.winner_run_id"]]
+    assert marked[0].kind == "finalist" and marked[0].metric("rank") == 1.0 and fastest.metric("rank") is None
 
     # Optuna learned the constraint: every trial COMPLETE with its constraint values, and its best
     # trial is the feasible one although the infeasible one has the higher value.
@@ -311,7 +317,7 @@ def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
     study = _study(outcome.experiment_path)
     values = {str(t.params["speculative_num_steps"]): t.value for t in study.trials}
     for r in trials:
-        assert values[_param(r, "speculative_num_steps")] == pytest.approx(r.metrics["output_tok_s_c4"])
+        assert shown(values[_param(r, "speculative_num_steps")]) == pytest.approx(r.metrics["output_tok_s_c4"])
 
     # Each level's answer is the best feasible confirmed config as measured at that level; a
     # level's best joins the finalists, so every answer is confirmed.
@@ -338,7 +344,7 @@ def test_concurrency_levels_give_a_best_config_per_level_and_export_it(
     for answer, row in zip(outcome.per_level, table["levels"], strict=True):
         assert row["concurrency"] == answer["concurrency"]
         assert row["winner"]["trial_id"] == answer["winner"]
-        assert row["winner"]["output_tok_s"] == pytest.approx(answer["output_tok_s"])
+        assert row["winner"]["output_tok_s"] == pytest.approx(shown(answer["output_tok_s"]))  # MLflow holds it rounded
         assert row["winner"]["argv"][:3] == ["python", "-m", "sglang.launch_server"]
     # And as SGLang's per-batch-size adaptive table, which SGLang's own loader reads back.
     config = tmp_path / "adaptive.json"

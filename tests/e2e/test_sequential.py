@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from autotune.figures import shown
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
@@ -79,7 +80,7 @@ def test_a_losing_config_is_aborted_after_min_rounds(tmp_path: Path, sim_env: Pa
     assert set(by_decision) == {"stop-alone", "stop-worse"}
     worse = by_decision["stop-worse"]
     assert worse.status == "infeasible" and worse.tags["autotune.rounds"] == "2"
-    assert worse.metrics["output_tok_s"] == pytest.approx(aborted["output_tok_s"], rel=1e-6)
+    assert worse.metrics["output_tok_s"] == pytest.approx(shown(aborted["output_tok_s"]), rel=1e-6)
     # The baseline wins (the draft is useless); the aborted config is no part of the answer.
     assert outcome.baseline_wins and "serve without speculative decoding" in text.lower()
     _assert_no_emulator_left(sim_env)
@@ -109,4 +110,26 @@ def test_a_clearly_better_config_stops_early_and_its_evidence_settles_the_winner
     parent, runs = _mlflow("test-sequential", tmp_path)
     assert not [r for r in runs if r.kind == "finalist"]
     assert parent.data.tags["autotune.winner_margin"] == margin["line"]
+    _assert_readable(outcome, parent, runs, md)
     _assert_no_emulator_left(sim_env)
+
+
+def _assert_readable(outcome: Any, parent: Any, runs: list[Any], md: str) -> None:
+    """What a person reads in MLflow after a real search (issue 35): the console's counts, the
+    summary's top as the description, the winner marked and first, each run as long as its trial."""
+    m = parent.data.metrics
+    assert (m["trials"], m["feasible_trials"], m["infeasible_trials"], m["failed_trials"]) == (
+        outcome.trials, outcome.feasible, outcome.infeasible, outcome.failed)
+    note = parent.data.tags["mlflow.note.content"]
+    assert md.startswith(note) and "**Winner: " in note and "\n## " not in note
+    winner = [r for r in runs if r.tags.get("autotune.winner") == "true"]
+    assert [r.run_id for r in winner] == [parent.data.tags["autotune.winner_run_id"]]
+    assert winner[0].metric("rank") == 1.0
+    from mlflow import MlflowClient
+
+    client = MlflowClient(outcome.tracking_uri)
+    for run in runs:
+        info = client.get_run(run.run_id).info
+        took = (info.end_time - info.start_time) / 1000
+        # The trial's own clock (seconds of server start and rounds), not the instant of logging.
+        assert took > 1.0 and took == pytest.approx(run.metric("duration_s"), abs=0.1), (run.trial_id, took)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.figures import shown
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
@@ -105,8 +106,8 @@ def test_the_search_measures_the_default_first_and_reports_the_gain(
 
     tags, metrics = parent.data.tags, tracker.client.get_run(parent.info.run_id).data.metrics
     assert json.loads(tags["autotune.sglang_default"])["triple"] == [3, 1, 4]
-    assert metrics["gain_over_sglang_default"] == pytest.approx(s["gain_over_sglang_default"])
-    assert metrics["sglang_default_output_tok_s"] == pytest.approx(default["output_tok_s"])
+    assert metrics["gain_over_sglang_default"] == pytest.approx(shown(s["gain_over_sglang_default"]))
+    assert metrics["sglang_default_output_tok_s"] == pytest.approx(shown(default["output_tok_s"]))
 
     export = subprocess.run([sys.executable, "-m", "autotune.export", "--name", "test-warm-start",
                              "--root", str(tmp_path), "--format", "sh"],

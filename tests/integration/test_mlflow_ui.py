@@ -44,17 +44,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Each trial took this long (its result's own clock), as an emulator trial does.
+TRIAL_S = 15.0
+SUMMARY = "# autotune search `ui-search`\n\n5 trials: 3 feasible, 1 infeasible, 1 failed.\n\n## Finalists\n"
+
+
 @pytest.fixture(scope="module")
 def search(tmp_path_factory) -> Tracker:
     root = tmp_path_factory.mktemp("ui-project")
     tr = Tracker(SEARCH, root=root).connect()
     tr.start_search(backend="sim", budget=6, seed=1, sampler="tpe", ray_address="local")
-    tr.log_trial("baseline_00000", result({}, 1000.0))
-    for i, (steps, topk, tok) in enumerate([(3, 1, 1480.0), (5, 1, 1650.0), (4, 2, 1320.0), (7, 4, 940.0)]):
-        tr.log_trial(f"a1b2_{i:05d}", result(eagle(steps, topk), tok,
-                                             status="feasible" if tok > 1000 else "infeasible"))
+    began = time.time() - 10 * TRIAL_S
+    tr.log_trial("baseline_00000", result({}, 1000.0, started_at=began, duration_s=TRIAL_S))
+    # The fastest run broke an SLO: it must not head the table, the winner does.
+    for i, (steps, topk, tok) in enumerate([(3, 1, 1480.0), (5, 1, 1650.0), (4, 2, 1320.0), (7, 4, 940.0),
+                                            (6, 1, 1730.7654)]):
+        status, reason = (("feasible", None) if 1000 < tok < 1700 else
+                          ("infeasible", "p99 TTFT 260 ms over its SLO of 200 ms" if tok > 1000 else None))
+        tr.log_trial(f"a1b2_{i:05d}", result(eagle(steps, topk), tok, status=status, reason=reason,
+                                             started_at=began + (i + 1) * TRIAL_S, duration_s=TRIAL_S))
     tr.log_trial("a1b2_00009", failed(eagle(8, 8, 64)))
-    tr.finish_search()
+    tr.finish_search(report_files={"summary.md": SUMMARY})
     return tr
 
 
@@ -152,21 +162,41 @@ def test_the_printed_link_opens_the_runs_table_with_the_trials_figures(search, u
     runs_link, _ = _printed(search, ui)
     page.goto(runs_link)
     matching = page.get_by_text(re.compile(r"^\s*\d+\s+matching runs?\s*$"))
-    expect(matching).to_have_text(re.compile(r"\b7 matching runs\b"))  # the search and its 6 nested runs
+    expect(matching).to_have_text(re.compile(r"\b8 matching runs\b"))  # the search and its 7 nested runs
     # The training-runs screens, not MLflow's GenAI ones (traces first, "Evaluation runs").
     assert "/runs" in page.url and "workflowType=machine_learning" in page.url
     expect(_current_tab(page, "Runs")).to_be_visible()
     expect(page.get_by_text("Evaluation runs", exact=True)).to_have_count(0)
-    expect(page.get_by_text("autotune: trials, fastest first").first).to_be_visible()
-    # The trials' figures are columns a person sees without picking them.
-    for column in ("metrics.`output_tok_s`", "metrics.`speedup`", "metrics.`accept_length`", "tags.`autotune.status`"):
+    expect(page.get_by_text("autotune: trials, winner first").first).to_be_visible()
+    # The winner marker and the trials' figures are columns a person sees without picking them.
+    for column in ("metrics.`output_tok_s`", "metrics.`speedup`", "tags.`autotune.status`", "tags.`autotune.winner`"):
         expect(page.locator(f'[role="columnheader"][col-id="{column}"]')).to_be_in_viewport(ratio=1)
-    # Fastest first: the winner's row heads the table, its tok/s in its cell.
-    winner = next(r for r in search.trial_runs() if r.trial_id == "a1b2_00001")
-    first = page.locator('.ag-center-cols-container [row-index="0"]')
-    expect(first).to_have_attribute("row-id", winner.run_id)
-    expect(first.locator('[col-id="metrics.`output_tok_s`"]')).to_have_text("1650")
-    expect(first.locator('[col-id="metrics.`speedup`"]')).to_have_text("1.65")
+    # The winner heads the table, marked, though a faster run (that broke an SLO) exists; then the
+    # other feasible runs, fastest first.
+    by_trial = {r.trial_id: r.run_id for r in search.trial_runs()}
+    rows = page.locator(".ag-center-cols-container [row-index]")
+    expect(rows.nth(3)).to_be_visible()
+
+    def row(index: int):
+        return page.locator(f'.ag-center-cols-container [row-index="{index}"]')
+
+    expect(row(0)).to_have_attribute("row-id", by_trial["a1b2_00001"])
+    expect(row(0).locator('[col-id="tags.`autotune.winner`"]')).to_have_text("true")
+    expect(row(0).locator('[col-id="metrics.`output_tok_s`"]')).to_have_text("1650")
+    expect(row(0).locator('[col-id="metrics.`speedup`"]')).to_have_text("1.65")
+    for index, trial in enumerate(("a1b2_00000", "a1b2_00002", "baseline_00000"), start=1):
+        expect(row(index)).to_have_attribute("row-id", by_trial[trial])
+        expect(row(index).locator('[col-id="tags.`autotune.winner`"]')).to_have_text("-")  # MLflow: no tag
+    # Rounded where shown: 1730.7654 tok/s reads 1730.8, its speedup 1.731.
+    fast = page.locator(f'.ag-center-cols-container [row-id="{by_trial["a1b2_00004"]}"]')
+    expect(fast.locator('[col-id="metrics.`output_tok_s`"]')).to_have_text("1730.8")
+    expect(fast.locator('[col-id="metrics.`speedup`"]')).to_have_text("1.731")
+    # Durations are the trials' own (15 s each), not the instant their results were logged.
+    duration = page.locator('[role="columnheader"]').filter(has_text=re.compile(r"^\s*Duration\s*$")).first
+    column = duration.get_attribute("col-id")
+    for trial in ("a1b2_00001", "a1b2_00000", "baseline_00000"):
+        cell = page.locator(f'[row-id="{by_trial[trial]}"] [col-id="{column}"]').first
+        expect(cell).to_have_text(re.compile(r"^\s*15(\.0)?\s*s\s*$"))
     page.screenshot(path=shot)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
@@ -184,6 +214,9 @@ def test_the_printed_search_run_link_opens_under_runs_not_evaluations(search, ui
     expect(page.get_by_text(search.parent_run_id, exact=True).first).to_be_visible()
     expect(page.get_by_text(re.compile(r"^Metrics \(\d+\)$")).first).to_be_visible()
     expect(page.get_by_text(parent, exact=True).first).to_be_visible()  # the page title: rendered
+    # Its description is the top of its summary.md, rendered as markdown.
+    expect(page.get_by_text("5 trials: 3 feasible, 1 infeasible, 1 failed.").first).to_be_visible()
+    expect(page.get_by_text("Finalists", exact=True)).to_have_count(0)  # the summary's sections stay in summary.md
     expect(_current_tab(page, "Runs")).to_be_visible()
     expect(page.get_by_text("Evaluations", exact=True)).to_have_count(0)
     expect(page.get_by_text("Evaluation runs", exact=True)).to_have_count(0)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from autotune.errors import ConfigError
+from autotune.search.conclude import margin_facts
 from autotune.search.evidence import finalist_evidence, trial_evidence
 from autotune.search.incumbent import IncumbentFile, incumbent_of
 from autotune.search.trial_report import TrialEntry, TrialReport, round_metrics
@@ -76,6 +77,11 @@ def test_separated_evidence_is_decisive_and_close_evidence_is_not(space: Any) ->
     assert ev.winner == {"speculative_num_steps": 3} and ev.runner_up == {"speculative_num_steps": 5}
     assert ev.over_runner_up is not None and ev.over_runner_up.separated
     assert "margin over the runner-up (num_steps=5): +" in ev.line() and "at 95%, separated" in ev.line()
+    # On the search run in MLflow: the margin with its interval, and the runner-up by its parameters.
+    metrics, tags = margin_facts(ev.to_dict())
+    assert tags == {"autotune.winner_margin": ev.line(), "autotune.winner_separated": "true",
+                    "autotune.runner_up": "steps=5"}
+    assert 1 < metrics["winner_margin_low"] < metrics["winner_margin"] < metrics["winner_margin_high"]
     close = [_entry("a", _result([100.0, 103.0, 98.0])), _entry("b", _result([99.0, 101.5], steps=5))]
     ev = trial_evidence(space, close, {"g": base}.get)
     assert ev is not None and not ev.decisive and "NOT separated" in ev.line()
