@@ -12,6 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from autotune.figures import shown
 from autotune.search.trial_report import TrialReport
 from tests.e2e.reliability.procs import leftovers
 from tests.e2e.reliability.searchrun import SearchDir, start_cli
@@ -72,7 +73,8 @@ def check(search: SearchDir, uri: str | None, token: str, console: str, trials: 
         measured = TrialReport.from_metrics(result)
         run = runs.get(tid)
         ray_value = measured.result.output_tok_s if measured and measured.result else None
-        if run is None or run.output_tok_s != ray_value:
+        # MLflow keeps figures at 4 significant digits (autotune.figures.shown): compare so.
+        if run is None or run.output_tok_s != (shown(ray_value) if ray_value is not None else None):
             disagree.append(f"{tid}: Ray {ray_value} vs MLflow {run.output_tok_s if run else 'no run'}")
     left = leftovers(token, log_dir=search.ray_root, lock_dirs=[])
     return {
