@@ -219,7 +219,9 @@ def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, space
     runs = tracker.trial_runs(tracker.parent_run_id)
     assert runs
     logged = tracker.load_spec(runs[0].run_id)
-    assert logged.trial_only == {"disable_prefill_cuda_graph"}
+    # Fast start's switch, beside the lean start's (measure.lean_start: the decode graphs the
+    # workload reaches, no duplicate warm-up): all of them trial-only.
+    assert logged.trial_only == {"disable_prefill_cuda_graph", "cuda_graph_max_bs_decode", "skip_server_warmup"}
     assert "--disable-prefill-cuda-graph" in logged.argv() and "trial-only" in logged.shell_command()
     for fmt in ("sh", "yaml", "json"):
         out = tmp_path / f"winner.{fmt}"
@@ -227,6 +229,7 @@ def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, space
         assert code == 0, capsys.readouterr().err
         text = out.read_text()
         assert "disable-prefill-cuda-graph" not in text and "AUTOTUNE_TRIAL_ONLY" not in text
+        assert "skip-server-warmup" not in text and "skip_server_warmup" not in text
         assert "sglang.launch_server" in text or fmt == "yaml"
 
 

@@ -134,7 +134,8 @@ def _run_case(case: Case, tmp_root: Path) -> dict[str, Any]:
     port = _closed_port()
     args = [a.replace("{port}", str(port)) for a in case.args]
     proc = run_cli(path, *args, root=tmp, token=token, timeout_s=120)
-    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    # "error: ..." from the commands, "PROG: error: ..." from a flag refused while parsing.
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:") or ": error: " in ln]
     message = errors[0] if errors else ""
     started_servers = any((tmp / "mlruns" / "ray").rglob("logs")) if (tmp / "mlruns").exists() else False
     checks = {
@@ -219,7 +220,8 @@ def test_a_read_only_mlruns_is_refused_before_anything_starts(tmp_path: Path) ->
         proc = run_cli(path, root=tmp_path, token=token, timeout_s=120)
     finally:
         subprocess.run(["umount", str(mlruns)], check=False)
-    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    # "error: ..." from the commands, "PROG: error: ..." from a flag refused while parsing.
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:") or ": error: " in ln]
     ok = (proc.returncode == 2 and len(errors) == 1 and "Read-only file system" in errors[0]
           and "Traceback" not in proc.stderr and not processes_with_token(token))
     record.record("bad_inputs", "mlruns/ on a read-only file system", ok=ok, exit_code=proc.returncode,
