@@ -55,7 +55,7 @@ from autotune.trial.sequential import Evidence, SequentialRule
 from benchmarks.search.conclusion import Reading, conclude
 from benchmarks.search.drawn import DrawnEvaluator
 from benchmarks.search.gpu_model import sweep_events
-from benchmarks.search.problem import Problem, load_problem
+from benchmarks.search.problem import Problem, replay_problem
 
 __all__ = ["CostRun", "PEER_BUDGET", "ProductRun", "cost_benchmark", "render_cost", "replay", "rule_of"]
 
@@ -239,18 +239,12 @@ def cost_benchmark(space_path: str | None = None, *, landscape: str | None = Non
     Raises:
         ValueError: Bad counts, or ``noise_cv`` with a landscape.
     """
-    from benchmarks.search.noise import measured_noise
     from benchmarks.search.strategies import FINALISTS_OF_SPACE, PEERS, benchmark
 
     if seeds < 1 or (budget is not None and budget < 1):
         raise ValueError("seeds and budget must be >= 1")
-    if landscape is not None and noise_cv is not None:
-        raise ValueError("--noise does not apply to a recorded landscape: its noise is drawn from "
-                         "each config's recorded repeats")
-    if landscape is None and noise_cv is None:
-        noise_cv = measured_noise().cv
-    draw_cv = 0.0 if noise_cv is None else noise_cv
-    problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
+    problem, draw_cv = replay_problem(space_path, profile=profile, threshold=threshold, landscape=landscape,
+                                      noise_cv=noise_cv)
     trials = budget if budget is not None else int(problem.space.budget.trials)
     sweep = count(sweep_events(problem))
     seed_list = range(first_seed, first_seed + seeds)

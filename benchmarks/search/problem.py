@@ -228,6 +228,26 @@ def load_problem(space_path: str | None = None, *, profile: str | None = None,
     return problem
 
 
+def replay_problem(space_path: str | None, *, profile: str | None, threshold: float, landscape: str | None,
+                   noise_cv: float | None) -> tuple[Problem, float]:
+    """The problem a replay (the stop rule's, the cost per answer's) runs on, and the noise CV it
+    draws with: a landscape's own recorded repeats (0.0 here), else ``noise_cv``, else the measured
+    noise of the H200 repeats.
+
+    Raises:
+        ValueError: ``noise_cv`` given with a landscape.
+    """
+    from benchmarks.search.noise import measured_noise
+
+    if landscape is not None and noise_cv is not None:
+        raise ValueError("--noise does not apply to a recorded landscape: its noise is drawn from "
+                         "each config's recorded repeats")
+    if landscape is None and noise_cv is None:
+        noise_cv = measured_noise().cv
+    problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
+    return problem, 0.0 if noise_cv is None else noise_cv
+
+
 class Oracle:
     """Measures configs for one run (one strategy, one seed) and tracks its pick.
 

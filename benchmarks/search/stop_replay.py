@@ -25,7 +25,7 @@ import numpy as np
 from autotune.figures import pooled_log_sd
 from autotune.search.stopping import check
 from benchmarks.search.conclusion import conclude
-from benchmarks.search.problem import Oracle, Problem, load_problem
+from benchmarks.search.problem import Oracle, Problem, replay_problem
 
 __all__ = ["StopRun", "rule_noise", "run_with_stop_rule", "stop_rule_benchmark", "render_stop_rule"]
 
@@ -117,17 +117,10 @@ def stop_rule_benchmark(space_path: str | None = None, *, landscape: str | None 
     Raises:
         ValueError: Bad counts, or ``noise_cv`` with a landscape.
     """
-    from benchmarks.search.noise import measured_noise
-
     if seeds < 1 or budget < 1:
         raise ValueError("seeds and budget must be >= 1")
-    if landscape is not None and noise_cv is not None:
-        raise ValueError("--noise does not apply to a recorded landscape: its noise is drawn from "
-                         "each config's recorded repeats")
-    if landscape is None and noise_cv is None:
-        noise_cv = measured_noise().cv
-    draw_cv = 0.0 if noise_cv is None else noise_cv
-    problem = load_problem(space_path, profile=profile, threshold=threshold, landscape=landscape)
+    problem, draw_cv = replay_problem(space_path, profile=profile, threshold=threshold, landscape=landscape,
+                                      noise_cv=noise_cv)
     given = rule_noise(problem, draw_cv)
     if finalists == "space":
         finalists = max(1, problem.space.search.finalists)
