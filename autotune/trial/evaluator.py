@@ -18,7 +18,7 @@ from autotune.trial.measure import baseline_for, measure
 from autotune.trial.measure_settings import MeasureSettings, slos_of
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.result import TrialResult
-from autotune.trial.sequential import Decision, Evidence, decide, readings_of
+from autotune.trial.sequential import Decision, Evidence, round_consultant
 from autotune.trial.verdict import judge
 
 if TYPE_CHECKING:
@@ -93,23 +93,12 @@ class MeasuringEvaluator:
                            baseline_tok_s: float | None) -> TrialResult:
         """:func:`measure`, consulting :func:`~autotune.trial.sequential.decide` after each round
         when the rule, an incumbent source and the objective allow; the record says how it ended."""
-        rule, metric = self.settings.sequential, self.space.objective.metric
-        if rule is None or self.incumbent is None or readings_of(
-                metric, [1.0], baseline_tok_s=baseline_tok_s) is None:
+        rule = self.settings.sequential
+        consult, seen = round_consultant(rule=rule, incumbent=self.incumbent, metric=self.space.objective.metric,
+                                         maximize=self.space.objective.direction == "maximize",
+                                         baseline_tok_s=baseline_tok_s, on_round=self.on_round)
+        if consult is None or rule is None:
             return measure(config, workload, self.settings, name=name)
-        incumbent, maximize = self.incumbent, self.space.objective.direction == "maximize"
-        seen: dict[str, Any] = {}
-
-        def consult(tok_s: list[float]) -> bool:
-            readings = readings_of(metric, tok_s, baseline_tok_s=baseline_tok_s) or []
-            evidence = incumbent()
-            decision = decide(readings, incumbent=evidence, rule=rule, maximize=maximize)
-            seen.update(decision=decision.value, rounds=len(readings),
-                        incumbent=evidence.label if evidence is not None else None)
-            if self.on_round is not None:
-                self.on_round(len(readings), readings, decision)
-            return decision is Decision.CONTINUE
-
         result = measure(config, workload, self.settings, name=name, consult=consult)
         if seen:
             result.sequential = {**seen, **rule.to_dict()}

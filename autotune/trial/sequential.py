@@ -35,9 +35,10 @@ import functools
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 __all__ = ["Decision", "Evidence", "Margin", "SequentialRule", "decide", "margin", "pooled_noise", "readings_of",
+           "round_consultant",
            "t_quantile"]
 
 #: The objectives a round's tok/s gives a reading of (the others measure at a fixed ``repeats``).
@@ -297,3 +298,37 @@ def _betacf(a: float, b: float, x: float) -> float:
         if abs(d * c - 1) < 3e-16:
             break
     return h
+
+
+def round_consultant(*, rule: SequentialRule | None, incumbent: Callable[[], Evidence | None] | None,
+                     metric: str, maximize: bool, baseline_tok_s: float | None,
+                     on_round: Callable[[int, list[float], Decision], None] | None = None,
+                     ) -> tuple[Callable[[list[float]], bool] | None, dict[str, Any]]:
+    """What a trial asks after each round, and the record it keeps of the last answer.
+
+    The one consultation both the measuring evaluator and bench_search's replay use: the round's
+    tok/s become readings of ``metric`` (:func:`readings_of`), :func:`decide` judges them against
+    the incumbent read at that moment, ``on_round`` hears each decision.
+
+    Returns:
+        ``(consult, seen)``: ``consult(tok_s)`` is True while the trial should measure another
+        round; ``seen`` holds the last ``decision``, ``rounds`` and ``incumbent`` label. ``consult``
+        is None (a fixed count of repeats) without a rule, without an incumbent source, or for an
+        objective the rounds do not give.
+    """
+    seen: dict[str, Any] = {}
+    if rule is None or incumbent is None or readings_of(metric, [1.0], baseline_tok_s=baseline_tok_s) is None:
+        return None, seen
+    read_incumbent = incumbent
+
+    def consult(tok_s: list[float]) -> bool:
+        readings = readings_of(metric, tok_s, baseline_tok_s=baseline_tok_s) or []
+        evidence = read_incumbent()
+        decision = decide(readings, incumbent=evidence, rule=rule, maximize=maximize)
+        seen.update(decision=decision.value, rounds=len(readings),
+                    incumbent=evidence.label if evidence is not None else None)
+        if on_round is not None:
+            on_round(len(readings), readings, decision)
+        return decision is Decision.CONTINUE
+
+    return consult, seen

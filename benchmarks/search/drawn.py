@@ -29,7 +29,7 @@ from autotune.space.trial_config import config_key
 from autotune.trial.evaluator import Evaluation
 from autotune.trial.outcome import Failure, Status, is_oom_log
 from autotune.trial.result import TrialResult
-from autotune.trial.sequential import Decision, Evidence, SequentialRule, decide, readings_of
+from autotune.trial.sequential import Evidence, SequentialRule, round_consultant
 from autotune.trial.verdict import judge
 from benchmarks.search.gpu_model import server_times
 
@@ -174,23 +174,11 @@ class DrawnEvaluator:
         """What the search's trial asks after each round (:func:`decide`, as
         ``MeasuringEvaluator`` asks it), and the record it keeps; None when trials measure a
         fixed count (no rule, no incumbent source, or an objective the rounds do not give)."""
-        space, rule = self.problem.space, self.rule
-        metric = space.objective.metric
-        seen: dict[str, Any] = {}
-        if (not self.rounds or rule is None or self.incumbent is None
-                or readings_of(metric, [1.0], baseline_tok_s=baseline_tok_s) is None):
-            return None, seen
-        incumbent, maximize = self.incumbent, space.objective.direction == "maximize"
-
-        def consult(tok_s: list[float]) -> bool:
-            readings = readings_of(metric, tok_s, baseline_tok_s=baseline_tok_s) or []
-            evidence = incumbent()
-            decision = decide(readings, incumbent=evidence, rule=rule, maximize=maximize)
-            seen.update(decision=decision.value, rounds=len(readings),
-                        incumbent=evidence.label if evidence is not None else None)
-            return decision is Decision.CONTINUE
-
-        return consult, seen
+        if not self.rounds:
+            return None, {}
+        space = self.problem.space
+        return round_consultant(rule=self.rule, incumbent=self.incumbent, metric=space.objective.metric,
+                                maximize=space.objective.direction == "maximize", baseline_tok_s=baseline_tok_s)
 
     def has_baseline(self, params: Mapping[str, Any]) -> bool:
         """Whether the group of ``params`` has run its baseline."""

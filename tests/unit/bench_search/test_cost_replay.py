@@ -42,7 +42,8 @@ def _incumbent_at(problem: Any, params: dict[str, Any]) -> Evidence:
 
 
 def test_the_replay_imports_the_products_functions_not_copies() -> None:
-    assert drawn.decide is sequential.decide
+    # The replay's rounds consult through the product's round_consultant, which asks decide.
+    assert drawn.round_consultant is sequential.round_consultant
     assert cost_replay.trial_evidence is product_evidence.trial_evidence
     assert cost_replay.settles is product_evidence.settles
     assert cost_replay.check is stopping.check and cost_replay.study_noise is stopping.study_noise
@@ -56,7 +57,7 @@ def test_every_round_of_a_trial_asks_decide_and_fixed_repeats_never_do(problem, 
         calls.append(len(readings))
         return real(readings, **kwargs)
 
-    monkeypatch.setattr(drawn, "decide", counting)
+    monkeypatch.setattr(sequential, "decide", counting)
     run = replay(problem, seed=0, budget=8, noise_cv=0.0, sequential=True, stop_rule=True)
     assert calls, "the sequential replay never asked decide"
     # One call a round of every trial that measured in rounds (the trials' rounds, summed).
