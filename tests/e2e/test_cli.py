@@ -98,7 +98,8 @@ def _without_secs(text: str) -> list[list[str]]:
     rows = []
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) == 12 and fields[3].endswith("%"):  # a strategy row: name ... secs GPU-s p10-p90
+        # A strategy row: name median p90 success% ours/this fewer baselines failed dups secs GPU-s ...
+        if len(fields) >= 12 and fields[3].endswith("%") and fields[0] != "sweep":
             del fields[9]
         if fields:
             rows.append(fields)
