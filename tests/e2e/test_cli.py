@@ -43,6 +43,7 @@ def test_every_subcommand_is_its_module_command_named_as_it_was_run(name: str) -
     assert "python -m autotune." not in examples, examples  # the examples name it so too
 
 
+@pytest.mark.slow  # 3 s: one interpreter per entry (make test-fast leaves it out)
 def test_module_entries_and_the_console_script_name_themselves() -> None:
     for module in ("autotune.export", "autotune.search", "autotune.trial", "autotune.nccl_probe",
                    "autotune.simtools.evaluate", "autotune.search.sync", "autotune.bench_search"):
@@ -106,6 +107,7 @@ def _without_secs(text: str) -> list[list[str]]:
     return rows
 
 
+@pytest.mark.slow  # 2.5 s: two bench-search subprocesses (make test-fast leaves it out)
 def test_a_subcommand_prints_and_exits_as_its_module_does() -> None:
     args = ["--landscape", LANDSCAPE, "--seeds", "2"]
     via_autotune = _run("autotune", "bench-search", *args)

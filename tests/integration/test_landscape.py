@@ -194,6 +194,7 @@ def test_bench_search_replays_the_landscape_and_finds_the_recorded_optimum(swept
     assert "not the oracle" in text and "6 records" in text
 
 
+@pytest.mark.slow  # 7 s: sweeps the space through the trial CLI (make test-fast leaves it out)
 def test_replayed_measurements_are_the_recorded_repeats(swept: Swept) -> None:
     problem = load_problem(landscape=str(swept.landscape))
     records = swept.doc["records"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import optuna
+import pytest
 
 from autotune.search.samplers import make_sampler
 from autotune.search.stopping import check
@@ -58,6 +59,7 @@ def test_the_replay_stops_where_the_rule_says_and_runs_on_for_the_full_budget() 
     assert tpe.stopped_success == tpe.full_success
 
 
+@pytest.mark.slow  # 3 s: the command in subprocesses (make test-fast leaves it out)
 def test_the_command_prints_both_rows_and_refuses_noise_on_a_landscape() -> None:
     proc = run_cli("--landscape", LANDSCAPE, "--seeds", "2", "--budget", "10", "--stop-rule",
                    "--json")

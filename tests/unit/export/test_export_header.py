@@ -53,6 +53,7 @@ def test_without_a_margin_there_is_no_line(store: Path, capsys: pytest.CaptureFi
     assert "how sure" not in out.out + out.err and "# from trial t_best" in out.out
 
 
+@pytest.mark.slow  # 4 s: a pseudo-terminal subprocess (make test-fast leaves it out)
 def test_provenance_is_printed_once_on_a_terminal(store: Path) -> None:
     _search(store, "tty", {})
     main_fd, sub_fd = pty.openpty()

@@ -42,6 +42,7 @@ def _run(code: str, env: dict[str, str], *args: str) -> dict:
 
 
 @pytest.mark.skipif(not sglang_flags.sglang_importable(), reason="needs an installed SGLang")
+@pytest.mark.slow  # 3 s: a child interpreter (make test-fast leaves it out)
 def test_a_child_reads_the_shared_table_without_importing_sglang(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != sglang_flags.FLAG_TABLE_ENV}
     env["PYTHONPATH"] = str(ROOT)

@@ -89,6 +89,7 @@ def test_every_write_of_a_durable_tracker_is_spooled_and_nothing_else_reaches_ml
         assert not hasattr(durable, around_the_spool), around_the_spool
 
 
+@pytest.mark.slow  # 3 s: a real MLflow store (make test-fast leaves it out)
 def test_a_tracker_logs_a_lost_attempt_as_the_run_s_next_and_finds_a_search_run_by_tag(tmp_path: Path) -> None:
     tracker = Tracker("direct", root=str(tmp_path)).connect()
     first = tracker.start_search(backend="sim", tags={TAG_SPOOL_ID: "spool-a"})
