@@ -6,6 +6,8 @@ The trials' per-round readings already say how sure the search is of its best co
 speculative trial against the runner-up (the next best) and against break-even (its group's
 baseline readings times ``min_speedup``); when both are separated at the space's confidence, the
 winner is decisive and the finalists are not re-measured (no fresh server, no fresh baseline).
+A runner-up not separated but at most ``search.equivalence_pct`` ahead at that confidence counts
+as settled too: re-measuring could change the name, not the user's tok/s by more than that.
 Otherwise they are, and :func:`finalist_evidence` states the margin from the re-measurement.
 The summary (console, ``summary.md``, MLflow) gives :meth:`WinnerEvidence.line`.
 """
@@ -43,6 +45,8 @@ class WinnerEvidence:
         over_break_even: The best's tok/s over its baseline's times ``min_speedup``; None unknown.
         source: ``"trials"`` (the search's own rounds) or ``"finalists"`` (the re-measurement).
         rounds: The readings each side had: ``(best, runner-up)``.
+        equivalence: ``search.equivalence_pct`` as a fraction: how far ahead a runner-up may be,
+            at the stated confidence, and the winner still settled.
     """
 
     winner: dict[str, Any]
@@ -51,11 +55,22 @@ class WinnerEvidence:
     over_break_even: Margin | None
     source: str
     rounds: tuple[int, int]
+    equivalence: float = 0.0
+
+    @property
+    def equivalent(self) -> bool:
+        """Not separated from the runner-up, but the runner-up is at most ``equivalence`` ahead:
+        the interval's low end of best / runner-up is at least ``1 - equivalence``."""
+        m = self.over_runner_up
+        return (m is not None and not m.separated and m.low is not None
+                and self.equivalence > 0 and m.low >= 1 - self.equivalence)
 
     @property
     def decisive(self) -> bool:
-        """Separated from the runner-up (or there is none) and from break-even."""
-        ahead = self.runner_up is None or (self.over_runner_up is not None and self.over_runner_up.separated)
+        """Separated from the runner-up (or there is none, or it is :attr:`equivalent`) and from
+        break-even."""
+        ahead = self.runner_up is None or (self.over_runner_up is not None
+                                           and (self.over_runner_up.separated or self.equivalent))
         return ahead and self.over_break_even is not None and self.over_break_even.separated
 
     def line(self) -> str:
@@ -70,7 +85,9 @@ class WinnerEvidence:
             high = "?" if m.high is None else f"{(m.high - 1) * 100:+.1f}%"
             head = (f"margin over the runner-up ({_label(self.runner_up)}): {(m.ratio - 1) * 100:+.1f}% "
                     f"[{low}, {high}] at {m.confidence:.0%}, "
-                    + ("separated" if m.separated else "NOT separated: within the noise"))
+                    + ("separated" if m.separated else
+                       f"not separated, but the runner-up is at most {self.equivalence:.1%} ahead"
+                       if self.equivalent else "NOT separated: within the noise"))
         pays = self.over_break_even
         if pays is not None and pays.low is not None and pays.high is not None:
             head += (f"; tok/s over break-even {(pays.ratio - 1) * 100:+.1f}% [{(pays.low - 1) * 100:+.1f}%, "
@@ -82,6 +99,7 @@ class WinnerEvidence:
                 "over_runner_up": self.over_runner_up.to_dict() if self.over_runner_up else None,
                 "over_break_even": self.over_break_even.to_dict() if self.over_break_even else None,
                 "source": self.source, "rounds": list(self.rounds), "decisive": self.decisive,
+                "equivalence": self.equivalence, "equivalent": self.equivalent,
                 "line": self.line()}
 
 
@@ -119,7 +137,8 @@ def _evidence(ranked: Sequence[Pair], space: SearchSpace, *, source: str,
     pays = margin(best.output_tok_s_repeats, floor, confidence=conf)
     return WinnerEvidence(winner=dict(params), runner_up=dict(runner) if runner is not None else None,
                           over_runner_up=over, over_break_even=pays, source=source,
-                          rounds=(len(mine), len(other)))
+                          rounds=(len(mine), len(other)),
+                          equivalence=space.search.equivalence_pct / 100)
 
 
 def settles(evidence: WinnerEvidence | None, *, rounds: bool, levels: bool) -> bool:

@@ -166,6 +166,15 @@ class SearchSettings:
     #: Stop before ``budget.trials`` when no unmeasured config can plausibly beat the incumbent
     #: (:mod:`autotune.search.stopping`); applies to samplers that bound their predictions.
     stop_rule: bool = True
+    #: A runner-up that the trials' readings put at most this many percent ahead of the best config
+    #: (at the stated confidence) is not worth a confirmation server: naming either loses at most
+    #: this much (:attr:`autotune.search.evidence.WinnerEvidence.decisive`). 0: only a separated
+    #: winner skips the finalists.
+    equivalence_pct: float = 2.0
+
+
+#: The largest ``search.equivalence_pct``: a wider one would call configs equal that a user sees apart.
+MAX_EQUIVALENCE_PCT = 10.0
 
 
 STUDY_STORAGES = ("sqlite", "journal")
@@ -205,12 +214,13 @@ def read_resources(reader: Reader, value: Any, line: int | None) -> Resources:
 
 
 def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
-    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage, stop_rule}``."""
+    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage, stop_rule,
+    equivalence_pct}``."""
     if value is None:
         return SearchSettings()
     reader.mapping(value, "search", line, allowed=("sampler", "seed", "finalists",
                                                    "finalist_repeats", "max_concurrent", "storage",
-                                                   "stop_rule"))
+                                                   "stop_rule", "equivalence_pct"))
     storage = reader.string(value.get("storage"), "search.storage", line_of(value, "storage"),
                             allow_none=True)
     if storage is not None and storage not in STUDY_STORAGES and not storage.startswith(_RDB_SCHEMES):
@@ -222,7 +232,14 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
         reader.fail(f"{sampler} is a peer strategy for the sampler benchmark (python -m autotune.bench_search), "
                     f"not a product sampler; allowed: {', '.join(SAMPLERS)}",
                     field="search.sampler", line=line_of(value, "sampler"))
+    equivalence = reader.number(value.get("equivalence_pct", SearchSettings.equivalence_pct),
+                                "search.equivalence_pct", line_of(value, "equivalence_pct"), minimum=0)
+    if equivalence > MAX_EQUIVALENCE_PCT:
+        reader.fail(f"must be at most {MAX_EQUIVALENCE_PCT:g} (percent), got {equivalence}: a runner-up "
+                    "further ahead than that is a different answer, worth confirming",
+                    field="search.equivalence_pct", line=line_of(value, "equivalence_pct"))
     return SearchSettings(
+        equivalence_pct=equivalence,
         storage=storage,
         stop_rule=reader.boolean(value.get("stop_rule", True), "search.stop_rule",
                                  line_of(value, "stop_rule")),

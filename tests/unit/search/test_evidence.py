@@ -134,3 +134,40 @@ def test_the_trials_evidence_settles_only_when_decisive_in_rounds_without_load_l
     assert not settles(clear, rounds=False, levels=False)  # fixed repeats: the finalists confirm
     assert not settles(clear, rounds=True, levels=True)  # per-level answers are the finalists'
     assert not settles(None, rounds=True, levels=False)
+
+
+def test_a_runner_up_at_most_equivalence_pct_ahead_settles_and_one_that_may_be_further_does_not(
+        space_factory: Any) -> None:
+    def base(key: str) -> TrialResult:
+        return _result([50.0, 50.1, 49.9], is_baseline=True)
+
+    tight = [_entry("a", _result([100.0, 100.3, 99.8, 100.1])),
+             _entry("b", _result([99.9, 100.2, 99.7, 100.0], steps=5))]
+    loose = [_entry("a", _result([100.0, 104.0, 96.0])), _entry("b", _result([99.0, 103.0, 95.0], steps=5))]
+    sequential = {"sequential": {"min_rounds": 2, "max_rounds": 4}}
+    default = space_factory(_without_repeats(), measure=sequential)
+    assert default.search.equivalence_pct == 2.0
+    ev = trial_evidence(default, tight, base)
+    assert ev is not None and ev.over_runner_up is not None and not ev.over_runner_up.separated
+    assert ev.over_runner_up.low is not None and ev.over_runner_up.low >= 0.98
+    assert ev.equivalent and ev.decisive
+    assert "not separated, but the runner-up is at most 2.0% ahead" in ev.line()
+    assert ev.to_dict()["equivalent"] is True and ev.to_dict()["equivalence"] == 0.02
+    # The same readings when the space asks for a separated winner: the finalists confirm.
+    strict = space_factory(_without_repeats(), measure=sequential, search={"equivalence_pct": 0})
+    ev = trial_evidence(strict, tight, base)
+    assert ev is not None and not ev.equivalent and not ev.decisive and "NOT separated" in ev.line()
+    # A runner-up that may be more than 2% ahead is not settled, whatever the point estimate.
+    ev = trial_evidence(default, loose, base)
+    assert ev is not None and ev.over_runner_up is not None and ev.over_runner_up.low is not None
+    assert ev.over_runner_up.low < 0.98 and not ev.equivalent and not ev.decisive
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (-1, "search.equivalence_pct.*must be >= 0"),
+    (11, "search.equivalence_pct.*at most 10"),
+    ("two", "search.equivalence_pct.*finite number"),
+])
+def test_a_bad_equivalence_pct_names_its_field(space_factory: Any, value: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        space_factory(search={"equivalence_pct": value})
