@@ -19,6 +19,7 @@ from autotune.export import launch_command as export
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.args import parse_server_args, sglang_available
+from autotune.tracking.search_reader import MlflowReader
 from autotune.tracking.tracker import Tracker
 from tests.tracking_helpers import eagle, failed, launch, result
 
@@ -120,7 +121,8 @@ def test_yaml_export_loads_as_an_sglang_config_file(demo, store, tmp_path, capsy
     code, _, err = _export(store, "--name", "demo", "--format", "yaml", "-o", str(out), capsys=capsys)
     assert code == 0, err
     from_config = parse_server_args(["--config", str(out)], **PARSER)
-    _, command = _script_command(export.render(export.winner_spec(demo, export.choose(demo)), "sh"))
+    reader = MlflowReader(demo)
+    _, command = _script_command(export.render(export.winner_spec(reader, export.choose(reader)), "sh"))
     assert from_config == parse_server_args(command[3:], **PARSER)
     assert from_config["speculative_num_steps"] == 5 and from_config["enable_metrics"] is True
     text = out.read_text()
