@@ -51,6 +51,7 @@ class ExportArgs:
         adaptive_config: Write SGLang's adaptive speculation table to this file.
         json: Print the launch as JSON.
         output: Write the result to this file instead of stdout.
+        via_mlflow: Read a local sqlite store through MLflow's client too (slower, same answer).
     """
 
     name: str
@@ -65,6 +66,7 @@ class ExportArgs:
     adaptive_config: str | None = None
     json: bool = False
     output: str | None = None
+    via_mlflow: bool = False
 
 
 def build_parser(prog: str = PROG) -> cli.CommandParser:
@@ -87,6 +89,10 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
                              "and env (what --json prints)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: the store under <root>/mlruns)")
     parser.add_argument("--root", help="project directory of the local store (default: the working directory)")
+    parser.add_argument("--via-mlflow", action="store_true",
+                        help="read a local sqlite store through MLflow's client as well (by default it is read "
+                             "directly, without importing MLflow: seconds faster, the same answer; a tracking "
+                             "server is always read through MLflow)")
     parser.add_argument("--strip-metrics", action="store_true",
                         help="drop --enable-metrics and SGLANG_ENABLE_METRICS_DEVICE_TIMER (kept by default: "
                              "the numbers were measured with them)")
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         return _main_levels(args)
     fmt = "json" if args.json else args.format or "sh"
     try:
-        reader = open_reader(args.name, root=args.root, tracking_uri=args.tracking_uri)
+        reader = open_reader(args.name, root=args.root, tracking_uri=args.tracking_uri, fast=not args.via_mlflow)
         winner = choose(reader, run_id=args.run_id)
         tags = search_tags(reader, winner)
         default = default_of(tags)
@@ -156,7 +162,8 @@ def _main_levels(args: ExportArgs) -> int:
         return _failed(ValueError("--json does not go with --adaptive-config: its export is a launch script"))
     adaptive = args.adaptive_config  # else --per-level: the two are exclusive, and one is given
     try:
-        reader: SearchReader = open_reader(args.name, root=args.root, tracking_uri=args.tracking_uri)
+        reader: SearchReader = open_reader(args.name, root=args.root, tracking_uri=args.tracking_uri,
+                                           fast=not args.via_mlflow)
         if adaptive is None:
             text = level_exports.per_level_json(reader, run_id=args.run_id, strip_metrics=args.strip_metrics,
                                                 host=args.host, port=args.port)
