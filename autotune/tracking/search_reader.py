@@ -172,33 +172,53 @@ class SqliteReader:
         tracking_uri: Its URI (for messages, and for MLflow when an artifact is not a local file).
 
     Raises:
-        Unreadable: The file does not open as an MLflow store (a schema this reader does not know).
+        Unreadable: The file does not open as an MLflow store with every table and column read here
+            (another database, a schema this reader does not know): MLflow's reader reads it instead.
         ConfigError: The store has no experiment ``name``, or it was deleted (MLflow's words).
     """
+
+    #: Every table and column read here, checked when the reader is made (a store of another
+    #: schema falls back to MLflow's reader then, never halfway through an export).
+    SCHEMA = {"experiments": "experiment_id, name, lifecycle_stage",
+              "runs": "run_uuid, experiment_id, status, start_time, lifecycle_stage, artifact_uri",
+              "latest_metrics": "run_uuid, key, value, is_nan", "params": "run_uuid, key, value",
+              "tags": "run_uuid, key, value"}
 
     def __init__(self, name: str, db: Path, *, tracking_uri: str) -> None:
         self.name = name
         self.tracking_uri = tracking_uri
         self._db = db
+        self._checked = False
         with self._query() as con:
+            for table, columns in self.SCHEMA.items():
+                con.execute(f"SELECT {columns} FROM {table} LIMIT 0")
             row = con.execute("SELECT experiment_id, lifecycle_stage FROM experiments WHERE name = ?",
                               (name,)).fetchone()
+        self._checked = True
         self.experiment_id = store.checked_experiment(
             None if row is None else (str(row[0]), row[1]), name, tracking_uri=tracking_uri)
 
     @contextlib.contextmanager
     def _query(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection; any sqlite error is :class:`Unreadable` (MLflow reads it instead)."""
+        """A read-only connection. A sqlite error while the reader is made is :class:`Unreadable`
+        (MLflow's reader reads the store instead); later (locked for 30 s, the file gone) a
+        :class:`ConfigError` that says so."""
         try:
             con = sqlite3.connect(f"{self._db.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
         except sqlite3.Error as exc:
-            raise Unreadable(f"{self._db}: {exc}") from exc
+            raise self._unreadable(exc) from exc
         try:
             yield con
         except sqlite3.Error as exc:
-            raise Unreadable(f"{self._db}: {exc}") from exc
+            raise self._unreadable(exc) from exc
         finally:
             con.close()
+
+    def _unreadable(self, exc: sqlite3.Error) -> Exception:
+        if not self._checked:
+            return Unreadable(f"{self._db}: {exc}")
+        return ConfigError(f"cannot read the MLflow store {self.tracking_uri}: {type(exc).__name__}: {exc}",
+                           field="tracking_uri")
 
     def latest_search_run_id(self) -> str | None:
         with self._query() as con:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from autotune.errors import ConfigError
-from autotune.tracking.search_reader import MlflowReader, SqliteReader, open_reader
+from autotune.tracking.search_reader import MlflowReader, SqliteReader, Unreadable, open_reader
 from autotune.tracking.store import StoreUnreachable
 from autotune.tracking.tracker import Tracker
 from tests.tracking_helpers import eagle, failed, result
@@ -91,3 +93,34 @@ def test_where_each_reader_is_used(recorded: Tracker, store: Path, tmp_path: Pat
         port = sock.getsockname()[1]
     with pytest.raises(StoreUnreachable):
         open_reader("recorded", tracking_uri=f"http://127.0.0.1:{port}")
+
+
+def _other_database(tmp_path: Path) -> Path:
+    other = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(other)) as con:
+        con.execute("CREATE TABLE notes (text TEXT)")  # a database, not an MLflow store
+        con.commit()
+    return other
+
+
+def test_the_sqlite_reader_refuses_a_database_of_another_schema(tmp_path: Path) -> None:
+    other = _other_database(tmp_path)
+    with pytest.raises(Unreadable):
+        SqliteReader("x", other, tracking_uri=f"sqlite:///{other}")
+    with contextlib.closing(sqlite3.connect(other)) as con:  # an older MLflow's runs: no artifact_uri
+        con.execute("CREATE TABLE experiments (experiment_id INTEGER, name TEXT, lifecycle_stage TEXT)")
+        for table in ("latest_metrics (run_uuid, key, value, is_nan)", "params (run_uuid, key, value)",
+                      "tags (run_uuid, key, value)", "runs (run_uuid, experiment_id, status, start_time, "
+                      "lifecycle_stage)"):
+            con.execute(f"CREATE TABLE {table}")
+        con.commit()
+    with pytest.raises(Unreadable, match="artifact_uri"):
+        SqliteReader("x", other, tracking_uri=f"sqlite:///{other}")
+
+
+@pytest.mark.slow  # MLflow makes its tables in the database: 15-40 s here
+def test_a_database_the_sqlite_reader_refuses_is_read_through_mlflow(tmp_path: Path) -> None:
+    other = _other_database(tmp_path)
+    # MLflow's reader opens it instead (MLflow makes its tables there) and says it has no experiment 'x'.
+    with pytest.raises(ConfigError, match="no experiment named 'x'"):
+        open_reader("x", tracking_uri=f"sqlite:///{other}")
