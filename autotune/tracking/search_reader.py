@@ -146,7 +146,8 @@ class MlflowReader:
         try:
             run = store.retry(lambda: self.tracker.client.get_run(run_id))
         except Exception as exc:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST and friends
-            if getattr(exc, "error_code", None) == "RESOURCE_DOES_NOT_EXIST":
+            # Not there, or not even a run id ("../x"): no such run either way, as the sqlite reader says.
+            if getattr(exc, "error_code", None) in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
                 raise no_run(run_id, self.tracking_uri) from None
             raise ConfigError(f"cannot read run {run_id} in {self.tracking_uri} ({type(exc).__name__})",
                               field="run_id") from None

@@ -333,7 +333,8 @@ def test_every_export_form_is_byte_identical_through_either_reader(demo, levels,
              ["--name", "demo", "--run-id", trial, "--strip-metrics", "--host", "0.0.0.0", "--port", "30010"],
              ["--name", "demo", "--run-id", demo.parent_run_id],
              ["--name", "levels", "--per-level"], ["--name", "levels", "--adaptive-config", "ADAPTIVE"],
-             ["--name", "nope"], ["--name", "demo", "--run-id", "0" * 32], ["--name", "slo-miss"]]
+             ["--name", "nope"], ["--name", "demo", "--run-id", "0" * 32], ["--name", "demo", "--run-id", "../x"],
+             ["--name", "levels", "--per-level", "--run-id", "0" * 32], ["--name", "slo-miss"]]
     adaptive = tmp_path / "adaptive.json"
     for form in forms:
         seen = []
