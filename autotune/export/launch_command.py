@@ -1,9 +1,11 @@
 """The winning launch command of a search, checked by SGLang's parser (``python -m autotune.export``
 is :mod:`autotune.cli.export`).
 
-The winner is read back from MLflow (:func:`autotune.tracking.runs.select_winner`, by the one policy of
-:mod:`autotune.trial.winner` and the search's objective): the best confirmed feasible speculative config,
-else the best feasible one, else the no-speculation baseline. It is
+The winner is chosen from the search's recorded runs, read back by :mod:`autotune.tracking.search_reader`
+(the local sqlite store without importing MLflow, else MLflow's client), by the one policy
+(:func:`autotune.tracking.runs.select_winner`, :mod:`autotune.trial.winner`, the search's objective):
+the best confirmed feasible speculative config, else the best feasible one, else the no-speculation
+baseline. It is
 written as a shell script (``export`` lines, then ``python -m sglang.launch_server ...``), an SGLang
 ``--config`` YAML, or JSON (argv and env). Every output is parsed back with SGLang's own argument
 parser before it is written.
@@ -36,6 +38,7 @@ from autotune.space.warm_start import versus_default
 from autotune.tracking.runs import (
     KIND_SEARCH,
     TAG_KIND,
+    TAG_PARENT,
     TAG_SGLANG_DEFAULT,
     TAG_SYNTHETIC_ACCEPT,
     TRIAL_KINDS,
@@ -44,6 +47,7 @@ from autotune.tracking.runs import (
     objective_of,
     select_winner,
 )
+from autotune.tracking.search_reader import LaunchSource, SearchReader
 
 if TYPE_CHECKING:
     from autotune.tracking.tracker import Tracker
@@ -62,10 +66,11 @@ def without_speculation(spec: LaunchSpec) -> LaunchSpec:
     return replace(spec, draft_model_path=None, server_args=args)
 
 
-def winner_spec(tracker: Tracker, winner: Winner, *, strip_metrics: bool = False,
+def winner_spec(source: LaunchSource, winner: Winner, *, strip_metrics: bool = False,
                 host: str | None = None, port: int | None = None) -> LaunchSpec:
-    """The real-SGLang launch of a winner, from its run's ``launch.json``."""
-    spec = tracker.load_spec(winner.run.run_id)
+    """The real-SGLang launch of a winner, from its run's ``launch.json`` (read by a
+    :class:`~autotune.tracking.search_reader.SearchReader`, or a search's own tracker)."""
+    spec = source.load_spec(winner.run.run_id)
     if winner.derived_baseline:
         spec = without_speculation(spec)
     return serving_spec(spec, strip_metrics=strip_metrics, host=host, port=port)
@@ -94,11 +99,11 @@ def winner_files(tracker: Tracker, winner: Winner) -> dict[str, str]:
     return files
 
 
-def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
+def choose(reader: SearchReader, *, run_id: str | None = None) -> Winner:
     """The run to export.
 
     Args:
-        tracker: A connected tracker of the search's experiment.
+        reader: The search's recorded runs (:func:`autotune.tracking.search_reader.open_reader`).
         run_id: A search run (choose within it) or a trial run (export exactly it); the
             experiment's newest search run if None.
 
@@ -109,13 +114,9 @@ def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
     parent: str | None
     if run_id is not None:
         parent = run_id
-        try:
-            run = tracker.client.get_run(run_id)
-        except Exception as exc:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST and friends
-            raise ConfigError(f"no run {run_id} in {tracker.tracking_uri} ({type(exc).__name__})",
-                              field="run_id") from None
-        if run.info.experiment_id != tracker.experiment_id:
-            raise ConfigError(f"run {run_id} is not in the experiment of search {tracker.name!r}",
+        run = reader.get_run(run_id)
+        if run.info.experiment_id != reader.experiment_id:
+            raise ConfigError(f"run {run_id} is not in the experiment of search {reader.name!r}",
                               field="run_id")
         kind = run.data.tags.get(TAG_KIND)
         if kind in TRIAL_KINDS:
@@ -123,11 +124,11 @@ def choose(tracker: Tracker, *, run_id: str | None = None) -> Winner:
         if kind != KIND_SEARCH:
             raise ConfigError(f"run {run_id} is not an autotune search or trial run", field="run_id")
     else:
-        parent = tracker.latest_parent_run_id()
+        parent = reader.latest_search_run_id()
         if parent is None:
-            raise NothingToExport(f"search {tracker.name!r} has no search run in {tracker.tracking_uri}")
-    metric, maximize = objective_of(tracker.client.get_run(parent).data.tags)
-    winner = select_winner(tracker.trial_runs(parent), objective=metric, maximize=maximize)
+            raise NothingToExport(f"search {reader.name!r} has no search run in {reader.tracking_uri}")
+    metric, maximize = objective_of(reader.get_run(parent).data.tags)
+    winner = select_winner(reader.trial_runs(parent), objective=metric, maximize=maximize)
     if winner is None:
         raise NothingToExport(f"search run {parent} has no feasible trial and no baseline to export")
     return winner
@@ -149,14 +150,14 @@ TAG_WINNER_MARGIN = "autotune.winner_margin"
 TAG_FLAG_TABLE = "autotune.sglang_flag_table"
 
 
-def search_tags(tracker: Tracker, winner: Winner | None) -> dict[str, str]:
+def search_tags(reader: SearchReader, winner: Winner | None) -> dict[str, str]:
     """The tags of the winner's search run (one read), empty when there is none or it is unreadable."""
-    parent = (winner.run.tags.get("mlflow.parentRunId") if winner is not None else None)
+    parent = (winner.run.tags.get(TAG_PARENT) if winner is not None else None)
     if not parent:
         return {}
     try:
-        return dict(tracker.client.get_run(parent).data.tags)
-    except Exception:  # noqa: BLE001 - an older store, an unreadable run: the lines are left out
+        return dict(reader.get_run(parent).data.tags)
+    except ConfigError:  # an older store, an unreadable run: the lines are left out
         return {}
 
 
@@ -169,9 +170,9 @@ def default_of(tags: Mapping[str, str]) -> dict[str, Any] | None:
         return None
 
 
-def search_default(tracker: Tracker, winner: Winner | None) -> dict[str, Any] | None:
+def search_default(reader: SearchReader, winner: Winner | None) -> dict[str, Any] | None:
     """SGLang's default speculative config as the winner's search measured it, or None."""
-    return default_of(search_tags(tracker, winner))
+    return default_of(search_tags(reader, winner))
 
 
 def provenance(winner: Winner | None, *, search: str | None, spec: LaunchSpec,

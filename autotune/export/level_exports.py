@@ -28,14 +28,14 @@ from autotune.tracking.runs import KIND_SEARCH, TAG_KIND, Winner, objective_of, 
 from autotune.trial.level_results import CONCURRENCY, LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
-    from autotune.tracking.tracker import Tracker
+    from autotune.tracking.search_reader import SearchReader
 
 __all__ = ["adaptive_export", "level_winners", "per_level_json"]
 
 _FIGURES = ("output_tok_s", "baseline_tok_s", "speedup", "accept_length", "break_even_accept_length")
 
 
-def level_winners(tracker: Tracker, *, run_id: str | None = None
+def level_winners(reader: SearchReader, *, run_id: str | None = None
                   ) -> tuple[str, list[LoadLevel], dict[LoadLevel, Winner | None]]:
     """``(search run id, levels, winner per level)`` of the newest search run, or of ``run_id``.
 
@@ -43,18 +43,14 @@ def level_winners(tracker: Tracker, *, run_id: str | None = None
         ConfigError: ``run_id`` is not a search run of this experiment.
         NothingToExport: No search run, or its trials were measured at one level only.
     """
-    parent = run_id or tracker.latest_parent_run_id()
+    parent = run_id or reader.latest_search_run_id()
     if parent is None:
-        raise NothingToExport(f"search {tracker.name!r} has no search run in {tracker.tracking_uri}")
-    try:
-        run = tracker.client.get_run(parent)
-    except Exception as exc:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST and friends
-        raise ConfigError(f"no run {parent} in {tracker.tracking_uri} ({type(exc).__name__})",
-                          field="run_id") from None
-    if run.info.experiment_id != tracker.experiment_id or run.data.tags.get(TAG_KIND) != KIND_SEARCH:
-        raise ConfigError(f"run {parent} is not a search run of {tracker.name!r}; the per-level "
+        raise NothingToExport(f"search {reader.name!r} has no search run in {reader.tracking_uri}")
+    run = reader.get_run(parent)
+    if run.info.experiment_id != reader.experiment_id or run.data.tags.get(TAG_KIND) != KIND_SEARCH:
+        raise ConfigError(f"run {parent} is not a search run of {reader.name!r}; the per-level "
                           "exports choose within a search", field="run_id")
-    runs = tracker.trial_runs(parent)
+    runs = reader.trial_runs(parent)
     levels = search_levels(runs)
     if not levels:
         raise NothingToExport(f"search run {parent} measured one load level only; per-level "
@@ -64,19 +60,19 @@ def level_winners(tracker: Tracker, *, run_id: str | None = None
     return parent, levels, select_level_winners(runs, levels, objective=metric, maximize=maximize)
 
 
-def per_level_json(tracker: Tracker, *, run_id: str | None = None, **spec_kw: Any) -> str:
+def per_level_json(reader: SearchReader, *, run_id: str | None = None, **spec_kw: Any) -> str:
     """The per-level table as JSON: each level's winner, its figures there and its launch.
 
     ``spec_kw`` are :func:`autotune.export.launch_command.winner_spec`'s (``strip_metrics``, ``host``,
     ``port``). A level where nothing was feasible has ``"winner": null``: nothing to serve there.
     """
-    parent, levels, winners = level_winners(tracker, run_id=run_id)
+    parent, levels, winners = level_winners(reader, run_id=run_id)
     rows = []
     for level in levels:
         w = winners[level]
         row: dict[str, Any] = {**level.field(), "level": level.label, "winner": None}
         if w is not None:
-            launch = json.loads(render(winner_spec(tracker, w, **spec_kw), "json"))
+            launch = json.loads(render(winner_spec(reader, w, **spec_kw), "json"))
             row["winner"] = {
                 "run_id": w.run.run_id, "trial_id": w.run.trial_id, "kind": w.run.kind,
                 "confirmed": w.run.confirmed, "is_baseline": w.is_baseline, "note": w.note,
@@ -86,13 +82,13 @@ def per_level_json(tracker: Tracker, *, run_id: str | None = None, **spec_kw: An
             if w.is_baseline:
                 row["winner"]["accept_length"] = row["winner"]["break_even_accept_length"] = None
         rows.append(row)
-    data = {"search": tracker.name, "search_run_id": parent, "levels": rows,
+    data = {"search": reader.name, "search_run_id": parent, "levels": rows,
             "note": "each level's best config by the search's winner policy, judged against its "
                     f"baseline measured at the same {levels[0].title}"}
     return json.dumps(data, indent=2) + "\n"
 
 
-def adaptive_export(tracker: Tracker, config_path: str | Path, *, run_id: str | None = None,
+def adaptive_export(reader: SearchReader, config_path: str | Path, *, run_id: str | None = None,
                     **spec_kw: Any) -> str:
     """Write SGLang's adaptive table to ``config_path`` and return the launch script that uses it.
 
@@ -101,7 +97,7 @@ def adaptive_export(tracker: Tracker, config_path: str | Path, *, run_id: str | 
         LaunchArgsError: The winners cannot share one adaptive server (why), or SGLang's loader
             or parser rejects the result.
     """
-    parent, levels, winners = level_winners(tracker, run_id=run_id)
+    parent, levels, winners = level_winners(reader, run_id=run_id)
     if any(lv.axis != CONCURRENCY for lv in levels):
         raise ConfigError(f"search run {parent} measured request-rate levels "
                           f"({', '.join(lv.label for lv in levels)}); SGLang's adaptive speculation "
@@ -116,7 +112,7 @@ def adaptive_export(tracker: Tracker, config_path: str | Path, *, run_id: str | 
     if missing:
         raise NothingToExport(f"no feasible config at concurrency {missing}: the table would "
                               "have nothing to serve there")
-    specs = {lv: winner_spec(tracker, batch[lv], **spec_kw) for lv in levels_b}  # type: ignore[arg-type]
+    specs = {lv: winner_spec(reader, batch[lv], **spec_kw) for lv in levels_b}  # type: ignore[arg-type]
     steps: dict[int, int] = {}  # batch size -> the winner's step count there
     for lv in levels_b:
         if batch[lv].is_baseline:  # type: ignore[union-attr]
@@ -140,7 +136,7 @@ def adaptive_export(tracker: Tracker, config_path: str | Path, *, run_id: str | 
                               f"the table's candidate steps {union}")
     script = render(replace(base, server_args=args), "sh")
     table = ", ".join(f"{lv}: {'no speculation' if not s else f'{s} steps'}" for lv, s in steps.items())
-    notes = [f"autotune export of search {tracker.name!r} (run {parent}): SGLang adaptive speculation",
+    notes = [f"autotune export of search {reader.name!r} (run {parent}): SGLang adaptive speculation",
              f"per batch size (the largest level not above it): {table}",
              f"table {path} read back by {checker}; each level pinned to its measured step count",
              "each level was measured as a fixed launch; the adaptive server switching between them "

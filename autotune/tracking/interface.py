@@ -4,8 +4,9 @@ A search (its callbacks, pre-screen and conclusion, :mod:`autotune.search`) writ
 reads a few ids back through exactly these operations. Two classes implement it:
 :class:`~autotune.tracking.tracker.Tracker` writes each one to MLflow at once (and may raise), and
 :class:`~autotune.tracking.durable.DurableTracker` spools each write first and replays it (and never
-raises), which is what a search uses. Reading runs back (export, ``autotune sync``) is the
-:class:`~autotune.tracking.tracker.Tracker`'s alone.
+raises), which is what a search uses. Reading runs back is the
+:class:`~autotune.tracking.tracker.Tracker`'s (``autotune sync``) and
+:mod:`autotune.tracking.search_reader`'s (export).
 """
 
 from __future__ import annotations

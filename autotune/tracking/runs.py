@@ -129,6 +129,12 @@ class TrialRun:
         return [LoadLevel.from_key(k) for k in _json_dict(self.tags.get(TAG_LEVEL_STATUS))]
 
 
+def trial_runs_of(runs: Iterable[Any]) -> list[TrialRun]:
+    """The trial, baseline and finalist runs among a search's child runs (MLflow ``Run`` objects or
+    :class:`autotune.tracking.search_reader.StoredRun`), in their order."""
+    return [TrialRun.from_run(r) for r in runs if r.data.tags.get(TAG_KIND) in TRIAL_KINDS]
+
+
 def _json_list(text: str | None) -> list[str]:
     if not text:
         return []
@@ -287,4 +293,5 @@ __all__ = ["METRIC_RANK", "TAG_DESCRIPTION", "TAG_WINNER",
            "KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
            "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED",
            "TAG_STALE_METRICS", "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner",
-           "display_order", "objective_of", "search_levels", "select_level_winners", "select_winner"]
+           "display_order", "objective_of", "search_levels", "select_level_winners", "select_winner",
+           "trial_runs_of"]

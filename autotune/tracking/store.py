@@ -224,14 +224,27 @@ def open_experiment(client: MlflowClient, name: str, *, tracking_uri: str, artif
                                    f"{type(exc).__name__}", reason=type(exc).__name__, field="tracking_uri") from None
         raise ConfigError(f"cannot open the MLflow store {tracking_uri}: "
                           f"{type(exc).__name__}: {exc}", field="tracking_uri") from None
-    if experiment is None:
+    return checked_experiment(None if experiment is None else (experiment.experiment_id, experiment.lifecycle_stage),
+                              name, tracking_uri=tracking_uri)
+
+
+def checked_experiment(found: tuple[str, str] | None, name: str, *, tracking_uri: str) -> str:
+    """The id of the experiment ``name`` as a store found it (``(id, lifecycle stage)``, None when it
+    has none), refused when missing or deleted; MLflow's reader and the sqlite one
+    (:mod:`autotune.tracking.search_reader`) both say it so.
+
+    Raises:
+        ConfigError: No such experiment, or it was deleted.
+    """
+    if found is None:
         raise ConfigError(f"no experiment named {name!r} in {tracking_uri}; "
                           "check --name (it is the search name)", field="name")
-    if experiment.lifecycle_stage == "deleted":
+    experiment_id, stage = found
+    if stage == "deleted":
         raise ConfigError(f"the experiment {name!r} was deleted in {tracking_uri}; restore "
-                          f"it (mlflow experiments restore --experiment-id {experiment.experiment_id}) "
+                          f"it (mlflow experiments restore --experiment-id {experiment_id}) "
                           "or use another search name", field="name")
-    return experiment.experiment_id
+    return experiment_id
 
 
 def _unreachable(exc: BaseException) -> bool:

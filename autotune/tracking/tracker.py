@@ -31,7 +31,8 @@ from autotune.tracking import stale, store, summary, trial_log
 from autotune.tracking.content import search_tags, spec_of
 from autotune.tracking.interface import WinnerFiles
 from autotune.tracking.runs import (KIND_BASELINE, KIND_SEARCH, KIND_TRIAL, TAG_CONFIRMED,
-                                    TAG_KIND, TAG_PARENT, TAG_REASON, TAG_TRIAL_ID, TRIAL_KINDS, TrialRun)
+                                    TAG_KIND, TAG_PARENT, TAG_REASON, TAG_TRIAL_ID, TrialRun,
+                                    trial_runs_of)
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
 from autotune.tracking.summary import SearchSummary
 
@@ -165,8 +166,7 @@ class Tracker:
             parent_run_id: The search run; this tracker's own if None.
         """
         parent = parent_run_id or self._need_parent()
-        return [TrialRun.from_run(r) for r in self._child_runs(parent)
-                if r.data.tags.get(TAG_KIND) in TRIAL_KINDS]
+        return trial_runs_of(self._child_runs(parent))
 
     def find_trial_run(self, trial_id: str) -> str | None:
         """The run id of a trial under this search, None if it has none yet."""

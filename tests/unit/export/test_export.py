@@ -19,6 +19,7 @@ from autotune.export import launch_command as export
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.sglang.args import parse_server_args, sglang_available
+from autotune.tracking.search_reader import MlflowReader
 from autotune.tracking.tracker import Tracker
 from tests.tracking_helpers import eagle, failed, launch, result
 
@@ -120,7 +121,8 @@ def test_yaml_export_loads_as_an_sglang_config_file(demo, store, tmp_path, capsy
     code, _, err = _export(store, "--name", "demo", "--format", "yaml", "-o", str(out), capsys=capsys)
     assert code == 0, err
     from_config = parse_server_args(["--config", str(out)], **PARSER)
-    _, command = _script_command(export.render(export.winner_spec(demo, export.choose(demo)), "sh"))
+    reader = MlflowReader(demo)
+    _, command = _script_command(export.render(export.winner_spec(reader, export.choose(reader)), "sh"))
     assert from_config == parse_server_args(command[3:], **PARSER)
     assert from_config["speculative_num_steps"] == 5 and from_config["enable_metrics"] is True
     text = out.read_text()
@@ -316,3 +318,49 @@ def test_a_tree_winner_or_a_single_level_search_has_no_adaptive_form(demo, store
     assert rows[1]["winner"]["is_baseline"] is True and rows[1]["winner"]["accept_length"] is None
     code, _, err = _export(store, "--name", "demo", "--per-level", capsys=capsys)
     assert code == 1 and "one load level only" in err
+
+
+# ---- the two readers of a search's record (autotune.tracking.search_reader) -----------------------
+
+def test_every_export_form_is_byte_identical_through_either_reader(demo, levels, store, tmp_path, capsys):
+    _search(store, "slo-miss", [  # a baseline that misses the SLO too: nothing to export, never a winner
+        ("base", result({}, 1000.0, status="infeasible", reason="p99 TTFT 900 ms > 500 ms"), {}),
+        ("t1", result(eagle(3, 1), 1200.0, status="infeasible", reason="p99 TTFT 950 ms > 500 ms"), {}),
+        ("t2", failed(eagle(7, 4)), {}),
+    ])
+    trial = next(r.run_id for r in demo.trial_runs() if r.trial_id == "t_ok")
+    forms = [["--name", "demo"], ["--name", "demo", "--format", "yaml"], ["--name", "demo", "--json"],
+             ["--name", "demo", "--run-id", trial, "--strip-metrics", "--host", "0.0.0.0", "--port", "30010"],
+             ["--name", "demo", "--run-id", demo.parent_run_id],
+             ["--name", "levels", "--per-level"], ["--name", "levels", "--adaptive-config", "ADAPTIVE"],
+             ["--name", "nope"], ["--name", "demo", "--run-id", "0" * 32], ["--name", "demo", "--run-id", "../x"],
+             ["--name", "levels", "--per-level", "--run-id", "0" * 32], ["--name", "slo-miss"]]
+    adaptive = tmp_path / "adaptive.json"
+    for form in forms:
+        seen = []
+        for via in ([], ["--via-mlflow"]):
+            adaptive.unlink(missing_ok=True)
+            code, out, err = _export(store, *[str(adaptive) if a == "ADAPTIVE" else a for a in form], *via,
+                                     capsys=capsys)
+            seen.append((code, out, err, adaptive.read_text() if adaptive.exists() else None))
+        assert seen[0] == seen[1], form
+    assert seen[0][0] == 1 and "no feasible trial and no baseline" in seen[0][2]  # slo-miss: exit 1
+
+
+def test_the_export_of_a_local_store_never_imports_mlflow(demo, levels, store, tmp_path):
+    """What makes ``autotune export`` answer in about 0.3 s here instead of 3-5 s (issue 35)."""
+    script = textwrap.dedent("""
+        import contextlib, io, sys
+        from autotune.cli.export import main
+        codes = []
+        for argv in (sys.argv[1:], ["--name", "levels", "--per-level"], ["--name", "nope"]):
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                codes.append(main(argv))
+        print(codes, sorted({m.split(".")[0] for m in sys.modules} & {"mlflow", "sqlalchemy", "alembic"}))
+    """)
+    # (--via-mlflow imports all three: 8 s more of this test, and the byte-identical test covers it.)
+    proc = subprocess.run([sys.executable, "-c", script, "--name", "demo", "--format", "yaml"],
+                          cwd=store, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[0,", "0,", "2]", "[]"], proc.stdout
