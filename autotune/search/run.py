@@ -24,7 +24,7 @@ from autotune.command_line import check_writable
 from autotune.errors import ConfigError
 from autotune.names import check_path_name
 from autotune.search import folders
-from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, start_ray
+from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, check_ray_address, start_ray
 from autotune.search.conclude import finish
 from autotune.search.incumbent import INCUMBENT_FILE, IncumbentFile
 from autotune.search.options import SearchOptions, SearchOutcome
@@ -82,8 +82,10 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
         raise ConfigError(f"--concurrency must be >= 1, got {opts.concurrency}")
     concurrency = opts.concurrency or space.search.max_concurrent
     seed = space.search.seed if opts.seed is None else opts.seed
-    # The first line, before MLflow, Ray and the trials (each silent for seconds): what starts.
     address = opts.address or os.environ.get("RAY_ADDRESS")
+    # Before the first line and before any store or folder: a bad address is one line and nothing made.
+    check_ray_address(address, source="--address" if opts.address else "RAY_ADDRESS")
+    # The first line, before MLflow, Ray and the trials (each silent for seconds): what starts.
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler} ({space.search.sampler_why}), seed {seed}; "
