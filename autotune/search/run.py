@@ -32,6 +32,7 @@ from autotune.search.progress import Heartbeat, clock
 from autotune.search.ray_console import RAY_LOG, ray_lines_to
 from autotune.search.stopping import StopDecision, at_end
 from autotune.search.trial_report import TrialEntry, TrialReport
+from autotune.server.group import descendants_watched
 from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from autotune.tracking.durable import DurableTracker
     from autotune.tracking.interface import SearchTracker
     from autotune.tracking.tracker import Tracker
+
+WATCHDOG_LOG = "watchdog.log"  # the search watchdog's notes, beside the run folders
+
 
 def _make_sampler(space: SearchSpace, seed: int) -> Any:
     # The registry ships with the package: an ImportError here is a bug to see, never a reason to
@@ -118,6 +122,18 @@ def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *,
             # writes, its run included, and says so in one line (DurableTracker.open_search).
             pass
 
+    # A SIGKILLed driver runs no finally: a sidecar then kills what the search started (Ray's
+    # agents and workers would take a minute to notice); released once Ray is shut down.
+    with descendants_watched(storage / WATCHDOG_LOG):
+        return _on_ray(space, space_path, opts, name=name, storage=storage, run_name=run_name,
+                       restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
+                       tracker=tracker, out=out)
+
+
+def _on_ray(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
+            run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
+            tracker: Tracker | None, out: TextIO) -> SearchOutcome:
+    """Ray started (or joined), the search run on it, and an embedded Ray shut down on every path."""
     table_before = os.environ.get(FLAG_TABLE_ENV)
     began = time.monotonic()
     with Heartbeat(out, "starting Ray"):
