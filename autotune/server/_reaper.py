@@ -16,7 +16,7 @@ With ``--descendants`` instead of a group, it watches a search driver the same w
 driver dies, kills every process the driver started after the watchdog did, and their descendants
 (an embedded Ray's node processes and workers, and the servers under them)::
 
-    python -m autotune.server._reaper OWNER_PID --descendants [--poll S]
+    python -m autotune.server._reaper OWNER_PID --descendants [--spare PID:START,...] [--poll S]
 
 Ray's GCS and raylet die with the driver, but the raylet's agents and workers, re-parented, take
 about a minute to notice; by then nothing links them to the driver. So while the driver lives the
@@ -204,6 +204,11 @@ def _table() -> dict[int, _Stat]:
     return table
 
 
+def children_of(owner: int) -> set[tuple[int, int]]:
+    """``(pid, start time)`` of each live child of ``owner`` now."""
+    return {(pid, st[3]) for pid, st in _table().items() if st[1] == owner}
+
+
 class Descendants:
     """The processes an owner started after this watchdog did, and theirs: kept while the owner
     lives (:meth:`refresh`), killed when it is gone (:meth:`kill`).
@@ -211,14 +216,14 @@ class Descendants:
     Args:
         owner: The owner's pid (the search driver).
         me: This watchdog's pid, never on the list (it is the owner's child too).
+        spare: ``(pid, start time)`` of the children the owner had before it started the watchdog
+            (:func:`children_of`): not the search's (a notebook's or a test's own), never listed.
     """
 
-    def __init__(self, owner: int, *, me: int) -> None:
-        table = _table()
-        self.owner, self.me = owner, me
-        self.owner_start = table[owner][3] if owner in table else None
-        # Children the owner had before: not the search's (a notebook's or a test's own).
-        self.before = {(pid, st[3]) for pid, st in table.items() if st[1] == owner}
+    def __init__(self, owner: int, *, me: int, spare: set[tuple[int, int]]) -> None:
+        stat = _proc_stat(owner)
+        self.owner, self.me, self.before = owner, me, set(spare)
+        self.owner_start = stat[3] if stat is not None else None
         self.known: dict[int, int] = {}  # pid -> start time
 
     def _alive(self, table: dict[int, _Stat]) -> dict[int, int]:
@@ -276,9 +281,10 @@ class Descendants:
             time.sleep(0.05)
 
 
-def _watch_descendants(owner: int, poll_s: float) -> int:
+def _watch_descendants(owner: int, poll_s: float, spare: str) -> int:
     """``--descendants``: keep the owner's descendants listed; kill them if it dies unreleased."""
-    tree = Descendants(owner, me=os.getpid())
+    pairs = {tuple(int(x) for x in item.split(":", 1)) for item in spare.split(",") if item}
+    tree = Descendants(owner, me=os.getpid(), spare={(p[0], p[1]) for p in pairs})
     if not _parent_gone(owner, sys.stdin.fileno(), poll_s, each_poll=tree.refresh):
         return 0
     count, left = tree.kill()
@@ -298,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pgid", type=int, nargs="?", help="the server's process group")
     parser.add_argument("--descendants", action="store_true",
                         help="instead of a group: everything the parent starts from now on")
+    parser.add_argument("--spare", default="", help="--descendants: PID:START,... of the children not to list")
     parser.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between parent checks")
     args = parser.parse_args(argv)
@@ -308,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     # also covers a caller that started it without one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if args.descendants:
-        return _watch_descendants(args.parent_pid, args.poll)
+        return _watch_descendants(args.parent_pid, args.poll, args.spare)
     if not _parent_gone(args.parent_pid, sys.stdin.fileno(), args.poll):
         return 0
     if group_alive(args.pgid):

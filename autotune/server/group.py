@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from autotune.errors import ServerError, ServerStartupCrash
-from autotune.server._reaper import RELEASE, kill_group
+from autotune.server._reaper import RELEASE, children_of, kill_group
 
 __all__ = [
     "PORT_PLACEHOLDER",
@@ -140,9 +140,12 @@ def watch_descendants(*, log: IO[bytes], poll_s: float = 0.5) -> subprocess.Pope
     Raises:
         ServerError: The sidecar could not be started.
     """
+    # Listed here, not by the sidecar once it runs: Ray's first processes may be born before it does.
+    spare = ",".join(f"{pid}:{start}" for pid, start in sorted(children_of(os.getpid())))
     try:
         return subprocess.Popen(
-            [sys.executable, "-I", str(_REAPER_FILE), str(os.getpid()), "--descendants", "--poll", str(poll_s)],
+            [sys.executable, "-I", str(_REAPER_FILE), str(os.getpid()), "--descendants", "--spare", spare,
+             "--poll", str(poll_s)],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True)
     except OSError as exc:
