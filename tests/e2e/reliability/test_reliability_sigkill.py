@@ -4,8 +4,10 @@ A SIGKILLed driver runs no cleanup. Ray's GCS and raylet die with it, but the ra
 workers, re-parented, took about 62 s to notice. The search's watchdog
 (``autotune.server._reaper --descendants``) kills everything the driver started instead:
 
-- every process carrying the test's token (Ray's node processes and workers, every emulator
-  server and its watchdog, the search's watchdog itself) is gone within :data:`GONE_S` of the kill;
+- every process the driver started (its descendants when it was killed, found by parent links:
+  Ray's node processes, agents and workers, every emulator server and its watchdog, the search's
+  watchdog itself), and every process carrying the test's token, is gone within :data:`GONE_S`
+  of the kill (Ray's agents carry no token: a token check alone never saw them linger);
 - a process in the driver's own process group that the search did not start (what ``tee`` is in
   ``autotune search ... | tee log``), and one in a group of its own, are both still alive;
 - ``--resume`` then completes the search.
@@ -23,7 +25,16 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.reliability import record
-from tests.e2e.reliability.procs import leftovers, new_token, processes_with_token, servers_with_token, wait_until
+from tests.e2e.reliability.procs import (
+    cmdline,
+    descendants,
+    leftovers,
+    new_token,
+    processes_with_token,
+    servers_with_token,
+    still_alive,
+    wait_until,
+)
 from tests.e2e.reliability.searchrun import cli_argv, cli_env, start_cli
 from tests.e2e.reliability.tracking import fault_space, rows
 
@@ -60,13 +71,18 @@ def test_sigkill_of_the_driver_leaves_nothing_within_15_s_and_resumes(tmp_path: 
             p.is_server for p in servers_with_token(token))), timeout_s=300, poll_s=0.2), _console(log)[-3000:]
         assert driver.poll() is None, _console(log)[-3000:]
         started = processes_with_token(token)
+        # Everything the driver started, by parent links: Ray's agents carry no token.
+        tree = descendants(driver.pid)
+        names = {p: cmdline(p)[:80] for p in tree}
         driver.kill()  # SIGKILL, our own child by pid
         t_kill = time.monotonic()
         driver.wait(timeout=30)
         # Waits for the event; the deadline is a hang bound, the figure is what it took.
-        gone = wait_until(lambda: not processes_with_token(token), timeout_s=240, poll_s=0.1)
+        gone = wait_until(lambda: not processes_with_token(token) and not still_alive(tree),
+                          timeout_s=240, poll_s=0.1)
         gone_s = time.monotonic() - t_kill
-        stray = [(p.pid, p.cmdline[:80]) for p in processes_with_token(token)]
+        stray = ([(p.pid, p.cmdline[:80]) for p in processes_with_token(token)]
+                 + [(p, names[p]) for p in still_alive(tree)])
         bystanders_alive = in_group.poll() is None and own_group.poll() is None
     finally:
         for proc in (in_group, own_group, driver):
@@ -76,13 +92,14 @@ def test_sigkill_of_the_driver_leaves_nothing_within_15_s_and_resumes(tmp_path: 
     note = tmp_path / "mlruns" / "ray" / "sigkill" / "watchdog.log"
     watchdog_note = note.read_text(errors="replace") if note.exists() else ""
     kinds = sorted({"server" if p.is_server else "server watchdog" if p.is_reaper else
-                    "ray" if "ray" in p.cmdline else "other" for p in started})
+                    "ray" if "ray" in p.cmdline else "other" for p in started}
+                   | {"ray agent (no token)" for p in tree if "Agent" in names[p]})
     record.record("interrupts", "SIGKILL of the driver: every process gone, bystanders kept",
                   ok=gone and gone_s <= GONE_S and bystanders_alive and left.count == 0,
-                  processes_at_kill=len(started), kinds_at_kill=kinds,
+                  processes_at_kill=len(set(tree) | {p.pid for p in started}), kinds_at_kill=kinds,
                   seconds_until_all_gone=round(gone_s, 1), processes_left=stray[:5],
                   bystanders_alive=bystanders_alive, orphans=left.count)
-    print(f"{len(started)} processes of the search gone {gone_s:.1f} s after the SIGKILL")
+    print(f"{len(set(tree) | {p.pid for p in started})} processes of the search gone {gone_s:.1f} s after the SIGKILL")
     assert gone, f"left {gone_s:.0f} s after the kill: {stray}"
     assert gone_s <= GONE_S, f"everything went, but only after {gone_s:.1f} s (> {GONE_S:g} s)"
     assert "server" in kinds and "ray" in kinds, kinds  # the kill caught a search in full flight
