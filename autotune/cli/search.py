@@ -77,7 +77,8 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
     parser.add_argument("--trials", type=cli.positive_int, help="number of trials (default: budget.trials)")
     parser.add_argument("--concurrency", type=cli.positive_int, help="trials at once (default: GPU-limited)")
     parser.add_argument("--name", help="search name (default: the space's name)")
-    parser.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
+    parser.add_argument("--address", help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 "
+                        "(default: RAY_ADDRESS or embedded)")
     parser.add_argument("--resume", action="store_true", help="continue the latest search of --name")
     parser.add_argument("--seed", type=cli.seed, help=f"sampler seed, 0 to {cli.MAX_SEED} (default: search.seed)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: mlruns/ sqlite)")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,26 +41,79 @@ def _sim_logical_gpus(space: SearchSpace, concurrency: int | None) -> int:
     return per_node * nodes
 
 
-def _probe_ray_address(address: str, *, timeout_s: float = 5.0) -> None:
-    """Fail fast when nothing listens at a ``host:port`` Ray address.
+#: What ``--address`` (or ``RAY_ADDRESS``) may be, for every message that refuses one.
+ADDRESS_FORMS = ("auto (the cluster `ray start` began on this machine), host:6379 (a head node's GCS) "
+                 "or ray://host:10001 (Ray Client); leave --address and RAY_ADDRESS unset for an "
+                 "embedded Ray")
+_HOST = re.compile(r"\A(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\Z")
 
-    ``ray.init`` retries an unreachable GCS 20 times for about 40 s each, printing warnings, so a
-    mistyped address would take some 14 minutes to fail. Forms without a port (``auto``,
-    ``local``) are left to Ray.
-    """
-    import socket
 
-    host, sep, port = address.split("://", 1)[-1].rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        return
+def _host_port(address: str, source: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``[ray://]host:port`` address, or a ConfigError that says what is off."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        rest = address
+    elif scheme != "ray":
+        raise ConfigError(f"{source} {address!r} is not a Ray address: {scheme}:// is no scheme Ray "
+                          f"joins by; give {ADDRESS_FORMS}")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"{source} {address!r} is not a Ray address: it has no host:port; "
+                          f"give {ADDRESS_FORMS}")
+    if not _HOST.match(host):
+        raise ConfigError(f"{source} {address!r} is not a Ray address: {host!r} is not a host name "
+                          f"or IP address; give {ADDRESS_FORMS}")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"{source} {address!r} is not a Ray address: {port!r} is not a port "
+                          f"(1 to 65535); give {ADDRESS_FORMS}")
+    return host.strip("[]"), int(port)
+
+
+def _local_cluster(source: str) -> str | None:
+    """The address ``auto`` names: the cluster ``ray start`` began on this machine, as ``ray.init``
+    finds it; None when there is none (said as a ConfigError)."""
+    from ray._private.services import canonicalize_bootstrap_address
+
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+        return canonicalize_bootstrap_address("auto")
+    except (ConnectionError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{source} 'auto' finds no Ray cluster on this machine ({first}); start one "
+                          f"with ray start --head, or give {ADDRESS_FORMS}") from None
+
+
+def check_ray_address(address: str | None, *, source: str = "--address", timeout_s: float = 5.0) -> None:
+    """Refuse a Ray address that cannot be joined, before the search makes any file or folder.
+
+    The form is checked first (``auto``, ``local``, ``host:port``, ``ray://host:port``), then that
+    something answers there: ``ray.init`` retries an unreachable GCS 20 times for about 40 s each,
+    printing warnings, so a mistyped address would take some 14 minutes to fail, after the MLflow
+    store and the search's folders were made. Whether what answers is Ray stays ``ray.init``'s to
+    say (:func:`init_ray`).
+
+    Args:
+        address: ``--address`` or ``RAY_ADDRESS``; None (or empty): an embedded Ray, nothing to check.
+        source: Where it came from, for the message.
+        timeout_s: How long a connection may take to be accepted.
+
+    Raises:
+        ConfigError: Malformed, ``auto`` with no cluster here, or nothing answers; one line that
+            says which, and the forms that would be right.
+    """
+    if not address or address == "local":
+        return
+    where = _local_cluster(source) if address == "auto" else address
+    if where is None:
+        return
+    host, port = _host_port(where, source)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
             pass
     except OSError as exc:
-        raise ConfigError(f"cannot join the Ray cluster at {address!r}: nothing answers on "
-                          f"{host}:{port} ({exc.strerror or type(exc).__name__}). Check the "
-                          "address (ray status on the head node prints it), or leave --address "
-                          "and RAY_ADDRESS unset for an embedded Ray.") from None
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ConfigError(f"cannot join the Ray cluster at {address!r}: nothing answers on {host}:{port} "
+                          f"({why}). Check the address (ray status on the head node prints it); Ray takes "
+                          f"{ADDRESS_FORMS}") from None
 
 
 def start_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None, *,
@@ -104,7 +159,7 @@ def init_ray(space: SearchSpace, opts: SearchOptions, concurrency: int | None, *
     if ray.is_initialized():
         return "already initialised"
     if address:
-        _probe_ray_address(address)
+        # check_ray_address ran before the search made anything (run_search).
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:

@@ -24,7 +24,7 @@ from autotune.command_line import check_writable
 from autotune.errors import ConfigError
 from autotune.names import check_path_name
 from autotune.search import folders
-from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, start_ray
+from autotune.search.cluster import EXCLUSIVE_RESOURCE, check_cluster_fits, check_ray_address, start_ray
 from autotune.search.conclude import finish
 from autotune.search.incumbent import INCUMBENT_FILE, IncumbentFile
 from autotune.search.options import SearchOptions, SearchOutcome
@@ -32,6 +32,7 @@ from autotune.search.progress import Heartbeat, clock
 from autotune.search.ray_console import RAY_LOG, ray_lines_to
 from autotune.search.stopping import StopDecision, at_end
 from autotune.search.trial_report import TrialEntry, TrialReport
+from autotune.server.group import descendants_watched
 from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from autotune.tracking.durable import DurableTracker
     from autotune.tracking.interface import SearchTracker
     from autotune.tracking.tracker import Tracker
+
+WATCHDOG_LOG = "watchdog.log"  # the search watchdog's notes, beside the run folders
+
 
 def _make_sampler(space: SearchSpace, seed: int) -> Any:
     # The registry ships with the package: an ImportError here is a bug to see, never a reason to
@@ -82,8 +86,10 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
         raise ConfigError(f"--concurrency must be >= 1, got {opts.concurrency}")
     concurrency = opts.concurrency or space.search.max_concurrent
     seed = space.search.seed if opts.seed is None else opts.seed
-    # The first line, before MLflow, Ray and the trials (each silent for seconds): what starts.
     address = opts.address or os.environ.get("RAY_ADDRESS")
+    # Before the first line and before any store or folder: a bad address is one line and nothing made.
+    check_ray_address(address, source="--address" if opts.address else "RAY_ADDRESS")
+    # The first line, before MLflow, Ray and the trials (each silent for seconds): what starts.
     print(f"Search {name!r}: {space.backend} backend"
           + (f", profile {space.profile}" if space.profile else "")
           + f", {trials} trials, sampler {space.search.sampler} ({space.search.sampler_why}), seed {seed}; "
@@ -116,6 +122,18 @@ def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *,
             # writes, its run included, and says so in one line (DurableTracker.open_search).
             pass
 
+    # A SIGKILLed driver runs no finally: a sidecar then kills what the search started (Ray's
+    # agents and workers would take a minute to notice); released once Ray is shut down.
+    with descendants_watched(storage / WATCHDOG_LOG):
+        return _on_ray(space, space_path, opts, name=name, storage=storage, run_name=run_name,
+                       restoring=restoring, trials=trials, concurrency=concurrency, seed=seed,
+                       tracker=tracker, out=out)
+
+
+def _on_ray(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, storage: Path,
+            run_name: str, restoring: bool, trials: int, concurrency: int | None, seed: int,
+            tracker: Tracker | None, out: TextIO) -> SearchOutcome:
+    """Ray started (or joined), the search run on it, and an embedded Ray shut down on every path."""
     table_before = os.environ.get(FLAG_TABLE_ENV)
     began = time.monotonic()
     with Heartbeat(out, "starting Ray"):

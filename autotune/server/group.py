@@ -18,16 +18,18 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from autotune.errors import ServerError, ServerStartupCrash
-from autotune.server._reaper import RELEASE, kill_group
+from autotune.server._reaper import RELEASE, children_of, kill_group
 
 __all__ = [
     "PORT_PLACEHOLDER",
     "argv_template",
+    "descendants_watched",
     "exit_status",
     "forget_at_exit",
     "release_watchdog",
@@ -36,6 +38,7 @@ __all__ = [
     "start_watchdog",
     "stop_at_exit",
     "stop_group",
+    "watch_descendants",
 ]
 
 PORT_PLACEHOLDER = "{port}"
@@ -127,6 +130,38 @@ def start_watchdog(leader_pid: int, *, grace_s: float, log: IO[bytes]) -> subpro
             start_new_session=True, close_fds=True)
     except OSError as exc:
         raise ServerError(f"could not start the watchdog {_REAPER_FILE}: {exc}") from exc
+
+
+def watch_descendants(*, log: IO[bytes], poll_s: float = 0.5) -> subprocess.Popen[bytes]:
+    """Start the watchdog that kills everything this process starts from now on (an embedded
+    Ray's node processes and workers, the servers under them) should this process be killed
+    before it ends them itself; :func:`release_watchdog` when it has.
+
+    Raises:
+        ServerError: The sidecar could not be started.
+    """
+    # Listed here, not by the sidecar once it runs: Ray's first processes may be born before it does.
+    spare = ",".join(f"{pid}:{start}" for pid, start in sorted(children_of(os.getpid())))
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", str(_REAPER_FILE), str(os.getpid()), "--descendants", "--spare", spare,
+             "--poll", str(poll_s)],
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True)
+    except OSError as exc:
+        raise ServerError(f"could not start the watchdog {_REAPER_FILE}: {exc}") from exc
+
+
+@contextmanager
+def descendants_watched(log_path: Path, *, poll_s: float = 0.5) -> Iterator[None]:
+    """The block runs with :func:`watch_descendants` on guard (its notes appended to ``log_path``),
+    and the watchdog released when the block ends, however it ends."""
+    with open(log_path, "ab") as log:
+        watchdog = watch_descendants(log=log, poll_s=poll_s)
+    try:
+        yield
+    finally:
+        release_watchdog(watchdog)
 
 
 def exit_status(proc: subprocess.Popen[bytes]) -> int | None:

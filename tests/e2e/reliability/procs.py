@@ -91,6 +91,40 @@ def processes_with_token(token: str) -> list[Proc]:
     return found
 
 
+def _parent_and_start(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks after boot) of a live, non-zombie ``pid``."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2:].split()
+    return None if fields[0] in (b"Z", b"X") else (int(fields[1]), int(fields[19]))
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every live descendant of ``pid`` now, by /proc's parent links: pid -> start time (so that a pid
+    reused later is not taken for one of them).
+
+    The token does not find them all: Ray starts its dashboard and runtime-env agents with an
+    environment of its own, without the test's token.
+    """
+    table = {int(n): st for n in os.listdir("/proc") if n.isdigit() and (st := _parent_and_start(int(n)))}
+    found: dict[int, int] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (ppid, start) in table.items():
+            if ppid == parent and child not in found:
+                found[child] = start
+                todo.append(child)
+    return found
+
+
+def still_alive(snapshot: dict[int, int]) -> list[int]:
+    """The pids of a :func:`descendants` snapshot that are the same processes and still alive."""
+    return sorted(p for p, start in snapshot.items() if (st := _parent_and_start(p)) and st[1] == start)
+
+
 def servers_with_token(token: str) -> list[Proc]:
     """The emulator servers (and their watchdogs) that carry ``token``."""
     return [p for p in processes_with_token(token) if p.is_server or p.is_reaper]
@@ -205,7 +239,7 @@ class HeldPort:
         return f"{self.port} {self.how} by {who}"
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
@@ -239,7 +273,7 @@ def held_ports(ports: Iterable[int], token: str | None = None) -> list[HeldPort]
             how, pids = "reserved", _flock_holders(_lock_dir() / f"{port}.lock")
         if token is not None and pids and not any(_carries(p, token) for p in pids):
             continue
-        held.append(HeldPort(port, how, tuple((p, _cmdline(p)) for p in sorted(pids))))
+        held.append(HeldPort(port, how, tuple((p, cmdline(p)) for p in sorted(pids))))
     return held
 
 

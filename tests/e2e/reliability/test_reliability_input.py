@@ -47,6 +47,7 @@ class Case:
     words: tuple[str, ...]
     args: tuple[str, ...] = ()
     space_error: bool = True  # the message names the space file and a line
+    creates_nothing: bool = False  # the error is the only line, and no file or folder was made
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,8 +97,15 @@ CASES = [
          args=("--tracking-uri", "http://127.0.0.1:notaport"), space_error=False),
     Case("tracking URI scheme MLflow has no store for", _good, ("tracking", "cannot use"),
          args=("--tracking-uri", "foo://127.0.0.1:{port}"), space_error=False),
-    Case("bad Ray address", _good, ("Ray cluster", "nothing answers"),
-         args=("--address", "127.0.0.1:{port}"), space_error=False),
+    # Issue 36: a bad address is refused before the MLflow store (default or --tracking-uri) and
+    # the search's folders are made, and it is the only line printed.
+    Case("bad Ray address", _good, ("Ray cluster", "nothing answers", "host:6379"),
+         args=("--address", "127.0.0.1:{port}"), space_error=False, creates_nothing=True),
+    Case("malformed Ray address", _good, ("not a Ray address", "'notaport' is not a port", "ray://host:10001"),
+         args=("--address", "nohost:notaport"), space_error=False, creates_nothing=True),
+    Case("bad Ray address with --tracking-uri", _good, ("Ray cluster", "nothing answers"),
+         args=("--address", "127.0.0.1:{port}", "--tracking-uri", "sqlite:///{tmp}/store.db"),
+         space_error=False, creates_nothing=True),
     Case("--trials 0", _good, ("--trials",), args=("--trials", "0"), space_error=False),
     Case("sglang backend on a node without GPUs", lambda tmp, tok: _sglang(tmp, tok, model=str(tmp)),
          ("tp_size 2", "GPU"), space_error=False),
@@ -132,8 +140,10 @@ def _run_case(case: Case, tmp_root: Path) -> dict[str, Any]:
     path = tmp / "space.yaml"
     path.write_text(content if isinstance(content, str) else yaml.safe_dump(content, sort_keys=False))
     port = _closed_port()
-    args = [a.replace("{port}", str(port)) for a in case.args]
+    args = [a.replace("{port}", str(port)).replace("{tmp}", str(tmp)) for a in case.args]
+    before = sorted(p.name for p in tmp.iterdir())
     proc = run_cli(path, *args, root=tmp, token=token, timeout_s=120)
+    made = sorted(set(p.name for p in tmp.iterdir()) - set(before))
     # "error: ..." from the commands, "PROG: error: ..." from a flag refused while parsing.
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:") or ": error: " in ln]
     message = errors[0] if errors else ""
@@ -148,10 +158,14 @@ def _run_case(case: Case, tmp_root: Path) -> dict[str, Any]:
         "nothing started": not started_servers and "Search '" not in proc.stdout
         and not processes_with_token(token),
     }
+    if case.creates_nothing:
+        checks["the error is the only line"] = [ln for ln in (proc.stdout + proc.stderr).splitlines()
+                                                if ln.strip()] == [message]
+        checks["no file or folder made"] = not made
     # The space's temporary path says nothing in the report; its name and line do.
     return {"case": case.name, "checks": checks, "message": message.replace(str(path), "space.yaml")
             .replace(str(tmp), "<tmp>"), "exit_code": proc.returncode,
-            "stderr_tail": proc.stderr[-1500:]}
+            "stderr_tail": proc.stderr[-1500:], "made": made}
 
 
 def test_bad_inputs_fail_fast_with_one_clear_error(tmp_path: Path) -> None:
@@ -161,7 +175,7 @@ def test_bad_inputs_fail_fast_with_one_clear_error(tmp_path: Path) -> None:
         record.record("bad_inputs", o["case"], ok=all(o["checks"].values()), exit_code=o["exit_code"],
                       message=o["message"], failed_checks=[k for k, v in o["checks"].items() if not v])
     bad = [o for o in outcomes if not all(o["checks"].values())]
-    assert not bad, "\n\n".join(f"{o['case']}: {[k for k, v in o['checks'].items() if not v]}\n"
+    assert not bad, "\n\n".join(f"{o['case']}: {[k for k, v in o['checks'].items() if not v]} made {o['made']}\n"
                                 f"{o['stderr_tail']}" for o in bad)
 
 
