@@ -217,7 +217,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         overheads_s=list(overheads), sglang_default=default,
         margin=(evidence.to_dict() if evidence is not None and winner is not None and not baseline_wins
                 and evidence.winner == dict(winner.params) else None),
-        stop_rule=stop.record() if stop is not None else None)
+        stop_rule=stop.record() if stop is not None else None, stopped=statuses.count(Status.STOPPED))
     totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
     outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])

@@ -289,6 +289,7 @@ def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: 
     import optuna
     from ray import tune
 
+    from autotune.search.scheduler import scheduler_for
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
     from autotune.search.trainable import TrialResources, trainable
 
@@ -326,7 +327,7 @@ def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: 
                                        stop_rule=space.search.stop_rule)
     # reuse_actors: a trial process serves the next trial with the same resources, instead of
     # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
-    tune_config = tune.TuneConfig(search_alg=searcher, num_samples=plan.trials,
+    tune_config = tune.TuneConfig(search_alg=searcher, scheduler=scheduler_for(space), num_samples=plan.trials,
                                   max_concurrent_trials=plan.concurrency,
                                   time_budget_s=space.budget.wall_time_s, reuse_actors=True)
     ledger.study, ledger.searcher = searcher.study, searcher

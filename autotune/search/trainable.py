@@ -19,8 +19,8 @@ from autotune.search.stopping import REPEATS_ATTR
 from autotune.search.trial_report import TrialReport, round_metrics
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure_settings import MeasureSettings, slos_of
-from autotune.trial.result import TrialResult
-from autotune.trial.sequential import Decision
+from autotune.trial.result import TrialResult, stopped_result
+from autotune.trial.sequential import Round
 from autotune.trial.verdict import break_even_constraint, slo_margin
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def report_of(result: TrialResult, space: SearchSpace, *, baseline: TrialResult 
 
 
 def evaluator_for(ctx: TrialContext, *, settings: MeasureSettings | None = None,
-                  on_round: Callable[[int, list[float], Decision], None] | None = None) -> MeasuringEvaluator:
+                  on_round: Callable[[Round], None] | None = None) -> MeasuringEvaluator:
     """The search's :class:`~autotune.trial.evaluator.Evaluator`: servers measured on the trial's
     GPUs, baselines shared through the search's store (``settings`` overrides the context's).
 
@@ -128,11 +128,24 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
     settings = ctx.settings
     if settings.workdir is None:
         settings = MeasureSettings(**{**settings.__dict__, "workdir": os.path.join(ctx.workdir, "logs")})
-    def on_round(number: int, readings: list[float], decision: Decision) -> None:
-        tune.report(round_metrics(number=number, readings=readings, decision=decision.value))
+    space = _space(ctx.space_path)
+    try:
+        is_baseline = not space.is_speculative(space.coerce_params(dict(config)))
+    except Exception:  # noqa: BLE001 - a config the space rejects measures no round anyway
+        is_baseline = False
+    rule = settings.sequential
+
+    def on_round(step: Round) -> None:
+        # Each round carries the result the trial would have if a scheduler stopped it here: the
+        # trial thread gets no word of the stop (Ray ends it inside this report), so the driver
+        # must be able to record it from this report alone.
+        stopped = stopped_result(config, is_baseline=is_baseline, rounds=step.number,
+                                 cap=rule.max_rounds if rule is not None else None, tok_s=step.tok_s,
+                                 gpu_time=step.spent, sequential={"readings": step.readings})
+        tune.report(round_metrics(number=step.number, readings=step.readings, decision=step.decision.value,
+                                  stopped=stopped))
 
     evaluation = evaluator_for(ctx, settings=settings, on_round=on_round)(config, name=trial_name)
-    space = _space(ctx.space_path)
     tune.report(report_of(evaluation.result, space, baseline=evaluation.baseline,
                           baseline_key=evaluation.baseline_key).to_metrics())
 

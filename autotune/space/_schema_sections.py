@@ -166,6 +166,33 @@ class SearchSettings:
     #: Stop before ``budget.trials`` when no unmeasured config can plausibly beat the incumbent
     #: (:mod:`autotune.search.stopping`); applies to samplers that bound their predictions.
     stop_rule: bool = True
+    #: A Ray Tune trial scheduler acting on the trials' rounds; None: none (every trial ends by
+    #: its own sequential rule).
+    scheduler: Scheduler | None = None
+
+
+#: The trial schedulers ``search.scheduler.kind`` may name.
+SCHEDULERS = ("asha",)
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """``search.scheduler``: Ray Tune's ASHA (``AsyncHyperBandScheduler``) over the trials' rounds.
+
+    It compares trials on the median of their round readings at rungs ``grace_period``,
+    ``grace_period * reduction_factor``, ... (rounds), and stops the trials below the top
+    ``1 / reduction_factor`` at a rung. A stopped trial is recorded ``stopped``, never feasible.
+
+    Attributes:
+        kind: ``asha``.
+        grace_period: Rounds before the scheduler may stop a trial (None: the sequential rule's
+            ``min_rounds``, the round at which a trial's own rule first decides).
+        reduction_factor: The rung's keep fraction's inverse (>= 2).
+    """
+
+    kind: str = "asha"
+    grace_period: int | None = None
+    reduction_factor: int = 4
 
 
 STUDY_STORAGES = ("sqlite", "journal")
@@ -205,12 +232,13 @@ def read_resources(reader: Reader, value: Any, line: int | None) -> Resources:
 
 
 def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
-    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage, stop_rule}``."""
+    """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage, stop_rule,
+    scheduler}``."""
     if value is None:
         return SearchSettings()
     reader.mapping(value, "search", line, allowed=("sampler", "seed", "finalists",
                                                    "finalist_repeats", "max_concurrent", "storage",
-                                                   "stop_rule"))
+                                                   "stop_rule", "scheduler"))
     storage = reader.string(value.get("storage"), "search.storage", line_of(value, "storage"),
                             allow_none=True)
     if storage is not None and storage not in STUDY_STORAGES and not storage.startswith(_RDB_SCHEMES):
@@ -223,6 +251,7 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
                     f"not a product sampler; allowed: {', '.join(SAMPLERS)}",
                     field="search.sampler", line=line_of(value, "sampler"))
     return SearchSettings(
+        scheduler=read_scheduler(reader, value.get("scheduler"), line_of(value, "scheduler") or line),
         storage=storage,
         stop_rule=reader.boolean(value.get("stop_rule", True), "search.stop_rule",
                                  line_of(value, "stop_rule")),
@@ -239,6 +268,21 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
         max_concurrent=reader.integer(value.get("max_concurrent"), "search.max_concurrent",
                                       line_of(value, "max_concurrent"), minimum=1,
                                       allow_none=True))
+
+
+def read_scheduler(reader: Reader, value: Any, line: int | None) -> Scheduler | None:
+    """Parse ``search.scheduler``: ``{kind: asha, grace_period, reduction_factor}``, or null."""
+    if value is None:
+        return None
+    reader.mapping(value, "search.scheduler", line, allowed=("kind", "grace_period", "reduction_factor"))
+    kind = reader.string(value.get("kind"), "search.scheduler.kind", line_of(value, "kind") or line,
+                         choices=SCHEDULERS)
+    return Scheduler(
+        kind=kind,
+        grace_period=reader.integer(value.get("grace_period"), "search.scheduler.grace_period",
+                                    line_of(value, "grace_period"), minimum=1, allow_none=True),
+        reduction_factor=reader.integer(value.get("reduction_factor", 4), "search.scheduler.reduction_factor",
+                                        line_of(value, "reduction_factor"), minimum=2))
 
 
 @dataclass(frozen=True)

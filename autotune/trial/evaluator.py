@@ -18,7 +18,7 @@ from autotune.trial.measure import baseline_for, measure
 from autotune.trial.measure_settings import MeasureSettings, slos_of
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.result import TrialResult
-from autotune.trial.sequential import Decision, Evidence, round_consultant
+from autotune.trial.sequential import Evidence, Round, round_consultant
 from autotune.trial.verdict import judge
 
 if TYPE_CHECKING:
@@ -76,13 +76,13 @@ class MeasuringEvaluator:
         settings: How to measure.
         incumbent: With ``settings.sequential``: the search's incumbent evidence, read after each
             round (:mod:`autotune.trial.sequential`); None measures a fixed ``repeats``.
-        on_round: Told each round's number, readings so far and decision (the trainable reports it
-            to Ray Tune).
+        on_round: Told each :class:`~autotune.trial.sequential.Round` (the trainable reports it to
+            Ray Tune).
     """
 
     def __init__(self, *, space: SearchSpace, baseline_dir: str, settings: MeasureSettings,
                  incumbent: Callable[[], Evidence | None] | None = None,
-                 on_round: Callable[[int, list[float], Decision], None] | None = None) -> None:
+                 on_round: Callable[[Round], None] | None = None) -> None:
         self.space = space
         self.store = FileBaselineStore(baseline_dir)
         self.settings = settings

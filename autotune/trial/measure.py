@@ -48,6 +48,7 @@ from autotune.trial.level_results import with_levels
 from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
+from autotune.trial.sequential import Consult
 from autotune.trial.verdict import judge
 from autotune.trial.warmup import Level, flush_cache, stabilise
 
@@ -115,10 +116,11 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
 async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
                          repeats: int, speculative: bool, draft_forwards: bool, *,
                          settings: MeasureSettings | None, sampler: GpuSampler,
-                         clock: PartClock, consult: Callable[[list[float]], bool] | None = None) -> Level:
+                         clock: PartClock, consult: Consult | None = None,
+                         spent: Callable[[], GpuTime] | None = None) -> Level:
     """Warm up and measure one load level (one concurrency) on a running server, ``clock``
     splitting its time between warm-up and measurement: ``repeats`` rounds, or with ``consult``
-    (called with every round's tok/s after each) until it says stop."""
+    (called with every round's tok/s after each, and the GPU time ``spent`` so far) until it says stop."""
     base = server.url
     kwargs = workload.bench_kwargs()
     conc = kwargs.get("concurrency")
@@ -162,7 +164,8 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
         if consult is not None:
             if bench.failed or bench.output_tok_s is None:
                 break  # a round that failed ends the trial as failed; nothing to consult on
-            if not consult([b.output_tok_s for b in level.benches if b.output_tok_s is not None]):
+            if not consult([b.output_tok_s for b in level.benches if b.output_tok_s is not None],
+                           spent() if spent is not None else None):
                 break
     return level
 
@@ -171,7 +174,7 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
                          speculative: bool, draft_forwards: bool = True, *,
                          settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
                          clock: PartClock | None = None,
-                         consult: Callable[[list[float]], bool] | None = None,
+                         consult: Consult | None = None, spent: Callable[[], GpuTime] | None = None,
                          ) -> tuple[list[Level], dict | None]:
     """Every load level of ``workload`` in turn on one server (one level unless it lists several);
     ``consult`` decides the rounds of the primary level only."""
@@ -186,7 +189,7 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
             levels.append(await _measure_level(
                 server, client, w, rule.max_rounds if ours and rule else repeats, speculative,
                 draft_forwards, settings=settings, sampler=sampler, clock=clock,
-                consult=consult if ours else None))
+                consult=consult if ours else None, spent=spent))
         info = None
         try:
             resp = await client.get(server.url + "/server_info")
@@ -223,7 +226,7 @@ def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
 
 
 def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = DEFAULT_SETTINGS, *,
-            name: str | None = None, consult: Callable[[list[float]], bool] | None = None) -> TrialResult:
+            name: str | None = None, consult: Consult | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
 
     Args:
@@ -232,7 +235,8 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         settings: Repeats, timeouts, where logs go.
         name: Used in log file names.
         consult: With ``settings.sequential``: called after each round of the primary level with
-            every round's tok/s so far; True measures another round (up to the rule's cap).
+            every round's tok/s so far and the server's GPU time so far; True measures another
+            round (up to the rule's cap).
 
     Returns:
         The result, with ``status`` ``ok`` or ``failed`` (never an exception for a config fault).
@@ -274,6 +278,13 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                            needs_gpus=get_backend(config.backend).needs_gpus,
                            server_gpus=getattr(config, "tp_size", None))
     clock = PartClock()  # warm-up and measurement; the server times its own start-up and teardown
+
+    def spent() -> GpuTime:
+        # What the server has held so far, for a round's report: a scheduler may end the trial
+        # there, and its GPU time must still be counted.
+        return GpuTime(gpus=gpus_of(getattr(config, "tp_size", None)), startup_s=server.lifetime.startup_s,
+                       warmup_s=clock.so_far(WARMUP), measure_s=clock.so_far(MEASURE))
+
     PHASES.info("starting the %s server", label)
     try:
         with sampler, server:
@@ -283,7 +294,8 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             levels, info = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
-                               settings=settings, sampler=sampler, clock=clock, consult=consult), left))
+                               settings=settings, sampler=sampler, clock=clock, consult=consult,
+                               spent=spent), left))
             if any(b.failed for level in levels for b in level.benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()

@@ -48,8 +48,11 @@ def space(space_factory: Any) -> Any:
 
 def test_a_round_report_is_never_read_as_a_result() -> None:
     metrics = round_metrics(number=2, readings=[10.0, 14.0], decision="continue")
-    assert metrics == {"objective": 12.0, "round": 2, "decision": "continue", "final": False}
+    assert metrics == {"round_objective": 12.0, "round": 2, "decision": "continue", "final": False,
+                       "stopped_result": None}
     assert TrialReport.from_metrics(metrics) is None
+    # After the trial's last round (its own rule ended it) the scheduler has nothing to compare.
+    assert "round_objective" not in round_metrics(number=3, readings=[10.0, 14.0, 12.0], decision="stop-cap")
     final = TrialReport(objective=1.0, constraints={"failed": 0.0}).to_metrics()
     assert final["final"] is True and TrialReport.from_metrics(final) is not None
 
