@@ -307,7 +307,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         # The console's counts ("N trials (F feasible, ...)"): the trials the search ran, baselines
         # and finalists apart (the search run's baselines and finalists counters, tracking.summary).
         tracker.log_to_search(metrics={"trials": outcome.trials, "feasible_trials": outcome.feasible,
-                                       "infeasible_trials": outcome.infeasible, "failed_trials": outcome.failed})
+                                       "infeasible_trials": outcome.infeasible, "failed_trials": outcome.failed,
+                                       "stopped_trials": outcome.stopped})
         if outcome.gpu_time is not None:
             tracker.log_to_search(metrics=GpuTotals.from_dict(outcome.gpu_time).metrics())
         if stop is not None:

@@ -212,20 +212,21 @@ class TrialReport:
 def round_metrics(*, number: int, readings: Sequence[float], decision: str,
                   stopped: TrialResult | None = None) -> dict[str, Any]:
     """A round's intermediate report (``tune.report`` after each round of a trial measuring in
-    rounds): the objective as measured so far (the median of the round readings, as the result's)
-    under :data:`SCHEDULER_METRIC`, the round (:data:`SCHEDULER_TIME`), the decision
+    rounds): the objective as measured so far (the median of the round readings, as the result's),
+    also under :data:`SCHEDULER_METRIC`, the round (:data:`SCHEDULER_TIME`), the decision
     (:class:`~autotune.trial.sequential.Decision`), and ``stopped``: the trial's result should a
     scheduler stop it here. The scheduler's metric is there only when the trial goes on. It carries
     no constraints: :meth:`TrialReport.from_metrics` reads a result from it only when it is the
     trial's last report (a stopped trial).
     """
-    out: dict[str, Any] = {SCHEDULER_TIME: number, "decision": decision, FINAL: False,
+    median = statistics.median(readings) if readings else None
+    out: dict[str, Any] = {_OBJECTIVE: median, SCHEDULER_TIME: number, "decision": decision, FINAL: False,
                            _STOPPED: json.dumps(stopped.to_dict(), default=str) if stopped is not None else None}
     # Only a round after which the trial goes on is the scheduler's to compare: after the last one
     # (its own rule ended it) a scheduler's stop would cut off a complete trial's final report. Left
     # out, not None: a scheduler skips a report without its metric.
     if readings and decision == Decision.CONTINUE:
-        out[SCHEDULER_METRIC] = statistics.median(readings)
+        out[SCHEDULER_METRIC] = median
     return out
 
 

@@ -48,7 +48,7 @@ def space(space_factory: Any) -> Any:
 
 def test_a_round_report_is_never_read_as_a_result() -> None:
     metrics = round_metrics(number=2, readings=[10.0, 14.0], decision="continue")
-    assert metrics == {"round_objective": 12.0, "round": 2, "decision": "continue", "final": False,
+    assert metrics == {"objective": 12.0, "round_objective": 12.0, "round": 2, "decision": "continue", "final": False,
                        "stopped_result": None}
     assert TrialReport.from_metrics(metrics) is None
     # After the trial's last round (its own rule ended it) the scheduler has nothing to compare.
