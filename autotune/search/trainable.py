@@ -109,10 +109,10 @@ def evaluator_for(ctx: TrialContext, *, settings: MeasureSettings | None = None,
     With ``on_round``, a trial measures in rounds against the incumbent of ``ctx.incumbent_path``
     (when the settings have a sequential rule); without it (finalists, tools), a fixed ``repeats``.
     """
-    incumbent = (IncumbentFile(ctx.incumbent_path).read
-                 if ctx.incumbent_path is not None and on_round is not None else None)
+    store = IncumbentFile(ctx.incumbent_path) if ctx.incumbent_path is not None and on_round is not None else None
     return MeasuringEvaluator(space=_space(ctx.space_path), baseline_dir=ctx.baseline_dir,
-                              settings=settings or ctx.settings, incumbent=incumbent, on_round=on_round)
+                              settings=settings or ctx.settings, incumbent=store.read if store else None,
+                              on_round=on_round, level_incumbent=store.read_level if store else None)
 
 
 def trainable(config: dict[str, Any], ctx: TrialContext) -> None:

@@ -44,7 +44,7 @@ from autotune.sglang import metrics, trial_start
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
 from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
-from autotune.trial.level_results import with_levels
+from autotune.trial.level_results import LoadLevel, with_levels
 from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
@@ -175,21 +175,24 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
                          settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
                          clock: PartClock | None = None,
                          consult: Consult | None = None, spent: Callable[[], GpuTime] | None = None,
+                         consult_at: Callable[[LoadLevel], Consult | None] | None = None,
                          ) -> tuple[list[Level], dict | None]:
     """Every load level of ``workload`` in turn on one server (one level unless it lists several);
-    ``consult`` decides the rounds of the primary level only."""
+    ``consult`` decides the rounds of the primary level, ``consult_at(level)`` those of another
+    (None there: a fixed ``repeats``)."""
     sampler = sampler or NullSampler("no sampler")
     clock = clock or PartClock()
-    rule = settings.sequential if settings is not None and consult is not None else None
+    rule = settings.sequential if settings is not None else None
     primary = workload.primary_level()
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
         levels = []
         for w in workload.levels():
-            ours = rule is not None and workload.level_of(w) == primary
+            level = workload.level_of(w)
+            here = consult if level == primary else (consult_at(level) if consult_at and level else None)
             levels.append(await _measure_level(
-                server, client, w, rule.max_rounds if ours and rule else repeats, speculative,
+                server, client, w, rule.max_rounds if here is not None and rule else repeats, speculative,
                 draft_forwards, settings=settings, sampler=sampler, clock=clock,
-                consult=consult if ours else None, spent=spent))
+                consult=here if rule is not None else None, spent=spent))
         info = None
         try:
             resp = await client.get(server.url + "/server_info")
@@ -226,7 +229,8 @@ def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
 
 
 def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = DEFAULT_SETTINGS, *,
-            name: str | None = None, consult: Consult | None = None) -> TrialResult:
+            name: str | None = None, consult: Consult | None = None,
+            consult_at: Callable[[LoadLevel], Consult | None] | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
 
     Args:
@@ -237,6 +241,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         consult: With ``settings.sequential``: called after each round of the primary level with
             every round's tok/s so far and the server's GPU time so far; True measures another
             round (up to the rule's cap).
+        consult_at: The same for each other load level, by level (None there: fixed ``repeats``).
 
     Returns:
         The result, with ``status`` ``ok`` or ``failed`` (never an exception for a config fault).
@@ -295,7 +300,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
             levels, info = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
                                settings=settings, sampler=sampler, clock=clock, consult=consult,
-                               spent=spent), left))
+                               spent=spent, consult_at=consult_at), left))
             if any(b.failed for level in levels for b in level.benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
