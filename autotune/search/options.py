@@ -85,12 +85,13 @@ class SearchOutcome:
     #: The stop rule's decision (:meth:`autotune.search.stopping.StopDecision.record`), None when
     #: unknown (interrupted, resumed).
     stop_rule: dict[str, Any] | None = None
-    #: Trials a Ray Tune scheduler (``search.scheduler``) stopped after a round (status ``stopped``).
+    #: Trials Ray Tune stopped after a round (status ``stopped``): a ``search.scheduler``, or the
+    #: wall-time budget; each one's reason says which.
     stopped: int = 0
 
     def counts(self) -> str:
         """The trials by outcome, as the console and ``summary.md`` state them."""
-        stopped = f", {self.stopped} stopped by the scheduler" if self.stopped else ""
+        stopped = f", {self.stopped} stopped after a round" if self.stopped else ""
         return (f"{self.feasible} feasible, {self.infeasible} infeasible, {self.failed} failed"
                 f"{stopped}")
 

@@ -218,6 +218,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     if study_store is not None:
         _mirror_study(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
     entries, unfinished = _entries(grid, ledger, space)
+    callback.record_unseen(entries)
     stop = _stop_decision(ledger.searcher, trials=len(entries), budget=trials)
     # A wall-time budget or the stop rule may end a search early on purpose; otherwise fewer
     # ended trials than planned means the run was stopped.

@@ -134,6 +134,9 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
     except Exception:  # noqa: BLE001 - a config the space rejects measures no round anyway
         is_baseline = False
     rule = settings.sequential
+    # Who may stop a trial between its rounds: the space's scheduler, and Ray's time budget.
+    by = " or ".join(who for who, on in (("the scheduler", space.search.scheduler is not None),
+                                         ("the wall-time budget", space.budget.wall_time_s is not None)) if on)
 
     def on_round(step: Round) -> None:
         # Each round carries the result the trial would have if a scheduler stopped it here: the
@@ -141,7 +144,8 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
         # must be able to record it from this report alone.
         stopped = stopped_result(config, is_baseline=is_baseline, rounds=step.number,
                                  cap=rule.max_rounds if rule is not None else None, tok_s=step.tok_s,
-                                 gpu_time=step.spent, sequential={"readings": step.readings})
+                                 gpu_time=step.spent, sequential={"readings": step.readings},
+                                 by=by or "Ray Tune")
         tune.report(round_metrics(number=step.number, readings=step.readings, decision=step.decision.value,
                                   stopped=stopped))
 

@@ -57,10 +57,10 @@ def test_a_trial_the_scheduler_stops_is_recorded_stopped_with_its_rounds_and_gpu
     assert not outcome.interrupted and outcome.trials == 2
     assert (outcome.stopped, outcome.failed, outcome.feasible) == (1, 0, 1)
     assert outcome.baseline_wins
-    assert "1 stopped by the scheduler" in text
+    assert "1 stopped after a round" in text
     assert "stopped by the scheduler after round 1 of at most 4" in text
     md = outcome.report_files["summary.md"]
-    assert "1 stopped by the scheduler" in md
+    assert "1 stopped after a round" in md
 
     rows = list(csv.DictReader(io.StringIO(outcome.report_files["trials.csv"])))
     stopped_rows = [r for r in rows if r["status"] == "stopped"]
