@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
 
 from autotune.tracking.interface import SearchTracker
+from autotune.trial.outcome import Status
 
 
 @dataclass
@@ -151,6 +152,25 @@ class SearchCallback(Callback):
             if tracker is not None:
                 tracker.drain()
         self._free(started, measured, dict(trial.config or {}))
+
+    def record_unseen(self, entries: list[TrialEntry]) -> None:
+        """Record the trials Ray ended without telling the callbacks: its wall-time budget stops
+        the running trials directly (``TuneController._stop_experiment_if_needed``), so a trial
+        cut off between rounds reaches the driver only through the result grid. Each gets its row
+        and its MLflow run, as a trial the callback saw does."""
+        seen = {e.trial_id for e in self.ledger.results} | set(self.ledger.errored)
+        for entry in entries:
+            # Only trials this session started (a resumed search's earlier ones were recorded then).
+            if (entry.trial_id in seen or entry.trial_id not in self.ledger.began
+                    or entry.report.status != Status.STOPPED):
+                continue
+            self.ledger.results.append(entry)
+            if self.tracker is not None and entry.report.result is not None:
+                self.tracker.log_trial(entry.trial_id, entry.report.result, drain=False, kind=_kind(entry.report))
+            self.table.row(trial=entry.trial_id, params=entry.params, report=entry.report,
+                           elapsed_s=self._elapsed(entry.trial_id))
+        if self.tracker is not None:
+            self.tracker.drain()
 
     def _elapsed(self, trial_id: str) -> float | None:
         """The trial's wall time from Ray's start of it to now (None: its start was not seen)."""

@@ -217,7 +217,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         overheads_s=list(overheads), sglang_default=default,
         margin=(evidence.to_dict() if evidence is not None and winner is not None and not baseline_wins
                 and evidence.winner == dict(winner.params) else None),
-        stop_rule=stop.record() if stop is not None else None)
+        stop_rule=stop.record() if stop is not None else None, stopped=statuses.count(Status.STOPPED))
     totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
     outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
@@ -307,7 +307,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         # The console's counts ("N trials (F feasible, ...)"): the trials the search ran, baselines
         # and finalists apart (the search run's baselines and finalists counters, tracking.summary).
         tracker.log_to_search(metrics={"trials": outcome.trials, "feasible_trials": outcome.feasible,
-                                       "infeasible_trials": outcome.infeasible, "failed_trials": outcome.failed})
+                                       "infeasible_trials": outcome.infeasible, "failed_trials": outcome.failed,
+                                       "stopped_trials": outcome.stopped})
         if outcome.gpu_time is not None:
             tracker.log_to_search(metrics=GpuTotals.from_dict(outcome.gpu_time).metrics())
         if stop is not None:

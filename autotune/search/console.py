@@ -70,9 +70,7 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         _print_gpu_time(outcome, out)
         _print_unsynced(outcome, out)
         return
-    print(f"Search {outcome.name!r}: {outcome.trials} trials "
-          f"({outcome.feasible} feasible, {outcome.infeasible} infeasible, "
-          f"{outcome.failed} failed)", file=out)
+    print(f"Search {outcome.name!r}: {outcome.trials} trials ({outcome.counts()})", file=out)
     _print_gpu_time(outcome, out)
     _print_unsynced(outcome, out)
     if outcome.winner is None:

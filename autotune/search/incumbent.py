@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from autotune.figures import finite
 from autotune.search.trial_report import TrialEntry
+from autotune.trial.level_results import LoadLevel, level_result, levels_measured
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.sequential import Evidence, pooled_noise, readings_of
@@ -47,10 +48,22 @@ def evidence_of(result: TrialResult, space: SearchSpace, *, label: str = "") -> 
     return Evidence.from_dict({"readings": readings, "label": label}) if readings else None
 
 
-def incumbent_of(space: SearchSpace, entries: Sequence[TrialEntry]) -> Evidence | None:
+def incumbent_of(space: SearchSpace, entries: Sequence[TrialEntry], *,
+                 level: LoadLevel | None = None) -> Evidence | None:
     """The evidence of the best trial so far by the winner policy, None when none is feasible,
-    with the pooled noise of every other measured trial (:func:`~autotune.trial.sequential.pooled_noise`)."""
-    results = [(e.trial_id, e.report.result) for e in entries if e.report.result is not None]
+    with the pooled noise of every other measured trial (:func:`~autotune.trial.sequential.pooled_noise`).
+
+    ``level``: the incumbent at one load level (each trial's record there, as
+    :func:`~autotune.trial.level_results.level_result` gives it, judged against the baseline's same
+    level); None: the trials' results as they are (the primary level's).
+    """
+    results: list[tuple[str, TrialResult]] = []
+    for e in entries:
+        result = e.report.result
+        if result is not None and level is not None:
+            result = level_result(result, level)
+        if result is not None:
+            results.append((e.trial_id, result))
     pick = pick_winner([contender(r, space) for _, r in results],
                        maximize=space.objective.direction == "maximize")
     if pick is None:
@@ -74,20 +87,37 @@ class IncumbentFile:
 
     def read(self) -> Evidence | None:
         """The incumbent now, None when there is none (or the file cannot be read)."""
+        return Evidence.from_dict(self._data())
+
+    def read_level(self, level: LoadLevel) -> Evidence | None:
+        """The incumbent at one load level now (its label's entry under ``levels``), None when
+        there is none there."""
+        levels = self._data().get("levels")
+        return Evidence.from_dict(levels.get(level.label)) if isinstance(levels, dict) else None
+
+    def _data(self) -> dict[str, Any]:
         try:
-            return Evidence.from_dict(json.loads(self.path.read_text()))
+            data = json.loads(self.path.read_text())
         except (OSError, ValueError):
-            return None
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def update(self, space: SearchSpace, entries: Sequence[TrialEntry]) -> Evidence | None:
-        """Write the incumbent of ``entries`` (remove the file when there is none); returns it."""
+        """Write the incumbent of ``entries``, and with load levels each level's under ``levels``
+        (remove the file when there is none anywhere); returns the primary level's."""
         evidence = incumbent_of(space, entries)
+        levels = next((measured for e in entries if (measured := levels_measured(e.report.result))), [])
+        per_level = {level.label: best.to_dict() for level in levels
+                     if (best := incumbent_of(space, entries, level=level)) is not None}
         try:
-            if evidence is None:
+            if evidence is None and not per_level:
                 self.path.unlink(missing_ok=True)
                 return None
+            data: dict[str, Any] = evidence.to_dict() if evidence is not None else {}
+            if per_level:
+                data["levels"] = per_level
             tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
-            tmp.write_text(json.dumps(evidence.to_dict()))
+            tmp.write_text(json.dumps(data))
             os.replace(tmp, self.path)
         except OSError:
             pass  # trials then measure as if alone; the search goes on

@@ -85,6 +85,15 @@ class SearchOutcome:
     #: The stop rule's decision (:meth:`autotune.search.stopping.StopDecision.record`), None when
     #: unknown (interrupted, resumed).
     stop_rule: dict[str, Any] | None = None
+    #: Trials Ray Tune stopped after a round (status ``stopped``): a ``search.scheduler``, or the
+    #: wall-time budget; each one's reason says which.
+    stopped: int = 0
+
+    def counts(self) -> str:
+        """The trials by outcome, as the console and ``summary.md`` state them."""
+        stopped = f", {self.stopped} stopped after a round" if self.stopped else ""
+        return (f"{self.feasible} feasible, {self.infeasible} infeasible, {self.failed} failed"
+                f"{stopped}")
 
     def summary(self) -> dict[str, Any]:
         w = self.winner or {}
@@ -106,7 +115,7 @@ class SearchOutcome:
             "launch_command": w.get("launch_command"),
             "serve_command": w.get("serve_command"),
             "trials": {"total": self.trials, "feasible": self.feasible,
-                       "infeasible": self.infeasible, "failed": self.failed},
+                       "infeasible": self.infeasible, "failed": self.failed, "stopped": self.stopped},
             "finalists": self.finalists,
             "margin": self.margin,
             "stop_rule": self.stop_rule,

@@ -236,6 +236,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     if study_store is not None:
         _mirror_study(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
     entries, unfinished = _entries(grid, ledger, space)
+    callback.record_unseen(entries)
     stop = _stop_decision(ledger.searcher, trials=len(entries), budget=trials)
     # A wall-time budget or the stop rule may end a search early on purpose; otherwise fewer
     # ended trials than planned means the run was stopped.
@@ -307,6 +308,7 @@ def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: 
     import optuna
     from ray import tune
 
+    from autotune.search.scheduler import scheduler_for
     from autotune.search.searcher import ConstrainedOptunaSearch, DefineByRun
     from autotune.search.trainable import TrialResources, trainable
 
@@ -343,10 +345,13 @@ def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: 
                                        sampler_name=space.search.sampler, budget=plan.trials,
                                        stop_rule=space.search.stop_rule)
     # reuse_actors: a trial process serves the next trial with the same resources, instead of
-    # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial).
-    tune_config = tune.TuneConfig(search_alg=searcher, num_samples=plan.trials,
+    # a fresh process per trial re-importing Ray, autotune and SGLang's parser (~3 s a trial). Not
+    # with a scheduler: a trial it stops is left blocked in its round's report, server up, while
+    # Ray keeps the process for reuse; a process of its own ends at once, its server with it.
+    scheduler = scheduler_for(space)
+    tune_config = tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=plan.trials,
                                   max_concurrent_trials=plan.concurrency,
-                                  time_budget_s=space.budget.wall_time_s, reuse_actors=True)
+                                  time_budget_s=space.budget.wall_time_s, reuse_actors=scheduler is None)
     ledger.study, ledger.searcher = searcher.study, searcher
     return tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
 

@@ -143,8 +143,7 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     """``summary.md``: the verdict, the winner with its phases and launch command, the finalists,
     SGLang's default, and every measurement ranked."""
     lines = [f"# autotune search `{outcome.name}`", ""]
-    lines.append(f"{outcome.trials} trials: {outcome.feasible} feasible, {outcome.infeasible} "
-                 f"infeasible, {outcome.failed} failed.")
+    lines.append(f"{outcome.trials} trials: {outcome.counts()}.")
     if outcome.interrupted:
         lines += ["", "**Interrupted**: no winner is given; resume the search to finish it."]
     if outcome.stop_rule is not None:

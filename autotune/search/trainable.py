@@ -19,8 +19,8 @@ from autotune.search.stopping import REPEATS_ATTR
 from autotune.search.trial_report import TrialReport, round_metrics
 from autotune.trial.evaluator import MeasuringEvaluator
 from autotune.trial.measure_settings import MeasureSettings, slos_of
-from autotune.trial.result import TrialResult
-from autotune.trial.sequential import Decision
+from autotune.trial.result import TrialResult, stopped_result
+from autotune.trial.sequential import Round
 from autotune.trial.verdict import break_even_constraint, slo_margin
 
 if TYPE_CHECKING:
@@ -102,17 +102,17 @@ def report_of(result: TrialResult, space: SearchSpace, *, baseline: TrialResult 
 
 
 def evaluator_for(ctx: TrialContext, *, settings: MeasureSettings | None = None,
-                  on_round: Callable[[int, list[float], Decision], None] | None = None) -> MeasuringEvaluator:
+                  on_round: Callable[[Round], None] | None = None) -> MeasuringEvaluator:
     """The search's :class:`~autotune.trial.evaluator.Evaluator`: servers measured on the trial's
     GPUs, baselines shared through the search's store (``settings`` overrides the context's).
 
     With ``on_round``, a trial measures in rounds against the incumbent of ``ctx.incumbent_path``
     (when the settings have a sequential rule); without it (finalists, tools), a fixed ``repeats``.
     """
-    incumbent = (IncumbentFile(ctx.incumbent_path).read
-                 if ctx.incumbent_path is not None and on_round is not None else None)
+    store = IncumbentFile(ctx.incumbent_path) if ctx.incumbent_path is not None and on_round is not None else None
     return MeasuringEvaluator(space=_space(ctx.space_path), baseline_dir=ctx.baseline_dir,
-                              settings=settings or ctx.settings, incumbent=incumbent, on_round=on_round)
+                              settings=settings or ctx.settings, incumbent=store.read if store else None,
+                              on_round=on_round, level_incumbent=store.read_level if store else None)
 
 
 def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
@@ -128,11 +128,28 @@ def trainable(config: dict[str, Any], ctx: TrialContext) -> None:
     settings = ctx.settings
     if settings.workdir is None:
         settings = MeasureSettings(**{**settings.__dict__, "workdir": os.path.join(ctx.workdir, "logs")})
-    def on_round(number: int, readings: list[float], decision: Decision) -> None:
-        tune.report(round_metrics(number=number, readings=readings, decision=decision.value))
+    space = _space(ctx.space_path)
+    try:
+        is_baseline = not space.is_speculative(space.coerce_params(dict(config)))
+    except Exception:  # noqa: BLE001 - a config the space rejects measures no round anyway
+        is_baseline = False
+    rule = settings.sequential
+    # Who may stop a trial between its rounds: the space's scheduler, and Ray's time budget.
+    by = " or ".join(who for who, on in (("the scheduler", space.search.scheduler is not None),
+                                         ("the wall-time budget", space.budget.wall_time_s is not None)) if on)
+
+    def on_round(step: Round) -> None:
+        # Each round carries the result the trial would have if a scheduler stopped it here: the
+        # trial thread gets no word of the stop (Ray ends it inside this report), so the driver
+        # must be able to record it from this report alone.
+        stopped = stopped_result(config, is_baseline=is_baseline, rounds=step.number,
+                                 cap=rule.max_rounds if rule is not None else None, tok_s=step.tok_s,
+                                 gpu_time=step.spent, sequential={"readings": step.readings},
+                                 by=by or "Ray Tune")
+        tune.report(round_metrics(number=step.number, readings=step.readings, decision=step.decision.value,
+                                  stopped=stopped))
 
     evaluation = evaluator_for(ctx, settings=settings, on_round=on_round)(config, name=trial_name)
-    space = _space(ctx.space_path)
     tune.report(report_of(evaluation.result, space, baseline=evaluation.baseline,
                           baseline_key=evaluation.baseline_key).to_metrics())
 

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
+from autotune.trial.sequential import Decision
 from autotune.trial.winner import unmeasured_value
 
 __all__ = ["FINAL", "TrialEntry", "TrialReport", "UNMEASURED_ATTR", "round_metrics"]
@@ -33,6 +34,12 @@ _OBJECTIVE, _CONSTRAINTS, _ATTRS = "objective", "constraints", "sampler_attrs"
 _RESULT, _BASELINE, _BASELINE_KEY = "trial_result", "baseline_result", "baseline_key"
 #: True on the report that is the trial's result, False on a round's intermediate report.
 FINAL = "final"
+#: A round's report: the trial's result as it stands if a scheduler stops the trial there.
+_STOPPED = "stopped_result"
+#: A round's report: the figure a scheduler (``search.scheduler``) compares trials on, and its
+#: clock. Only rounds carry them, so a scheduler never reads a final report (whose objective may
+#: be None: unknown).
+SCHEDULER_METRIC, SCHEDULER_TIME = "round_objective", "round"
 _SHOWN = ("status", "reason", "feasible", "is_baseline", "output_tok_s", "speedup", "accept_length",
           "acceptance", "break_even_accept_length", "baseline_tok_s")
 
@@ -133,7 +140,9 @@ class TrialReport:
         """Tell an Optuna study this trial: user attrs, constraints, then its value.
 
         An unknown objective is told as :func:`~autotune.trial.winner.unmeasured_value` (worse than
-        any measurement, in the study's direction) with the user attr :data:`UNMEASURED_ATTR`.
+        any measurement, in the study's direction) with the user attr :data:`UNMEASURED_ATTR`. A
+        trial a scheduler stopped is told ``PRUNED`` (Optuna's own state for a trial ended early),
+        with no value: its config is not proposed again, and no sampler ranks it with the measured.
 
         Raises:
             Exception: Whatever ``study.tell`` raises.
@@ -142,6 +151,9 @@ class TrialReport:
 
         for key, value in self.attrs.items():
             trial.set_user_attr(key, value)
+        if self.status == Status.STOPPED:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            return
         for key, value in self.constraints.items():
             trial.set_constraint(key, float(value))
         value = self.objective
@@ -176,6 +188,14 @@ class TrialReport:
             return None
         constraints = _section(metrics, _CONSTRAINTS)
         if constraints is None:
+            # A trial whose last report is a round's was stopped there by a scheduler: the
+            # trainable reports a final result otherwise.
+            stopped = metrics.get(_STOPPED)
+            if metrics.get(FINAL) is False and stopped:
+                result = TrialResult.from_dict(json.loads(stopped))
+                return cls(objective=None, constraints={}, result=result,
+                           attrs={"status": result.status, "is_baseline": result.is_baseline,
+                                  "rounds": (result.sequential or {}).get("rounds")})
             return None
 
         def result_of(key: str) -> TrialResult | None:
@@ -189,15 +209,25 @@ class TrialReport:
                    baseline=result_of(_BASELINE), baseline_key=metrics.get(_BASELINE_KEY))
 
 
-def round_metrics(*, number: int, readings: Sequence[float], decision: str) -> dict[str, Any]:
+def round_metrics(*, number: int, readings: Sequence[float], decision: str,
+                  stopped: TrialResult | None = None) -> dict[str, Any]:
     """A round's intermediate report (``tune.report`` after each round of a trial measuring in
     rounds): the objective as measured so far (the median of the round readings, as the result's),
-    the round, the decision (:class:`~autotune.trial.sequential.Decision`). It carries no
-    constraints, so :meth:`TrialReport.from_metrics` reads no result from it: the searcher, the
-    callback and MLflow take only the final report as the trial's result.
+    also under :data:`SCHEDULER_METRIC`, the round (:data:`SCHEDULER_TIME`), the decision
+    (:class:`~autotune.trial.sequential.Decision`), and ``stopped``: the trial's result should a
+    scheduler stop it here. The scheduler's metric is there only when the trial goes on. It carries
+    no constraints: :meth:`TrialReport.from_metrics` reads a result from it only when it is the
+    trial's last report (a stopped trial).
     """
-    return {_OBJECTIVE: statistics.median(readings) if readings else None, "round": number,
-            "decision": decision, FINAL: False}
+    median = statistics.median(readings) if readings else None
+    out: dict[str, Any] = {_OBJECTIVE: median, SCHEDULER_TIME: number, "decision": decision, FINAL: False,
+                           _STOPPED: json.dumps(stopped.to_dict(), default=str) if stopped is not None else None}
+    # Only a round after which the trial goes on is the scheduler's to compare: after the last one
+    # (its own rule ended it) a scheduler's stop would cut off a complete trial's final report. Left
+    # out, not None: a scheduler skips a report without its metric.
+    if readings and decision == Decision.CONTINUE:
+        out[SCHEDULER_METRIC] = median
+    return out
 
 
 def _section(metrics: Mapping[str, Any], key: str) -> dict[str, Any] | None:

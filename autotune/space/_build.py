@@ -160,6 +160,7 @@ class _Builder(CrossChecks):
             sampler, why = default_sampler(space)
             space.search = replace(space.search, sampler=sampler, sampler_why=why)
         self._check_sampler_objective(space, data, lines)
+        self._check_scheduler(space, data, lines)
         space._order = self._order(space)
         self._verify(space, lines.get("parameters"))
         return space

@@ -22,6 +22,7 @@ from autotune.space import synthetic
 from autotune.space._expr import ORDER_OPS
 from autotune.space._nccl import NCCL_BUNDLE, apply_kept, check_prescreen
 from autotune.space._schema import env_text, is_int, is_number, show
+from autotune.space._schema_measure import ROUND_METRICS
 from autotune.space._schema_params import Parameter
 from autotune.space.rules import (
     ALGO,
@@ -83,6 +84,31 @@ class CrossChecks:
                       f"{space.objective.metric}; use sampler tpe, random or grid, or the objective "
                       "output_tok_s (keep a latency bound as an SLO under constraints.slos)",
                       field="search.sampler", line=line_of(search, "sampler") or lines.get("search"))
+
+    def _check_scheduler(self, space: SearchSpace, data: Mapping[str, Any],
+                         lines: Mapping[str, int | None]) -> None:
+        # A scheduler acts on the rounds a trial reports; without rounds it would never act.
+        scheduler = space.search.scheduler
+        if scheduler is None:
+            return
+        raw = data.get("search")
+        search: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        where = line_of(search, "scheduler") or lines.get("search")
+        rule = space.measure.sequential
+        if rule is None:
+            self.fail("search.scheduler acts on the rounds of trials measuring in rounds, but "
+                      "measure.sequential is off (or measure.repeats is written); set measure.sequential: "
+                      "true or remove search.scheduler", field="search.scheduler", line=where)
+        if space.objective.metric not in ROUND_METRICS:
+            self.fail(f"search.scheduler compares the rounds' readings of the objective, which rounds give "
+                      f"only for {' or '.join(ROUND_METRICS)}; the objective is {space.objective.metric}",
+                      field="search.scheduler", line=where)
+        grace = scheduler.grace_period
+        if grace is not None and grace > rule.max_rounds:
+            self.fail(f"grace_period {grace} is beyond measure.sequential.max_rounds ({rule.max_rounds}): "
+                      "the scheduler would never act; use a grace_period of at most max_rounds",
+                      field="search.scheduler.grace_period",
+                      line=line_of(search.get("scheduler") or {}, "grace_period") or where)
 
     def _nccl_prescreen(self, space: SearchSpace, data: Mapping[str, Any], line: int | None) -> None:
         settings = space.nccl_prescreen

@@ -8,7 +8,11 @@ from typing import Any
 from autotune._yaml_lines import line_of
 from autotune.space._schema import Reader
 
-__all__ = ["Measure", "Sequential", "read_measure", "read_sequential"]
+__all__ = ["Measure", "ROUND_METRICS", "Sequential", "read_measure", "read_sequential"]
+
+#: The objectives a round's tok/s gives a reading of (the others measure at a fixed ``repeats``):
+#: what ``autotune.trial.sequential.readings_of`` reads, and what a scheduler can compare rounds on.
+ROUND_METRICS = ("output_tok_s", "speedup")
 
 
 @dataclass(frozen=True)

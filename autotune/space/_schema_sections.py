@@ -171,10 +171,37 @@ class SearchSettings:
     #: this much (:attr:`autotune.search.evidence.WinnerEvidence.decisive`). 0: only a separated
     #: winner skips the finalists.
     equivalence_pct: float = 2.0
+    #: A Ray Tune trial scheduler acting on the trials' rounds; None: none (every trial ends by
+    #: its own sequential rule).
+    scheduler: Scheduler | None = None
 
 
 #: The largest ``search.equivalence_pct``: a wider one would call configs equal that a user sees apart.
 MAX_EQUIVALENCE_PCT = 10.0
+
+
+#: The trial schedulers ``search.scheduler.kind`` may name.
+SCHEDULERS = ("asha",)
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """``search.scheduler``: Ray Tune's ASHA (``AsyncHyperBandScheduler``) over the trials' rounds.
+
+    It compares trials on the median of their round readings at rungs ``grace_period``,
+    ``grace_period * reduction_factor``, ... (rounds), and stops the trials below the top
+    ``1 / reduction_factor`` at a rung. A stopped trial is recorded ``stopped``, never feasible.
+
+    Attributes:
+        kind: ``asha``.
+        grace_period: Rounds before the scheduler may stop a trial (None: the sequential rule's
+            ``min_rounds``, the round at which a trial's own rule first decides).
+        reduction_factor: The rung's keep fraction's inverse (>= 2).
+    """
+
+    kind: str = "asha"
+    grace_period: int | None = None
+    reduction_factor: int = 4
 
 
 STUDY_STORAGES = ("sqlite", "journal")
@@ -215,12 +242,12 @@ def read_resources(reader: Reader, value: Any, line: int | None) -> Resources:
 
 def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
     """Parse ``search: {sampler, seed, finalists, finalist_repeats, max_concurrent, storage, stop_rule,
-    equivalence_pct}``."""
+    equivalence_pct, scheduler}``."""
     if value is None:
         return SearchSettings()
     reader.mapping(value, "search", line, allowed=("sampler", "seed", "finalists",
                                                    "finalist_repeats", "max_concurrent", "storage",
-                                                   "stop_rule", "equivalence_pct"))
+                                                   "stop_rule", "equivalence_pct", "scheduler"))
     storage = reader.string(value.get("storage"), "search.storage", line_of(value, "storage"),
                             allow_none=True)
     if storage is not None and storage not in STUDY_STORAGES and not storage.startswith(_RDB_SCHEMES):
@@ -240,6 +267,7 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
                     field="search.equivalence_pct", line=line_of(value, "equivalence_pct"))
     return SearchSettings(
         equivalence_pct=equivalence,
+        scheduler=read_scheduler(reader, value.get("scheduler"), line_of(value, "scheduler") or line),
         storage=storage,
         stop_rule=reader.boolean(value.get("stop_rule", True), "search.stop_rule",
                                  line_of(value, "stop_rule")),
@@ -256,6 +284,21 @@ def read_search(reader: Reader, value: Any, line: int | None) -> SearchSettings:
         max_concurrent=reader.integer(value.get("max_concurrent"), "search.max_concurrent",
                                       line_of(value, "max_concurrent"), minimum=1,
                                       allow_none=True))
+
+
+def read_scheduler(reader: Reader, value: Any, line: int | None) -> Scheduler | None:
+    """Parse ``search.scheduler``: ``{kind: asha, grace_period, reduction_factor}``, or null."""
+    if value is None:
+        return None
+    reader.mapping(value, "search.scheduler", line, allowed=("kind", "grace_period", "reduction_factor"))
+    kind = reader.string(value.get("kind"), "search.scheduler.kind", line_of(value, "kind") or line,
+                         choices=SCHEDULERS)
+    return Scheduler(
+        kind=kind,
+        grace_period=reader.integer(value.get("grace_period"), "search.scheduler.grace_period",
+                                    line_of(value, "grace_period"), minimum=1, allow_none=True),
+        reduction_factor=reader.integer(value.get("reduction_factor", 4), "search.scheduler.reduction_factor",
+                                        line_of(value, "reduction_factor"), minimum=2))
 
 
 @dataclass(frozen=True)

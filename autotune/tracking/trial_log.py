@@ -42,6 +42,7 @@ from autotune.tracking.runs import (
     TRIAL_KINDS,
 )
 from autotune.tracking.store import MAX_TAG, log_batch, new_params, retry
+from autotune.trial.level_results import LoadLevel
 from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
@@ -164,6 +165,11 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
         # How its rounds ended (autotune.trial.sequential): stop-worse is a trial aborted early.
         run_tags["autotune.sequential"] = str(result.sequential.get("decision"))
         run_tags["autotune.rounds"] = str(result.sequential.get("rounds"))
+    level_rounds = {LoadLevel.of_record(lv).label: {k: lv["sequential"].get(k) for k in ("decision", "rounds")}
+                    for lv in result.levels or [] if isinstance(lv.get("sequential"), dict)}
+    if level_rounds:
+        # The other load levels measure in rounds too, each against its own incumbent.
+        run_tags["autotune.level_rounds"] = json.dumps(level_rounds)[:MAX_TAG]
     run_tags.update(tags or {})
     now = at_ms or int(time.time() * 1000)
     from mlflow.entities import Metric

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from autotune.trial.baselines import FileBaselineStore, group_key
+from autotune.trial.level_results import LoadLevel, level_result
 from autotune.trial.measure import baseline_for, measure
 from autotune.trial.measure_settings import MeasureSettings, slos_of
 from autotune.trial.outcome import Failure, Status
 from autotune.trial.result import TrialResult
-from autotune.trial.sequential import Decision, Evidence, round_consultant
+from autotune.trial.sequential import Consult, Evidence, Round, round_consultant
 from autotune.trial.verdict import judge
 
 if TYPE_CHECKING:
@@ -76,32 +77,58 @@ class MeasuringEvaluator:
         settings: How to measure.
         incumbent: With ``settings.sequential``: the search's incumbent evidence, read after each
             round (:mod:`autotune.trial.sequential`); None measures a fixed ``repeats``.
-        on_round: Told each round's number, readings so far and decision (the trainable reports it
-            to Ray Tune).
+        on_round: Told each :class:`~autotune.trial.sequential.Round` of the primary level (the
+            trainable reports it to Ray Tune).
+        level_incumbent: With load levels: the incumbent at a level other than the primary, read
+            after each of that level's rounds; None measures those levels a fixed ``repeats``.
     """
 
     def __init__(self, *, space: SearchSpace, baseline_dir: str, settings: MeasureSettings,
                  incumbent: Callable[[], Evidence | None] | None = None,
-                 on_round: Callable[[int, list[float], Decision], None] | None = None) -> None:
+                 on_round: Callable[[Round], None] | None = None,
+                 level_incumbent: Callable[[LoadLevel], Evidence | None] | None = None) -> None:
         self.space = space
         self.store = FileBaselineStore(baseline_dir)
         self.settings = settings
         self.incumbent = incumbent
         self.on_round = on_round
+        self.level_incumbent = level_incumbent
 
     def _measure_in_rounds(self, config: Any, workload: Any, *, name: str,
-                           baseline_tok_s: float | None) -> TrialResult:
+                           baseline: TrialResult | None) -> TrialResult:
         """:func:`measure`, consulting :func:`~autotune.trial.sequential.decide` after each round
-        when the rule, an incumbent source and the objective allow; the record says how it ended."""
+        when the rule, an incumbent source and the objective allow: at the primary level against
+        the incumbent, at each other level against that level's (a speedup there over the
+        baseline's same level); each level's record says how its rounds ended."""
         rule = self.settings.sequential
-        consult, seen = round_consultant(rule=rule, incumbent=self.incumbent, metric=self.space.objective.metric,
-                                         maximize=self.space.objective.direction == "maximize",
-                                         baseline_tok_s=baseline_tok_s, on_round=self.on_round)
+        metric, maximize = self.space.objective.metric, self.space.objective.direction == "maximize"
+        consult, seen = round_consultant(rule=rule, incumbent=self.incumbent, metric=metric, maximize=maximize,
+                                         baseline_tok_s=baseline.output_tok_s if baseline else None,
+                                         on_round=self.on_round)
         if consult is None or rule is None:
             return measure(config, workload, self.settings, name=name)
-        result = measure(config, workload, self.settings, name=name, consult=consult)
+        seen_at: dict[str, dict[str, Any]] = {}
+        read_level = self.level_incumbent
+
+        def consult_at(level: LoadLevel) -> Consult | None:
+            if read_level is None:
+                return None
+            base = level_result(baseline, level) if baseline is not None else None
+            here, seen_here = round_consultant(
+                rule=rule, incumbent=lambda: read_level(level), metric=metric, maximize=maximize,
+                baseline_tok_s=base.output_tok_s if base is not None else None)
+            seen_at[level.label] = seen_here
+            return here
+
+        result = measure(config, workload, self.settings, name=name, consult=consult, consult_at=consult_at)
         if seen:
             result.sequential = {**seen, **rule.to_dict()}
+        primary = workload.primary_level()
+        for record in result.levels or []:
+            level = LoadLevel.of_record(record)
+            level_seen = seen if level == primary else seen_at.get(level.label)
+            if level_seen:
+                record["sequential"] = {**level_seen, **rule.to_dict()}
         return result
 
     def __call__(self, params: Mapping[str, Any], *, name: str = "trial",
@@ -129,7 +156,7 @@ class MeasuringEvaluator:
         if config.is_baseline:
             key = group_key(config)
             result = judge(self._measure_in_rounds(config, workload, name=f"{name}-baseline",
-                                                   baseline_tok_s=None), None, slos=slos)
+                                                   baseline=None), None, slos=slos)
             if result.ok and self.store.get(key) is None:
                 self.store.put(key, result)
             return Evaluation(result=result, baseline=None, baseline_key=key)
@@ -143,6 +170,6 @@ class MeasuringEvaluator:
             baseline, fresh = baseline_for(base_cfg, workload, settings, self.store, slos=slos,
                                            name=f"{name}-baseline")
             measured_here = baseline if fresh else None
-        result = self._measure_in_rounds(config, workload, name=name, baseline_tok_s=baseline.output_tok_s)
+        result = self._measure_in_rounds(config, workload, name=name, baseline=baseline)
         result = judge(result, baseline, slos=slos, min_speedup=space.constraints.min_speedup)
         return Evaluation(result=result, baseline=measured_here, baseline_key=key)

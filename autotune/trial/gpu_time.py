@@ -160,8 +160,16 @@ class PartClock:
             self._spent[self._part] += max(now - self._since, 0.0)
 
     def seconds(self, part: str) -> float | None:
-        """Seconds spent in ``part`` so far; None when it was never entered."""
+        """Seconds spent in ``part`` until it last ended; None when it was never entered."""
         return self._spent.get(part)
+
+    def so_far(self, part: str) -> float | None:
+        """Seconds spent in ``part`` up to now, the running part's open stretch included (a
+        round's report reads it mid-measurement); None when it was never entered."""
+        spent = self._spent.get(part)
+        if spent is not None and part == self._part:
+            spent += max(time.monotonic() - self._since, 0.0)
+        return spent
 
 
 @dataclass(frozen=True)

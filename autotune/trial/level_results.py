@@ -41,7 +41,7 @@ LEVEL_FIELDS = (
     "phases", "baseline_tok_s", "baseline_status", "baseline_decode_step_ms", "speedup",
     "break_even_accept_length", "slo_violations", "warmup_tok_s", "warmup_stable",
     "load_asked", "load_cap", "load_ran", "load_queued", "load_tail_pct", "load_client_tail_pct",
-    "load_capped", "load_capped_windows", "load_note", "load_comparison",
+    "load_capped", "load_capped_windows", "load_note", "load_comparison", "sequential",
 )
 
 

@@ -44,10 +44,11 @@ from autotune.sglang import metrics, trial_start
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
 from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
-from autotune.trial.level_results import with_levels
+from autotune.trial.level_results import LoadLevel, with_levels
 from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
+from autotune.trial.sequential import Consult
 from autotune.trial.verdict import judge
 from autotune.trial.warmup import Level, flush_cache, stabilise
 
@@ -115,10 +116,11 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
 async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
                          repeats: int, speculative: bool, draft_forwards: bool, *,
                          settings: MeasureSettings | None, sampler: GpuSampler,
-                         clock: PartClock, consult: Callable[[list[float]], bool] | None = None) -> Level:
+                         clock: PartClock, consult: Consult | None = None,
+                         spent: Callable[[], GpuTime] | None = None) -> Level:
     """Warm up and measure one load level (one concurrency) on a running server, ``clock``
     splitting its time between warm-up and measurement: ``repeats`` rounds, or with ``consult``
-    (called with every round's tok/s after each) until it says stop."""
+    (called with every round's tok/s after each, and the GPU time ``spent`` so far) until it says stop."""
     base = server.url
     kwargs = workload.bench_kwargs()
     conc = kwargs.get("concurrency")
@@ -162,7 +164,8 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
         if consult is not None:
             if bench.failed or bench.output_tok_s is None:
                 break  # a round that failed ends the trial as failed; nothing to consult on
-            if not consult([b.output_tok_s for b in level.benches if b.output_tok_s is not None]):
+            if not consult([b.output_tok_s for b in level.benches if b.output_tok_s is not None],
+                           spent() if spent is not None else None):
                 break
     return level
 
@@ -171,22 +174,25 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
                          speculative: bool, draft_forwards: bool = True, *,
                          settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
                          clock: PartClock | None = None,
-                         consult: Callable[[list[float]], bool] | None = None,
+                         consult: Consult | None = None, spent: Callable[[], GpuTime] | None = None,
+                         consult_at: Callable[[LoadLevel], Consult | None] | None = None,
                          ) -> tuple[list[Level], dict | None]:
     """Every load level of ``workload`` in turn on one server (one level unless it lists several);
-    ``consult`` decides the rounds of the primary level only."""
+    ``consult`` decides the rounds of the primary level, ``consult_at(level)`` those of another
+    (None there: a fixed ``repeats``)."""
     sampler = sampler or NullSampler("no sampler")
     clock = clock or PartClock()
-    rule = settings.sequential if settings is not None and consult is not None else None
+    rule = settings.sequential if settings is not None else None
     primary = workload.primary_level()
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
         levels = []
         for w in workload.levels():
-            ours = rule is not None and workload.level_of(w) == primary
+            level = workload.level_of(w)
+            here = consult if level == primary else (consult_at(level) if consult_at and level else None)
             levels.append(await _measure_level(
-                server, client, w, rule.max_rounds if ours and rule else repeats, speculative,
+                server, client, w, rule.max_rounds if here is not None and rule else repeats, speculative,
                 draft_forwards, settings=settings, sampler=sampler, clock=clock,
-                consult=consult if ours else None))
+                consult=here if rule is not None else None, spent=spent))
         info = None
         try:
             resp = await client.get(server.url + "/server_info")
@@ -223,7 +229,8 @@ def _wait_for_exit(server: ServerProcess, *, timeout_s: float) -> None:
 
 
 def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings = DEFAULT_SETTINGS, *,
-            name: str | None = None, consult: Callable[[list[float]], bool] | None = None) -> TrialResult:
+            name: str | None = None, consult: Consult | None = None,
+            consult_at: Callable[[LoadLevel], Consult | None] | None = None) -> TrialResult:
     """Run one config on a fresh server and summarise R measured runs.
 
     Args:
@@ -232,7 +239,9 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         settings: Repeats, timeouts, where logs go.
         name: Used in log file names.
         consult: With ``settings.sequential``: called after each round of the primary level with
-            every round's tok/s so far; True measures another round (up to the rule's cap).
+            every round's tok/s so far and the server's GPU time so far; True measures another
+            round (up to the rule's cap).
+        consult_at: The same for each other load level, by level (None there: fixed ``repeats``).
 
     Returns:
         The result, with ``status`` ``ok`` or ``failed`` (never an exception for a config fault).
@@ -274,6 +283,13 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                            needs_gpus=get_backend(config.backend).needs_gpus,
                            server_gpus=getattr(config, "tp_size", None))
     clock = PartClock()  # warm-up and measurement; the server times its own start-up and teardown
+
+    def spent() -> GpuTime:
+        # What the server has held so far, for a round's report: a scheduler may end the trial
+        # there, and its GPU time must still be counted.
+        return GpuTime(gpus=gpus_of(getattr(config, "tp_size", None)), startup_s=server.lifetime.startup_s,
+                       warmup_s=clock.so_far(WARMUP), measure_s=clock.so_far(MEASURE))
+
     PHASES.info("starting the %s server", label)
     try:
         with sampler, server:
@@ -283,7 +299,8 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             levels, info = asyncio.run(_within(
                 _measure_async(server, workload, settings.repeats, speculative, draft_forwards,
-                               settings=settings, sampler=sampler, clock=clock, consult=consult), left))
+                               settings=settings, sampler=sampler, clock=clock, consult=consult,
+                               spent=spent, consult_at=consult_at), left))
             if any(b.failed for level in levels for b in level.benches):
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()

@@ -22,7 +22,8 @@ class MeasureSettings:
     Attributes:
         repeats: Measured runs of the workload on one server; the median is reported. With
             ``sequential`` and a ``consult`` given to :func:`measure`, the primary level runs in
-            rounds instead, up to ``sequential.max_rounds``, until ``consult`` says stop.
+            rounds instead, up to ``sequential.max_rounds``, until ``consult`` says stop (another
+            level likewise with its own from ``consult_at``).
         startup_timeout_s: Longest wait for the server to become healthy.
         trial_timeout_s: Longest one server run may take, start-up and measurement together
             (a request that stalls mid-stream ends the run here); None for no limit.

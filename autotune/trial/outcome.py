@@ -1,8 +1,9 @@
 """What a trial's outcome can be: its :class:`Status`, and for a failure its :class:`Failure` kind.
 
 A trial ends ``ok`` (measured, not yet judged), ``feasible``, ``infeasible`` (it ran but lost to
-its baseline or broke an SLO) or ``failed``; a failure also carries the kind of what went wrong,
-which decides whether a second start is worth it. Both are ``str`` enums, so a status compares
+its baseline or broke an SLO), ``failed``, or ``stopped`` (a Ray Tune scheduler ended it after a
+round: its rounds so far are kept, its objective is unknown); a failure also carries the kind of
+what went wrong, which decides whether a second start is worth it. Both are ``str`` enums, so a status compares
 equal to the plain string stored in JSON records, Optuna attributes and MLflow tags.
 :func:`failure_of` is the one place an exception caught around a trial becomes a kind and a reason.
 """
@@ -21,6 +22,9 @@ class Status(enum.StrEnum):
     FEASIBLE = "feasible"
     INFEASIBLE = "infeasible"
     FAILED = "failed"
+    #: A scheduler of the user's (``search.scheduler``) stopped the trial after a round, before
+    #: its measurement was complete and judged: never feasible, never a value for the incumbent.
+    STOPPED = "stopped"
 
 
 class Failure(str, enum.Enum):

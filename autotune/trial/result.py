@@ -183,6 +183,23 @@ def failed_result(config: TrialConfig, spec: LaunchSpec | None, reason: str, *, 
         duration_s=took, started_at=began, gpu_time=gpu_time, **_acceptance(config))
 
 
+def stopped_result(params: Mapping[str, Any], *, is_baseline: bool, rounds: int, cap: int | None,
+                   tok_s: Sequence[float], gpu_time: GpuTime | None,
+                   sequential: Mapping[str, Any] | None = None, by: str = "the scheduler") -> TrialResult:
+    """A trial Ray Tune stopped after round ``rounds`` (``by``: a scheduler, the wall-time budget):
+    its rounds' tok/s kept as its repeats, its GPU time up to then (no teardown seen: None), and no
+    objective figure (``output_tok_s`` None: a partial measurement, never judged, is no value to
+    compare or rank)."""
+    of = f" of at most {cap}" if cap is not None else ""
+    return TrialResult(
+        status=Status.STOPPED, params=dict(params), is_baseline=is_baseline, feasible=False,
+        reason=(f"stopped by {by} after round {rounds}{of}: its objective is unknown "
+                "(the rounds so far are kept)"),
+        output_tok_s_repeats=[float(x) for x in tok_s],
+        duration_s=gpu_time.wall_s if gpu_time is not None else None, gpu_time=gpu_time,
+        sequential={**(sequential or {}), "decision": "stopped-by-scheduler", "rounds": rounds})
+
+
 def _since(t0: float) -> tuple[float, float]:
     """``(duration_s, started_at)`` of a trial whose monotonic clock started at ``t0``: its seconds
     so far, and the wall clock then (seconds since the epoch, for its MLflow run's start)."""

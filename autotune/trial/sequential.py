@@ -35,14 +35,16 @@ import functools
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-__all__ = ["Decision", "Evidence", "Margin", "SequentialRule", "decide", "margin", "pooled_noise", "readings_of",
-           "round_consultant",
-           "t_quantile"]
+from autotune.space._schema_measure import ROUND_METRICS
+from autotune.trial.gpu_time import GpuTime
 
-#: The objectives a round's tok/s gives a reading of (the others measure at a fixed ``repeats``).
-SEQUENTIAL_METRICS = ("output_tok_s", "speedup")
+__all__ = ["Consult", "Decision", "Evidence", "Margin", "Round", "SequentialRule", "decide", "margin",
+           "pooled_noise", "readings_of", "round_consultant", "t_quantile"]
+
+#: The objectives a round's tok/s gives a reading of (the space's list: a scheduler needs one).
+SEQUENTIAL_METRICS = ROUND_METRICS
 
 
 class Decision(StrEnum):
@@ -300,15 +302,43 @@ def _betacf(a: float, b: float, x: float) -> float:
     return h
 
 
+@dataclass(frozen=True)
+class Round:
+    """One measured round as ``on_round`` hears it (a trial's intermediate report is built from it).
+
+    Attributes:
+        number: The round (1 for the first).
+        readings: The objective's per-round values so far.
+        tok_s: The per-round tok/s so far (the readings' source).
+        decision: What :func:`decide` said after it.
+        spent: The server's GPU time up to this round (start-up, warm-up, measurement so far;
+            no teardown yet), None when the measurer does not time it.
+    """
+
+    number: int
+    readings: list[float]
+    tok_s: list[float]
+    decision: Decision
+    spent: GpuTime | None = None
+
+
+class Consult(Protocol):
+    """What a measurer asks after each round: True measures another."""
+
+    def __call__(self, tok_s: list[float], spent: GpuTime | None = None) -> bool:
+        """Args: ``tok_s``: every round's tok/s so far; ``spent``: the server's GPU time so far."""
+        ...
+
+
 def round_consultant(*, rule: SequentialRule | None, incumbent: Callable[[], Evidence | None] | None,
                      metric: str, maximize: bool, baseline_tok_s: float | None,
-                     on_round: Callable[[int, list[float], Decision], None] | None = None,
-                     ) -> tuple[Callable[[list[float]], bool] | None, dict[str, Any]]:
+                     on_round: Callable[[Round], None] | None = None,
+                     ) -> tuple[Consult | None, dict[str, Any]]:
     """What a trial asks after each round, and the record it keeps of the last answer.
 
     The one consultation both the measuring evaluator and bench_search's replay use: the round's
     tok/s become readings of ``metric`` (:func:`readings_of`), :func:`decide` judges them against
-    the incumbent read at that moment, ``on_round`` hears each decision.
+    the incumbent read at that moment, ``on_round`` hears each :class:`Round`.
 
     Returns:
         ``(consult, seen)``: ``consult(tok_s)`` is True while the trial should measure another
@@ -321,14 +351,15 @@ def round_consultant(*, rule: SequentialRule | None, incumbent: Callable[[], Evi
         return None, seen
     read_incumbent = incumbent
 
-    def consult(tok_s: list[float]) -> bool:
+    def consult(tok_s: list[float], spent: GpuTime | None = None) -> bool:
         readings = readings_of(metric, tok_s, baseline_tok_s=baseline_tok_s) or []
         evidence = read_incumbent()
         decision = decide(readings, incumbent=evidence, rule=rule, maximize=maximize)
         seen.update(decision=decision.value, rounds=len(readings),
                     incumbent=evidence.label if evidence is not None else None)
         if on_round is not None:
-            on_round(len(readings), readings, decision)
+            on_round(Round(number=len(readings), readings=readings, tok_s=list(tok_s), decision=decision,
+                           spent=spent))
         return decision is Decision.CONTINUE
 
     return consult, seen

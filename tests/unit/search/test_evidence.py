@@ -48,8 +48,11 @@ def space(space_factory: Any) -> Any:
 
 def test_a_round_report_is_never_read_as_a_result() -> None:
     metrics = round_metrics(number=2, readings=[10.0, 14.0], decision="continue")
-    assert metrics == {"objective": 12.0, "round": 2, "decision": "continue", "final": False}
+    assert metrics == {"objective": 12.0, "round_objective": 12.0, "round": 2, "decision": "continue", "final": False,
+                       "stopped_result": None}
     assert TrialReport.from_metrics(metrics) is None
+    # After the trial's last round (its own rule ended it) the scheduler has nothing to compare.
+    assert "round_objective" not in round_metrics(number=3, readings=[10.0, 14.0, 12.0], decision="stop-cap")
     final = TrialReport(objective=1.0, constraints={"failed": 0.0}).to_metrics()
     assert final["final"] is True and TrialReport.from_metrics(final) is not None
 
@@ -171,3 +174,33 @@ def test_a_runner_up_at_most_equivalence_pct_ahead_settles_and_one_that_may_be_f
 def test_a_bad_equivalence_pct_names_its_field(space_factory: Any, value: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         space_factory(search={"equivalence_pct": value})
+
+
+def test_each_load_level_has_its_own_incumbent(space: Any, tmp_path: Path) -> None:
+    from autotune.trial.level_results import LoadLevel, level_record
+
+    c1, c8 = LoadLevel.of("concurrency", 1), LoadLevel.of("concurrency", 8)
+
+    def at_levels(trial: str, c1_tok: list[float], c8_tok: list[float], steps: int) -> TrialEntry:
+        one, eight = _result(c1_tok, steps=steps), _result(c8_tok, steps=steps)
+        primary = _result(c1_tok, steps=steps)
+        primary.levels = [level_record(c1, one), level_record(c8, eight)]
+        return _entry(trial, primary)
+
+    # "a" is best at c1 (the primary), "b" at c8: each level's incumbent is its own best.
+    entries = [at_levels("a", [120.0, 121.0], [300.0, 302.0], 3), at_levels("b", [100.0, 101.0], [400.0, 398.0], 5)]
+    store = IncumbentFile(tmp_path / "incumbent.json")
+    primary = store.update(space, entries)
+    assert primary is not None and primary.label == "a" and store.read() == primary
+    at_c8 = store.read_level(c8)
+    assert at_c8 is not None and at_c8.label == "b" and at_c8.readings == (400.0, 398.0)
+    assert at_c8.noise[1] == 1  # the other config's readings at c8
+    assert store.read_level(c1) is not None and store.read_level(c1).label == "a"
+    assert store.read_level(LoadLevel.of("concurrency", 64)) is None  # a level nobody measured
+    # Infeasible everywhere: no incumbent at any level, and the file is gone.
+    gone = [at_levels("c", [1.0, 1.0], [1.0, 1.0], 7)]
+    gone[0].report.result.status = "infeasible"
+    for record in gone[0].report.result.levels:
+        record["status"] = "infeasible"
+    assert store.update(space, gone) is None and store.read_level(c8) is None
+    assert not (tmp_path / "incumbent.json").exists()

@@ -99,3 +99,38 @@ def test_a_capped_trial_row_says_what_the_server_ran() -> None:
     assert flagged == [f"{'':>18}-> capped load: {note}"]
     # The flag follows its own trial's row, and the uncapped trial has none.
     assert "t-capped" in lines[lines.index(flagged[0]) - 1]
+
+
+@pytest.mark.parametrize("flatten", [False, True], ids=["nested", "flattened by Tune"])
+def test_a_trial_stopped_after_a_round_reads_as_stopped_never_as_a_result(flatten: bool) -> None:
+    from autotune.search.trial_report import round_metrics
+    from autotune.trial.gpu_time import GpuTime
+    from autotune.trial.result import stopped_result
+
+    spent = GpuTime(gpus=2, startup_s=10.0, warmup_s=3.0, measure_s=8.0)
+    stopped = stopped_result({"speculative_num_steps": 5}, is_baseline=False, rounds=2, cap=6,
+                             tok_s=[90.0, 95.0], gpu_time=spent, sequential={"readings": [0.9, 0.95]})
+    metrics = round_metrics(number=2, readings=[0.9, 0.95], decision="continue", stopped=stopped)
+    back = TrialReport.from_metrics(flatten_dict(metrics) if flatten else metrics)
+    assert back is not None and back.status == "stopped" and back.feasible is False
+    # Unknown is None: no objective, no tok/s, no speedup; the rounds and the GPU time are kept.
+    assert back.objective is None and back.output_tok_s is None and back.speedup is None
+    assert back.result.output_tok_s_repeats == [90.0, 95.0]
+    assert back.result.gpu_time == spent and back.result.gpu_time.gpu_s == pytest.approx(42.0)
+    assert back.result.sequential["decision"] == "stopped-by-scheduler" and back.result.sequential["rounds"] == 2
+    assert back.reason.startswith("stopped by the scheduler after round 2 of at most 6")
+
+
+def test_a_stopped_trial_is_told_to_optuna_as_pruned_without_a_value() -> None:
+    from autotune.trial.result import stopped_result
+
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask({"x": optuna.distributions.IntDistribution(1, 5)})
+    stopped = stopped_result({"x": 3}, is_baseline=False, rounds=2, cap=4, tok_s=[50.0, 51.0], gpu_time=None)
+    TrialReport(objective=None, constraints={}, attrs={"status": "stopped"}, result=stopped).tell(
+        study, trial, maximize=True)
+    frozen = study.trials[0]
+    assert frozen.state == optuna.trial.TrialState.PRUNED and frozen.value is None
+    assert frozen.user_attrs["status"] == "stopped"
+    with pytest.raises(ValueError):
+        _ = study.best_trial  # a pruned trial is never the study's best
