@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import tempfile
 import time
@@ -175,10 +176,16 @@ def creation_lock(tracking_uri: str) -> Iterator[None]:
     except OSError:
         yield  # a folder that refuses the lock file refuses the store too: open_experiment says so
         return
+    # MLflow announces a new store's migrations at INFO ("Creating initial MLflow database
+    # tables...") before the search's own lines; its warnings and errors still reach the console.
+    migrations = logging.getLogger("mlflow.store.db.utils")
+    level = migrations.level
     try:
         fcntl.flock(fh, fcntl.LOCK_EX)
+        migrations.setLevel(max(level, logging.WARNING))
         yield
     finally:
+        migrations.setLevel(level)
         fh.close()  # closing ends the flock
 
 

@@ -5,6 +5,8 @@ same experiment; none dies in MLflow's migrations."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,15 @@ def test_processes_that_make_one_fresh_store_together_all_get_its_experiment(tmp
     errors = [why for kind, why in results if kind == "error"]
     assert not errors, errors
     assert len({eid for _, eid in results}) == 1, results
+
+
+@pytest.mark.slow  # a fresh interpreter importing MLflow and migrating a store: 9 s here
+def test_a_new_store_is_made_without_mlflow_s_migration_lines(tmp_path: Path) -> None:
+    # A fresh interpreter: MLflow sets up its console handler when it is first imported.
+    code = ("from autotune.tracking.tracker import Tracker\n"
+            f"print(Tracker('quiet', root={str(tmp_path)!r}).connect().experiment_id)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "mlruns" / "mlflow.db").is_file()
+    assert "Creating initial MLflow database tables" not in proc.stderr, proc.stderr
+    assert "INFO mlflow" not in proc.stderr, proc.stderr
