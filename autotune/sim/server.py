@@ -22,6 +22,11 @@ Environment:
   already in use by pid <pid>", exit 1). It also appends ``{pid, cuda_visible_devices, tp_size, port,
   start, end}`` to ``<dir>/usage.jsonl`` when it exits (on SIGTERM/SIGINT, a crash or a fatal
   start-up error; not on SIGKILL, which no process can see).
+- ``AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT``: ``{"MARKER": [r1, r2, ...], ...}``, per-position top-1
+  acceptance for every prompt whose text contains MARKER (the first that matches), with no
+  per-prompt spread: a workload whose categories accept differently (``[code]`` prompts against
+  ``[chat]`` ones). Ignored when ``SGLANG_SIMULATE_ACC_LEN`` forces the accept length. Fewer rates
+  than ``--speculative-num-steps``, or a value that is not such an object: exit 1.
 - ``AUTOTUNE_SIM_STOP_DIAG_S``: seconds it pauses on SIGTERM/SIGINT before it exits (default 0), as
   SGLang 0.5.17 pauses 5 s for crash diagnostics when stopped, unless both of its switches are off
   (:func:`autotune.sglang.trial_start.crash_diagnostics_on`).
