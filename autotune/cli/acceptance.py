@@ -55,7 +55,7 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
     parser = cli.command_parser(
         prog, "A draft's measured per-position acceptance, overall and per prompt category, from one "
               "short run's request records.",
-        examples=["python -m autotune.trial --space S --params '{...}' --json --records -o run.json && "
+        examples=["autotune trial --space S --params '{...}' --json --records -o run.json",
                   "{prog} run.json --json -o profile.json",
                   "{prog} mlruns-artifacts/requests.jsonl --steps 3 --topk 1",
                   "autotune repick --name S --acceptance-file profile.json --by-category"])
