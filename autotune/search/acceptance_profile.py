@@ -8,7 +8,8 @@ position, and
 
     ``rates[i] = P(accept >= i + 1 | accept >= i) = reach[i + 1] / reach[i]``
 
-with a binomial spread over the cycles that reached position ``i`` (``sd``) and a spread between
+with a binomial spread over the cycles that reached position ``i`` (``sd``, from the rate with half a
+count added either side, so that 0 or 1 never claims a zero spread) and a spread between
 requests (``sd_requests``: the ratio estimator's variance with requests as clusters), which is the
 honest one when prompts accept differently; read the larger.
 
@@ -49,7 +50,8 @@ class PositionRate:
         reached: Cycles that accepted at least ``position - 1`` drafts (and could draft this one).
         accepted: Of those, the cycles that accepted this position too.
         rate: ``accepted / reached``; None when no cycle reached the position.
-        sd: Binomial spread of ``rate`` over the ``reached`` cycles; None when unknown.
+        sd: Binomial spread of ``rate`` over the ``reached`` cycles (half a count added either
+            side); None when unknown.
         sd_requests: Spread of ``rate`` between requests (requests as clusters); None with fewer
             than two requests.
     """
@@ -105,7 +107,9 @@ def position_rates(histograms: Sequence[Sequence[float]], depth: int) -> list[Po
         reached = sum(p[0] for p in pairs)
         accepted = sum(p[1] for p in pairs)
         rate = accepted / reached if reached else None
-        sd = None if rate is None else math.sqrt(rate * (1 - rate) / reached)
+        # Half a count either side: a rate of 0 or 1 over few cycles must not claim a zero spread.
+        smooth = (accepted + 0.5) / (reached + 1)
+        sd = None if rate is None else math.sqrt(smooth * (1 - smooth) / reached)
         sd_req = None
         if rate is not None and len(pairs) >= 2:
             resid = np.array([a - rate * r for r, a in pairs])

@@ -27,7 +27,8 @@ def test_rates_are_the_histogram_s_conditional_tail_with_a_binomial_spread() -> 
     # 100 cycles: 10 accepted nothing, 20 one draft, 70 two.
     first, second = position_rates([[10, 20, 70]], 2)
     assert (first.reached, first.accepted, first.rate) == (100, 90, pytest.approx(0.9))
-    assert first.sd == pytest.approx(math.sqrt(0.9 * 0.1 / 100))
+    smooth = 90.5 / 101
+    assert first.sd == pytest.approx(math.sqrt(smooth * (1 - smooth) / 100))
     assert (second.reached, second.accepted, second.rate) == (90, 70, pytest.approx(70 / 90))
     # One request: no spread between requests can be told.
     assert first.sd_requests is None
@@ -57,6 +58,8 @@ def test_a_shorter_histogram_is_censored_not_counted_as_rejections() -> None:
     first, second = position_rates([[0, 0, 10], [5, 5]], 2)
     assert (first.reached, first.accepted) == (20, 15)
     assert (second.reached, second.accepted, second.rate) == (10, 10, 1.0)
+    # Every cycle accepted it, over ten cycles: a rate of 1, but not a certain one.
+    assert second.sd is not None and second.sd > 0.02
 
 
 def test_positions_past_the_run_s_steps_are_unknown_never_zero() -> None:
