@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     record: dict[str, Any] = {"label": "predicted", "search": surface.get("search"),
                               "acceptance": list(acceptance.rates), "predictions": [p.to_dict() for p in preds]}
     if per_cat:
+        text = f"all prompts: rates {[round(r, 3) for r in acceptance.rates]}\n" + text
         record["by_category"] = {}
         for name, cat_preds in per_cat.items():
             rates = list(categories[name].rates)

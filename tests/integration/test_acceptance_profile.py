@@ -38,7 +38,7 @@ parameters:
   speculative_num_steps: {{type: int, low: 1, high: 4}}
   speculative_eagle_topk: {{type: categorical, choices: [1, 2]}}
   speculative_num_draft_tokens: {{type: int, low: 2, high: 8}}
-workload: {{source: jsonl, path: {prompts}, num_prompts: 16, warmup_prompts: 0, output_len: 160,
+workload: {{source: jsonl, path: {prompts}, num_prompts: 16, warmup_prompts: 0, output_len: 256,
            concurrency: 8, sample: stratified, seed: 0}}
 measure: {{repeats: 1, startup_timeout_s: 60}}
 """
@@ -89,7 +89,7 @@ def test_each_category_s_rates_are_recovered_within_their_stated_spread(measured
         for pos, given in zip(part["positions"], rates, strict=True):
             spread = max(pos["sd"], pos["sd_requests"])
             # The stated spread is small enough to say something, and the given rate is inside it.
-            assert 0 < spread < 0.08, (kind, pos)
+            assert 0 < spread < 0.1, (kind, pos)
             assert abs(pos["rate"] - given) <= 4 * spread, (kind, pos, given)
     # The categories are told apart: the chat draft's first position is far below the code one's.
     code, chat = profile["by_category"]["code"]["positions"][0], profile["by_category"]["chat"]["positions"][0]
