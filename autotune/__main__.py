@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trial": ("autotune.cli.trial", "measure one config of a space and its baseline"),
     "export": ("autotune.cli.export", "the winning launch command of a search"),
     "repick": ("autotune.cli.repick", "rank a search's configs for another acceptance (predicted, no GPU)"),
+    "acceptance": ("autotune.cli.acceptance", "a draft's measured per-position acceptance per prompt category"),
     "probe": ("autotune.cli.probe", "rank NCCL settings by all-reduce latency"),
     "evaluate": ("autotune.cli.evaluate", "the emulator's model of every config of a space, no servers"),
     "bench-search": ("autotune.cli.bench_search", "trials each search strategy needs (a source checkout)"),

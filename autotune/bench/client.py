@@ -151,7 +151,7 @@ async def stream_request(client: httpx.AsyncClient, url: str, body: bytes, *,
 
 def _finish_record(index: int, prompt_id: str, acc: StreamAccumulator, start: float,
                    end: float, status: int | None, error: str | None,
-                   raw: list[tuple[float, bytes]] | None) -> RequestRecord:
+                   raw: list[tuple[float, bytes]] | None, *, kind: str | None = None) -> RequestRecord:
     if error is None:
         error = acc.error
     if error is None and acc.finish_reason is None:
@@ -162,7 +162,7 @@ def _finish_record(index: int, prompt_id: str, acc: StreamAccumulator, start: fl
         index=index, prompt_id=prompt_id, start=start, end=end, chunk_times=acc.times,
         chunk_tokens=acc.counts, prompt_tokens=acc.prompt_tokens,
         completion_tokens=acc.completion_tokens, finish_reason=acc.finish_reason,
-        spec=acc.spec, error=error, http_status=status, raw=raw)
+        spec=acc.spec, error=error, http_status=status, raw=raw, kind=kind)
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ async def run_benchmark(base_url: str, prompts: Sequence[Prompt], *, api: str = 
             start, end, status, err, raw = await stream_request(
                 client, url, bodies[i], accumulator=acc, clock=clock,
                 request_timeout_s=request_timeout_s, keep_raw=keep_raw)
-            records[i] = _finish_record(i, ids[i], acc, start, end, status, err, raw)
+            records[i] = _finish_record(i, ids[i], acc, start, end, status, err, raw, kind=prompts[i].kind)
 
         if request_rate is None:
             next_i = 0

@@ -40,6 +40,7 @@ class RequestRecord:
         error: Why the request failed; None for a completed request.
         http_status: The response status, None if no response arrived.
         raw: ``(arrival_time, bytes)`` of each network read, only with ``keep_raw``.
+        kind: The prompt's kind (its data's ``"category"``), None when the data names none.
     """
 
     index: int
@@ -55,6 +56,7 @@ class RequestRecord:
     error: str | None = None
     http_status: int | None = None
     raw: list[tuple[float, bytes]] | None = None
+    kind: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -117,7 +119,7 @@ class RequestRecord:
         def shift(t: float | None) -> float | None:
             return None if t is None else t + epoch_offset
         return {
-            "index": self.index, "prompt_id": self.prompt_id, "ok": self.ok,
+            "index": self.index, "prompt_id": self.prompt_id, "kind": self.kind, "ok": self.ok,
             "start": shift(self.start), "end": shift(self.end),
             "first_token": shift(self.first_token), "last_token": shift(self.last_token),
             "ttft_s": self.ttft_s, "e2e_s": self.e2e_s, "decode_tok_s": self.decode_tok_s,

@@ -23,10 +23,12 @@ from typing import Any
 
 from autotune import command_line as cli
 from autotune.errors import AutotuneError
+from autotune.search.acceptance_profile import TOP1
 from autotune.search.cost_surface import COST_SURFACE_JSON
 from autotune.search.phase_costs import adaptive_candidates, phase_cost_table
-from autotune.search.repick import MAX_SD_PCT, parse_acceptance, predict_all, ranking_text
+from autotune.search.repick import MAX_SD_PCT, Prediction, parse_acceptance, parse_categories, predict_all, ranking_text
 from autotune.sglang.adaptive import check_table
+from autotune.space.synthetic import SyntheticAcceptance
 from autotune.tracking.tracker import Tracker
 
 #: The command's name in usage lines (``autotune repick``, or as the dispatcher was run).
@@ -41,7 +43,9 @@ class RepickArgs:
         name: The search's name (its MLflow experiment).
         surface: A cost surface file instead of the one in MLflow.
         acceptance: ``rates:[0.8,0.7,...]``.
-        acceptance_file: A JSON file of per-position rates (a list or ``{"rates": [...]}``).
+        acceptance_file: A JSON file of per-position rates (a list or ``{"rates": [...]}``), or
+            the profile ``autotune acceptance --json`` writes.
+        by_category: Rank for each category of ``acceptance_file``'s ``by_category``.
         max_sd_pct: The largest relative spread of a trusted prediction, percent.
         top: Rows of the ranking to print.
         confirm: How many top configs get a confirm command.
@@ -57,6 +61,7 @@ class RepickArgs:
     surface: str | None = None
     acceptance: str | None = None
     acceptance_file: str | None = None
+    by_category: bool = False
     max_sd_pct: float = MAX_SD_PCT
     top: int = 10
     confirm: int = 2
@@ -75,6 +80,7 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
               "(predictions, no GPU).",
         examples=["{prog} --name demo --acceptance 'rates:[0.8,0.7,0.6]'",
                   "{prog} --name demo --acceptance-file draft-v2.json --json -o repick.json",
+                  "{prog} --name demo --acceptance-file profile.json --by-category   # autotune acceptance's",
                   "{prog} --surface out/s.cost_surface.json --acceptance 'rates:[0.7,0.6]'",
                   "{prog} --name demo --phase-costs costs.json --adaptive-config adaptive.json"])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -83,7 +89,10 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
     acc = parser.add_mutually_exclusive_group()
     acc.add_argument("--acceptance", metavar="rates:[R1,R2,...]",
                      help="per-position acceptance of the draft's top-1 candidate")
-    acc.add_argument("--acceptance-file", metavar="F", help="a JSON file: [R1, ...] or {\"rates\": [...]}")
+    acc.add_argument("--acceptance-file", metavar="F",
+                     help="a JSON file: [R1, ...], {\"rates\": [...]}, or autotune acceptance's profile")
+    parser.add_argument("--by-category", action="store_true",
+                        help="rank for each prompt category of --acceptance-file's by_category")
     parser.add_argument("--max-sd-pct", type=cli.positive_float, default=MAX_SD_PCT,
                         help=f"largest spread of a trusted prediction, percent (default {MAX_SD_PCT:g})")
     parser.add_argument("--top", type=cli.positive_int, default=10, help="rows to print (default 10)")
@@ -135,27 +144,67 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         print(f"{prog}: error: give --acceptance or --acceptance-file (or --phase-costs/--adaptive-config)",
               file=sys.stderr)
         return cli.BAD_INPUT
+    if args.by_category and args.acceptance_file is None:
+        print(f"{prog}: error: --by-category reads the categories of --acceptance-file (a profile "
+              "written by autotune acceptance --json)", file=sys.stderr)
+        return cli.BAD_INPUT
     try:
         acceptance = None
+        categories: dict[str, SyntheticAcceptance] = {}
         if args.acceptance is not None or args.acceptance_file is not None:
             text = args.acceptance if args.acceptance is not None else _read(str(args.acceptance_file))
-            acceptance = parse_acceptance(text)
+            where = "--acceptance" if args.acceptance is not None else f"--acceptance-file {args.acceptance_file}"
+            try:
+                acceptance = parse_acceptance(text)
+                categories = parse_categories(text) if args.by_category else {}
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+            _warn_shape(text)
         surface = load_surface(args)
         notes = _tables(args, surface)
         if acceptance is None:
             print("\n".join(notes))
             return cli.OK
         preds = predict_all(surface, acceptance, max_sd_pct=args.max_sd_pct)
+        per_cat = {name: predict_all(surface, acc, max_sd_pct=args.max_sd_pct) for name, acc in categories.items()}
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return cli.BAD_INPUT
     for line in notes:
         print(line, file=sys.stderr)
-    text = ranking_text(preds, space=str(surface.get("space") or "SPACE"), top=args.top, confirm=args.confirm)
-    record = {"label": "predicted", "search": surface.get("search"), "acceptance": list(acceptance.rates),
-              "predictions": [p.to_dict() for p in preds]}
+    space = str(surface.get("space") or "SPACE")
+    text = ranking_text(preds, space=space, top=args.top, confirm=args.confirm)
+    record: dict[str, Any] = {"label": "predicted", "search": surface.get("search"),
+                              "acceptance": list(acceptance.rates), "predictions": [p.to_dict() for p in preds]}
+    if per_cat:
+        text = f"all prompts: rates {[round(r, 3) for r in acceptance.rates]}\n" + text
+        record["by_category"] = {}
+        for name, cat_preds in per_cat.items():
+            rates = list(categories[name].rates)
+            text += f"\n\ncategory {name}: rates {[round(r, 3) for r in rates]}\n" + ranking_text(
+                cat_preds, space=space, top=args.top, confirm=args.confirm)
+            record["by_category"][name] = {"acceptance": rates, "pick": _pick(cat_preds),
+                                           "predictions": [p.to_dict() for p in cat_preds]}
+        record["pick"] = _pick(preds)
+    trusted = any(p.trusted for p in preds) or any(p.trusted for ps in per_cat.values() for p in ps)
     return cli.emit(args, text=text, record=record, what="the ranking",
-                    code=cli.OK if any(p.trusted for p in preds) else cli.NO_RESULT)
+                    code=cli.OK if trusted else cli.NO_RESULT)
+
+
+def _pick(preds: list[Prediction]) -> dict[str, Any] | None:
+    """The top trusted prediction's params (``predict_all`` puts it first), or None."""
+    return next((dict(p.params) for p in preds if p.trusted), None)
+
+
+def _warn_shape(text: str) -> None:
+    """Say on stderr when a measured profile's rates are not top-1 rates (a tree's accepted path)."""
+    try:
+        value = json.loads(text.removeprefix("rates:"))
+    except ValueError:
+        return
+    if isinstance(value, dict) and value.get("rates_are") not in (None, TOP1):
+        print(f"note: the profile's rates are not the draft's top-1 rates: {value.get('note')}; "
+              "predictions for other shapes are off by the difference", file=sys.stderr)
 
 
 def _read(path: str) -> str:

@@ -41,6 +41,8 @@ class TrialArgs:
         repeats: Overrides the space's ``measure.repeats``.
         workdir: Where server logs go.
         baseline_store: A folder of baselines to reuse and share.
+        records: Put every request's record (``records``) in the JSON record, for
+            ``autotune acceptance``.
         json: Print the record as JSON.
         output: Write the result to this file instead of stdout.
     """
@@ -50,6 +52,7 @@ class TrialArgs:
     repeats: int | None = None
     workdir: str | None = None
     baseline_store: str | None = None
+    records: bool = False
     json: bool = False
     output: str | None = None
 
@@ -70,6 +73,9 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
     parser.add_argument("--baseline-store", metavar="DIR",
                         help="reuse baselines kept in DIR (measured once, then shared by every "
                              "later call that names the same DIR; one workload a DIR)")
+    parser.add_argument("--records", action="store_true",
+                        help="put every request's record in the JSON record (its spec_* fields and "
+                             "prompt category: what autotune acceptance reads)")
     cli.add_output(parser, record="the trial's record (what the landscapes and the emulator fit read)")
     return parser
 
@@ -144,4 +150,7 @@ def _run(args: TrialArgs) -> int:
         text += f"\n\nLaunch command to serve with (what python -m autotune.export writes):\n{result.serve_command}"
     if not result.ok and result.log_tail:
         text += "\n\nServer log tail:\n" + result.log_tail
-    return cli.emit(args, text=text, record=summary_json(result), code=cli.OK if result.ok else cli.NO_RESULT)
+    record = summary_json(result)
+    if args.records:
+        record["records"] = result.records
+    return cli.emit(args, text=text, record=record, code=cli.OK if result.ok else cli.NO_RESULT)

@@ -88,6 +88,34 @@ def parse_acceptance(text: str) -> SyntheticAcceptance:
     return SyntheticAcceptance(tuple(value))
 
 
+def parse_categories(text: str) -> dict[str, SyntheticAcceptance]:
+    """The ``by_category`` rates of an acceptance profile (``autotune acceptance --json``), each
+    as an acceptance model.
+
+    Raises:
+        ValueError: Not JSON, no ``by_category``, or a category whose rates are not probabilities.
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    cats = value.get("by_category") if isinstance(value, Mapping) else None
+    if not isinstance(cats, Mapping) or not cats:
+        raise ValueError('no "by_category" object with a category in it: expected '
+                         '{"by_category": {"code": {"rates": [0.8, ...]}, ...}}, as autotune acceptance '
+                         "--json writes it")
+    out: dict[str, SyntheticAcceptance] = {}
+    for name, part in cats.items():
+        rates = part.get("rates") if isinstance(part, Mapping) else None
+        if not isinstance(rates, list):
+            raise ValueError(f'by_category[{name!r}]: expected {{"rates": [0.8, ...]}}, got {part!r}')
+        try:
+            out[str(name)] = SyntheticAcceptance(tuple(rates))
+        except ValueError as exc:
+            raise ValueError(f"by_category[{name!r}]: {exc}") from None
+    return out
+
+
 def _check(surface: Mapping[str, Any]) -> None:
     if not isinstance(surface, Mapping) or surface.get("format") != FORMAT:
         raise ValueError(f"not a cost surface (format {FORMAT!r} expected)")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from autotune.sim.profile import Acceptance
 
 __all__ = ["AcceptanceDist", "accept_moments", "cached_acceptance", "expected_cycles",
-           "forced_acceptance"]
+           "forced_acceptance", "rates_acceptance"]
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,17 @@ def _tree_widths(acc: Acceptance, steps: int, topk: int, draft_tokens: int) -> t
     the chance that it is the accepted token (its ancestors being the top-1 chain) reproduces
     that: each slot goes where it is most likely to be accepted.
     """
+    if topk == 1:
+        return tuple(1 for _ in range(min(steps, draft_tokens - 1)))
+    return _widths_for(acc, tuple(_position_probs(acc, steps, 1.0)), topk, draft_tokens)
+
+
+def _widths_for(acc: Acceptance, p: tuple[float, ...], topk: int, draft_tokens: int) -> tuple[int, ...]:
+    """:func:`_tree_widths` for explicit top-1 rates ``p`` (one a depth)."""
     slots = draft_tokens - 1
+    steps = len(p)
     if topk == 1:
         return tuple(1 for _ in range(min(steps, slots)))
-    p = _position_probs(acc, steps, 1.0)
     nodes = []
     reach = 1.0
     for d in range(steps):
@@ -106,7 +113,27 @@ def _rank_prob(acc: Acceptance, p: float, rank: int) -> float:
 @functools.lru_cache(maxsize=262144)
 def cached_acceptance(acc: Acceptance, steps: int, topk: int, draft_tokens: int, factor: float) -> AcceptanceDist:
     widths = _tree_widths(acc, steps, topk, draft_tokens)
-    p = _position_probs(acc, len(widths), factor)
+    return _dist(acc, widths, _position_probs(acc, len(widths), factor), draft_tokens)
+
+
+@functools.lru_cache(maxsize=4096)
+def rates_acceptance(acc: Acceptance, rates: tuple[float, ...], steps: int, topk: int,
+                     draft_tokens: int) -> AcceptanceDist:
+    """The cycle distribution of a draft whose top-1 rates per position are ``rates`` exactly
+    (``AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT``): no per-prompt factor; a tree's extra candidates
+    recover the profile's ``topk_recall`` share of the misses, as with the profile's own rates.
+
+    Raises:
+        ValueError: The config drafts more positions than ``rates`` names.
+    """
+    if steps > len(rates):
+        raise ValueError(f"AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT names {len(rates)} positions, "
+                         f"the config drafts {steps}")
+    widths = _widths_for(acc, rates[:steps], topk, draft_tokens)
+    return _dist(acc, widths, list(rates[:len(widths)]), draft_tokens)
+
+
+def _dist(acc: Acceptance, widths: tuple[int, ...], p: list[float], draft_tokens: int) -> AcceptanceDist:
     reach = [1.0]
     for d, w in enumerate(widths):
         covered = p[d] + (1 - p[d]) * acc.topk_recall * (1 - acc.rank_decay ** (w - 1))

@@ -8,13 +8,18 @@ does (a bad NCCL value is recorded, not fatal) is kept apart from the timing mod
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from autotune.nccl_values import ALGORITHMS, PROTOCOLS
 
-__all__ = ["ModelConfig", "SpecSettings"]
+__all__ = ["ACCEPTANCE_BY_TEXT_ENV", "ModelConfig", "SpecSettings", "parse_acceptance_by_text"]
+
+#: Emulator knob: per-position top-1 rates for the prompts that contain a marker text (the
+#: emulator sees a prompt's text, not its category), as a JSON object ``{"MARKER": [r1, ...]}``.
+ACCEPTANCE_BY_TEXT_ENV = "AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT"
 
 _ALL_NCCL_ALGOS = tuple(a.lower() for a in ALGORITHMS)
 _ALL_NCCL_PROTOS = tuple(p.lower() for p in PROTOCOLS)
@@ -49,6 +54,8 @@ class ModelConfig:
     invalid_env: tuple[str, ...] = ()
     # SGLANG_SIMULATE_ACC_LEN: a forced mean accept length (tokens per cycle, bonus included).
     simulate_acc_len: float | None = None
+    # AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT: (marker, rates) pairs; the first marker a prompt contains wins.
+    acceptance_by_text: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     @classmethod
     def from_server_args(cls, args: Mapping[str, Any], env: Mapping[str, str]) -> "ModelConfig":
@@ -105,7 +112,34 @@ class ModelConfig:
             disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
             invalid_env=tuple(invalid),
             simulate_acc_len=_simulate_acc_len(env.get("SGLANG_SIMULATE_ACC_LEN")),
+            acceptance_by_text=parse_acceptance_by_text(env.get(ACCEPTANCE_BY_TEXT_ENV)),
         )
+
+
+def parse_acceptance_by_text(raw: str | None) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """``{"MARKER": [r1, r2, ...], ...}`` as (marker, rates) pairs, in the object's order.
+
+    Raises:
+        ValueError: Not such an object, an empty marker, or a rate outside (0, 1].
+    """
+    if raw is None or raw.strip() == "":
+        return ()
+    where = f"{ACCEPTANCE_BY_TEXT_ENV}"
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{where}: not JSON ({exc}); expected {{\"MARKER\": [0.8, 0.7, ...]}}") from None
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"{where}: expected a non-empty object {{\"MARKER\": [0.8, 0.7, ...]}}")
+    out = []
+    for marker, rates in value.items():
+        if not marker:
+            raise ValueError(f"{where}: an empty marker would match every prompt")
+        if not isinstance(rates, list) or not rates or not all(
+                isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r <= 1 for r in rates):
+            raise ValueError(f"{where}[{marker!r}]: expected a list of probabilities in (0, 1], got {rates!r}")
+        out.append((str(marker), tuple(float(r) for r in rates)))
+    return tuple(out)
 
 
 def _simulate_acc_len(raw: str | None) -> float | None:

@@ -176,7 +176,7 @@ class SimEngine:
             limit, stop_early = natural_length(prompt, max_new_tokens)
         digest = hashlib.blake2b(prompt.encode("utf-8", "replace"), digest_size=4).digest()
         req = _Request(prompt_tokens=max(1, prompt_tokens), limit=limit, stop_early=stop_early,
-                       dist=self.model.acceptance(self.model.prompt_factor(prompt)),
+                       dist=self.model.acceptance_of(prompt),
                        token_seed=int.from_bytes(digest, "big"))
         self._waiting.append(req)
         self.stats.num_queue_reqs = len(self._waiting)

@@ -33,6 +33,7 @@ from autotune.sim.acceptance import (
     cached_acceptance,
     expected_cycles,
     forced_acceptance,
+    rates_acceptance,
 )
 from autotune.sim.config import ModelConfig
 from autotune.sim.profile import Profile
@@ -137,6 +138,10 @@ class PerformanceModel:
         if c.invalid_env:
             return ("NCCL WARN invalid value in environment: " + ", ".join(c.invalid_env)
                     + "; NCCL error: invalid argument (run with NCCL_DEBUG=WARN for details)")
+        short = [m for m, rates in c.acceptance_by_text if c.spec is not None and len(rates) < c.spec.num_steps]
+        if short:
+            return (f"ValueError: AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT rates for {short} name fewer positions "
+                    f"than --speculative-num-steps {c.spec.num_steps if c.spec else 0}")
         if visible_gpus is not None and visible_gpus < c.tp_size:
             return (f"RuntimeError: tp_size={c.tp_size} needs {c.tp_size} GPUs, but "
                     f"CUDA_VISIBLE_DEVICES exposes only {visible_gpus}")
@@ -269,6 +274,18 @@ class PerformanceModel:
         digest = hashlib.blake2b(prompt.encode("utf-8", "replace"), digest_size=8).digest()
         u = (int.from_bytes(digest, "big") + 0.5) / 2.0 ** 64
         return _factor(self.profile.acceptance.prompt_spread, NormalDist().inv_cdf(u))
+
+    def acceptance_of(self, prompt: str) -> AcceptanceDist:
+        """The cycle distribution of one prompt: the rates of the first
+        ``AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT`` marker it contains (unless the accept length is
+        forced), else the profile's acceptance at the prompt's factor."""
+        s = self.config.spec
+        if s is not None and self.config.simulate_acc_len is None:
+            for marker, rates in self.config.acceptance_by_text:
+                if marker in prompt:
+                    return rates_acceptance(self.profile.acceptance, rates, s.num_steps, s.topk,
+                                            s.num_draft_tokens)
+        return self.acceptance(self.prompt_factor(prompt))
 
     def acceptance(self, factor: float = 1.0) -> AcceptanceDist:
         """Acceptance distribution of one cycle for a prompt with acceptance scale ``factor``.

@@ -9,8 +9,7 @@ answers 503 until the modelled start-up time has passed.
 Environment:
 
 - ``AUTOTUNE_SIM_PROFILE``: built-in profile name or YAML path (default ``kimi-k2.5-eagle3-tp8``).
-  A bad profile: message on stderr, exit 1.
-- ``AUTOTUNE_SIM_STARTUP_S``: start-up time in seconds, instead of the profile's.
+  A bad profile: message on stderr, exit 1. ``AUTOTUNE_SIM_STARTUP_S``: start-up s, instead of the profile's.
 - ``AUTOTUNE_SIM_SEED``: noise seed (else ``--random-seed``, else random); reported in
   ``/server_info`` under ``autotune_sim.seed``. ``AUTOTUNE_SIM_NOISE_CV`` overrides the profile's noise.
 - ``AUTOTUNE_SIM_FAULT``: faults to inject; see ``autotune.sim.faults``.
@@ -22,6 +21,7 @@ Environment:
   already in use by pid <pid>", exit 1). It also appends ``{pid, cuda_visible_devices, tp_size, port,
   start, end}`` to ``<dir>/usage.jsonl`` when it exits (on SIGTERM/SIGINT, a crash or a fatal
   start-up error; not on SIGKILL, which no process can see).
+- ``AUTOTUNE_SIM_ACCEPTANCE_BY_TEXT``: per-position rates by prompt text (``autotune.sim.config``).
 - ``AUTOTUNE_SIM_STOP_DIAG_S``: seconds it pauses on SIGTERM/SIGINT before it exits (default 0), as
   SGLang 0.5.17 pauses 5 s for crash diagnostics when stopped, unless both of its switches are off
   (:func:`autotune.sglang.trial_start.crash_diagnostics_on`).

@@ -75,6 +75,12 @@ def _surface(tmp_path: Path) -> Path:
 
 def _argv(name: str, project: Path, tmp_path: Path) -> list[str]:
     """A cheap invocation of each command that has a result."""
+    if name == "acceptance":  # one short run's request records, a code and a chat prompt
+        run = tmp_path / "requests.jsonl"
+        run.write_text("".join(json.dumps({"prompt_id": k, "kind": k, "ok": True,
+                                           "spec": {"spec_correct_drafts_histogram": h}}) + "\n"
+                               for k, h in (("code", [2, 3, 15]), ("chat", [10, 6, 4]))))
+        return [str(run), "--steps", "2", "--topk", "1"]
     if name == "repick":
         return ["--surface", str(_surface(tmp_path)), "--acceptance", "rates:[0.7, 0.6, 0.5, 0.4, 0.3, 0.3, 0.3]"]
     return {

@@ -40,6 +40,15 @@ def _sigmoid(x: np.ndarray | float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=float)))
 
 
+def reach_counts(histogram: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Cycles that accepted at least ``d`` drafts, ``d = 0..len - 1``, from a histogram of cycles
+    that accepted exactly ``j`` (``spec_correct_drafts_histogram``): the one reading of that
+    histogram, shared by this fit and the measured acceptance profile
+    (:mod:`autotune.search.acceptance_profile`)."""
+    h = np.asarray(histogram, dtype=float)
+    return np.cumsum(h[::-1])[::-1]
+
+
 @dataclass(frozen=True)
 class AcceptObs:
     """One trial's accept data.
@@ -145,7 +154,7 @@ class AcceptancePredictor:
                 total = h.sum()
                 if total <= 0:
                     continue
-                tail = np.cumsum(h[::-1])[::-1][1:] / total  # P(>= d), d = 1..len-1
+                tail = reach_counts(h)[1:] / total  # P(>= d), d = 1..len-1
                 n_eff = min(total, _N_EFF_CAP)
                 for d in range(min(len(tail), o.steps, self.S)):
                     p = reach[i, d]
