@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
@@ -268,3 +269,27 @@ def errored_report(space: SearchSpace | None, config: dict[str, Any], error: Bas
     result = TrialResult(status=Status.FAILED, reason=reason, params=dict(config), is_baseline=is_baseline,
                          feasible=False, failure=Failure.ERROR.value)
     return TrialReport(objective=None, constraints={"failed": 1.0}, result=result)
+
+
+def entries_of(grid: Any, ledger: Any, space: SearchSpace) -> tuple[list[TrialEntry], int]:
+    """Every trial that ended, from Ray's result grid, and how many did not end."""
+    entries: list[TrialEntry] = []
+    unfinished = 0
+    errored = dict(ledger.errored)
+    for r in grid:
+        metrics = r.metrics or {}
+        report = TrialReport.from_metrics(metrics)
+        if report is not None:
+            entries.append(TrialEntry(metrics.get("trial_id", ""), dict(r.config or {}), report))
+        elif r.error is not None:
+            # Seen by this session's callback, or (after a resume) only in Ray's own record.
+            same = [k for k, entry in errored.items() if entry.params == dict(r.config or {})]
+            if same:
+                entries.append(errored.pop(same[0]))
+            else:
+                tid = Path(r.path).name if getattr(r, "path", None) else ""
+                entries.append(TrialEntry(tid, dict(r.config or {}),
+                                          errored_report(space, dict(r.config or {}), r.error)))
+        else:
+            unfinished += 1
+    return entries, unfinished

@@ -27,7 +27,7 @@ from autotune.space.search_space import load_space
 if TYPE_CHECKING:
     from autotune.nccl.candidates import NcclCandidate
     from autotune.nccl.probe import ProbeSettings
-    from autotune.space._schema_sections import NcclPrescreen
+    from autotune.space._schema_prescreen import NcclPrescreen
     from autotune.space.search_space import SearchSpace
 from autotune.tracking.interface import SearchTracker
 

@@ -31,7 +31,7 @@ from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.progress import Heartbeat, clock
 from autotune.search.ray_console import RAY_LOG, ray_lines_to
 from autotune.search.stopping import StopDecision, at_end
-from autotune.search.trial_report import TrialEntry, TrialReport
+from autotune.search.trial_report import TrialReport
 from autotune.server.group import descendants_watched
 from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
@@ -201,7 +201,7 @@ def _run(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str,
 def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Plan, *,
             durable: DurableTracker | None, out: TextIO) -> SearchOutcome:
     """The search from its first console line to its outcome, its tracking open."""
-    from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger
+    from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger, entries_of
     from autotune.search.progress import ProgressTable
     from autotune.search.searcher import study_name, study_storage
     from autotune.search.trainable import TrialContext
@@ -235,7 +235,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
         LIVE_CALLBACKS.pop(key, None)
     if study_store is not None:
         _mirror_study(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
-    entries, unfinished = _entries(grid, ledger, space)
+    entries, unfinished = entries_of(grid, ledger, space)
     callback.record_unseen(entries)
     stop = _stop_decision(ledger.searcher, trials=len(entries), budget=trials)
     # A wall-time budget or the stop rule may end a search early on purpose; otherwise fewer
@@ -367,32 +367,6 @@ def _mirror_study(study: Any, exp_dir: Path, store: Any, name: str, where: str |
     except Exception as exc:  # noqa: BLE001 - the search's results stand without the mirror
         print(f"warning: the Optuna study was not written to {where}: "
               f"{type(exc).__name__}: {exc}", file=out, flush=True)
-
-
-def _entries(grid: Any, ledger: Any, space: SearchSpace) -> tuple[list[TrialEntry], int]:
-    """Every trial that ended, from Ray's result grid, and how many did not end."""
-    from autotune.search.callbacks import errored_report
-
-    entries: list[TrialEntry] = []
-    unfinished = 0
-    errored = dict(ledger.errored)
-    for r in grid:
-        metrics = r.metrics or {}
-        report = TrialReport.from_metrics(metrics)
-        if report is not None:
-            entries.append(TrialEntry(metrics.get("trial_id", ""), dict(r.config or {}), report))
-        elif r.error is not None:
-            # Seen by this session's callback, or (after a resume) only in Ray's own record.
-            same = [k for k, entry in errored.items() if entry.params == dict(r.config or {})]
-            if same:
-                entries.append(errored.pop(same[0]))
-            else:
-                tid = Path(r.path).name if getattr(r, "path", None) else ""
-                entries.append(TrialEntry(tid, dict(r.config or {}),
-                                          errored_report(space, dict(r.config or {}), r.error)))
-        else:
-            unfinished += 1
-    return entries, unfinished
 
 
 if __name__ == "__main__":

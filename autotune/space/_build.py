@@ -24,10 +24,10 @@ from autotune.space._schema import Reader, closest, is_int, items, show, type_na
 from autotune.space._schema_measure import read_measure
 from autotune.space._schema_names import check_arg_value, check_name, read_forbidden
 from autotune.space._schema_params import Parameter, read_parameter
+from autotune.space._schema_prescreen import read_nccl_prescreen
 from autotune.space._schema_sections import (
     read_budget,
     read_constraints,
-    read_nccl_prescreen,
     read_objective,
     read_resources,
     read_search,

@@ -38,10 +38,10 @@ from autotune.space._schema import join
 from autotune.space._schema_measure import Measure
 from autotune.space._schema_names import Forbidden, is_speculation_only
 from autotune.space._schema_params import Parameter
+from autotune.space._schema_prescreen import NcclPrescreen
 from autotune.space._schema_sections import (
     Budget,
     Constraints,
-    NcclPrescreen,
     Objective,
     Resources,
     SearchSettings,
