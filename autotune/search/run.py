@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune.backend import get_backend
+from autotune.bench.shape_match import production_match
 from autotune.command_line import check_writable
 from autotune.errors import ConfigError
 from autotune.names import check_path_name
@@ -34,6 +35,7 @@ from autotune.search.stopping import StopDecision, at_end
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
+from autotune.space.workload import Workload
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -89,6 +91,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
           + f", {trials} trials, sampler {space.search.sampler} ({space.search.sampler_why}), seed {seed}; "
           + (f"joining Ray at {address}" if address else "starting an embedded Ray") + "...",
           file=out, flush=True)
+    _say_production_match(space, out=out)
     check_writable(root / "mlruns", what="the search's state and its MLflow store")
     folders.hold(root / "mlruns" / "ray" / name, name)
     try:
@@ -96,6 +99,18 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
                                concurrency=concurrency, seed=seed, out=out)
     finally:
         folders.release(root / "mlruns" / "ray" / name)
+
+
+def _say_production_match(space: SearchSpace, *, out: TextIO) -> None:
+    """One line on the workload against its production sample: a warning on stderr when far, a
+    note on the console when matched; nothing without a sample."""
+    match = production_match(Workload.from_spec(space.workload, file=space.file))
+    if match is None:
+        return
+    if match.far:
+        print(f"warning: {match.line()}", file=sys.stderr, flush=True)
+    else:
+        print(f"Workload: {match.line()}", file=out, flush=True)
 
 
 def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, root: Path,

@@ -318,7 +318,8 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
     """Check ``workload:`` with :class:`autotune.space.workload.Workload` and return it as given.
 
     ``autotune.space.workload`` owns the keys and defaults; the returned dict holds only the keys in
-    the file, with a relative ``path`` made absolute (trials run in other directories).
+    the file, with a relative ``path`` or ``production_sample`` made absolute (trials run in other
+    directories).
 
     Args:
         reader: Error helper.
@@ -332,10 +333,11 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
         value = {}
     reader.mapping(value, "workload", line)
     out = {key: (list(item) if isinstance(item, list) else item) for key, item in value.items()}
-    path = out.get("path")
-    if isinstance(path, str) and path:
-        expanded = Path(path).expanduser()
-        out["path"] = str(expanded if expanded.is_absolute() else Path(base_dir) / expanded)
+    for key in ("path", "production_sample"):  # trials and the summary read them from elsewhere
+        path = out.get(key)
+        if isinstance(path, str) and path:
+            expanded = Path(path).expanduser()
+            out[key] = str(expanded if expanded.is_absolute() else Path(base_dir) / expanded)
     if sglang_datasets.is_sglang_source(out.get("source")):
         tok = out.get("tokenizer")
         if tok is None:

@@ -19,7 +19,7 @@ from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space import sampling
 from autotune.space.load_levels import CONCURRENCY, PRIMARY_KEYS, LoadLevel, concurrency_of, primary_level, read_levels
-from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
+from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sample, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
 APIS = ("generate", "chat")
@@ -30,6 +30,7 @@ _DEFAULTS: dict[str, Any] = {
     "output_len": 256, "max_output_len": 2048, "seed": 0, "concurrency": 1,
     "request_rate": None, "api": "generate", "max_duration_s": None, "tokenizer": None,
     "primary_concurrency": None, "primary_request_rate": None, "sample": "random",
+    "production_sample": None,
 }
 
 
@@ -58,6 +59,9 @@ class Workload:
     load_levels: tuple[LoadLevel, ...] | None = None
     # How the prompts were drawn (autotune.space.sampling): random or stratified by kind.
     sample: str = "random"
+    # A file of production's prompts to compare this workload's shape with
+    # (autotune.bench.shape_match); its path, resolved; None when the space declares none.
+    production_sample: str | None = None
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None, *, file: str | None = None,
@@ -76,6 +80,9 @@ class Workload:
                 ``primary_concurrency`` / ``primary_request_rate``, one of them, is the level the
                 search optimises (default: the first). ``sample`` is how prompts are drawn:
                 ``random`` (default) or ``stratified`` by kind (:mod:`autotune.space.sampling`).
+                ``production_sample``: a file of production's prompts (JSONL, ShareGPT JSON or
+                text, :func:`autotune.space.prompts.read_sample`), read here to check it; null
+                (default) for none.
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
@@ -151,6 +158,7 @@ class Workload:
         if conc is None and rate is None:
             raise bad("concurrency", "set concurrency, request_rate, or both; with neither "
                                      "there is no load shape")
+        production = _production_sample(v["production_sample"], base_dir, bad)
 
         path = v["path"]
         if source == "builtin":
@@ -193,7 +201,7 @@ class Workload:
                    request_rate=rate, api=api, max_duration_s=max_dur,
                    _warmup=tuple(prompts[i] for i in warm_idx),
                    _measured=tuple(prompts[i] for i in measured_idx),
-                   load_levels=levels, sample=sample)
+                   load_levels=levels, sample=sample, production_sample=production)
 
     @property
     def concurrency_levels(self) -> tuple[int, ...] | None:
@@ -258,6 +266,8 @@ class Workload:
         if self.sample != "random":
             # Only when chosen: the default's logged parameters stay as they were.
             out["sample"] = self.sample
+        if self.production_sample is not None:
+            out["production_sample"] = self.production_sample
         primary = self.primary_level()
         if primary is not None:
             out[primary.axis] = [lv.value for lv in self.load_levels or ()]
@@ -280,6 +290,24 @@ def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
     if level is not None and level.axis == CONCURRENCY:
         return int(level.value)
     return concurrency_of(spec)
+
+
+def _production_sample(value: Any, base_dir: str | Path | None,
+                       bad: Callable[[str, str], ConfigError]) -> str | None:
+    """The resolved path of ``production_sample``, its prompts read once to check them; None
+    without one."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise bad("production_sample", f"must be the path of a file of production prompts (JSONL, "
+                                       f"ShareGPT JSON or one prompt a line) or null, got {value!r}")
+    p = Path(value).expanduser()
+    if not p.is_absolute() and base_dir is not None:
+        p = Path(base_dir) / p
+    if not p.is_file():
+        raise bad("production_sample", f"production sample not found: {p}")
+    read_sample(p)  # its own errors name the file and line
+    return str(p)
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],
