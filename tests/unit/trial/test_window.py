@@ -7,7 +7,7 @@ import pytest
 from autotune.bench.records import BenchResult
 from autotune.profile.load import LoadWindow
 from autotune.trial.window import STEADY, WHOLE, objective_rates
-from tests.unit.bench.test_steady import closed_loop
+from tests.unit.bench.test_steady import closed_loop, one_short_wave
 
 
 def bench(n: int, concurrency: int, *, cap: int | None = None, request_rate: float | None = None) -> BenchResult:
@@ -46,7 +46,8 @@ def test_the_whole_window_speaks_when_asked_at_concurrency_1_in_an_open_loop_or_
     rate = objective_rates([bench(40, 16, request_rate=4.0)], [], window=STEADY)
     assert rate.window == WHOLE and rate.reason is not None and "open loop" in rate.reason
     # One repeat too short to hold a steady wave: every repeat falls back, so no median mixes the two.
-    short = objective_rates([bench(100, 16), bench(20, 16)], [], window=STEADY)
+    cut = BenchResult.from_records(one_short_wave(), api="generate", concurrency=16)
+    short = objective_rates([bench(100, 16), cut], [], window=STEADY)
     assert short.window == WHOLE and short.rates == short.whole
     assert short.reason is not None and short.reason.startswith("repeat 2: the steady interval spans")
     assert short.steady[0].usable and not short.steady[1].usable
