@@ -57,12 +57,17 @@ class TrialResult:
     # Which window output_tok_s is over (autotune.trial.window.objective_rates): "steady" (the
     # repeats' steady intervals, ramp-up and tail left out) or "whole"; window_reason says why the
     # whole window speaks where the steady one was asked. Both figures are kept: the median of the
-    # whole windows, and of the steady intervals where every repeat has one (else None), with the
-    # steady interval's median share of the window and its length in waves.
+    # whole windows, and of the steady intervals where every repeat has one (else None), each with its
+    # robust spread and range over the repeats (spread_pct), and the steady interval's median share of
+    # the window and its length in waves.
     window: str | None = None
     window_reason: str | None = None
     output_tok_s_whole: float | None = None
     output_tok_s_steady: float | None = None
+    output_tok_s_whole_spread_pct: float | None = None
+    output_tok_s_whole_range_pct: float | None = None
+    output_tok_s_steady_spread_pct: float | None = None
+    output_tok_s_steady_range_pct: float | None = None
     steady_share_pct: float | None = None
     steady_waves: float | None = None
     # One dict a measured repeat, in order (repeat_breakdown), so a spread can be taken apart:
@@ -310,6 +315,10 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
     result.window, result.window_reason = chosen.window, chosen.reason
     result.output_tok_s_whole = _median(chosen.whole)
     result.output_tok_s_steady = chosen.steady_median("tok_s")
+    steady_rates = [x.tok_s for x in chosen.steady if x.tok_s is not None]
+    result.output_tok_s_whole_spread_pct, result.output_tok_s_whole_range_pct = spread_pct(chosen.whole)
+    if result.output_tok_s_steady is not None:
+        result.output_tok_s_steady_spread_pct, result.output_tok_s_steady_range_pct = spread_pct(steady_rates)
     share = chosen.steady_median("share")
     result.steady_share_pct = None if share is None else 100.0 * share
     result.steady_waves = chosen.steady_median("waves")
