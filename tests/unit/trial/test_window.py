@@ -6,7 +6,9 @@ import pytest
 
 from autotune.bench.records import BenchResult
 from autotune.profile.load import LoadWindow
+from autotune.trial.measure_settings import MeasureSettings, settings_for
 from autotune.trial.window import STEADY, WHOLE, objective_rates
+from tests.conftest import SpaceFactory
 from tests.unit.bench.test_steady import closed_loop, one_short_wave
 
 
@@ -53,3 +55,10 @@ def test_the_whole_window_speaks_when_asked_at_concurrency_1_in_an_open_loop_or_
     assert short.steady[0].usable and not short.steady[1].usable
     with pytest.raises(ValueError, match="window must be one of steady, whole"):
         objective_rates([], [], window="tail")
+
+
+def test_the_space_chooses_the_window_and_steady_is_the_default(space_factory: SpaceFactory) -> None:
+    assert settings_for(space_factory()).window == STEADY
+    assert settings_for(space_factory(measure={"window": "whole"})).window == WHOLE
+    with pytest.raises(ValueError, match="window must be one of steady, whole"):
+        MeasureSettings(window="tail")
