@@ -16,7 +16,7 @@ from autotune._yaml_lines import key_line_of, line_of
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space._expr import ExprError, parse_slo
 from autotune.space._schema import Reader, closest, join, type_name
-from autotune.space.workload import Workload
+from autotune.space.workload import Workload, check_production_sample
 
 _LATENCIES = ("ttft", "itl", "e2e")
 _PERCENTILES = (50, 90, 99)
@@ -349,5 +349,6 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
         if isinstance(item, list):
             lines.update({f"{key}[{i}]": n for i in range(len(item))
                           if (n := line_of(item, i)) is not None})
-    Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
+    workload = Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
+    check_production_sample(workload, file=reader.file, line=lines.get("production_sample"))
     return out

@@ -83,8 +83,8 @@ class Workload:
                 search optimises (default: the first). ``sample`` is how prompts are drawn:
                 ``random`` (default) or ``stratified`` by kind (:mod:`autotune.space.sampling`).
                 ``production_sample``: a file of production's prompts (JSONL, ShareGPT JSON or
-                text, :func:`autotune.space.prompts.read_sample`), read here to check it; null
-                (default) for none.
+                text, :func:`autotune.space.prompts.read_sample`), checked by
+                :func:`check_production_sample` where the space loads; null (default) for none.
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
@@ -322,8 +322,8 @@ def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
 
 def _production_sample(value: Any, base_dir: str | Path | None,
                        bad: Callable[[str, str], ConfigError]) -> str | None:
-    """The resolved path of ``production_sample``, its prompts read once to check them; None
-    without one."""
+    """The resolved path of ``production_sample``; None without one. The file itself is read where
+    the space loads (:func:`check_production_sample`), not in every trial: a trial never reads it."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
@@ -332,10 +332,22 @@ def _production_sample(value: Any, base_dir: str | Path | None,
     p = Path(value).expanduser()
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
-    if not p.is_file():
-        raise bad("production_sample", f"production sample not found: {p}")
-    read_sample(p)  # its own errors name the file and line
     return str(p)
+
+
+def check_production_sample(workload: Workload, *, file: str | None = None, line: int | None = None) -> None:
+    """Read the workload's production sample once, when its space loads; nothing without one.
+
+    Raises:
+        ConfigError: The file is missing (at the space's ``production_sample:`` line), unreadable or
+            malformed (at the sample's own line), or holds too few prompts.
+    """
+    if workload.production_sample is None:
+        return
+    if not Path(workload.production_sample).is_file():
+        raise ConfigError(f"production sample not found: {workload.production_sample}", file=file, line=line,
+                          field="workload.production_sample")
+    read_sample(workload.production_sample)  # its own errors name the file and line
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],

@@ -111,3 +111,12 @@ def test_bad_samples_say_file_line_and_field(tmp_path: Path) -> None:
     _sample(tmp_path / "prod.jsonl", [f"question {i}" for i in range(10)])
     space.write_text(text)
     assert load_space(space).workload["production_sample"] == str(tmp_path / "prod.jsonl")
+
+
+def test_a_trial_never_reads_the_sample_only_the_space_load_and_the_comparison_do(tmp_path: Path) -> None:
+    # Trials build their workload from the loaded space: a sample gone since then does not fail them.
+    gone = Workload.from_spec({"source": "builtin", "num_prompts": 4, "production_sample": "gone.jsonl"},
+                              base_dir=tmp_path)
+    assert gone.production_sample == str(tmp_path / "gone.jsonl") and len(gone.measured()) == 4
+    with pytest.raises(ConfigError, match="gone.jsonl: cannot read prompt file"):
+        production_match(gone)
