@@ -1,5 +1,5 @@
 """``python -m benchmarks.steady_window [--concurrency C] [--cap N] [--requests N ...] [--repeats R]
-[--output-len L] [--seed S] [--json PATH]``.
+[--output-len L] [--seed S] [--noise-cv CV] [--quick] [--json PATH]``.
 
 Does the steady-state figure (:func:`autotune.bench.steady.steady_window`) leave out a batch window's
 ramp-up and tail, and is it steadier over repeats than the whole window? One emulator config (the
@@ -38,7 +38,6 @@ from benchmarks._common import (
     median,
     setup_for,
     sim_environment,
-    spec_params,
     table,
     write_json,
 )
@@ -71,7 +70,6 @@ def one_row(concurrency: int, cap: int | None, requests: int, *, repeats: int, o
     """One server, ``repeats`` repeats of ``requests`` requests: both figures and what was left out."""
     space = _space(concurrency, cap, requests, output_len, seed)
     params = space.coerce_params({"speculative_num_steps": 3})
-    params.update({k: v for k, v in spec_params(setup_for(LLAMA), 3).items() if k in params})
     with tempfile.TemporaryDirectory(prefix="steady-window-") as work:
         result = measure(space.trial_config(params), Workload.from_spec(space.workload),
                          MeasureSettings(repeats=repeats, startup_timeout_s=120, sim_seed=seed, workdir=work,
@@ -113,8 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-cv", type=float, default=None,
                         help="the emulator's noise (AUTOTUNE_SIM_NOISE_CV); default: its profile's (0.01)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a tiny run (2 repeats of 24 requests of 16 tokens), for the tests")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.requests, args.repeats, args.output_len = [24], 2, 16
     cap = args.cap or None
     rows = []
     noise = {} if args.noise_cv is None else {"AUTOTUNE_SIM_NOISE_CV": f"{args.noise_cv:g}"}
