@@ -43,21 +43,30 @@ def send_mode(workload: Workload) -> str:
 def workload_shape(workload: Workload) -> dict[str, Any]:
     """The measured requests' shape and send mode (keys in ``docs/search-spaces.md``, "Workload shape")."""
     prompts = workload.measured()
-    texts = [p.text if p.text is not None else "\n".join(c for _, c in p.messages or ()) for p in prompts]
-    chars = [float(len(t)) for t in texts]
-    heads = Counter(t[:PREFIX_CHARS] for t in texts if len(t) >= PREFIX_CHARS)
-    shared = sum(n for n in heads.values() if n > 1)
     outputs = sorted({p.max_tokens for p in prompts})
     return {
         "requests": len(prompts), "api": workload.api, "send_mode": send_mode(workload),
         "source": workload.source, "sample": workload.sample,
         "output_tokens": outputs[0] if len(outputs) == 1 else f"{outputs[0]}-{outputs[-1]}" if outputs else None,
         "ignore_eos": all(p.ignore_eos for p in prompts) if prompts else None,
-        "prompt_chars_p10": percentile(chars, 10), "prompt_chars_p50": percentile(chars, 50),
-        "prompt_chars_p90": percentile(chars, 90),
-        "distinct_prompts": len(set(texts)),
-        "shared_prefix_pct": 100.0 * shared / len(texts) if texts else None,
+        **prompt_stats([shape_text(p.text, p.messages) for p in prompts]),
     }
+
+
+def shape_text(text: str | None, messages: tuple[tuple[str, str], ...] | None) -> str:
+    """A prompt's text as its shape counts it: a chat's turns' contents, one a line."""
+    return text if text is not None else "\n".join(c for _, c in messages or ())
+
+
+def prompt_stats(texts: list[str]) -> dict[str, Any]:
+    """Prompt lengths in characters (p10/p50/p90), distinct prompts, and the share of prompts
+    sharing their first :data:`PREFIX_CHARS` characters with another; None where ``texts`` is empty."""
+    chars = [float(len(t)) for t in texts]
+    heads = Counter(t[:PREFIX_CHARS] for t in texts if len(t) >= PREFIX_CHARS)
+    shared = sum(n for n in heads.values() if n > 1)
+    return {"prompt_chars_p10": percentile(chars, 10), "prompt_chars_p50": percentile(chars, 50),
+            "prompt_chars_p90": percentile(chars, 90), "distinct_prompts": len(set(texts)),
+            "shared_prefix_pct": 100.0 * shared / len(texts) if texts else None}
 
 
 def shape_line(shape: dict[str, Any]) -> str:

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from autotune.backend import get_backend
+from autotune.bench.shape_match import TAG_PRODUCTION_SAMPLE, production_match
 from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, shape_line, workload_shape
+from autotune.errors import ConfigError
 from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import config_label, num
@@ -221,8 +223,13 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
     totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
     outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
-    outcome.workload_shape = {**workload_shape(Workload.from_spec(space.workload, file=space.file)),
-                              **{k: getattr(winner, k, None) for k in INPUT_TOKEN_KEYS}}
+    workload = Workload.from_spec(space.workload, file=space.file)
+    outcome.workload_shape = {**workload_shape(workload), **{k: getattr(winner, k, None) for k in INPUT_TOKEN_KEYS}}
+    try:
+        match = production_match(workload)
+    except ConfigError:  # the sample went since the start, which compared it: no reason to fail the end
+        match = None
+    outcome.production_match = match.to_dict() if match is not None else None
     if levels and not interrupted:
         outcome.per_level = level_answers(
             [Measured(row.trial_id, row.result, FINALIST if row.kind == "finalist" else TRIAL)
@@ -320,6 +327,9 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
             tracker.log_to_search(tags={TAG_WORKLOAD_SHAPE: shape_line(outcome.workload_shape)[:5000]},
                                   metrics={f"workload_{k}": v for k, v in outcome.workload_shape.items()
                                            if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        if (match := outcome.production_match) is not None:
+            tracker.log_to_search(tags={TAG_PRODUCTION_SAMPLE: str(match["line"])[:5000]},
+                                  metrics=dict(match["metrics"]))
 
         tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
                               winner_files=winner_files, report_files=outcome.report_files,

@@ -59,6 +59,9 @@ class SearchOutcome:
     #: What the figures were measured on (:func:`autotune.bench.workload_shape.workload_shape`),
     #: with the winner's server-counted input tokens (``input_tokens_p10/p50/p90``).
     workload_shape: dict[str, Any] | None = None
+    #: The measured prompts against the space's production sample
+    #: (:meth:`autotune.bench.shape_match.ShapeMatch.to_dict`); None when it declares none.
+    production_match: dict[str, Any] | None = None
     #: Spooled MLflow writes MLflow did not take by the end (None: no tracking), the spool, and
     #: the command that replays them (:mod:`autotune.tracking.durable`).
     unsynced: int | None = None

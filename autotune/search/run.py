@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune.backend import get_backend
+from autotune.bench.shape_match import production_match
 from autotune.command_line import check_writable
 from autotune.errors import ConfigError
 from autotune.names import check_path_name
@@ -35,6 +36,7 @@ from autotune.search.trial_report import TrialReport
 from autotune.server.group import descendants_watched
 from autotune.sglang.flags import FLAG_TABLE_ENV
 from autotune.space.warm_start import sglang_default
+from autotune.space.workload import Workload
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -95,6 +97,7 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
           + f", {trials} trials, sampler {space.search.sampler} ({space.search.sampler_why}), seed {seed}; "
           + (f"joining Ray at {address}" if address else "starting an embedded Ray") + "...",
           file=out, flush=True)
+    _say_production_match(space, out=out)
     check_writable(root / "mlruns", what="the search's state and its MLflow store")
     folders.hold(root / "mlruns" / "ray" / name, name)
     try:
@@ -102,6 +105,18 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
                                concurrency=concurrency, seed=seed, out=out)
     finally:
         folders.release(root / "mlruns" / "ray" / name)
+
+
+def _say_production_match(space: SearchSpace, *, out: TextIO) -> None:
+    """One line on the workload against its production sample: a warning on stderr when far, a
+    note on the console when matched; nothing without a sample."""
+    match = production_match(Workload.from_spec(space.workload, file=space.file))
+    if match is None:
+        return
+    if match.far:
+        print(f"warning: {match.line()}", file=sys.stderr, flush=True)
+    else:
+        print(f"Workload: {match.line()}", file=out, flush=True)
 
 
 def _tracked_search(space: SearchSpace, space_path: str, opts: SearchOptions, *, name: str, root: Path,

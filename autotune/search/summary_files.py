@@ -213,6 +213,10 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     if outcome.workload_shape:
         lines += ["", "## Workload", "", "The figures above were measured on: "
                   + shape_line(outcome.workload_shape) + "."]
+    if outcome.production_match:
+        match = outcome.production_match
+        lines += ["", "## Production sample", "",
+                  ("**Far from production.** " if match["far"] else "Matched. ") + str(match["line"])]
     lines += capped_section(rows)
     measured = sorted(rows, key=lambda r: -(finite(r.result.output_tok_s) or float("-inf")))
     lines += ["", "## Every measurement", "", "| kind | trial | config | status | tok/s | speedup | accept | reason |",

@@ -48,6 +48,9 @@ class Measure:
     # SGLang's prefix cache before each measured repeat: flushed (true), kept (false), or None for
     # the default, flushed exactly when warmup_until_stable_pct is set.
     flush_cache: bool | None = None
+    # Which window a repeat's tok/s is over: "steady" (ramp-up and tail left out where usable) or
+    # "whole" (autotune.trial.window).
+    window: str = "steady"
 
 
 def read_sequential(reader: Reader, value: Any, line: int | None, *, repeats_written: bool) -> Sequential | None:
@@ -81,7 +84,7 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                                     "trial_timeout_s", "phase_profile",
                                                     "fast_start", "warmup_until_stable_pct",
                                                     "warmup_max_rounds", "lean_start", "sequential",
-                                                    "flush_cache"))
+                                                    "flush_cache", "window"))
     return Measure(
         sequential=read_sequential(reader, value.get("sequential"), line_of(value, "sequential") or line,
                                    repeats_written="repeats" in value),
@@ -106,5 +109,7 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                          line_of(value, "warmup_max_rounds"), minimum=2),
         lean_start=reader.boolean(value.get("lean_start", True), "measure.lean_start",
                                   line_of(value, "lean_start")),
+        window=reader.string(value.get("window", "steady"), "measure.window", line_of(value, "window"),
+                             choices=("steady", "whole")),
         flush_cache=(reader.boolean(value["flush_cache"], "measure.flush_cache", line_of(value, "flush_cache"))
                      if value.get("flush_cache") is not None else None))

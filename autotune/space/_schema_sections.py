@@ -16,7 +16,7 @@ from autotune._yaml_lines import key_line_of, line_of
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space._expr import ExprError, parse_slo
 from autotune.space._schema import Reader, closest, join, type_name
-from autotune.space.workload import Workload
+from autotune.space.workload import Workload, check_production_sample
 
 _LATENCIES = ("ttft", "itl", "e2e")
 _PERCENTILES = (50, 90, 99)
@@ -306,7 +306,8 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
     """Check ``workload:`` with :class:`autotune.space.workload.Workload` and return it as given.
 
     ``autotune.space.workload`` owns the keys and defaults; the returned dict holds only the keys in
-    the file, with a relative ``path`` made absolute (trials run in other directories).
+    the file, with a relative ``path`` or ``production_sample`` made absolute (trials run in other
+    directories).
 
     Args:
         reader: Error helper.
@@ -320,10 +321,11 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
         value = {}
     reader.mapping(value, "workload", line)
     out = {key: (list(item) if isinstance(item, list) else item) for key, item in value.items()}
-    path = out.get("path")
-    if isinstance(path, str) and path:
-        expanded = Path(path).expanduser()
-        out["path"] = str(expanded if expanded.is_absolute() else Path(base_dir) / expanded)
+    for key in ("path", "production_sample"):  # trials and the summary read them from elsewhere
+        path = out.get(key)
+        if isinstance(path, str) and path:
+            expanded = Path(path).expanduser()
+            out[key] = str(expanded if expanded.is_absolute() else Path(base_dir) / expanded)
     if sglang_datasets.is_sglang_source(out.get("source")):
         tok = out.get("tokenizer")
         if tok is None:
@@ -335,5 +337,6 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
         if isinstance(item, list):
             lines.update({f"{key}[{i}]": n for i in range(len(item))
                           if (n := line_of(item, i)) is not None})
-    Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
+    workload = Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
+    check_production_sample(workload, file=reader.file, line=lines.get("production_sample"))
     return out

@@ -18,6 +18,10 @@ File formats:
   Conversations without a human turn followed by a gpt turn are skipped, as SGLang's
   ``bench_serving`` does.
 
+A production sample (``workload.production_sample``, :func:`read_sample`) is read as JSONL when its
+name ends in ``.jsonl``, as ShareGPT JSON when it ends in ``.json``, else as text with one prompt a
+line; only its prompts' text counts (it is compared, never sent).
+
 Every problem in a file is reported as a :class:`~autotune.errors.ConfigError` with the file, the
 line and what would be right.
 """
@@ -281,6 +285,35 @@ def read_builtin() -> list[_Entry]:
     res = resources.files("autotune") / "data" / "prompts.jsonl"
     with resources.as_file(res) as p:
         return read_jsonl(p, display_name="autotune/data/prompts.jsonl")
+
+
+#: The fewest prompts a production sample may hold: its p10 and p90 need ten to be other than its
+#: shortest and longest prompt.
+SAMPLE_MIN_PROMPTS = 10
+
+
+def read_sample(path: str | Path) -> list[_Entry]:
+    """A production sample's prompts, repeats kept (how often production repeats a prompt is part
+    of its shape); see the module docstring for the formats.
+
+    Raises:
+        ConfigError: An unreadable or malformed file, or fewer than :data:`SAMPLE_MIN_PROMPTS` prompts.
+    """
+    p = Path(path)
+    if p.name.endswith(".jsonl"):
+        entries = read_jsonl(p)
+    elif p.name.endswith(".json"):
+        entries = read_sharegpt(p)
+    else:
+        name, text = _read_text(p, what="production sample", display_name=None)
+        entries = [_Entry(f"{p.stem}:{n}", raw, None, None, n)
+                   for n, raw in enumerate(text.splitlines(), start=1) if raw.strip()]
+        if not entries:
+            raise ConfigError("production sample has no prompts (one prompt a line)", file=name)
+    if len(entries) < SAMPLE_MIN_PROMPTS:
+        raise ConfigError(f"a production sample needs at least {SAMPLE_MIN_PROMPTS} prompts for its "
+                          f"p10 and p90 prompt lengths, found {len(entries)}", file=str(p))
+    return entries
 
 
 def to_prompts(entries: list[_Entry], *, output_len: int | None, max_output_len: int,

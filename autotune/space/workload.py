@@ -19,17 +19,19 @@ from autotune.errors import ConfigError
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space import sampling
 from autotune.space.load_levels import CONCURRENCY, PRIMARY_KEYS, LoadLevel, concurrency_of, primary_level, read_levels
-from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sharegpt, to_prompts
+from autotune.space.prompts import Prompt, _Entry, read_builtin, read_jsonl, read_sample, read_sharegpt, to_prompts
 
 SOURCES = ("builtin", "jsonl", "sharegpt")
 APIS = ("generate", "chat")
 
 _DEFAULTS: dict[str, Any] = {
-    "source": "builtin", "path": None, "num_prompts": 64, "warmup_prompts": 4,
+    # num_prompts: sized_num_prompts decides when it is not written.
+    "source": "builtin", "path": None, "num_prompts": None, "warmup_prompts": 4,
     # concurrency: 1, or no cap beside a request rate; load_levels.concurrency_of decides.
     "output_len": 256, "max_output_len": 2048, "seed": 0, "concurrency": 1,
     "request_rate": None, "api": "generate", "max_duration_s": None, "tokenizer": None,
     "primary_concurrency": None, "primary_request_rate": None, "sample": "random",
+    "production_sample": None,
 }
 
 
@@ -58,6 +60,9 @@ class Workload:
     load_levels: tuple[LoadLevel, ...] | None = None
     # How the prompts were drawn (autotune.space.sampling): random or stratified by kind.
     sample: str = "random"
+    # A file of production's prompts to compare this workload's shape with
+    # (autotune.bench.shape_match); its path, resolved; None when the space declares none.
+    production_sample: str | None = None
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None, *, file: str | None = None,
@@ -67,7 +72,8 @@ class Workload:
 
         Args:
             spec: The section; missing keys take defaults (``source: builtin``,
-                ``num_prompts: 64``, ``warmup_prompts: 4``, ``output_len: 256``,
+                ``num_prompts``: :func:`sized_num_prompts` (64, or 6 waves of the largest
+                concurrency above 10), ``warmup_prompts: 4``, ``output_len: 256``,
                 ``max_output_len: 2048``, ``seed: 0``, ``concurrency: 1`` (beside a
                 ``request_rate``: null, no cap on requests in flight),
                 ``request_rate: null``, ``api: generate``, ``max_duration_s: null``).
@@ -76,6 +82,9 @@ class Workload:
                 ``primary_concurrency`` / ``primary_request_rate``, one of them, is the level the
                 search optimises (default: the first). ``sample`` is how prompts are drawn:
                 ``random`` (default) or ``stratified`` by kind (:mod:`autotune.space.sampling`).
+                ``production_sample``: a file of production's prompts (JSONL, ShareGPT JSON or
+                text, :func:`autotune.space.prompts.read_sample`), checked by
+                :func:`check_production_sample` where the space loads; null (default) for none.
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
@@ -135,7 +144,6 @@ class Workload:
         api = v["api"]
         if api not in APIS:
             raise bad("api", f"must be one of {', '.join(APIS)}, got {api!r}")
-        num = integer("num_prompts", 1)
         warm = integer("warmup_prompts", 0)
         out_len = integer("output_len", 1, optional=True)
         max_out = integer("max_output_len", 1)
@@ -147,10 +155,13 @@ class Workload:
                        "the requests in flight: leave it out (or null) for no cap, as "
                        "bench_serving --request-rate" if v["request_rate"] is not None else "")
         rate = positive("request_rate")
+        num = (integer("num_prompts", 1) if "num_prompts" in spec
+               else sized_num_prompts(largest_closed_loop(levels, conc, rate)))
         max_dur = positive("max_duration_s")
         if conc is None and rate is None:
             raise bad("concurrency", "set concurrency, request_rate, or both; with neither "
                                      "there is no load shape")
+        production = _production_sample(v["production_sample"], base_dir, bad)
 
         path = v["path"]
         if source == "builtin":
@@ -179,8 +190,10 @@ class Workload:
                               display=display)
         need = warm + num
         if len(prompts) < need:
+            sized = "" if "num_prompts" in spec else (
+                f" (num_prompts, not written, is {WINDOW_WAVES} waves of the largest concurrency)")
             raise bad("num_prompts", f"{display} has {len(prompts)} distinct prompts, fewer than "
-                                     f"warmup_prompts + num_prompts = {need}; lower num_prompts "
+                                     f"warmup_prompts + num_prompts = {need}{sized}; lower num_prompts "
                                      "or use a larger file")
         try:
             warm_idx, measured_idx = sampling.pick(prompts, warmup=warm, measured=num,
@@ -193,7 +206,7 @@ class Workload:
                    request_rate=rate, api=api, max_duration_s=max_dur,
                    _warmup=tuple(prompts[i] for i in warm_idx),
                    _measured=tuple(prompts[i] for i in measured_idx),
-                   load_levels=levels, sample=sample)
+                   load_levels=levels, sample=sample, production_sample=production)
 
     @property
     def concurrency_levels(self) -> tuple[int, ...] | None:
@@ -258,11 +271,36 @@ class Workload:
         if self.sample != "random":
             # Only when chosen: the default's logged parameters stay as they were.
             out["sample"] = self.sample
+        if self.production_sample is not None:
+            out["production_sample"] = self.production_sample
         primary = self.primary_level()
         if primary is not None:
             out[primary.axis] = [lv.value for lv in self.load_levels or ()]
             out[PRIMARY_KEYS[primary.axis]] = primary.value
         return out
+
+
+#: Waves of requests (requests over the concurrency) a measured window holds when ``num_prompts`` is
+#: not written: at the H200's batch levels (issue 34) the repeats' robust spread times the waves a
+#: window held was about constant (0.69% x 8 waves at concurrency 16, 2.00% x 2.7 waves at 64 capped
+#: at 48: 5.5 and 5.3), so a spread within 1% needs about 5.5 waves; 6 is the next whole wave.
+WINDOW_WAVES = 6
+#: ``num_prompts`` when not written, at concurrency 1 to 10 and in an open loop.
+MIN_NUM_PROMPTS = 64
+
+
+def largest_closed_loop(levels: tuple[LoadLevel, ...] | None, concurrency: int | None,
+                        request_rate: float | None) -> int | None:
+    """The most requests a closed loop keeps in flight over its levels; None for an open loop."""
+    if levels and levels[0].axis == CONCURRENCY:
+        return max(int(lv.value) for lv in levels)
+    return concurrency if request_rate is None and not levels else None
+
+
+def sized_num_prompts(concurrency: int | None) -> int:
+    """``num_prompts`` when not written: :data:`WINDOW_WAVES` waves of the largest concurrency, at
+    least :data:`MIN_NUM_PROMPTS` (a server cap below the concurrency only adds waves)."""
+    return max(MIN_NUM_PROMPTS, WINDOW_WAVES * (concurrency or 0))
 
 
 def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
@@ -280,6 +318,36 @@ def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
     if level is not None and level.axis == CONCURRENCY:
         return int(level.value)
     return concurrency_of(spec)
+
+
+def _production_sample(value: Any, base_dir: str | Path | None,
+                       bad: Callable[[str, str], ConfigError]) -> str | None:
+    """The resolved path of ``production_sample``; None without one. The file itself is read where
+    the space loads (:func:`check_production_sample`), not in every trial: a trial never reads it."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise bad("production_sample", f"must be the path of a file of production prompts (JSONL, "
+                                       f"ShareGPT JSON or one prompt a line) or null, got {value!r}")
+    p = Path(value).expanduser()
+    if not p.is_absolute() and base_dir is not None:
+        p = Path(base_dir) / p
+    return str(p)
+
+
+def check_production_sample(workload: Workload, *, file: str | None = None, line: int | None = None) -> None:
+    """Read the workload's production sample once, when its space loads; nothing without one.
+
+    Raises:
+        ConfigError: The file is missing (at the space's ``production_sample:`` line), unreadable or
+            malformed (at the sample's own line), or holds too few prompts.
+    """
+    if workload.production_sample is None:
+        return
+    if not Path(workload.production_sample).is_file():
+        raise ConfigError(f"production sample not found: {workload.production_sample}", file=file, line=line,
+                          field="workload.production_sample")
+    read_sample(workload.production_sample)  # its own errors name the file and line
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],

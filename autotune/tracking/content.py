@@ -50,6 +50,9 @@ _RESULT_METRICS = (
     # The load the server really ran (autotune.profile.load.trial_load); capped_windows 0: none was.
     "load_asked", "load_cap", "load_ran", "load_queued", "load_tail_pct", "load_client_tail_pct",
     "load_capped_windows", "input_tokens_p10", "input_tokens_p50", "input_tokens_p90",
+    # Both windows' figures (autotune.trial.window): output_tok_s is the one the tag autotune.window names.
+    "output_tok_s_whole", "output_tok_s_steady", "output_tok_s_whole_spread_pct", "output_tok_s_whole_range_pct",
+    "output_tok_s_steady_spread_pct", "output_tok_s_steady_range_pct", "steady_share_pct", "steady_waves",
 )
 # PhaseProfile.to_dict keys logged as phase_<key>.
 _PHASE_METRICS = (

@@ -159,6 +159,10 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
         run_tags[TAG_LOAD] = result.load_note[:MAX_TAG]
     if result.load_comparison:
         run_tags[TAG_LOAD_COMPARISON] = result.load_comparison[:MAX_TAG]
+    if result.window is not None:
+        # Which window output_tok_s is over (autotune.trial.window), and why whole where steady was asked.
+        run_tags["autotune.window"] = (result.window + (f": {result.window_reason}" if result.window_reason
+                                                        else ""))[:MAX_TAG]
     if result.levels:
         run_tags[TAG_LEVEL_STATUS] = json.dumps(level_statuses(result))
     if result.sequential:

@@ -42,6 +42,9 @@ LEVEL_FIELDS = (
     "break_even_accept_length", "slo_violations", "warmup_tok_s", "warmup_stable",
     "load_asked", "load_cap", "load_ran", "load_queued", "load_tail_pct", "load_client_tail_pct",
     "load_capped", "load_capped_windows", "load_note", "load_comparison", "sequential",
+    "window", "window_reason", "output_tok_s_whole", "output_tok_s_steady", "output_tok_s_whole_spread_pct",
+    "output_tok_s_whole_range_pct", "output_tok_s_steady_spread_pct", "output_tok_s_steady_range_pct",
+    "steady_share_pct", "steady_waves",
 )
 
 

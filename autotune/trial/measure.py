@@ -51,6 +51,7 @@ from autotune.trial.result import TrialResult, failed_result, summarise
 from autotune.trial.sequential import Consult
 from autotune.trial.verdict import judge
 from autotune.trial.warmup import Level, flush_cache, stabilise
+from autotune.trial.window import STEADY, objective_rates
 
 if TYPE_CHECKING:
     from autotune.space.trial_config import TrialConfig
@@ -126,8 +127,9 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
     conc = kwargs.get("concurrency")
     stable_pct = settings.warmup_until_stable_pct if settings is not None else None
     level = Level(workload=workload)
-    chosen = settings.flush_cache if settings is not None else None
-    flush = chosen if chosen is not None else stable_pct is not None
+    asked = settings.flush_cache if settings is not None else None
+    flush = asked if asked is not None else stable_pct is not None
+    window = settings.window if settings is not None else STEADY
     clock.enter(WARMUP)
     PHASES.info("warming up%s", f" (concurrency {conc})" if conc else "")
     warm = workload.warmup()
@@ -154,8 +156,12 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
         server.ensure_alive()
         after = await scrape(client, base)
         level.benches.append(bench)
-        PHASES.info("round %d%s: %s tok/s", len(level.benches), f" of {repeats}" if consult is None else "",
-                    "-" if bench.output_tok_s is None else f"{bench.output_tok_s:.1f}")
+        chosen = objective_rates(level.benches, level.loads, window=window)
+        steady = chosen.steady[-1].tok_s if len(chosen.steady) == len(level.benches) else None
+        PHASES.info("round %d%s: %s tok/s over the whole window, %s over its steady interval",
+                    len(level.benches), f" of {repeats}" if consult is None else "",
+                    "-" if bench.output_tok_s is None else f"{bench.output_tok_s:.1f}",
+                    "-" if steady is None else f"{steady:.1f}")
         if bench.duration_s and bench.completed:
             level.profiles.append(PhaseProfile.from_snapshots(
                 before, after, wall_s=bench.duration_s, max_batch=conc or None,
@@ -164,8 +170,7 @@ async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workl
         if consult is not None:
             if bench.failed or bench.output_tok_s is None:
                 break  # a round that failed ends the trial as failed; nothing to consult on
-            if not consult([b.output_tok_s for b in level.benches if b.output_tok_s is not None],
-                           spent() if spent is not None else None):
+            if not consult(chosen.rates, spent() if spent is not None else None):
                 break
     return level
 
@@ -317,7 +322,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     for level in levels:
         one = summarise(config, spec, level.benches, level.profiles, info, tail=tail,
                         log_path=str(log_path), t0=t0, startup_s=started, windows=level.windows,
-                        sampler=sampler, loads=level.loads)
+                        sampler=sampler, loads=level.loads, window=settings.window)
         one.warmup_tok_s, one.warmup_stable = level.warmup.tok_s, level.warmup.stable
         # The GPUs the server was given (Ray sets CUDA_VISIBLE_DEVICES for a Tune trial), whatever
         # the sampler saw: two trials at once must show two different GPUs, emulator included.

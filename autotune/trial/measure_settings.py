@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autotune.trial.sequential import SequentialRule
+from autotune.trial.window import STEADY, WINDOWS
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
@@ -53,6 +54,9 @@ class MeasureSettings:
             decode CUDA graphs only up to the workload's concurrency, no SGLang warm-up request
             where the trial warms up itself, no crash-diagnostics pause at shutdown), all
             trial-only. Off: the launch as exported (``measure.lean_start: false``).
+        window: Which window a repeat's tok/s is over (``measure.window``): ``steady`` (ramp-up
+            and tail left out where the steady interval is usable, :mod:`autotune.trial.window`)
+            or ``whole``.
     """
 
     repeats: int = 3
@@ -71,8 +75,11 @@ class MeasureSettings:
     gpu_telemetry: bool | None = None
     lean_start: bool = True
     sequential: SequentialRule | None = None
+    window: str = STEADY
 
     def __post_init__(self) -> None:
+        if self.window not in WINDOWS:
+            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {self.window!r}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
         if self.warmup_until_stable_pct is not None and not self.warmup_until_stable_pct > 0:
@@ -94,6 +101,7 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("flush_cache", getattr(m, "flush_cache", None))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
+    overrides.setdefault("window", getattr(m, "window", STEADY))
     seq = getattr(m, "sequential", None)
     if seq is not None:
         overrides.setdefault("sequential", SequentialRule(min_rounds=seq.min_rounds, max_rounds=seq.max_rounds,

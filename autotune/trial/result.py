@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autotune.bench.records import BenchResult, percentile
+from autotune.bench.steady import SteadyWindow
 from autotune.launch.serving import serving_spec
 from autotune.launch.spec import LaunchSpec
 from autotune.profile.load import LoadWindow, trial_load
@@ -24,6 +25,7 @@ from autotune.profile.telemetry import GpuSampler, GpuWindow, repeat_figures, tr
 from autotune.space import synthetic
 from autotune.trial.gpu_time import GpuTime
 from autotune.trial.outcome import Failure, Status
+from autotune.trial.window import STEADY, objective_rates
 from autotune.trial.winner import metric_field
 
 if TYPE_CHECKING:
@@ -52,6 +54,22 @@ class TrialResult:
     # Robust spread: 1.4826 * MAD over the median, in percent; the range: (max - min) / median.
     output_tok_s_spread_pct: float | None = None
     output_tok_s_range_pct: float | None = None
+    # Which window output_tok_s is over (autotune.trial.window.objective_rates): "steady" (the
+    # repeats' steady intervals, ramp-up and tail left out) or "whole"; window_reason says why the
+    # whole window speaks where the steady one was asked. Both figures are kept: the median of the
+    # whole windows, and of the steady intervals where every repeat has one (else None), each with its
+    # robust spread and range over the repeats (spread_pct), and the steady interval's median share of
+    # the window and its length in waves.
+    window: str | None = None
+    window_reason: str | None = None
+    output_tok_s_whole: float | None = None
+    output_tok_s_steady: float | None = None
+    output_tok_s_whole_spread_pct: float | None = None
+    output_tok_s_whole_range_pct: float | None = None
+    output_tok_s_steady_spread_pct: float | None = None
+    output_tok_s_steady_range_pct: float | None = None
+    steady_share_pct: float | None = None
+    steady_waves: float | None = None
     # One dict a measured repeat, in order (repeat_breakdown), so a spread can be taken apart:
     # tok/s against accept length, the decode cycle and the prefill GPU time of that repeat.
     repeat_breakdown: list[dict[str, Any]] = field(default_factory=list)
@@ -236,13 +254,16 @@ def spread_pct(values: Sequence[float]) -> tuple[float | None, float | None]:
 
 
 def repeat_breakdown(benches: Sequence[BenchResult], profiles: Sequence[PhaseProfile],
-                     windows: Sequence[GpuWindow] | None = None) -> list[dict[str, Any]]:
+                     windows: Sequence[GpuWindow] | None = None,
+                     steady: Sequence[SteadyWindow] = ()) -> list[dict[str, Any]]:
     """Per measured repeat: tok/s, wall, TTFT and, when each repeat has its profile, its parts.
 
     With the device timer, ``prefill_s`` is the repeat's prefill GPU seconds, ``cycle_gpu_s``
     the GPU seconds of every other category (draft, verify, re-extend or decode) and ``host_s``
     the rest of the wall: tok/s moves with ``accept_length`` or with one of the three. With a
-    GPU window a repeat (``windows``), its telemetry too (``gpu_power_w_mean``, ``j_per_token``...).
+    GPU window a repeat (``windows``), its telemetry too (``gpu_power_w_mean``, ``j_per_token``...);
+    with a steady interval a repeat (``steady``), its tok/s and share of the window
+    (``steady_tok_s``, ``steady_share_pct``); ``tok_s`` is the whole window's.
     """
     paired = len(profiles) == len(benches)
     out = []
@@ -251,6 +272,9 @@ def repeat_breakdown(benches: Sequence[BenchResult], profiles: Sequence[PhasePro
                                "ttft_ms_p50": bench.ttft_ms.get(50)}
         if windows is not None and len(windows) == len(benches):
             row.update(repeat_figures(windows[i], bench.total_completion_tokens))
+        if len(steady) == len(benches):
+            share = steady[i].share
+            row.update(steady_tok_s=steady[i].tok_s, steady_share_pct=None if share is None else 100.0 * share)
         p = profiles[i] if paired else None
         if p is not None:
             row.update(accept_length=p.accept_length, cycles=p.cycles)
@@ -274,12 +298,14 @@ def _seconds(ms_per_cycle: float | None, cycles: float | None) -> float | None:
 def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
               profiles: list[PhaseProfile], info: dict | None, *, tail: str, log_path: str,
               t0: float, startup_s: float, windows: Sequence[GpuWindow] = (),
-              sampler: GpuSampler | None = None, loads: Sequence[LoadWindow] = ()) -> TrialResult:
+              sampler: GpuSampler | None = None, loads: Sequence[LoadWindow] = (),
+              window: str = STEADY) -> TrialResult:
     """One result from a server's measured repeats (``ok``, or ``failed`` if requests failed).
 
     ``windows`` are the GPU telemetry windows of the repeats (one each, from ``sampler``); the
     telemetry figures stay None without them; ``loads`` are the repeats' server loads
-    (:func:`autotune.profile.load.trial_load` gives the ``load_*`` figures).
+    (:func:`autotune.profile.load.trial_load` gives the ``load_*`` figures); ``window`` is
+    ``measure.window``, which :func:`autotune.trial.window.objective_rates` applies.
     """
     result = TrialResult(
         status=Status.OK, reason=None, params=dict(config.params), is_baseline=config.is_baseline,
@@ -302,11 +328,23 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         result.reason = f"{result.failed_requests} request(s) failed: {worst}"
         result.duration_s, result.started_at = _since(t0)
         return result
+    chosen = objective_rates(benches, loads, window=window)
+    result.window, result.window_reason = chosen.window, chosen.reason
+    result.output_tok_s_whole = _median(chosen.whole)
+    result.output_tok_s_steady = chosen.steady_median("tok_s")
+    steady_rates = [x.tok_s for x in chosen.steady if x.tok_s is not None]
+    result.output_tok_s_whole_spread_pct, result.output_tok_s_whole_range_pct = spread_pct(chosen.whole)
+    if result.output_tok_s_steady is not None:
+        result.output_tok_s_steady_spread_pct, result.output_tok_s_steady_range_pct = spread_pct(steady_rates)
+    share = chosen.steady_median("share")
+    result.steady_share_pct = None if share is None else 100.0 * share
+    result.steady_waves = chosen.steady_median("waves")
+    rates = chosen.rates
     result.output_tok_s_repeats = rates
     result.output_tok_s = _median(rates)
     result.output_tok_s_spread = (max(rates) - min(rates)) / 2 if len(rates) > 1 else None
     result.output_tok_s_spread_pct, result.output_tok_s_range_pct = spread_pct(rates)
-    result.repeat_breakdown = repeat_breakdown(benches, profiles, windows or None)
+    result.repeat_breakdown = repeat_breakdown(benches, profiles, windows or None, chosen.steady)
     if sampler is not None:
         result.gpu_telemetry = sampler.describe()
         if len(windows) == len(benches):

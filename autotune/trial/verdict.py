@@ -80,10 +80,11 @@ def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
         why = baseline.reason if baseline is not None else "not measured"
         result.reason = f"baseline unknown ({why}): cannot prove speculation pays"
         return result
-    result.baseline_tok_s = baseline.output_tok_s
+    mine, theirs, window_note = compared_rates(result, baseline)
+    result.baseline_tok_s = theirs
     result.baseline_decode_step_ms = (baseline.phases or {}).get("cycle_ms")
-    result.speedup = speedup(result.output_tok_s, baseline.output_tok_s)
-    result.load_comparison = load_comparison(result, baseline)
+    result.speedup = speedup(mine, theirs)
+    result.load_comparison = "; ".join(n for n in (load_comparison(result, baseline), window_note) if n) or None
     cycle = (result.phases or {}).get("cycle_ms")
     result.break_even_accept_length = break_even(cycle, result.baseline_decode_step_ms)
     if result.phases is not None:
@@ -99,6 +100,22 @@ def _judge_one(result: TrialResult, baseline: TrialResult | None, *,
     result.status = Status.FEASIBLE if result.feasible else Status.INFEASIBLE
     result.reason = "; ".join(reasons) or None
     return result
+
+
+def compared_rates(result: TrialResult, baseline: TrialResult) -> tuple[float | None, float | None, str | None]:
+    """The two tok/s a speedup divides, and a note when they are not the objectives.
+
+    Each side's ``output_tok_s`` is over the window :func:`autotune.trial.window.objective_rates`
+    chose for it. Where one side speaks through its steady interval and the other could not
+    (its steady interval too short, say), a ratio of the two would credit one side with leaving out
+    its ramp and tail: both are then compared over their whole windows, and the note says so.
+    """
+    if result.window == baseline.window or result.window is None or baseline.window is None:
+        return result.output_tok_s, baseline.output_tok_s, None
+    return (result.output_tok_s_whole, baseline.output_tok_s_whole,
+            f"compared over whole windows: this config's tok/s is over its {result.window} window"
+            f"{f' ({result.window_reason})' if result.window_reason else ''}, its baseline's over its "
+            f"{baseline.window}{f' ({baseline.window_reason})' if baseline.window_reason else ''}")
 
 
 def load_comparison(result: TrialResult, baseline: TrialResult) -> str | None:

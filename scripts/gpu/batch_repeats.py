@@ -4,7 +4,9 @@ Usage: ``python3 scripts/gpu/batch_repeats.py SPACE PARAMS_JSON OUT.json``. Meas
 (no baseline: the figures wanted are its repeat range and spread, and its load) through
 :func:`autotune.trial.measure.measure`, as a trial measures it, and prints per level: the repeats'
 tok/s, the range and robust spread in percent, and the load (ran of asked, queued, tail, the windows
-flagged). The whole result goes to OUT.json.
+flagged); then both windows side by side (whole and steady: median, spread, range; the steady
+interval's share of the window and its waves; the window the objective used). The whole result goes
+to OUT.json.
 """
 
 from __future__ import annotations
@@ -47,6 +49,18 @@ def run(space_path: str, params_json: str, out: str) -> int:
         print(f"c{lv.get('concurrency')!s:<5} {reps:<34} {_fmt(lv.get('output_tok_s_range_pct'), '.2f'):>6} "
               f"{_fmt(lv.get('output_tok_s_spread_pct'), '.2f'):>7}  {flag} "
               f"[{lv.get('load_capped_windows')} of {len(lv.get('output_tok_s_repeats') or [])} windows flagged]")
+    # The two windows side by side (autotune.trial.window): the repeats above are the objective's.
+    print("\nlevel  window  whole tok/s spread% range%  steady tok/s spread% range%  steady share% waves")
+    for lv in levels:
+        cells = [_fmt(lv.get(k), spec) for k, spec in (
+            ("output_tok_s_whole", ".0f"), ("output_tok_s_whole_spread_pct", ".2f"),
+            ("output_tok_s_whole_range_pct", ".2f"), ("output_tok_s_steady", ".0f"),
+            ("output_tok_s_steady_spread_pct", ".2f"), ("output_tok_s_steady_range_pct", ".2f"),
+            ("steady_share_pct", ".0f"), ("steady_waves", ".1f"))]
+        widths = (11, 7, 6, 13, 7, 6, 14, 5)
+        print(f"c{lv.get('concurrency')!s:<5} {lv.get('window')!s:<7}"
+              + "".join(f" {c:>{w}}" for c, w in zip(cells, widths, strict=True))
+              + (f"  ({lv['window_reason']})" if lv.get("window_reason") else ""))
     return 0
 
 

@@ -143,3 +143,18 @@ def test_profile_overhead_reprints_a_saved_run(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "benchmarks.profile_overhead", "--from-json", str(path)],
                          cwd=REPO, capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "not a saved run of this benchmark" in bad.stderr
+
+
+def test_steady_window_quick(tmp_path: Path) -> None:
+    stdout, data = run("steady_window", "--quick", tmp_path=tmp_path)
+    [row] = data["rows"]
+    assert data["concurrency"] == 16 and data["cap"] == 12 and row["requests"] == 24
+    assert len(row["whole"]) == len(row["steady"]) == 2 and row["waves"] == 2.0
+    # Both figures of every repeat are there; the steady one leaves the tail out, so it is the higher.
+    assert row["whole_median"] == pytest.approx(statistics.median(row["whole"]))
+    if row["window"] == "steady":
+        assert all(s > w for s, w in zip(row["steady"], row["whole"], strict=True))
+        assert row["tail_s"] > 0 and 0 < row["steady_share_pct"] < 100
+    else:  # a repeat's steady interval was too short on a busy box: the objective says why
+        assert row["window_reason"]
+    assert "steady tok/s" in stdout and "ran 12 of 16" in stdout

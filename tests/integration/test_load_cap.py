@@ -88,3 +88,25 @@ def test_sglangs_own_cap_for_a_speculative_config_holds_64_at_48(sim_env: Path, 
     assert result.load_client_tail_pct is not None and result.load_client_tail_pct > 0
     # The prompt lengths the server counted, the workload's shape as measured.
     assert 0 < result.input_tokens_p10 <= result.input_tokens_p50 <= result.input_tokens_p90
+
+
+def test_the_steady_window_speaks_at_batch_and_leaves_the_tail_out(sim_env: Path, tmp_path: Path) -> None:
+    # Capped at 4 with 8 asked: the loop is full (4 running, 4 queued) until the prompts run out, then
+    # a tail of fewer than 4. Concurrency 1 has no ramp or tail to leave out.
+    sp = space(fixed={"max_running_requests": 4},
+               workload={"num_prompts": 24, "output_len": 32, "concurrency": [1, 8], "primary_concurrency": 8})
+    result = measure(sp.trial_config(CHAIN), Workload.from_spec(sp.workload), settings(tmp_path))
+    assert result.ok, result.reason
+    at = levels(result)
+    top, one = at[8], at[1]
+    assert top["window"] == "steady" and top["window_reason"] is None
+    assert top["output_tok_s"] == top["output_tok_s_steady"] and top["output_tok_s_whole"] is not None
+    assert top["output_tok_s_steady"] > top["output_tok_s_whole"]  # the tail ran fewer than 4
+    assert 0 < top["steady_share_pct"] < 100 and top["steady_waves"] >= 1
+    assert top["output_tok_s_steady_range_pct"] is not None and top["output_tok_s_whole_range_pct"] is not None
+    # The trial's own figures are the primary level's, per repeat both windows in its breakdown.
+    assert result.window == "steady" and result.output_tok_s == top["output_tok_s"]
+    assert [row["steady_tok_s"] for row in result.repeat_breakdown] == result.output_tok_s_repeats
+    assert [row["tok_s"] for row in result.repeat_breakdown] != result.output_tok_s_repeats
+    assert one["window"] == "whole" and one["window_reason"] == "concurrency 1: no ramp or tail to leave out"
+    assert one["output_tok_s"] == one["output_tok_s_whole"] and one["output_tok_s_steady"] is None

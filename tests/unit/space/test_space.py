@@ -400,6 +400,8 @@ search:
      "parameters.max_running_requests.choices[2]", ["each choice must be an integer >= 1 or null, got 0"]),
     ("flush_cache not a boolean", HEAD + TREE + "measure:\n  flush_cache: sometimes\n", "flush_cache",
      "measure.flush_cache", ["sometimes"]),
+    ("window not steady or whole", HEAD + TREE + "measure:\n  window: tail\n", "window",
+     "measure.window", ["steady", "whole", "tail"]),
 ]
 
 

@@ -292,3 +292,19 @@ def test_primary_concurrency_without_loading_prompts():
     assert primary_concurrency({"concurrency": [1, 8], "primary_concurrency": 8}) == 8
     with pytest.raises(ConfigError, match="listed twice"):
         primary_concurrency({"concurrency": [1, 1]})
+
+
+def test_an_unwritten_num_prompts_holds_six_waves_of_the_largest_concurrency(tmp_path):
+    from autotune.space.workload import MIN_NUM_PROMPTS, WINDOW_WAVES
+
+    def num(**spec):
+        return Workload.from_spec({"source": "builtin", "output_len": 8, **spec}).num_prompts
+
+    assert WINDOW_WAVES == 6 and num(concurrency=1) == num(concurrency=10) == MIN_NUM_PROMPTS == 64
+    assert num(concurrency=16) == 96 and num(concurrency=[1, 16, 48]) == 288
+    assert num(request_rate=4.0) == num(request_rate=4.0, concurrency=32) == 64  # open loop: no waves
+    assert num(concurrency=64, num_prompts=32) == 32  # written: as written
+    # A file too small for the sizing says where the number came from.
+    jsonl(tmp_path / "p.jsonl", [{"prompt": f"q{i}"} for i in range(80)])
+    with pytest.raises(ConfigError, match=r"= 100 \(num_prompts, not written, is 6 waves of the largest"):
+        Workload.from_spec({"source": "jsonl", "path": str(tmp_path / "p.jsonl"), "concurrency": 16})

@@ -498,3 +498,13 @@ def test_a_capped_trial_is_tagged_with_its_load_and_an_uncapped_one_says_so(trac
     run = tracker.client.get_run(tracker.log_trial("t-free", free))
     assert run.data.tags["autotune.load_capped"] == "false" and "autotune.load" not in run.data.tags
     assert run.data.metrics["load_capped_windows"] == 0 and "load_tail_pct" not in run.data.metrics
+
+
+def test_both_windows_figures_are_metrics_and_an_unknown_steady_one_is_absent():
+    res = result(eagle(3, 1), 1500.0, output_tok_s_whole=1400.0, output_tok_s_steady=1500.0, steady_waves=5.5,
+                 output_tok_s_whole_range_pct=2.5)
+    metrics = trial_metrics(res)
+    assert (metrics["output_tok_s_whole"], metrics["output_tok_s_steady"]) == (1400.0, 1500.0)
+    assert metrics["steady_waves"] == 5.5 and metrics["output_tok_s_whole_range_pct"] == 2.5
+    whole_only = trial_metrics(result(eagle(3, 1), 1400.0, output_tok_s_whole=1400.0))
+    assert "output_tok_s_steady" not in whole_only and "steady_share_pct" not in whole_only

@@ -35,3 +35,19 @@ def test_no_note_when_neither_was_capped_and_none_left_from_an_earlier_judgement
     capped_base = judge(measured({}, 3000.0, load_asked=64, load_ran=48, load_capped=True), None)
     uncapped = measured(SPEC, 3300.0, load_asked=64, load_ran=64, load_capped=False)
     assert judge(uncapped, capped_base).load_comparison.endswith("its baseline 48 of 64 (capped)")
+
+
+def test_a_steady_config_against_a_whole_window_baseline_is_compared_whole_to_whole() -> None:
+    base = judge(measured({}, 3000.0, window="whole", output_tok_s_whole=3000.0,
+                          window_reason="repeat 1: the steady interval spans 0.80 waves, under 1"), None)
+    config = measured(SPEC, 3600.0, window="steady", output_tok_s_whole=3150.0, output_tok_s_steady=3600.0)
+    judged = judge(config, base, min_speedup=1.0)
+    # Not 3600 / 3000 = 1.2: the steady figure leaves out a ramp and tail the baseline's keeps.
+    assert judged.speedup == 1.05 and judged.baseline_tok_s == 3000.0
+    assert judged.load_comparison == (
+        "compared over whole windows: this config's tok/s is over its steady window, its baseline's over "
+        "its whole (repeat 1: the steady interval spans 0.80 waves, under 1)")
+    # The same window on both sides: the objectives themselves, and no note.
+    both = judge(measured(SPEC, 3600.0, window="steady", output_tok_s_whole=3150.0),
+                 judge(measured({}, 3200.0, window="steady", output_tok_s_whole=2900.0), None))
+    assert both.speedup == 3600.0 / 3200.0 and both.load_comparison is None
