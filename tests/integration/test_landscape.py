@@ -222,6 +222,7 @@ def test_replayed_measurements_are_the_recorded_repeats(swept: Swept) -> None:
                 assert m.attrs["speedup"] == pytest.approx(m.objective / m.attrs["baseline_tok_s"])
 
 
+@pytest.mark.slow  # the module's sweep: 7 s through the trial CLI (make test-fast leaves it out)
 def test_min_speedup_of_a_space_override_decides_feasibility(swept: Swept) -> None:
     records = swept.doc["records"]
     top = max((r for r in records if not r["is_baseline"]), key=lambda r: r["output_tok_s"])
@@ -240,6 +241,7 @@ def test_min_speedup_of_a_space_override_decides_feasibility(swept: Swept) -> No
     assert problem.space.file == str(strict)
 
 
+@pytest.mark.slow  # the module's sweep: 7 s through the trial CLI (make test-fast leaves it out)
 def test_a_failed_record_is_a_failed_config_and_never_the_optimum(swept: Swept) -> None:
     doc = copy.deepcopy(swept.doc)
     best = independent_optimum(doc["records"], min_speedup=MIN_SPEEDUP)
@@ -291,6 +293,7 @@ def _base_index(doc: dict[str, Any]) -> int:
     ("nospace.json", lambda d: d.update(space="nowhere.yaml"), ["nowhere.yaml", "not found"]),
     ("notlist.json", lambda d: d.update(records={}), ["records", "non-empty list"]),
 ])
+@pytest.mark.slow  # the module's sweep: 7 s through the trial CLI (make test-fast leaves it out)
 def test_bad_landscapes_are_config_errors_naming_the_file(swept: Swept, name, change,
                                                           words) -> None:
     path = _variant(swept, name, change)
@@ -302,6 +305,7 @@ def test_bad_landscapes_are_config_errors_naming_the_file(swept: Swept, name, ch
         assert w in msg, (w, msg)
 
 
+@pytest.mark.slow  # the module's sweep: 7 s through the trial CLI (make test-fast leaves it out)
 def test_cli_errors_exit_2_naming_the_file(swept: Swept) -> None:
     path = _variant(swept, "cli-missing.json", lambda d: d["records"].pop(_spec_index(d)))
     proc = bench_cli("--landscape", str(path), "--seeds", "1", "--budget", "2")
@@ -312,6 +316,7 @@ def test_cli_errors_exit_2_naming_the_file(swept: Swept) -> None:
     assert proc.returncode == 2 and "--profile" in proc.stderr
 
 
+@pytest.mark.slow  # the module's sweep: 7 s through the trial CLI (make test-fast leaves it out)
 def test_space_override_and_the_script_reports_what_is_left_to_sweep(swept: Swept) -> None:
     # Moved away from its space, the landscape loads with --space.
     moved = swept.dir / "elsewhere" / "deeper" / "land.json"

@@ -83,6 +83,7 @@ def test_missing_runs_experiments_and_launches_are_refused_in_the_same_words(rec
         assert errors[0] == errors[1] and words in errors[0]
 
 
+@pytest.mark.slow  # a real MLflow store recorded once: 5 s (make test-fast leaves it out)
 def test_where_each_reader_is_used(recorded: Tracker, store: Path, tmp_path: Path) -> None:
     db = store / "mlruns" / "mlflow.db"
     assert isinstance(open_reader("recorded", tracking_uri=f"sqlite:///{db}"), SqliteReader)
