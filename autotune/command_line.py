@@ -149,6 +149,19 @@ def interrupted_code() -> int:
     return TERMINATED if signal.SIGTERM in _STOPS else INTERRUPTED
 
 
+def stopped_code() -> int:
+    """The exit code of a command that caught its stop (``KeyboardInterrupt``): every such
+    command returns this, never :func:`interrupted_code` alone.
+
+    CPython marks a ``KeyboardInterrupt`` that leaves any ``exec()`` of a string as unhandled, even
+    when it is caught later, and then ends the interpreter with SIGINT (exit -2, not 130). A stop
+    that lands in a dataclass's generated methods during a lazy import does exactly that. Each
+    ``exec()`` of a string clears the mark as it starts, so an empty one clears it here.
+    """
+    exec("", {})  # noqa: S102 - an empty string, run only to clear that mark
+    return interrupted_code()
+
+
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
     """Run a command's ``main`` the way every entry point does: stop signals take one path
     (:func:`interruptible`), and a stop that reaches the top is one line and its exit code, never a
@@ -159,7 +172,7 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
     except KeyboardInterrupt:
         what = "terminated (SIGTERM)" if interrupted_code() == TERMINATED else "interrupted (SIGINT)"
         print(f"{what}: stopped", file=sys.stderr, flush=True)
-        return interrupted_code()
+        return stopped_code()
     return OK if code is None else int(code)
 
 

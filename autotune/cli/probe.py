@@ -150,6 +150,6 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         return cli.BAD_INPUT
     except KeyboardInterrupt:  # the workers are stopped by now
         print("interrupted: every worker stopped; no report", file=sys.stderr)
-        return cli.interrupted_code()
+        return cli.stopped_code()
     return cli.emit(args, text=format_table(report), record=report,
                     code=cli.OK if report["ranking"] else cli.NO_RESULT)

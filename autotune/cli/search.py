@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     text = io.StringIO()
     print_summary(outcome, out=text)
     # Ran, but nothing usable: no config (not even a baseline) ran feasibly.
-    code = cli.interrupted_code() if outcome.interrupted else cli.OK if outcome.winner is not None else cli.NO_RESULT
+    code = cli.stopped_code() if outcome.interrupted else cli.OK if outcome.winner is not None else cli.NO_RESULT
     code = cli.emit(args, text=text.getvalue().lstrip("\n"), record=outcome.summary(), code=code)
     if (beside := args.output or args.json_also) and code != cli.BAD_INPUT:  # FILE's folder is writable
         written = write_beside(beside, outcome.report_files)

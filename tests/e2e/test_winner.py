@@ -20,6 +20,7 @@ from autotune.figures import shown
 from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
+from autotune.tracking.search_reader import open_reader
 from autotune.tracking.tracker import Tracker
 from autotune.trial.winner import FINALIST, metric_field, pick_winner, unmeasured_value
 from autotune.trial.winner import Contender as Candidate
@@ -111,7 +112,7 @@ def test_a_minimised_objective_is_honoured_everywhere(tmp_path: Path, sim_env: P
     tags = parent.data.tags
     assert tags.get("autotune.objective") == "p99_ttft_ms:minimize"
     tagged = next(r for r in runs if r.run_id == tags["autotune.winner_run_id"])
-    exported = choose(tracker)
+    exported = choose(open_reader("test-objective-min", root=str(tmp_path)))  # as `autotune export` reads
     assert exported.run.run_id == tagged.run_id
     w = outcome.winner
     assert str(w["params"].get("speculative_num_steps")) == str(tagged.params.get("speculative_num_steps"))

@@ -55,3 +55,26 @@ def test_check_writable_makes_the_folder_or_says_why_not(tmp_path: Path) -> None
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match=r"cannot write the state in .*file/mlruns"):
         cli.check_writable(tmp_path / "file" / "mlruns", what="the state")
+
+
+def test_a_stop_inside_generated_code_still_exits_130(tmp_path: Path) -> None:
+    """A Ctrl-C that lands in code made by exec() of a string (a dataclass's methods, during a lazy
+    import) is caught by run_main like any other; CPython would otherwise end the interpreter with
+    SIGINT at exit (-2) although the exception was handled."""
+    import subprocess
+    import sys
+
+    module = tmp_path / "stop_in_exec.py"
+    module.write_text(
+        "import os, signal, sys\n"
+        "from autotune import command_line as cli\n"
+        "def main(argv):\n"
+        "    cli.interruptible()\n"
+        "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nx = 1\\n', {})\n"
+        "    return 0\n"
+        "sys.exit(cli.run_main(main))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    proc = subprocess.run([sys.executable, "-m", "stop_in_exec"], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == cli.INTERRUPTED == 130, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip() == "interrupted (SIGINT): stopped", proc.stderr
