@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
-from typing import Any
 
 import optuna
 import pytest
@@ -24,15 +22,7 @@ from autotune.search.console import print_summary
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
 from tests.e2e.test_search import SPACES, _assert_no_emulator_left, _mlflow, _study
-
-
-def _ray_reports(experiment_path: str) -> dict[str, list[dict[str, Any]]]:
-    """Every result each trial reported to Ray Tune, in order, by its speculative_algorithm."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for path in Path(experiment_path).glob("*/result.json"):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        out[str(rows[0]["config"]["speculative_algorithm"])] = rows
-    return out
+from tests.e2e.test_sequential import _ray_reports
 
 
 @pytest.mark.slow
