@@ -110,6 +110,8 @@ def run_search(opts: SearchOptions, *, out: TextIO | None = None) -> SearchOutco
 def _say_production_match(space: SearchSpace, *, out: TextIO) -> None:
     """One line on the workload against its production sample: a warning on stderr when far, a
     note on the console when matched; nothing without a sample."""
+    if space.workload.get("production_sample") is None:
+        return  # no sample: the workload's prompts need not be read here
     match = production_match(Workload.from_spec(space.workload, file=space.file))
     if match is None:
         return
