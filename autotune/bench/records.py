@@ -289,15 +289,9 @@ class BenchResult:
         record's end is unknown."""
         if not self.records or any(r.end is None for r in self.records):
             return None
-        # At one instant an end sorts before a start (-1 < 1): a request that closes as the next
-        # is sent was not in flight beside it.
-        events = sorted([(r.start, 1) for r in self.records] +
-                        [(r.end, -1) for r in self.records])
-        peak = now = 0
-        for _, step in events:
-            now += step
-            peak = max(peak, now)
-        return peak
+        steps = in_flight_steps([r.start for r in self.records],
+                                [r.end for r in self.records if r.end is not None])
+        return max((now for _, now in steps), default=0)
 
     def to_dict(self) -> dict[str, Any]:
         """Flat, JSON-ready metrics (no records); None stays None."""
@@ -334,3 +328,19 @@ class BenchResult:
                 fh.write(json.dumps(d) + "\n")
         return p
 
+
+def in_flight_steps(starts: Sequence[float], ends: Sequence[float]) -> list[tuple[float, int]]:
+    """The client's in-flight count after each send (``starts``) and close (``ends``), in time
+    order: ``(time, count)``. The one sweep that the peak, the tail share
+    (:func:`autotune.profile.load.client_tail_share`) and the steady interval
+    (:mod:`autotune.bench.steady`) read.
+
+    At one instant an end sorts before a start (-1 < 1): a request that closes as the next is sent
+    was not in flight beside it.
+    """
+    now = 0
+    out = []
+    for t, step in sorted([(t, 1) for t in starts] + [(t, -1) for t in ends]):
+        now += step
+        out.append((t, now))
+    return out

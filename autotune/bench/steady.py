@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.bench.records import RequestRecord
+from autotune.bench.records import RequestRecord, in_flight_steps
 
 #: The fewest waves (median request lifetimes) a steady interval must span to be used.
 MIN_WAVES = 1.0
@@ -66,17 +66,14 @@ class SteadyWindow:
 
 def _full_interval(records: Sequence[RequestRecord], level: int) -> tuple[float | None, float | None]:
     """When the client first had ``level`` in flight, and when it last fell below it."""
-    # At one instant an end sorts before a start: a request that closes as the next is sent was
-    # not in flight beside it (as BenchResult.peak_in_flight counts).
-    events = sorted([(r.start, 1) for r in records] + [(r.end, -1) for r in records if r.end is not None])
-    inflight, first, last = 0, None, None
-    for t, step in events:
-        before = inflight
-        inflight += step
+    steps = in_flight_steps([r.start for r in records], [r.end for r in records if r.end is not None])
+    before, first, last = 0, None, None
+    for t, inflight in steps:
         if before < level <= inflight and first is None:
             first = t
         if inflight < level <= before:
             last = t
+        before = inflight
     return first, last
 
 

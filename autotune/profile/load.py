@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from autotune.bench.records import in_flight_steps
 from autotune.figures import finite
 from autotune.profile.prom import Exposition, parse_exposition
 from autotune.sglang import metrics
@@ -138,14 +139,13 @@ def client_tail_share(spans: Sequence[tuple[float, float]], concurrency: int) ->
     t1 = max(e for _, e in spans)
     if not t1 > t0:
         return None
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
     below = 0.0
     inflight = 0
     last = t0
-    for t, step in events:
+    for t, now in in_flight_steps([s for s, _ in spans], [e for _, e in spans]):
         if inflight < concurrency:
             below += t - last
-        inflight += step
+        inflight = now
         last = t
     return below / (t1 - t0)
 
