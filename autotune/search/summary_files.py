@@ -37,7 +37,11 @@ TRIALS_CSV, SUMMARY_MD = "trials.csv", SUMMARY_REPORT
 PER_LEVEL_JSON = "per_level.json"
 
 # What every row carries after the searched parameters; phases in ms per cycle.
-_FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "baseline_tok_s",
+# window: which window output_tok_s is over (autotune.trial.window decides); window_reason: why the
+# whole window spoke where the steady one was asked; both windows' medians with their spreads.
+_FIGURES = ("output_tok_s", "output_tok_s_spread", "output_tok_s_range_pct", "window", "window_reason",
+            "output_tok_s_whole", "output_tok_s_whole_spread_pct", "output_tok_s_steady",
+            "output_tok_s_steady_spread_pct", "baseline_tok_s",
             "speedup", "accept_length", "acceptance", "synthetic_accept_length",
             "break_even_accept_length", "startup_s", "load_asked", "load_ran", "load_queued",
             "load_tail_pct", "load_capped", "load_note")

@@ -181,3 +181,24 @@ def test_a_winner_within_the_noise_of_its_runner_up_says_so_everywhere() -> None
                                   "over_runner_up": {"ratio": 1.08, "low": 1.05, "high": 1.11, "separated": True}},
                     finalists=finalists)
     assert not ahead.within_noise and "within the noise, either" not in summary_md(ahead, [])
+
+
+def test_each_row_says_which_window_spoke_and_keeps_both_figures() -> None:
+    """trials.csv carries the window the objective used, both windows' tok/s with their spreads, and
+    why steady fell back to whole; a figure a trial does not have is an empty cell, not a 0."""
+    steady = result(SPEC, output_tok_s=310.0, window="steady", output_tok_s_whole=290.0,
+                    output_tok_s_whole_spread_pct=2.5, output_tok_s_steady=310.0,
+                    output_tok_s_steady_spread_pct=0.8)
+    fell = result({**SPEC, "speculative_num_steps": 5}, output_tok_s=280.0, window="whole",
+                  window_reason="repeat 2: the steady interval spans 0.80 waves, under 1",
+                  output_tok_s_whole=280.0, output_tok_s_whole_spread_pct=1.0)
+    failed = result({**SPEC, "speculative_num_steps": 7}, status="failed", reason="crashed at start-up")
+    entries = [TrialEntry(tid, r.params, TrialReport(objective=r.output_tok_s, constraints={}, result=r))
+               for tid, r in (("t1", steady), ("t2", fell), ("t3", failed))]
+    got = {r["trial_id"]: r for r in csv.DictReader(io.StringIO(trials_csv(rows_of(entries))))}
+    cols = ("window", "window_reason", "output_tok_s_whole", "output_tok_s_whole_spread_pct",
+            "output_tok_s_steady", "output_tok_s_steady_spread_pct")
+    assert [got["t1"][c] for c in cols] == ["steady", "", "290.0", "2.5", "310.0", "0.8"]
+    assert [got["t2"][c] for c in cols] == ["whole", "repeat 2: the steady interval spans 0.80 waves, under 1",
+                                           "280.0", "1.0", "", ""]
+    assert [got["t3"][c] for c in cols] == [""] * len(cols)
