@@ -308,7 +308,8 @@ class Tracker:
             confirmed: Set ``autotune.confirmed`` (a finalist re-measured and still feasible).
             tags: More tags.
             run_name: The run's name when it is created.
-            finish: End the run (FINISHED, or FAILED for a failed trial); False leaves it RUNNING.
+            finish: End the run (:func:`autotune.tracking.trial_log.run_status`: FINISHED, FAILED
+                for a failed trial, KILLED for a stopped one); False leaves it RUNNING.
             attempt: The attempt's number (the spool's); the run's last plus one if None.
             at_ms: The result's time (the spool's, so a replay writes the same); now if None.
             drain: Ignored: every write here is made at once (see :meth:`drain`).

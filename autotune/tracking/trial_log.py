@@ -185,9 +185,18 @@ def log_result(client: MlflowClient, run_id: str, trial_id: str, result: TrialRe
               params=new_params(existing, trial_params(result, spec)))
     _log_artifacts(client, run_id, trial_id, result, spec, attempt)
     if finish:
-        status = "FAILED" if result.status == Status.FAILED else "FINISHED"
+        status = run_status(result.status)
         ended = run_times(result)[1]
         retry(lambda: client.set_terminated(run_id, status=status, end_time=ended))
+
+
+def run_status(status: str | None) -> str:
+    """The MLflow ``RunStatus`` a trial run ends with, from autotune's verdict: ``FAILED`` for a failed
+    trial, ``KILLED`` for one Ray Tune stopped from outside (a scheduler, ``budget.wall_time_s``: its
+    objective is unknown, so the MLflow UI must not show it as a finished trial), else ``FINISHED``."""
+    if status == Status.FAILED:
+        return "FAILED"
+    return "KILLED" if status == Status.STOPPED else "FINISHED"
 
 
 def log_lost(client: MlflowClient, run_id: str, *, attempt: int | None, reason: str) -> None:

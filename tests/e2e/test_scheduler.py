@@ -73,6 +73,7 @@ def test_a_trial_the_scheduler_stops_is_recorded_stopped_with_its_rounds_and_gpu
     assert len(stopped_runs) == 1
     run = stopped_runs[0]
     assert run.tags["autotune.sequential"] == "stopped-by-scheduler" and run.tags["autotune.rounds"] == "1"
+    assert run.mlflow_status == "KILLED"  # stopped from outside: not FINISHED like a good trial
     assert run.metrics.get("gpu_s", 0) > 0 and "output_tok_s" not in run.metrics
     assert parent.data.metrics["stopped_trials"] == 1.0
     _assert_no_emulator_left(sim_env)

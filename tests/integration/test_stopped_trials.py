@@ -53,6 +53,8 @@ def test_stopped_trials_are_recorded_once_however_ray_stopped_them(tmp_path: Pat
     runs = {r.trial_id: r for r in tracker.trial_runs()}
     assert set(runs) == {"sched1", "budget1"}  # once each; none for the earlier session's trial
     assert {r.status for r in runs.values()} == {"stopped"}
+    # Stopped from outside, by the scheduler or the budget: MLflow's KILLED, never FINISHED like a good trial.
+    assert {r.mlflow_status for r in runs.values()} == {"KILLED"}
     assert runs["budget1"].tags["autotune.reason"].startswith("stopped by the wall-time budget after round 2")
     assert runs["sched1"].tags["autotune.reason"].startswith("stopped by the scheduler after round 2")
     assert [e.trial_id for e in callback.ledger.results] == ["sched1", "budget1"]

@@ -21,6 +21,8 @@ from autotune.launch.spec import LaunchSpec
 from autotune.sglang.args import parse_server_args, sglang_available
 from autotune.tracking.search_reader import MlflowReader
 from autotune.tracking.tracker import Tracker
+from autotune.trial.gpu_time import GpuTime
+from autotune.trial.result import stopped_result
 from tests.tracking_helpers import eagle, failed, launch, result
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -213,6 +215,23 @@ def test_the_newest_search_run_is_used(store, capsys):
     code, text, err = _export(store, "--name", "twice", "--format", "json", capsys=capsys)
     assert code == 0, err
     assert json.loads(text)["autotune"]["trial_id"] == "u"
+
+
+def test_a_stopped_trial_ends_killed_and_is_never_exported(store, capsys):
+    """A trial Ray Tune stopped after a round (its rounds faster than anything else) ends its run
+    KILLED, not FINISHED, and the export still chooses among the judged trials."""
+    stopped = stopped_result(eagle(6, 1), is_baseline=False, rounds=1, cap=4, tok_s=[2400.0],
+                             gpu_time=GpuTime(startup_s=5.0, warmup_s=1.0, measure_s=2.0))
+    tr = _search(store, "with-stopped", [
+        ("base", result({}, 1000.0), {}),
+        ("t_stop", stopped, {}),
+        ("t_ok", result(eagle(3, 1), 1400.0), {}),
+    ])
+    ended = {r.trial_id: r.mlflow_status for r in tr.trial_runs()}
+    assert ended == {"base": "FINISHED", "t_stop": "KILLED", "t_ok": "FINISHED"}
+    code, text, err = _export(store, "--name", "with-stopped", "--format", "json", capsys=capsys)
+    assert code == 0, err
+    assert json.loads(text)["autotune"]["trial_id"] == "t_ok"
 
 
 def test_nothing_feasible_exits_1(store, capsys):
