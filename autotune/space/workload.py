@@ -155,8 +155,7 @@ class Workload:
                        "the requests in flight: leave it out (or null) for no cap, as "
                        "bench_serving --request-rate" if v["request_rate"] is not None else "")
         rate = positive("request_rate")
-        num = (integer("num_prompts", 1) if "num_prompts" in spec
-               else sized_num_prompts(largest_closed_loop(levels, conc, rate)))
+        num = integer("num_prompts", 1) if "num_prompts" in spec else num_prompts_of(spec)
         max_dur = positive("max_duration_s")
         if conc is None and rate is None:
             raise bad("concurrency", "set concurrency, request_rate, or both; with neither "
@@ -301,6 +300,28 @@ def sized_num_prompts(concurrency: int | None) -> int:
     """``num_prompts`` when not written: :data:`WINDOW_WAVES` waves of the largest concurrency, at
     least :data:`MIN_NUM_PROMPTS` (a server cap below the concurrency only adds waves)."""
     return max(MIN_NUM_PROMPTS, WINDOW_WAVES * (concurrency or 0))
+
+
+def num_prompts_of(spec: Mapping[str, Any] | None) -> int:
+    """The measured requests a ``workload:`` section sends per repeat, without loading its prompts:
+    ``num_prompts`` as written, else :func:`sized_num_prompts` of its largest closed-loop
+    concurrency. For code that models a workload instead of running it (bench_search's GPU time),
+    and :meth:`Workload.from_spec`'s default.
+
+    Raises:
+        ConfigError: A bad list of levels or primary key.
+    """
+    spec = spec or {}
+    if spec.get("num_prompts") is not None:
+        return int(spec["num_prompts"])
+    def bad(key: str, msg: str) -> ConfigError:
+        return ConfigError(msg, field=f"workload.{key}")
+
+    levels, _ = read_levels(spec, bad)
+    if levels:
+        return sized_num_prompts(largest_closed_loop(levels, None, None))
+    rate = spec.get("request_rate")
+    return sized_num_prompts(largest_closed_loop(None, concurrency_of(spec), None if rate is None else float(rate)))
 
 
 def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:

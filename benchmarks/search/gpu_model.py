@@ -17,7 +17,8 @@ config its :class:`ServerTimes`:
   so not counted, in every strategy and in the sweep alike.
 - **Modelled** (the emulator, the synthetic families, any record without ``startup_s``):
   start-up :data:`MODEL_STARTUP_S`, the median of the 40 recorded H200 start-ups; a round is the
-  workload's measured tokens (``num_prompts x output_len``) at the config's true tok/s; warm-up is
+  workload's measured tokens (``num_prompts x output_len``, ``num_prompts`` as the product sizes it
+  when unwritten: :func:`autotune.space.workload.num_prompts_of`) at the config's true tok/s; warm-up is
   :data:`MODEL_WARMUP_ROUNDS` rounds (the stabilising passes stop at two that agree); teardown
   unknown, as recorded.
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.space.trial_config import config_key
+from autotune.space.workload import num_prompts_of
 from autotune.trial.gpu_time import BASELINES, TRIALS, GpuTime, Spent, events_of, gpus_of
 
 __all__ = ["MODEL_STARTUP_S", "MODEL_WARMUP_ROUNDS", "ServerTimes", "modelled_times", "recorded_times",
@@ -106,7 +108,8 @@ def modelled_times(space: Any, params: Mapping[str, Any], tok_s: float | None) -
     if tok_s is None or not tok_s > 0:
         return ServerTimes(gpus, MODEL_STARTUP_S, None, None, None, "model")
     workload = space.workload or {}
-    tokens = int(workload.get("num_prompts") or 8) * int(workload.get("output_len") or 256)
+    # The requests a search's repeat sends: as written, else sized as the product sizes them.
+    tokens = num_prompts_of(workload) * int(workload.get("output_len") or 256)
     round_s = tokens / tok_s
     return ServerTimes(gpus, MODEL_STARTUP_S, MODEL_WARMUP_ROUNDS * round_s, round_s, None, "model")
 

@@ -28,6 +28,7 @@ from autotune.errors import AutotuneError
 from autotune.search.trial_report import TrialReport
 from autotune.simtools.evaluate import ModelEvaluator
 from autotune.space.trial_config import config_key
+from autotune.space.workload import num_prompts_of
 from autotune.trial.gpu_time import BASELINES, TRIALS, GpuTotals, Spent, count, events_of
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
@@ -199,9 +200,7 @@ def load_problem(space_path: str | None = None, *, profile: str | None = None,
         if space_path is None:
             raise ValueError("give a space (--space) or a recorded landscape (--landscape)")
         space = load_space(space_path)
-        workload = space.workload or {}
-        requests = (int(workload.get("num_prompts") or 8)
-                    * int(getattr(space.measure, "repeats", 1) or 1))
+        requests = num_prompts_of(space.workload) * int(getattr(space.measure, "repeats", 1) or 1)
         source = EmulatorTruth(ModelEvaluator(space, profile=profile, noise_cv=0.0),
                                requests=requests)
         where = space_path

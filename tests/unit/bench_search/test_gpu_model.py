@@ -10,6 +10,7 @@ import statistics
 import pytest
 
 from autotune.space.trial_config import config_key
+from autotune.space.workload import Workload
 from autotune.trial.gpu_time import count
 from benchmarks.search.gpu_model import (
     MODEL_STARTUP_S,
@@ -67,6 +68,23 @@ def test_the_model_rounds_are_the_workload_at_the_config_tok_s_and_a_failure_pay
     failed = modelled_times(problem.space, {**BEST, "tp_size": 4}, None).record(3)
     assert failed.gpus == 4 and failed.startup_s == MODEL_STARTUP_S
     assert failed.warmup_s is None and failed.measure_s is None
+
+
+def test_an_unwritten_num_prompts_is_modelled_as_the_search_would_run_it(tmp_path) -> None:
+    """A space that leaves num_prompts out: bench_search's rounds and its histogram counts use the
+    requests the product's workload sends (6 waves of concurrency 16 = 96), not a fixed 8."""
+    text = open(tiny(tmp_path, tps="[1]")).read().replace("num_prompts: 4, ", "").replace(
+        "concurrency: 1,", "concurrency: 16,")
+    path = tmp_path / "sized.yaml"
+    path.write_text(text)
+    problem = load_problem(str(path))
+    wl = problem.space.workload
+    assert "num_prompts" not in wl
+    runs = Workload.from_spec(wl).num_prompts
+    assert runs == 96
+    tok_s = problem.truth(BEST)["output_tok_s"]
+    assert server_times(problem, BEST).round_s == pytest.approx(runs * wl["output_len"] / tok_s)
+    assert problem.evaluator.requests == runs * int(problem.space.measure.repeats)
 
 
 def test_a_run_costs_its_servers_and_its_confirmation_by_the_one_count(tmp_path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from autotune.data import make_prompts
 from autotune.errors import ConfigError
 from autotune.space.prompts import Prompt, read_jsonl, read_sharegpt
-from autotune.space.workload import Workload
+from autotune.space.workload import Workload, num_prompts_of
 
 
 def write(path: Path, text: str) -> Path:
@@ -308,3 +308,17 @@ def test_an_unwritten_num_prompts_holds_six_waves_of_the_largest_concurrency(tmp
     jsonl(tmp_path / "p.jsonl", [{"prompt": f"q{i}"} for i in range(80)])
     with pytest.raises(ConfigError, match=r"= 100 \(num_prompts, not written, is 6 waves of the largest"):
         Workload.from_spec({"source": "jsonl", "path": str(tmp_path / "p.jsonl"), "concurrency": 16})
+
+
+@pytest.mark.parametrize(("spec", "runs"), [
+    ({}, 64), ({"concurrency": 16}, 96), ({"concurrency": 64}, 384), ({"concurrency": [1, 16, 48]}, 288),
+    ({"concurrency": [4, 32], "primary_concurrency": 4}, 192), ({"request_rate": 4.0}, 64),
+    ({"request_rate": 4.0, "concurrency": 32}, 64), ({"request_rate": [2, 8]}, 64),
+    ({"concurrency": 64, "num_prompts": 32}, 32),
+])
+def test_the_modelled_num_prompts_is_what_the_workload_runs(spec, runs):
+    """num_prompts_of (for models such as bench_search's GPU time: no prompts loaded) gives the
+    number a built workload sends: 6 waves of the largest closed-loop concurrency, at least 64, or
+    as written."""
+    assert num_prompts_of(spec) == runs
+    assert Workload.from_spec({"source": "builtin", "output_len": 8, **spec}).num_prompts == runs
