@@ -15,13 +15,14 @@ sample"):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autotune.bench.workload_shape import prompt_stats, shape_text
-from autotune.space.prompts import read_sample
 
 if TYPE_CHECKING:
+    from autotune.space.prompts import _Entry
     from autotune.space.workload import Workload
 
 #: A prompt-length ratio (median or p90, space over sample) outside [1/LENGTH_FACTOR, LENGTH_FACTOR]
@@ -118,15 +119,25 @@ class ShapeMatch:
         return out
 
 
-def production_match(workload: Workload) -> ShapeMatch | None:
+def production_match(workload: Workload, sample: Sequence[_Entry] | None) -> ShapeMatch | None:
     """The workload's measured prompts against its production sample; None when it declares none.
 
+    Args:
+        workload: The space's workload (its measured prompts; ``production_sample`` its path).
+        sample: The sample's prompts as parsed when the space loaded
+            (:attr:`autotune.space.search_space.SearchSpace.production_sample`): the file is not
+            read again here.
+
     Raises:
-        ConfigError: The sample cannot be read (space loading checked it; it may have changed since).
+        ValueError: The workload declares a sample and none was given, or the reverse.
     """
-    if workload.production_sample is None:
+    if (workload.production_sample is None) != (sample is None):
+        raise ValueError("production_match needs the parsed production sample exactly when the workload "
+                         f"declares one (workload: {workload.production_sample!r}, sample "
+                         f"{'given' if sample is not None else 'None'})")
+    if workload.production_sample is None or sample is None:
         return None
     space = _stats([shape_text(p.text, p.messages) for p in workload.measured()])
-    production = _stats([shape_text(e.text, e.messages) for e in read_sample(workload.production_sample)])
+    production = _stats([shape_text(e.text, e.messages) for e in sample])
     return ShapeMatch(sample=workload.production_sample, space=space, production=production,
                       reasons=tuple(far_reasons(space, production)))

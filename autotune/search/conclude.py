@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Sequence, TextIO
 from autotune.backend import get_backend
 from autotune.bench.shape_match import TAG_PRODUCTION_SAMPLE, production_match
 from autotune.bench.workload_shape import INPUT_TOKEN_KEYS, TAG_WORKLOAD_SHAPE, shape_line, workload_shape
-from autotune.errors import ConfigError
 from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import config_label, num
@@ -225,10 +224,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])
     workload = Workload.from_spec(space.workload, file=space.file)
     outcome.workload_shape = {**workload_shape(workload), **{k: getattr(winner, k, None) for k in INPUT_TOKEN_KEYS}}
-    try:
-        match = production_match(workload)
-    except ConfigError:  # the sample went since the start, which compared it: no reason to fail the end
-        match = None
+    match = production_match(workload, space.production_sample)  # parsed when the space loaded
     outcome.production_match = match.to_dict() if match is not None else None
     if levels and not interrupted:
         outcome.per_level = level_answers(

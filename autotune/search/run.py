@@ -112,7 +112,7 @@ def _say_production_match(space: SearchSpace, *, out: TextIO) -> None:
     note on the console when matched; nothing without a sample."""
     if space.workload.get("production_sample") is None:
         return  # no sample: the workload's prompts need not be read here
-    match = production_match(Workload.from_spec(space.workload, file=space.file))
+    match = production_match(Workload.from_spec(space.workload, file=space.file), space.production_sample)
     if match is None:
         return
     if match.far:

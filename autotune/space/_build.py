@@ -123,8 +123,8 @@ class _Builder(CrossChecks):
                                       fixed_args)
         rules = self._rules(data.get("rules"), lines.get("rules"))
         forbidden = read_forbidden(r, data.get("forbidden"), lines.get("forbidden"))
-        workload = read_workload(r, data.get("workload"), lines.get("workload"),
-                                 base_dir=str(self.base), model_path=model_path)
+        workload, production_sample = read_workload(r, data.get("workload"), lines.get("workload"),
+                                                    base_dir=str(self.base), model_path=model_path)
         name = data.get("name", Path(self.file).stem if self.file else "space")
         description = data.get("description", "")
         r.string(name, "name", lines.get("name"))
@@ -136,7 +136,7 @@ class _Builder(CrossChecks):
             name=name, file=self.file, backend=backend, profile=profile,
             model_path=model_path, draft_model_path=draft, fixed_args=fixed_args,
             fixed_env=fixed_env, parameters=parameters, rules=rules, forbidden=forbidden,
-            workload=workload,
+            workload=workload, production_sample=production_sample,
             measure=read_measure(r, data.get("measure"), lines.get("measure")),
             objective=read_objective(r, data.get("objective"), lines.get("objective")),
             constraints=read_constraints(r, data.get("constraints"), lines.get("constraints")),

@@ -16,7 +16,8 @@ from autotune._yaml_lines import key_line_of, line_of
 from autotune.sglang import datasets as sglang_datasets
 from autotune.space._expr import ExprError, parse_slo
 from autotune.space._schema import Reader, closest, join, type_name
-from autotune.space.workload import Workload, check_production_sample
+from autotune.space.prompts import _Entry
+from autotune.space.workload import Workload, read_production_sample
 
 _LATENCIES = ("ttft", "itl", "e2e")
 _PERCENTILES = (50, 90, 99)
@@ -301,13 +302,14 @@ def read_scheduler(reader: Reader, value: Any, line: int | None) -> Scheduler | 
                                         line_of(value, "reduction_factor"), minimum=2))
 
 
-def read_workload(reader: Reader, value: Any, line: int | None, *,
-                  base_dir: str, model_path: str | None = None) -> dict[str, Any]:
-    """Check ``workload:`` with :class:`autotune.space.workload.Workload` and return it as given.
+def read_workload(reader: Reader, value: Any, line: int | None, *, base_dir: str,
+                  model_path: str | None = None) -> tuple[dict[str, Any], tuple[_Entry, ...] | None]:
+    """Check ``workload:`` with :class:`autotune.space.workload.Workload` and return it as given,
+    with its production sample parsed (None without one).
 
     ``autotune.space.workload`` owns the keys and defaults; the returned dict holds only the keys in
     the file, with a relative ``path`` or ``production_sample`` made absolute (trials run in other
-    directories).
+    directories). The sample is read here, once (:func:`autotune.space.workload.read_production_sample`).
 
     Args:
         reader: Error helper.
@@ -338,5 +340,4 @@ def read_workload(reader: Reader, value: Any, line: int | None, *,
             lines.update({f"{key}[{i}]": n for i in range(len(item))
                           if (n := line_of(item, i)) is not None})
     workload = Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
-    check_production_sample(workload, file=reader.file, line=lines.get("production_sample"))
-    return out
+    return out, read_production_sample(workload, file=reader.file, line=lines.get("production_sample"))

@@ -48,6 +48,7 @@ from autotune.space._schema_sections import (
 )
 from autotune.space._walk import INVALID, SET, SKIP, SpaceWalk
 from autotune.space.packaged import resolve_space
+from autotune.space.prompts import _Entry
 from autotune.space.rules import ALGO
 from autotune.space.synthetic import SyntheticAcceptance
 from autotune.space.trial_config import TrialConfig
@@ -75,6 +76,9 @@ class SearchSpace(SpaceWalk):
         forbidden: Flags and env values no trial may use.
         workload: The ``workload:`` section as given (relative path made absolute), checked
             by ``autotune.space.workload.Workload.from_spec``, which owns its defaults.
+        production_sample: ``workload.production_sample``'s prompts, parsed when the space loaded
+            (read once: the search's start and end compare with these, never the file again);
+            None when the space declares none.
         measure, objective, constraints, budget, resources, search: Their sections.
         exclusive_node: Whether a trial takes a whole node.
         description: Free text.
@@ -109,6 +113,7 @@ class SearchSpace(SpaceWalk):
     nccl_prescreen: NcclPrescreen | None = None
     nccl_bundle: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
     synthetic_acceptance: SyntheticAcceptance | None = None
+    production_sample: tuple[_Entry, ...] | None = field(default=None, repr=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     lines: dict[str, int | None] = field(default_factory=dict, repr=False)
     _order: tuple[Parameter, ...] = field(default=(), repr=False)

@@ -83,8 +83,8 @@ class Workload:
                 search optimises (default: the first). ``sample`` is how prompts are drawn:
                 ``random`` (default) or ``stratified`` by kind (:mod:`autotune.space.sampling`).
                 ``production_sample``: a file of production's prompts (JSONL, ShareGPT JSON or
-                text, :func:`autotune.space.prompts.read_sample`), checked by
-                :func:`check_production_sample` where the space loads; null (default) for none.
+                text, :func:`autotune.space.prompts.read_sample`), read by
+                :func:`read_production_sample` where the space loads; null (default) for none.
             file: The search-space file, for error messages.
             base_dir: Directory that a relative ``path`` is relative to (the space file's).
             lines: Optional line number of each key in ``file``, for error messages.
@@ -344,7 +344,7 @@ def primary_concurrency(spec: Mapping[str, Any] | None) -> int | None:
 def _production_sample(value: Any, base_dir: str | Path | None,
                        bad: Callable[[str, str], ConfigError]) -> str | None:
     """The resolved path of ``production_sample``; None without one. The file itself is read where
-    the space loads (:func:`check_production_sample`), not in every trial: a trial never reads it."""
+    the space loads (:func:`read_production_sample`), not in every trial: a trial never reads it."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
@@ -356,19 +356,22 @@ def _production_sample(value: Any, base_dir: str | Path | None,
     return str(p)
 
 
-def check_production_sample(workload: Workload, *, file: str | None = None, line: int | None = None) -> None:
-    """Read the workload's production sample once, when its space loads; nothing without one.
+def read_production_sample(workload: Workload, *, file: str | None = None,
+                           line: int | None = None) -> tuple[_Entry, ...] | None:
+    """The workload's production sample, parsed: read once, when its space loads
+    (:attr:`autotune.space.search_space.SearchSpace.production_sample` keeps it for the search's
+    comparisons); None without one.
 
     Raises:
         ConfigError: The file is missing (at the space's ``production_sample:`` line), unreadable or
             malformed (at the sample's own line), or holds too few prompts.
     """
     if workload.production_sample is None:
-        return
+        return None
     if not Path(workload.production_sample).is_file():
         raise ConfigError(f"production sample not found: {workload.production_sample}", file=file, line=line,
                           field="workload.production_sample")
-    read_sample(workload.production_sample)  # its own errors name the file and line
+    return tuple(read_sample(workload.production_sample))  # its own errors name the file and line
 
 
 def _dataset_entries(dataset: sglang_datasets.DatasetSource, path: Path, v: Mapping[str, Any],

@@ -1,12 +1,15 @@
 """A space whose prompts are far from its declared production sample, searched end to end: real Ray,
 real emulator servers, real MLflow (sqlite in tmp_path). The search warns on stderr at its start, and
-its ``summary.md`` and MLflow run say the same."""
+its ``summary.md`` and MLflow run say the same; the driver reads the sample from disk once."""
 
 from __future__ import annotations
 
+import builtins
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,8 +23,25 @@ from tests.e2e.test_search import _assert_no_emulator_left, _mlflow
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
+def count_opens(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:
+    """Every open of ``path`` in this process from now on (``open()`` and ``Path.open``, which calls
+    ``io.open``), each passed on to the real open: a list that grows by one mode per open."""
+    real: Callable[..., Any] = io.open
+    opened: list[str] = []
+
+    def counted(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, (str, Path)) and Path(file) == path:
+            opened.append(mode)
+        return real(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counted)
+    monkeypatch.setattr(builtins, "open", counted)
+    return opened
+
+
 def test_a_far_workload_is_warned_of_at_the_start_and_recorded(
-        tmp_path: Path, sim_env: Path, space_factory: SpaceFactory, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, sim_env: Path, space_factory: SpaceFactory, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # Production: one long shared document asked about again and again; the space sends two short,
     # distinct built-in prompts.
     doc = "Section 4.2 of the shared service agreement, quoted in full. " * 60
@@ -30,7 +50,11 @@ def test_a_far_workload_is_warned_of_at_the_start_and_recorded(
     path = space_factory.write(name="prod-sample", workload={"production_sample": "prod.jsonl"},
                                budget={"trials": 1})
     out = io.StringIO()
+    opened = count_opens(monkeypatch, tmp_path / "prod.jsonl")
     outcome = run_search(SearchOptions(space=str(path), root=str(tmp_path)), out=out)
+    # Read once, when the space loaded; the start's warning and the end's summary compare with that.
+    # (The Ray trial processes load the space on their own; this counts the driver.)
+    assert opened == ["r"], opened
     err = capsys.readouterr().err
     warnings = [line for line in err.splitlines() if "production sample" in line]
     assert len(warnings) == 1, err

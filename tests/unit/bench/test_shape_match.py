@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from autotune.bench.shape_match import LENGTH_FACTOR, SHARE_POINTS, far_reasons, production_match
+from autotune.bench.shape_match import LENGTH_FACTOR, SHARE_POINTS, ShapeMatch, far_reasons, production_match
 from autotune.bench.workload_shape import PREFIX_CHARS
 from autotune.errors import ConfigError
 from autotune.space.search_space import load_space
-from autotune.space.workload import Workload
+from autotune.space.workload import Workload, read_production_sample
 
 SPACES = Path(__file__).resolve().parents[2] / "spaces"
 
@@ -50,18 +50,23 @@ def _workload(tmp_path: Path, sample: Path, **spec: object) -> Workload:
                                "production_sample": sample.name, **spec}, base_dir=tmp_path)
 
 
+def _match(tmp_path: Path, sample: Path) -> ShapeMatch | None:
+    """The comparison as a search makes it: the sample parsed once, then compared."""
+    workload = _workload(tmp_path, sample)
+    return production_match(workload, read_production_sample(workload))
+
+
 def test_the_builtin_prompts_match_themselves_and_not_a_shared_long_prompt_sample(tmp_path: Path) -> None:
     same = Workload.from_spec({"source": "builtin", "num_prompts": 16, "warmup_prompts": 0, "output_len": 16})
     texts = [p.text or "" for p in same.measured()]
-    match = production_match(_workload(tmp_path, _sample(tmp_path / "same.jsonl", texts)))
+    match = _match(tmp_path, _sample(tmp_path / "same.jsonl", texts))
     assert match is not None and not match.far and match.reasons == ()
     assert match.line().startswith("the workload's prompts match the production sample")
     assert match.space == match.production and match.production["prompts"] == 16
     # Production: one long shared document, asked about 40 times, repeats included.
     doc = "A shared contract clause about liability and indemnity. " * 100
     assert len(doc) > PREFIX_CHARS
-    far = production_match(_workload(tmp_path, _sample(tmp_path / "prod.jsonl",
-                                                        [doc + f"Question {i % 20}?" for i in range(40)])))
+    far = _match(tmp_path, _sample(tmp_path / "prod.jsonl", [doc + f"Question {i % 20}?" for i in range(40)]))
     assert far is not None and far.far
     assert far.production["shared_prefix_pct"] == 100.0 and far.production["distinct_pct"] == 50.0
     assert [r.split(" ")[0] for r in far.reasons] == ["median", "p90", "prompts", "distinct"]
@@ -74,7 +79,7 @@ def test_the_builtin_prompts_match_themselves_and_not_a_shared_long_prompt_sampl
 def test_a_text_sample_is_one_prompt_a_line(tmp_path: Path) -> None:
     path = tmp_path / "prod.txt"
     path.write_text("\n".join(f"short question {i}" for i in range(12)) + "\n\n")
-    match = production_match(_workload(tmp_path, path))
+    match = _match(tmp_path, path)
     assert match is not None and match.production["prompts"] == 12
     # Ten lines of 16 characters and two of 17 (questions 10 and 11); the blank lines are no prompts.
     assert match.production["prompt_chars_p50"] == 16.0
@@ -82,7 +87,7 @@ def test_a_text_sample_is_one_prompt_a_line(tmp_path: Path) -> None:
 
 
 def test_no_sample_no_match() -> None:
-    assert production_match(Workload.from_spec({"source": "builtin", "num_prompts": 4})) is None
+    assert production_match(Workload.from_spec({"source": "builtin", "num_prompts": 4}), None) is None
 
 
 def test_bad_samples_say_file_line_and_field(tmp_path: Path) -> None:
@@ -113,10 +118,20 @@ def test_bad_samples_say_file_line_and_field(tmp_path: Path) -> None:
     assert load_space(space).workload["production_sample"] == str(tmp_path / "prod.jsonl")
 
 
-def test_a_trial_never_reads_the_sample_only_the_space_load_and_the_comparison_do(tmp_path: Path) -> None:
+def test_only_the_space_load_reads_the_sample(tmp_path: Path) -> None:
     # Trials build their workload from the loaded space: a sample gone since then does not fail them.
     gone = Workload.from_spec({"source": "builtin", "num_prompts": 4, "production_sample": "gone.jsonl"},
                               base_dir=tmp_path)
     assert gone.production_sample == str(tmp_path / "gone.jsonl") and len(gone.measured()) == 4
-    with pytest.raises(ConfigError, match="gone.jsonl: cannot read prompt file"):
-        production_match(gone)
+    # The comparison works on the sample parsed at load: the file is not read again.
+    sample = _sample(tmp_path / "prod.jsonl", [f"question {i}" for i in range(12)])
+    workload = _workload(tmp_path, sample)
+    parsed = read_production_sample(workload)
+    sample.unlink()
+    match = production_match(workload, parsed)
+    assert match is not None and match.production["prompts"] == 12
+    # A declared sample not passed on (or one passed for a workload without one) is a caller's error.
+    with pytest.raises(ValueError, match="needs the parsed production sample exactly when"):
+        production_match(workload, None)
+    with pytest.raises(ValueError, match="needs the parsed production sample exactly when"):
+        production_match(Workload.from_spec({"source": "builtin", "num_prompts": 4}), parsed)
