@@ -3,11 +3,12 @@
 Reads the cost surface the search logged (``report/cost_surface.json`` on its newest search run in
 MLflow, or ``--surface FILE``: the file written beside ``-o``), predicts every measured config and
 every unmeasured one the surface can interpolate at the acceptance given (``--acceptance
-rates:[0.8,0.7,...]`` or ``--acceptance-file F``), names the predictions too uncertain to trust and
+rates:[0.8,0.7,...]`` or ``--acceptance-file F``) at one load level (``--level C``; by default the
+search's primary level, said on the first line), names the predictions too uncertain to trust and
 prints the ``python -m autotune.trial`` commands that confirm the top ones on a GPU. No server
 runs. Every tok/s it prints is a prediction. ``--phase-costs FILE`` writes the phase-cost table
 (batch size x steps x draft tokens -> draft, verify, re-extend ms) and ``--adaptive-config FILE``
-SGLang's adaptive speculation table from it, checked by SGLang's loader.
+SGLang's adaptive speculation table from it (every measured batch size), checked by SGLang's loader.
 
 Exit code 0 with a ranking, 1 when no prediction can be trusted, 2 for bad input.
 """

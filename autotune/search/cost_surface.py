@@ -18,8 +18,14 @@ writes beside its report files and logs on its MLflow run as ``report/cost_surfa
 acceptance is a prediction and is labelled so (:data:`PREDICTED`); the surface itself holds only
 measurements and the fit.
 
-What it does not cover yet: per-level surfaces (a search with load levels keeps its primary level
-only) and finalists' re-measurements (the first measurement of a config is kept).
+Costs belong to a batch size, so a search with load levels (``workload.concurrency: [1, 16, 64]``)
+keeps one surface per level in ``levels``, each from that level's measurement of every config
+(:func:`autotune.trial.level_results.level_result`); the top of the file is the primary level's, in
+the single-level shape, so a reader that knows nothing of levels reads the primary level.
+:func:`at_level` gives one level's surface in that shape; :func:`check_format` refuses another
+format by name.
+
+What it does not cover yet: finalists' re-measurements (the first measurement of a config is kept).
 """
 
 from __future__ import annotations
