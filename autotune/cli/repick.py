@@ -3,11 +3,12 @@
 Reads the cost surface the search logged (``report/cost_surface.json`` on its newest search run in
 MLflow, or ``--surface FILE``: the file written beside ``-o``), predicts every measured config and
 every unmeasured one the surface can interpolate at the acceptance given (``--acceptance
-rates:[0.8,0.7,...]`` or ``--acceptance-file F``), names the predictions too uncertain to trust and
+rates:[0.8,0.7,...]`` or ``--acceptance-file F``) at one load level (``--level C``; by default the
+search's primary level, said on the first line), names the predictions too uncertain to trust and
 prints the ``python -m autotune.trial`` commands that confirm the top ones on a GPU. No server
 runs. Every tok/s it prints is a prediction. ``--phase-costs FILE`` writes the phase-cost table
 (batch size x steps x draft tokens -> draft, verify, re-extend ms) and ``--adaptive-config FILE``
-SGLang's adaptive speculation table from it, checked by SGLang's loader.
+SGLang's adaptive speculation table from it (every measured batch size), checked by SGLang's loader.
 
 Exit code 0 with a ranking, 1 when no prediction can be trusted, 2 for bad input.
 """
@@ -24,10 +25,11 @@ from typing import Any
 from autotune import command_line as cli
 from autotune.errors import AutotuneError
 from autotune.search.acceptance_profile import TOP1
-from autotune.search.cost_surface import COST_SURFACE_JSON
+from autotune.search.cost_surface import COST_SURFACE_JSON, at_level, levels_of
 from autotune.search.phase_costs import adaptive_candidates, phase_cost_table
 from autotune.search.repick import MAX_SD_PCT, Prediction, parse_acceptance, parse_categories, predict_all, ranking_text
 from autotune.sglang.adaptive import check_table
+from autotune.space.load_levels import LoadLevel
 from autotune.space.synthetic import SyntheticAcceptance
 from autotune.tracking.tracker import Tracker
 
@@ -46,6 +48,7 @@ class RepickArgs:
         acceptance_file: A JSON file of per-position rates (a list or ``{"rates": [...]}``), or
             the profile ``autotune acceptance --json`` writes.
         by_category: Rank for each category of ``acceptance_file``'s ``by_category``.
+        level: The load level to rank at (``"8"``, ``"r2.5"``); None: the search's primary level.
         max_sd_pct: The largest relative spread of a trusted prediction, percent.
         top: Rows of the ranking to print.
         confirm: How many top configs get a confirm command.
@@ -62,6 +65,7 @@ class RepickArgs:
     acceptance: str | None = None
     acceptance_file: str | None = None
     by_category: bool = False
+    level: str | None = None
     max_sd_pct: float = MAX_SD_PCT
     top: int = 10
     confirm: int = 2
@@ -82,6 +86,7 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
                   "{prog} --name demo --acceptance-file draft-v2.json --json -o repick.json",
                   "{prog} --name demo --acceptance-file profile.json --by-category   # autotune acceptance's",
                   "{prog} --surface out/s.cost_surface.json --acceptance 'rates:[0.7,0.6]'",
+                  "{prog} --name levels --level 64 --acceptance 'rates:[0.8,0.7,0.6]'   # concurrency: [1, 64]",
                   "{prog} --name demo --phase-costs costs.json --adaptive-config adaptive.json"])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--name", help="search name (the MLflow experiment)")
@@ -93,6 +98,9 @@ def build_parser(prog: str = PROG) -> cli.CommandParser:
                      help="a JSON file: [R1, ...], {\"rates\": [...]}, or autotune acceptance's profile")
     parser.add_argument("--by-category", action="store_true",
                         help="rank for each prompt category of --acceptance-file's by_category")
+    parser.add_argument("--level", metavar="C",
+                        help="the load level to rank at, for a search with load levels: a concurrency "
+                             "(8) or a request rate (r2.5); default: the search's primary level")
     parser.add_argument("--max-sd-pct", type=cli.positive_float, default=MAX_SD_PCT,
                         help=f"largest spread of a trusted prediction, percent (default {MAX_SD_PCT:g})")
     parser.add_argument("--top", type=cli.positive_int, default=10, help="rows to print (default 10)")
@@ -160,8 +168,9 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
             except ValueError as exc:
                 raise ValueError(f"{where}: {exc}") from None
             _warn_shape(text)
-        surface = load_surface(args)
-        notes = _tables(args, surface)
+        whole = load_surface(args)
+        surface, level = at_level(whole, args.level)
+        notes = _tables(args, whole)
         if acceptance is None:
             print("\n".join(notes))
             return cli.OK
@@ -175,6 +184,8 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     space = str(surface.get("space") or "SPACE")
     text = ranking_text(preds, space=space, top=args.top, confirm=args.confirm)
     record: dict[str, Any] = {"label": "predicted", "search": surface.get("search"),
+                              "level": level.field() if level is not None else None,
+                              "batch_size": surface.get("batch_size"),
                               "acceptance": list(acceptance.rates), "predictions": [p.to_dict() for p in preds]}
     if per_cat:
         text = f"all prompts: rates {[round(r, 3) for r in acceptance.rates]}\n" + text
@@ -186,9 +197,19 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
             record["by_category"][name] = {"acceptance": rates, "pick": _pick(cat_preds),
                                            "predictions": [p.to_dict() for p in cat_preds]}
         record["pick"] = _pick(preds)
+    if level is not None:
+        text = _level_line(whole, level, chosen=args.level is not None) + "\n" + text
     trusted = any(p.trusted for p in preds) or any(p.trusted for ps in per_cat.values() for p in ps)
     return cli.emit(args, text=text, record=record, what="the ranking",
                     code=cli.OK if trusted else cli.NO_RESULT)
+
+
+def _level_line(surface: dict[str, Any], level: LoadLevel, *, chosen: bool) -> str:
+    """Which level's costs the ranking used, and the others the surface keeps."""
+    others = [lv.key for lv in levels_of(surface) if lv != level]
+    why = "--level" if chosen else "the search's primary level"
+    return (f"costs at {level.describe()} ({why}); other levels: --level "
+            f"{' | '.join(others) if others else '(none)'}")
 
 
 def _pick(preds: list[Prediction]) -> dict[str, Any] | None:
@@ -222,10 +243,13 @@ def _tables(args: RepickArgs, surface: dict[str, Any]) -> list[str]:
     table = phase_cost_table(surface)
     if args.phase_costs:
         Path(args.phase_costs).write_text(json.dumps(table, indent=2) + "\n")
-        notes.append(f"wrote the phase-cost table ({len(table['entries'])} configs) to {args.phase_costs}")
+        notes.append(f"wrote the phase-cost table ({len(table['entries'])} entries, batch sizes "
+                     f"{table['batch_sizes']}) to {args.phase_costs}")
     if args.adaptive_config:
-        Path(args.adaptive_config).write_text(json.dumps(adaptive_candidates(table), indent=2) + "\n")
+        adaptive = adaptive_candidates(table)
+        Path(args.adaptive_config).write_text(json.dumps(adaptive, indent=2) + "\n")
         steps, checker = check_table(args.adaptive_config)
-        notes.append(f"wrote SGLang's adaptive config to {args.adaptive_config} (candidate steps "
-                     f"{steps}, read back by {checker})")
+        notes.append(f"wrote SGLang's adaptive config to {args.adaptive_config} (batch sizes "
+                     f"{', '.join(adaptive)}; candidate steps {steps}, read back by {checker})")
+    notes += [f"phase-cost table: {why}" for why in table["skipped"]]
     return notes

@@ -18,8 +18,14 @@ writes beside its report files and logs on its MLflow run as ``report/cost_surfa
 acceptance is a prediction and is labelled so (:data:`PREDICTED`); the surface itself holds only
 measurements and the fit.
 
-What it does not cover yet: per-level surfaces (a search with load levels keeps its primary level
-only) and finalists' re-measurements (the first measurement of a config is kept).
+Costs belong to a batch size, so a search with load levels (``workload.concurrency: [1, 16, 64]``)
+keeps one surface per level in ``levels``, each from that level's measurement of every config
+(:func:`autotune.trial.level_results.level_result`); the top of the file is the primary level's, in
+the single-level shape, so a reader that knows nothing of levels reads the primary level.
+:func:`at_level` gives one level's surface in that shape; :func:`check_format` refuses another
+format by name.
+
+What it does not cover yet: finalists' re-measurements (the first measurement of a config is kept).
 """
 
 from __future__ import annotations
@@ -32,14 +38,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autotune.search.samplers._candidates import ALGO, DRAFT, STEPS, TOPK
-from autotune.space.load_levels import concurrency_of
+from autotune.space.load_levels import CONCURRENCY, LoadLevel, concurrency_of, primary_level
 from autotune.space.trial_config import config_key
+from autotune.trial.level_results import level_result, levels_measured
 
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
     from autotune.trial.result import TrialResult
 
-__all__ = ["COST_SURFACE_JSON", "FORMAT", "PHASES", "PREDICTED", "surface_of", "throughput_line"]
+__all__ = ["COST_SURFACE_JSON", "FORMAT", "PHASES", "PREDICTED", "at_level", "check_format", "levels_of",
+           "surface_of", "throughput_line"]
 
 FORMAT = "autotune-cost-surface/1"
 COST_SURFACE_JSON = "cost_surface.json"
@@ -129,8 +137,76 @@ def throughput_line(points: Iterable[tuple[float, float]]) -> dict[str, float | 
             "resid_sd_rel": float(np.sqrt(np.mean((resid / u) ** 2))), "points": len(pts)}
 
 
+def _first_and_groups(space: SearchSpace, results: Sequence[TrialResult]
+                      ) -> tuple[list[TrialResult], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The first measurement of each config, the groups (non-speculative settings, in the order
+    first met: measured, then enumerated) and the space's speculative configs not measured."""
+    groups: list[dict[str, Any]] = []
+    index: dict[tuple, int] = {}
+
+    def group_of(params: Mapping[str, Any]) -> int:
+        base = space.baseline_params(params)
+        key = config_key(base)
+        if key not in index:
+            index[key] = len(groups)
+            groups.append({"params": base, "decode_step_ms": None, "baseline_tok_s": None})
+        return index[key]
+
+    first: list[TrialResult] = []
+    seen: set[tuple] = set()
+    for result in results:
+        key = config_key(result.params)
+        if key not in seen:
+            seen.add(key)
+            first.append(result)
+            group_of(result.params)
+    candidates = []
+    for cfg in space.enumerate():
+        triple = _triple(space, cfg)
+        if triple is not None and config_key(cfg) not in seen:
+            candidates.append({"params": dict(cfg), "group": group_of(cfg), "steps": triple[0],
+                               "topk": triple[1], "draft_tokens": triple[2]})
+    return first, groups, candidates
+
+
+def _costs_at(space: SearchSpace, first: Sequence[TrialResult | None],
+              groups: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One load's ``groups`` (with their decode step and baseline tok/s), ``configs`` and
+    ``throughput_line`` (None when no config there has costs) from each config's result at it."""
+    index = {config_key(g["params"]): i for i, g in enumerate(groups)}
+    filled = [{**g} for g in groups]
+    configs: list[dict[str, Any]] = []
+    for result in first:
+        if result is None:  # this config has no measurement at this level
+            continue
+        g = index[config_key(space.baseline_params(result.params))]
+        if result.is_baseline:
+            if result.status != "failed" and result.output_tok_s is not None:
+                filled[g]["baseline_tok_s"] = result.output_tok_s
+                filled[g]["decode_step_ms"] = (result.phases or {}).get("cycle_ms")
+            continue
+        if filled[g]["decode_step_ms"] is None and result.baseline_decode_step_ms is not None:
+            filled[g]["decode_step_ms"] = result.baseline_decode_step_ms
+            filled[g]["baseline_tok_s"] = result.baseline_tok_s
+        entry = _config_entry(space, result, g)
+        if entry is not None:
+            configs.append(entry)
+    points = [(c["phases"]["cycle_ms"]["ms"] / c["accept_length"], c["output_tok_s"]) for c in configs]
+    points += [(g["decode_step_ms"], g["baseline_tok_s"]) for g in filled
+               if g["decode_step_ms"] and g["baseline_tok_s"]]
+    return {"groups": filled, "configs": configs, "throughput_line": throughput_line(points) if configs else None}
+
+
+def _batch(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def surface_of(space: SearchSpace, results: Iterable[TrialResult], *, name: str) -> dict[str, Any]:
     """The cost surface of a search's measurements (the first of each config), JSON-ready.
+
+    With load levels (``workload.concurrency: [1, 16, 64]``) the top level is the primary level's
+    surface (what a reader of a single-level surface reads) and ``levels`` holds every level's,
+    each from that level's measurement of each config.
 
     Args:
         space: The search's space (its enumeration gives the configs a repick may interpolate).
@@ -138,62 +214,98 @@ def surface_of(space: SearchSpace, results: Iterable[TrialResult], *, name: str)
         name: The search's name.
 
     Raises:
-        ValueError: Nothing usable was measured (no speculative config with phases and tok/s).
+        ValueError: Nothing usable was measured (no speculative config with phases and tok/s; at
+            the primary level, with load levels).
     """
-    groups: list[dict[str, Any]] = []
-    group_index: dict[tuple, int] = {}
-    seen: set[tuple] = set()
-    configs: list[dict[str, Any]] = []
-    results = list(results)
-
-    def group_of(params: Mapping[str, Any]) -> int:
-        base = space.baseline_params(params)
-        key = config_key(base)
-        if key not in group_index:
-            group_index[key] = len(groups)
-            groups.append({"params": base, "decode_step_ms": None, "baseline_tok_s": None})
-        return group_index[key]
-
-    for result in results:
-        key = config_key(result.params)
-        if key in seen:
-            continue
-        seen.add(key)
-        g = group_of(result.params)
-        if result.is_baseline:
-            if result.status != "failed" and result.output_tok_s is not None:
-                groups[g]["baseline_tok_s"] = result.output_tok_s
-                groups[g]["decode_step_ms"] = (result.phases or {}).get("cycle_ms")
-            continue
-        if groups[g]["decode_step_ms"] is None and result.baseline_decode_step_ms is not None:
-            groups[g]["decode_step_ms"] = result.baseline_decode_step_ms
-            groups[g]["baseline_tok_s"] = result.baseline_tok_s
-        entry = _config_entry(space, result, g)
-        if entry is not None:
-            configs.append(entry)
-    if not configs:
+    first, groups, candidates = _first_and_groups(space, list(results))
+    measured = next((found for found in map(levels_measured, first) if found), [])
+    primary = (primary_level(space.workload) or measured[0]) if measured else None
+    per_level = {lv: _costs_at(space, [level_result(r, lv) for r in first], groups) for lv in measured}
+    top = per_level[primary] if primary is not None and primary in per_level else _costs_at(space, first, groups)
+    if not top["configs"]:
         raise ValueError(f"search {name!r} measured no speculative config with phases, accept "
                          "length and tok/s: there is no cost surface to keep")
-    points = [(c["phases"]["cycle_ms"]["ms"] / c["accept_length"], c["output_tok_s"]) for c in configs]
-    points += [(g["decode_step_ms"], g["baseline_tok_s"]) for g in groups
-               if g["decode_step_ms"] and g["baseline_tok_s"]]
     model = space.synthetic_acceptance
-    candidates = []
-    for cfg in space.enumerate():
-        triple = _triple(space, cfg)
-        if triple is not None and config_key(cfg) not in seen:
-            candidates.append({"params": dict(cfg), "group": group_of(cfg), "steps": triple[0],
-                               "topk": triple[1], "draft_tokens": triple[2]})
-    batch = concurrency_of(space.workload)
-    return {
+    surface: dict[str, Any] = {
         "format": FORMAT, "search": name, "space": space.file,
-        # The closed-loop cap the workload ran at: the batch size the costs belong to (None for
-        # load levels or an open-loop rate, which this file does not key yet).
-        "batch_size": batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
+        # The closed-loop cap the workload ran at: the batch size the costs belong to (None for an
+        # open-loop rate, which this file does not key).
+        "batch_size": _batch(concurrency_of(space.workload)),
         "note": ("measured costs of each config; tok/s at any other acceptance computed from this "
                  f"file is {PREDICTED}, never a measurement"),
-        "acceptance": {"source": configs[0]["acceptance"],
+        "acceptance": {"source": top["configs"][0]["acceptance"],
                        "rates": list(model.rates) if model is not None else None},
-        "throughput_line": throughput_line(points),
-        "groups": groups, "configs": configs, "unmeasured": candidates,
+        "throughput_line": top["throughput_line"],
+        "groups": top["groups"], "configs": top["configs"], "unmeasured": candidates,
     }
+    if primary is None:
+        return surface
+    surface["batch_size"] = _level_batch(primary)
+    surface["level"] = primary.field()
+    surface["levels"] = [{**lv.field(), "batch_size": _level_batch(lv), **part}
+                         for lv, part in per_level.items()]
+    return surface
+
+
+def _level_batch(level: LoadLevel) -> int | None:
+    """A concurrency level is the batch size its costs belong to; an open-loop rate names none."""
+    return int(level.value) if level.axis == CONCURRENCY else None
+
+
+def levels_of(surface: Mapping[str, Any]) -> list[LoadLevel]:
+    """The load levels a surface keeps, in the order measured; [] for a single-level one.
+
+    Raises:
+        ValueError: Not a cost surface this autotune reads.
+    """
+    check_format(surface)
+    return [LoadLevel.of_record(part) for part in surface.get("levels") or []]
+
+
+def at_level(surface: Mapping[str, Any], key: str | None) -> tuple[dict[str, Any], LoadLevel | None]:
+    """The surface of one load level, in the single-level shape every reader takes, and its level.
+
+    Args:
+        surface: A cost surface.
+        key: A level's key (``"8"`` for concurrency 8, ``"r2.5"`` for 2.5 requests/s); None for
+            the primary level (the top of the file).
+
+    Raises:
+        ValueError: Not a cost surface, or a level it does not keep (the message names those it does).
+    """
+    levels = levels_of(surface)
+    primary = LoadLevel.of_record(surface["level"]) if levels and surface.get("level") else None
+    if key is None:
+        return dict(surface), primary
+    try:
+        wanted = LoadLevel.from_key(str(key).strip())
+    except ValueError:
+        wanted = None
+    if wanted is None or wanted not in levels:
+        have = (", ".join(f"{lv.key} ({lv.describe()})" for lv in levels) if levels
+                else "none: a single-level search" + (f" at batch size {surface['batch_size']}"
+                                                       if surface.get("batch_size") else ""))
+        raise ValueError(f"--level {key}: the cost surface keeps no such level; its levels: {have}")
+    part = next(p for p in surface["levels"] if LoadLevel.of_record(p) == wanted)
+    if not part["configs"]:
+        raise ValueError(f"--level {key}: no speculative config was measured with phases, accept "
+                         f"length and tok/s at {wanted.describe()}")
+    view = {k: v for k, v in surface.items() if k != "levels"}
+    view.update({k: v for k, v in part.items() if k in ("batch_size", "groups", "configs", "throughput_line")})
+    view["level"] = wanted.field()
+    return view, wanted
+
+
+def check_format(surface: Any) -> None:
+    """Refuse what is not a cost surface of :data:`FORMAT`, saying which format it is.
+
+    Raises:
+        ValueError: Not a JSON object, no format, or another format (a newer autotune's).
+    """
+    found = surface.get("format") if isinstance(surface, Mapping) else None
+    if found == FORMAT:
+        return
+    if isinstance(found, str) and found.startswith(FORMAT.rsplit("/", 1)[0] + "/"):
+        raise ValueError(f"cost surface format {found!r}: this autotune reads {FORMAT!r} only "
+                         "(a file from another version of autotune; repick with that version)")
+    raise ValueError(f"not a cost surface (format {FORMAT!r} expected, found {found!r})")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autotune.search.cost_surface import FORMAT, PREDICTED
+from autotune.search.cost_surface import PREDICTED, check_format
 from autotune.search.samplers._cycle import CycleModel
 from autotune.space.synthetic import SyntheticAcceptance
 from autotune.space.trial_config import config_key
@@ -116,11 +116,6 @@ def parse_categories(text: str) -> dict[str, SyntheticAcceptance]:
     return out
 
 
-def _check(surface: Mapping[str, Any]) -> None:
-    if not isinstance(surface, Mapping) or surface.get("format") != FORMAT:
-        raise ValueError(f"not a cost surface (format {FORMAT!r} expected)")
-
-
 def _cycle_model(surface: Mapping[str, Any]) -> tuple[CycleModel | None, dict[int, dict[str, tuple]]]:
     """The cycle fit over every measured config (phases in units of its group's decode step), and
     each group's measured (steps, topk, draft tokens) ranges."""
@@ -153,7 +148,7 @@ def predict_all(surface: Mapping[str, Any], acceptance: SyntheticAcceptance, *,
     Raises:
         ValueError: Not a cost surface.
     """
-    _check(surface)
+    check_format(surface)
     line = surface["throughput_line"]
     a, b, a_sd = line["a"], line["b"], line["a_sd"]
     resid = line["resid_sd_rel"] or 0.0

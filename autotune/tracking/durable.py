@@ -335,7 +335,7 @@ class DurableTracker:
     def _trial_data(self, trial_id: str, result: TrialResult, kind: str | None,
                     confirmed: bool | None) -> dict[str, Any]:
         return {"trial_id": trial_id, "attempt": self.spool.next_attempt(trial_id), "kind": kind,
-                "confirmed": confirmed, "result": result.to_dict()}
+                "confirmed": confirmed, "result": result.to_dict(records=True)}  # the run's requests.jsonl
 
     def _write(self, op: str, data: Callable[[], dict[str, Any]], *, force: bool = False,
                drain: bool = True) -> None:

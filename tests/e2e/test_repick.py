@@ -15,6 +15,7 @@ import pytest
 from autotune.__main__ import main as autotune_main
 from autotune.cli.search import main as search_main
 from autotune.search.cost_surface import COST_SURFACE_JSON, FORMAT
+from autotune.search.repick import moved_tok_s
 from autotune.tracking.tracker import Tracker
 
 SPACE: dict[str, Any] = {
@@ -111,3 +112,95 @@ def test_repick_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "not a cost surface" in capsys.readouterr().err
     assert autotune_main(["repick", "--surface", str(tmp_path / "s.json")]) == 2
     assert "--acceptance" in capsys.readouterr().err
+
+
+LEVELS_SPACE: dict[str, Any] = {
+    **SPACE, "name": "repick-levels",
+    "workload": {**SPACE["workload"], "num_prompts": 4, "concurrency": [1, 4], "primary_concurrency": 4},
+    "budget": {"trials": 4},
+}
+
+
+def _same_params(run: Any, params: dict[str, Any]) -> bool:
+    """Whether an MLflow trial run launched ``params`` (MLflow keeps params as text)."""
+    return all(run.params.get(k) == str(v) for k, v in params.items() if v is not None)
+
+
+@pytest.mark.slow  # a search of 4 emulator trials on Ray, each at two load levels
+@pytest.mark.timeout(900)
+def test_a_search_with_load_levels_keeps_a_surface_per_level_and_repicks_at_each(
+        tmp_path: Path, sim_env: Path, space_factory: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    space = space_factory.write(LEVELS_SPACE)
+    monkeypatch.chdir(tmp_path)
+    summary = tmp_path / "s.json"
+    assert search_main(["--space", str(space), "--json", "-o", str(summary)]) == 0
+    surface = json.loads(summary.with_name(f"s.{COST_SURFACE_JSON}").read_text())
+    assert [p["concurrency"] for p in surface["levels"]] == [1, 4]
+    assert surface["level"] == {"concurrency": 4} and surface["batch_size"] == 4
+    tracker = Tracker("repick-levels", root=str(tmp_path)).connect(create=False)
+    parent = tracker.latest_parent_run_id()
+    assert parent is not None
+    runs = [r for r in tracker.trial_runs(parent) if r.kind != "finalist"]
+    # Each level's figures are that level's measurement of the config, as its MLflow run logged them.
+    for part in surface["levels"]:
+        c = part["concurrency"]
+        assert part["batch_size"] == c and part["configs"], f"nothing with costs at concurrency {c}"
+        for cfg in part["configs"]:
+            logged = [r.metric(f"output_tok_s_c{c}") for r in runs if _same_params(r, cfg["params"])]
+            # MLflow's metrics are logged to 4 significant digits.
+            assert any(v == pytest.approx(cfg["output_tok_s"], rel=1e-3) for v in logged if v), (c, cfg, logged)
+    c1, c4 = ({json.dumps(cfg["params"], sort_keys=True): cfg for cfg in part["configs"]} for part in surface["levels"])
+    both = c1.keys() & c4.keys()
+    assert both and all(c1[k]["output_tok_s"] < c4[k]["output_tok_s"] for k in both)  # 4 in flight: more tok/s
+
+    rates = "rates:" + json.dumps(surface["acceptance"]["rates"])
+    lines = {p["concurrency"]: p["throughput_line"] for p in surface["levels"]}
+    for level, own in (("1", c1), ("4", c4), (None, c4)):
+        capsys.readouterr()
+        argv = ["repick", "--name", "repick-levels", "--root", str(tmp_path), "--acceptance", rates]
+        code = autotune_main(argv + (["--level", level] if level else []) + ["--json"])
+        out = json.loads(capsys.readouterr().out)
+        assert code == 0 and out["level"] == {"concurrency": int(level or 4)}
+        # A measured config moves from that level's measurement along that level's line (from the
+        # accept length the emulator drew to the one the rates give): never the other level's.
+        line = lines[int(level or 4)]
+        for p in out["predictions"]:
+            if p["measured_cost"] and p["predicted_tok_s"] is not None:
+                cfg = own[json.dumps(p["params"], sort_keys=True)]
+                assert p["predicted_tok_s"] == pytest.approx(moved_tok_s(cfg, p["accept_length"], line), rel=1e-9)
+    code = autotune_main(["repick", "--name", "repick-levels", "--root", str(tmp_path), "--acceptance", rates])
+    assert code == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(
+        "costs at concurrency 4 (the search's primary level); other levels: --level 1")
+
+    code = autotune_main(["repick", "--name", "repick-levels", "--root", str(tmp_path), "--acceptance", rates,
+                          "--level", "64"])
+    assert code == 2
+    assert "its levels: 1 (concurrency 1), 4 (concurrency 4)" in capsys.readouterr().err
+
+    costs, adaptive = tmp_path / "costs.json", tmp_path / "adaptive.json"
+    code = autotune_main(["repick", "--name", "repick-levels", "--root", str(tmp_path),
+                          "--phase-costs", str(costs), "--adaptive-config", str(adaptive)])
+    err = capsys.readouterr()
+    assert code == 0, err.err
+    table = json.loads(costs.read_text())
+    assert table["batch_sizes"] == [1, 4]
+    assert len(table["entries"]) == sum(len(p["configs"]) for p in surface["levels"])
+    chains = {p["concurrency"]: sorted({c["steps"] for c in p["configs"] if c["topk"] == 1
+                                        and c["draft_tokens"] == c["steps"] + 1}) for p in surface["levels"]}
+    # One entry per batch size, each with the chains measured there; SGLang's loader read it back.
+    assert json.loads(adaptive.read_text()) == {str(c): {"candidate_steps": s} for c, s in chains.items()}
+    assert "batch sizes 1, 4" in err.out and "read back by" in err.out
+
+    # A trial of the search, read back by name: its request records (both levels') give a profile.
+    spec = next(r for r in runs if r.kind == "trial" and r.params.get("speculative_algorithm") == "EAGLE3")
+    capsys.readouterr()
+    code = autotune_main(["acceptance", "--name", "repick-levels", "--root", str(tmp_path),
+                          "--trial", str(spec.trial_id), "--json"])
+    got = capsys.readouterr()
+    assert code == 0, got.err
+    profile = json.loads(got.out)
+    assert profile["steps"] == int(spec.params["speculative_num_steps"])
+    assert profile["requests"] >= 2 * LEVELS_SPACE["workload"]["num_prompts"]  # every level's requests
+    assert 1 <= len(profile["rates"]) <= profile["steps"] and all(0.0 <= r <= 1.0 for r in profile["rates"])

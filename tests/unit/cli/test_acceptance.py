@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from autotune.cli.acceptance import main, shape_of
 from autotune.cli.repick import main as repick_main
+from tests.tracking_helpers import eagle, result
 
 
 def _rec(hist: list[int], kind: str) -> dict:
@@ -84,3 +86,35 @@ def test_repick_says_when_a_profile_s_rates_are_a_tree_s_path(tmp_path: Path,
     profile.write_text(json.dumps({"rates": [0.9], "rates_are": "tree path", "note": "a top-2 tree"}))
     repick_main(["--surface", str(tmp_path / "none.json"), "--acceptance-file", str(profile)])
     assert "not the draft's top-1 rates: a top-2 tree" in capsys.readouterr().err
+
+
+def test_a_search_s_trial_is_read_from_its_mlflow_store_by_name(
+        tracker: Any, store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--name --trial`` reads the run's requests.jsonl and result.json artifacts, as a folder of
+    them would be read (the real sqlite store, the real artifacts Tracker.log_trial writes)."""
+    recs = [_rec([1, 2, 7], "code"), _rec([5, 4, 1], "chat")]
+    tracker.log_trial("t_2steps", result(eagle(2, 1), 1400.0, records=recs))
+    tracker.log_trial("t_none", result(eagle(3, 1), 1300.0, records=[]))
+    argv = ["--name", tracker.name, "--root", str(store)]
+    capsys.readouterr()
+    assert main([*argv, "--trial", "t_2steps", "--json"]) == 0
+    profile = json.loads(capsys.readouterr().out)
+    # The shape from the run's result.json (its launch argv), the rates from its requests.jsonl.
+    assert (profile["steps"], profile["topk"], profile["requests"]) == (2, 1, 2)
+    assert profile["by_category"]["code"]["rates"] == [pytest.approx(0.9), pytest.approx(7 / 9)]
+    assert profile["source"].startswith(f"{tracker.name}/t_2steps (MLflow run ")
+
+    assert main([*argv, "--trial", "t_missing"]) == 2
+    err = capsys.readouterr().err
+    assert "--trial t_missing" in err and "no such trial" in err and "t_2steps (trial)" in err
+    assert main([*argv, "--trial", "t_none"]) == 2
+    assert "kept no requests.jsonl" in capsys.readouterr().err
+    assert main(["--name", "no-such-search", "--root", str(store), "--trial", "t_2steps"]) == 2
+    assert "no-such-search" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [[], ["run.json", "--name", "s", "--trial", "1"], ["--name", "s"],
+                                  ["run.json", "--trial", "1"]])
+def test_a_run_file_or_a_search_s_trial_not_both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "give RUN (a file or folder), or --name SEARCH with --trial ID" in capsys.readouterr().err

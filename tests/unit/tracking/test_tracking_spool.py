@@ -370,3 +370,14 @@ def test_a_full_disk_under_the_spool_is_said_as_disk_full_with_the_path(tmp_path
     (tmp_path / SPOOL).symlink_to("/dev/full")
     durable.log_trial("t1", result(eagle(3, 1), 900.0), drain=False)
     assert said and "disk full" in said[0] and str(tmp_path / SPOOL) in said[0], said
+
+
+def test_a_spooled_trial_keeps_its_request_records_on_its_run(tmp_path: Path, tracker: Tracker) -> None:
+    """The spool carries a trial's request records, so its run gets requests.jsonl on replay."""
+    records = [{"prompt_id": f"p{i}", "kind": "code", "ok": True, "output_tokens": 16 + i} for i in range(3)]
+    durable = DurableTracker(tracker, tmp_path / "tracking", say=[].append)
+    durable.log_trial("t1", result(eagle(3, 1), 900.0, records=records))
+    assert durable.unsynced() == 0
+    run = next(r for r in tracker.trial_runs() if r.trial_id == "t1")
+    path = tracker.client.download_artifacts(run.run_id, "requests.jsonl", str(tmp_path / "dl"))
+    assert [json.loads(line) for line in Path(path).read_text().splitlines()] == records
