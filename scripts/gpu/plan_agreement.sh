@@ -3,6 +3,7 @@
 # product now sizes by default for batch (6 waves of the concurrency; plan_batch.sh ran 2 waves):
 #   AUTOTUNE_GPU_PLAN=scripts/gpu/plan_agreement.sh AUTOTUNE_GPU_MODELS=llama-8b bash scripts/gpu/device.sh 540 420
 # or by hand on any GPU machine: bash scripts/gpu/plan_agreement.sh RESULTS_DIR PLAN_S
+# AGREEMENT_LEVELS (default "1 16 64") and AGREEMENT_ROUNDS (3) narrow it; AUTOTUNE_BATCH_SPACE another space.
 # Dry run on the emulator: AUTOTUNE_BATCH_SPACE=scripts/gpu/sim-llama-8b-batch.yaml PYTHON=.venv/bin/python \
 #   SGLANG_PYTHON=.venv-sglang-data/bin/python bash scripts/gpu/plan_agreement.sh /tmp/agree-res 1800
 set -uo pipefail
@@ -15,7 +16,7 @@ WAVES=${AGREEMENT_WAVES:-6}
 mkdir -p "$RES"
 # sglang.bench_serving's dataset package imports `datasets` at import time: the kit's stand-in.
 PYTHONPATH="$PYTHONPATH:/tmp/site/_standins" timeout -k 15 $(( $(left) - 10 )) "$PY" -m benchmarks.agreement --space "$SPACE" --params "$PARAMS" \
-  --concurrency 1 16 64 --rounds 3 --waves "$WAVES" --sglang-python "$SGLANG_PY" --json "$RES/agreement.json" \
+  --concurrency ${AGREEMENT_LEVELS:-1 16 64} --rounds ${AGREEMENT_ROUNDS:-3} --waves "$WAVES" --sglang-python "$SGLANG_PY" --json "$RES/agreement.json" \
   > "$RES/agreement.log" 2>&1
 echo "== agreement rc=$?, $(left) s left"; tail -n 8 "$RES/agreement.log"
 echo "== plan done after $(( $(date +%s) - T0 )) s"
