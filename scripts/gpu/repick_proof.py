@@ -34,6 +34,7 @@ from autotune.errors import AutotuneError
 from autotune.search.cost_surface import surface_of
 from autotune.search.repick import compare_at, parse_acceptance
 from autotune.space.search_space import SearchSpace, load_space
+from autotune.space.synthetic import SyntheticAcceptance
 from autotune.space.workload import Workload
 from autotune.trial.baselines import shared_store
 from autotune.trial.measure import evaluate
@@ -81,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pair-s", type=float, default=0.0,
                     help="seconds a pair of trials is expected to take (no pair starts without them)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--report", action="store_true",
+                    help="measure nothing: rebuild the surface and the comparison from --out's "
+                         "a.jsonl and b.jsonl (a committed run's figures, re-derived)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     out = Path(args.out)
@@ -96,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.report:
+        return report(space_a, acc_b, out)
     configs = ([json.loads(line) for line in Path(args.configs).read_text().splitlines() if line.strip()]
                if args.configs else spread(space, args.max_configs))
     for params in configs:
@@ -130,13 +136,30 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(json.dumps(result.to_dict(), default=str) + "\n")
         print(f"[{time.monotonic() - t0:6.0f} s] b-only {json.dumps(params)}: {result.status} "
               f"{result.output_tok_s} tok/s", flush=True)
+    return conclude(space_a, acc_b, got_a, got_b, out)
+
+
+def conclude(space_a: SearchSpace, acc_b: SyntheticAcceptance, got_a: list[TrialResult],
+             got_b: list[TrialResult], out: Path) -> int:
+    """A's surface, B's predictions against B's measurements, the repick: written and printed."""
     # The A surface holds the A measurements (each carries its group's baseline), nothing of B.
-    surface = surface_of(space_a, got_a, name=f"repick-proof-{space.name}")
+    surface = surface_of(space_a, got_a, name=f"repick-proof-{space_a.name}")
     (out / "surface_a.json").write_text(json.dumps(surface, indent=2, default=str) + "\n")
-    report = compare_at(surface, acc_b, got_b)
-    (out / "proof.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(report["text"])
-    return 0 if report["compared"] >= 2 else 1
+    result = compare_at(surface, acc_b, got_b)
+    (out / "proof.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(result["text"])
+    return 0 if result["compared"] >= 2 else 1
+
+
+def report(space_a: SearchSpace, acc_b: SyntheticAcceptance, out: Path) -> int:
+    """:func:`conclude` over the trial records a run kept (``a.jsonl``, ``b.jsonl``)."""
+    def read(tag: str) -> list[TrialResult]:
+        path = out / f"{tag}.jsonl"
+        if not path.exists():
+            raise SystemExit(f"error: --report: {path} does not exist (a run's --out folder holds it)")
+        return [TrialResult.from_dict(json.loads(line)) for line in path.read_text().splitlines()
+                if line.strip()]
+    return conclude(space_a, acc_b, read("a"), read("b"), out)
 
 
 if __name__ == "__main__":

@@ -209,3 +209,25 @@ def test_check_state_names_a_sampler_attribute_the_pickle_lacks(tmp_path: Path) 
     delattr(state["_sampler"], gone)
     assert check_state._sampler_problems("s.pkl", state, space) == [
         f"s.pkl: its PhaseModelSampler lacks {gone}, which this checkout's sets"]
+
+
+def test_repick_proof_report_rederives_the_committed_h200_proof(tmp_path: Path) -> None:
+    """The eleventh session's H200 proof of the cost surface (docs/measurements/README.md) comes back
+    from its committed trial records through the product's surface and prediction: same predictions,
+    same errors, same pick. A change to either that moved the published figure fails here."""
+    raw = REPO / "docs/measurements/raw/h200-2026-12-03c"
+    subprocess.run(["tar", "-xJf", str(raw / "repick.tar.xz"), "-C", str(tmp_path)], check=True)
+    (tmp_path / "repick" / "proof.json").unlink()
+    proc = subprocess.run([sys.executable, "scripts/gpu/repick_proof.py", "--space",
+                           "scripts/gpu/h200-llama-8b-repick.yaml", "--rates-b", "[0.60, 0.50, 0.42, 0.35, 0.30]",
+                           "--out", str(tmp_path / "repick"), "--report"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads((tmp_path / "repick" / "proof.json").read_text())
+    committed = json.loads((raw / "repick-proof.json").read_text())
+    assert got["compared"] == committed["compared"] == 3
+    assert got["max_abs_error_pct"] == pytest.approx(committed["max_abs_error_pct"], abs=1e-9)
+    assert got["max_abs_error_pct"] < 3 and got["pick_share"] >= 0.98
+    assert got["pick"]["params"] == committed["pick"]["params"]
+    assert "max |error| 1.39% over 3 configs" in proc.stdout
