@@ -159,6 +159,19 @@ class PartClock:
         if self._part is not None:
             self._spent[self._part] += max(now - self._since, 0.0)
 
+    def transfer(self, seconds: float, *, source: str, target: str) -> None:
+        """Count ``seconds`` already spent in ``source`` (ended) as ``target``'s: a stabilising pass
+        kept as the first round was measurement, though it ran while warm-up was the part.
+
+        Raises:
+            ValueError: ``seconds`` negative, or more than ``source`` has ended with.
+        """
+        have = self._spent.get(source, 0.0)
+        if seconds < 0 or seconds > have + 1e-9:
+            raise ValueError(f"cannot move {seconds!r} s from {source!r}, which has {have!r} s")
+        self._spent[source] = have - seconds
+        self._spent[target] = self._spent.get(target, 0.0) + seconds
+
     def seconds(self, part: str) -> float | None:
         """Seconds spent in ``part`` until it last ended; None when it was never entered."""
         return self._spent.get(part)

@@ -14,7 +14,6 @@ space) say how a trial measures.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import tempfile
 import time
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import httpx
 
 from autotune.backend import get_backend
-from autotune.bench.client import run_benchmark
 from autotune.errors import (
     AutotuneError,
     LaunchArgsError,
@@ -34,34 +32,26 @@ from autotune.errors import (
     ServerStartupTimeout,
 )
 from autotune.launch.spec import LaunchSpec
-from autotune.profile.load import LoadSampler, load_window, server_cap
 from autotune.profile.nvml import open_sampler
-from autotune.profile.phases import PhaseProfile
-from autotune.profile.snapshot import scrape
 from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
 from autotune.sglang import metrics, trial_start
 from autotune.space.workload import Workload
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
 from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
+from autotune.trial.level_measure import PHASES, measure_level
 from autotune.trial.level_results import LoadLevel, with_levels
 from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.outcome import TrialTimeout, failure_of
 from autotune.trial.result import TrialResult, failed_result, summarise
 from autotune.trial.sequential import Consult
 from autotune.trial.verdict import judge
-from autotune.trial.warmup import Level, flush_cache, stabilise
-from autotune.trial.window import STEADY, objective_rates
+from autotune.trial.warmup import Level
 
 if TYPE_CHECKING:
     from autotune.space.trial_config import TrialConfig
 
 DEVICE_TIMER_ENV = {metrics.DEVICE_TIMER_ENV: "1"}
-
-#: A trial's phases (starting the server, warming up, each round) at INFO. Silent unless a command
-#: shows them (``autotune trial`` on stderr); a search's trials run in Ray workers, whose output
-#: stays off the console.
-PHASES = logging.getLogger("autotune.trial.phases")
 
 #: What a trial measures with when nothing is said (frozen, so one shared default is safe).
 DEFAULT_SETTINGS = MeasureSettings()
@@ -114,67 +104,6 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
                       server_args=args, env=env, backend=config.backend, trial_only=trial_only)
 
 
-async def _measure_level(server: ServerProcess, client: httpx.AsyncClient, workload: Workload,
-                         repeats: int, speculative: bool, draft_forwards: bool, *,
-                         settings: MeasureSettings | None, sampler: GpuSampler,
-                         clock: PartClock, consult: Consult | None = None,
-                         spent: Callable[[], GpuTime] | None = None) -> Level:
-    """Warm up and measure one load level (one concurrency) on a running server, ``clock``
-    splitting its time between warm-up and measurement: ``repeats`` rounds, or with ``consult``
-    (called with every round's tok/s after each, and the GPU time ``spent`` so far) until it says stop."""
-    base = server.url
-    kwargs = workload.bench_kwargs()
-    conc = kwargs.get("concurrency")
-    stable_pct = settings.warmup_until_stable_pct if settings is not None else None
-    level = Level(workload=workload)
-    asked = settings.flush_cache if settings is not None else None
-    flush = asked if asked is not None else stable_pct is not None
-    window = settings.window if settings is not None else STEADY
-    clock.enter(WARMUP)
-    PHASES.info("warming up%s", f" (concurrency {conc})" if conc else "")
-    warm = workload.warmup()
-    if warm:
-        await run_benchmark(base, warm, **kwargs)
-    if stable_pct is not None and settings is not None:  # stable_pct comes from settings
-        level.warmup = await stabilise(server, client, workload, kwargs, stable_pct,
-                                       settings.warmup_max_rounds)
-    clock.enter(MEASURE)
-    while len(level.benches) < repeats:
-        server.ensure_alive()
-        if flush:
-            await flush_cache(client, base)
-        before = await scrape(client, base)
-        # The GPU window holds the repeat's requests only, not the scrapes around them.
-        sampler.start()
-        load = LoadSampler(client, base)
-        load.start()
-        bench = await run_benchmark(base, workload.measured(), **kwargs)
-        level.windows.append(sampler.stop())
-        level.loads.append(load_window(
-            await load.stop(), [(r.start, r.end) for r in bench.records if r.end is not None],
-            asked=conc, cap=server_cap(before.server_info)))
-        server.ensure_alive()
-        after = await scrape(client, base)
-        level.benches.append(bench)
-        chosen = objective_rates(level.benches, level.loads, window=window)
-        steady = chosen.steady[-1].tok_s if len(chosen.steady) == len(level.benches) else None
-        PHASES.info("round %d%s: %s tok/s over the whole window, %s over its steady interval",
-                    len(level.benches), f" of {repeats}" if consult is None else "",
-                    "-" if bench.output_tok_s is None else f"{bench.output_tok_s:.1f}",
-                    "-" if steady is None else f"{steady:.1f}")
-        if bench.duration_s and bench.completed:
-            level.profiles.append(PhaseProfile.from_snapshots(
-                before, after, wall_s=bench.duration_s, max_batch=conc or None,
-                speculative=speculative, meta_accept_length=bench.accept_length,
-                draft_forwards=draft_forwards, tok_s=bench.output_tok_s))
-        if consult is not None:
-            if bench.failed or bench.output_tok_s is None:
-                break  # a round that failed ends the trial as failed; nothing to consult on
-            if not consult(chosen.rates, spent() if spent is not None else None):
-                break
-    return level
-
-
 async def _measure_async(server: ServerProcess, workload: Workload, repeats: int,
                          speculative: bool, draft_forwards: bool = True, *,
                          settings: MeasureSettings | None = None, sampler: GpuSampler | None = None,
@@ -194,7 +123,7 @@ async def _measure_async(server: ServerProcess, workload: Workload, repeats: int
         for w in workload.levels():
             level = workload.level_of(w)
             here = consult if level == primary else (consult_at(level) if consult_at and level else None)
-            levels.append(await _measure_level(
+            levels.append(await measure_level(
                 server, client, w, rule.max_rounds if here is not None and rule else repeats, speculative,
                 draft_forwards, settings=settings, sampler=sampler, clock=clock,
                 consult=here if rule is not None else None, spent=spent))

@@ -13,13 +13,16 @@ config its :class:`ServerTimes`:
   the median of those repeats; where a file has no ``repeat_breakdown`` (the first two), a round is
   *derived*: the seconds after start-up over the passes of the measured workload the server ran
   (stabilising passes and repeats). Warm-up is what start-up and the repeats leave of
-  ``duration_s``. Teardown was not recorded on the H200 (the record predates it): it is unknown,
+  ``duration_s``, less one round where the record's warm-up became stable: these records predate
+  the stable pass being kept as round 1 (:mod:`autotune.trial.level_measure`), and the product now
+  pays that pass once. Teardown was not recorded on the H200 (the record predates it): it is unknown,
   so not counted, in every strategy and in the sweep alike.
 - **Modelled** (the emulator, the synthetic families, any record without ``startup_s``):
   start-up :data:`MODEL_STARTUP_S`, the median of the 40 recorded H200 start-ups; a round is the
   workload's measured tokens (``num_prompts x output_len``, ``num_prompts`` as the product sizes it
   when unwritten: :func:`autotune.space.workload.num_prompts_of`) at the config's true tok/s; warm-up is
-  :data:`MODEL_WARMUP_ROUNDS` rounds (the stabilising passes stop at two that agree); teardown
+  :data:`MODEL_WARMUP_ROUNDS` rounds (the stabilising passes stop at two that agree), one of them
+  when the space stabilises (``measure.warmup_until_stable_pct``: the second is round 1); teardown
   unknown, as recorded.
 
 A config that fails pays its start-up (a crash or out of memory at start) and nothing else. The
@@ -99,7 +102,12 @@ def recorded_times(record: Mapping[str, Any], *, gpus: int) -> ServerTimes | Non
         if passes < 1:
             return None
         round_s, source = after / passes, "derived"
-    return ServerTimes(gpus, float(startup), max(after - repeats * round_s, 0.0), round_s, None, source)
+    warmup = max(after - repeats * round_s, 0.0)
+    if record.get("warmup_stable") is True and len(record.get("warmup_tok_s") or []) >= 2:
+        # Recorded before the stable pass became round 1 (autotune.trial.level_measure): the product
+        # now keeps that pass as a round, so the server pays one pass of it less.
+        warmup = max(warmup - round_s, 0.0)
+    return ServerTimes(gpus, float(startup), warmup, round_s, None, source)
 
 
 def modelled_times(space: Any, params: Mapping[str, Any], tok_s: float | None) -> ServerTimes:
@@ -111,7 +119,10 @@ def modelled_times(space: Any, params: Mapping[str, Any], tok_s: float | None) -
     # The requests a search's repeat sends: as written, else sized as the product sizes them.
     tokens = num_prompts_of(workload) * int(workload.get("output_len") or 256)
     round_s = tokens / tok_s
-    return ServerTimes(gpus, MODEL_STARTUP_S, MODEL_WARMUP_ROUNDS * round_s, round_s, None, "model")
+    # With a stabilising warm-up the second of its two passes is round 1: one pass is warm-up only.
+    stabilises = getattr(getattr(space, "measure", None), "warmup_until_stable_pct", None) is not None
+    warm_rounds = MODEL_WARMUP_ROUNDS - 1 if stabilises else MODEL_WARMUP_ROUNDS
+    return ServerTimes(gpus, MODEL_STARTUP_S, warm_rounds * round_s, round_s, None, "model")
 
 
 def server_times(problem: Any, params: Mapping[str, Any]) -> ServerTimes:

@@ -39,6 +39,30 @@ def test_a_measured_trial_records_every_part_and_its_gpus(sim_env: Path, tmp_pat
     assert rec.gpu_s == pytest.approx(2 * rec.wall_s)
 
 
+def test_the_stable_warm_up_pass_is_the_first_round_and_an_unstable_one_gives_none(
+        sim_env: Path, tmp_path: Path) -> None:
+    space = sim_space()
+    # 50%: the emulator's first two passes always agree, so the second is kept as round 1.
+    kept = measure(space.trial_config(chain(3)), Workload.from_spec(space.workload),
+                   settings(tmp_path / "a", repeats=2, warmup_until_stable_pct=50.0))
+    assert kept.ok, kept.reason
+    assert kept.warmup_stable is True and len(kept.warmup_tok_s) == 2
+    rounds = kept.repeat_breakdown
+    assert len(rounds) == 2
+    assert rounds[0]["tok_s"] == kept.warmup_tok_s[-1]  # the same pass, not a fresh one
+    assert rounds[1]["tok_s"] != kept.warmup_tok_s[-1]
+    rec = kept.gpu_time
+    assert rec is not None and rec.measure_s is not None
+    assert rec.measure_s >= sum(r["wall_s"] for r in rounds)  # the kept pass counts as measurement
+    # 0.0001%: two passes never agree that closely; neither is a round, both rounds are fresh.
+    fresh = measure(space.trial_config(chain(3)), Workload.from_spec(space.workload),
+                    settings(tmp_path / "b", repeats=2, warmup_until_stable_pct=0.0001, warmup_max_rounds=2))
+    assert fresh.ok, fresh.reason
+    assert fresh.warmup_stable is False and len(fresh.warmup_tok_s) == 2
+    assert len(fresh.repeat_breakdown) == 2
+    assert all(r["tok_s"] not in fresh.warmup_tok_s for r in fresh.repeat_breakdown)
+
+
 def test_a_crash_at_start_up_pays_start_up_and_teardown_only(sim_env: Path, tmp_path: Path) -> None:
     # Kimi-K2.5's ~600 GiB of weights do not fit on 4 of its 96 GiB GPUs: out of memory at start.
     space = sim_space(KIMI, tp_choices=(4, 8))

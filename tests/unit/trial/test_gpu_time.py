@@ -87,6 +87,25 @@ def test_the_part_clock_leaves_no_gap_and_keeps_unentered_parts_unknown() -> Non
     assert (clock.seconds("warmup") or 0) + (clock.seconds("measure") or 0) == closed
 
 
+def test_a_transfer_moves_ended_seconds_between_parts_and_refuses_more_than_there_are() -> None:
+    clock = PartClock()
+    clock.enter("warmup")
+    time.sleep(0.04)
+    clock.enter("measure")
+    warm = clock.seconds("warmup")
+    assert warm is not None and warm >= 0.04
+    clock.transfer(0.03, source="warmup", target="measure")
+    clock.close()
+    assert clock.seconds("warmup") == pytest.approx(warm - 0.03)
+    assert (clock.seconds("measure") or 0) >= 0.03
+    total = (clock.seconds("warmup") or 0) + (clock.seconds("measure") or 0)
+    with pytest.raises(ValueError, match="cannot move"):
+        clock.transfer(warm, source="warmup", target="measure")  # only warm - 0.03 is left
+    with pytest.raises(ValueError, match="cannot move"):
+        clock.transfer(-1.0, source="warmup", target="measure")
+    assert (clock.seconds("warmup") or 0) + (clock.seconds("measure") or 0) == pytest.approx(total)
+
+
 def test_closing_at_the_stop_counts_up_to_the_stop_only() -> None:
     clock = PartClock()
     clock.enter("measure")
