@@ -1,5 +1,5 @@
 """``python -m benchmarks.agreement --space FILE --params JSON [--concurrency C ...] [--rounds R]
-[--waves W] [--min-prompts N] [--output-len L] [--sglang-python PY] [--tokenizer DIR] [--json PATH]``.
+[--waves W] [--min-prompts N] [--output-len L] [--sglang-python PY] [--tokenizer DIR] [--pin] [--json PATH]``.
 
 Does autotune's client (:func:`autotune.bench.client.run_benchmark`) read the same output tok/s as
 SGLang's own loader, ``python -m sglang.bench_serving``, on identical requests? One server (the
@@ -16,6 +16,12 @@ same order. Printed per concurrency: each tool's median tok/s and range (max - m
 median), the ratio of the medians (autotune / bench_serving) and the ratios of the rounds; PASS
 within ``--within`` percent. ``bench_serving`` runs in one long-lived process (its command-line entry
 called once per run), so SGLang's import is paid once.
+
+Beside the tok/s, each run keeps what tells a client's lag from the server's speed (issue 34): each
+tool's Little's-law mean in flight over its window (``bench_serving``'s own ``concurrency`` figure),
+autotune's dispatch gaps (:mod:`autotune.bench.occupancy`), the lag of a probe sleeping in autotune's
+event loop beside the client, and each client process's CPU seconds. ``--pin`` puts the server on the
+first allowed CPU and both clients on the others.
 Runs here on the emulator (SGLang's loader and bench_serving from ``.venv-sglang-data``) and on a GPU
 host with the kit (``scripts/gpu/plan_batch.sh``).
 """

@@ -656,6 +656,11 @@ def test_pool_work_per_request_does_not_grow_with_concurrency(monkeypatch):
             assert res.completed == n, res.errors
             assert checks["opened"] == concurrency
             per_request[concurrency] = checks["idle"] / n
+        # Poisson arrivals capped at 3: slots' clients are made as needed and handed on, never more than 3.
+        checks.update(opened=0)
+        res = run_benchmark_sync(url, prompts(12, max_tokens=16), request_rate=500.0, concurrency=3)
+        assert res.completed == 12, res.errors
+        assert 1 <= checks["opened"] <= 3
     finally:
         proc.terminate()
         proc.wait(timeout=10)
