@@ -176,10 +176,11 @@ class SlotClients:
 
     Why not one client with a pool of ``concurrency`` connections: httpcore's pool (1.0.x) walks
     every connection, and for each idle one every connection again, on each request sent and each
-    response closed, probing each idle socket with a system call. At 64 connections that is about 4,000
-    checks per request, run on the event loop between chunks: on one core it held autotune's client at
-    ~55 requests in flight where ``sglang.bench_serving`` kept 63, 0.65x its tok/s (issue 34,
-    docs/benchmarks.md). A pool of one connection costs a constant per request.
+    response closed, probing each idle socket with a system call: about 3,700 checks per request at
+    32 connections, 15,500 at 64, run on the event loop between chunks, so finished requests were
+    noticed and replaced late. At c64 on the emulator it read 0.65-0.96x ``sglang.bench_serving``'s
+    tok/s, 0.975-0.992x with a connection per slot (issue 34, docs/benchmarks.md). A pool of one
+    connection costs a constant per request.
 
     With an injected ``transport`` (tests), every slot shares one client over it.
     """
