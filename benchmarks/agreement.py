@@ -1,5 +1,5 @@
 """``python -m benchmarks.agreement --space FILE --params JSON [--concurrency C ...] [--rounds R]
-[--waves W] [--min-prompts N] [--output-len L] [--sglang-python PY] [--tokenizer DIR] [--json PATH]``.
+[--waves W] [--min-prompts N] [--output-len L] [--sglang-python PY] [--tokenizer DIR] [--pin] [--json PATH]``.
 
 Does autotune's client (:func:`autotune.bench.client.run_benchmark`) read the same output tok/s as
 SGLang's own loader, ``python -m sglang.bench_serving``, on identical requests? One server (the
@@ -16,6 +16,12 @@ same order. Printed per concurrency: each tool's median tok/s and range (max - m
 median), the ratio of the medians (autotune / bench_serving) and the ratios of the rounds; PASS
 within ``--within`` percent. ``bench_serving`` runs in one long-lived process (its command-line entry
 called once per run), so SGLang's import is paid once.
+
+Beside the tok/s, each run keeps what tells a client's lag from the server's speed (issue 34): each
+tool's Little's-law mean in flight over its window (``bench_serving``'s own ``concurrency`` figure),
+autotune's dispatch gaps (:mod:`autotune.bench.occupancy`), the lag of a probe sleeping in autotune's
+event loop beside the client, and each client process's CPU seconds. ``--pin`` puts the server on the
+first allowed CPU and both clients on the others.
 Runs here on the emulator (SGLang's loader and bench_serving from ``.venv-sglang-data``) and on a GPU
 host with the kit (``scripts/gpu/plan_batch.sh``).
 """
@@ -36,6 +42,8 @@ from typing import Any
 import httpx
 
 from autotune.bench.client import run_benchmark
+from autotune.bench.occupancy import Occupancy
+from autotune.bench.records import BenchResult, percentile
 from autotune.errors import AutotuneError
 from autotune.server.process import ServerProcess
 from autotune.space.prompts import Prompt
@@ -69,14 +77,53 @@ def flush(url: str) -> None:
         raise AutotuneError(f"/flush_cache answered HTTP {resp.status_code}")
 
 
+#: Period of the event-loop probe that runs beside autotune's client: long enough to cost the loop
+#: nothing measurable (100 wake-ups a second beside ~2,000 chunks), short enough for a p99.
+PROBE_S = 0.01
+
+
+async def _probed(url: str, prompts: list[Prompt], concurrency: int) -> tuple[BenchResult, list[float]]:
+    """One run of autotune's client with a probe beside it in its event loop: how late each
+    ``PROBE_S`` sleep woke, i.e. how long a ready socket could wait for the loop."""
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        while not done.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(PROBE_S)
+            lags.append(time.perf_counter() - t - PROBE_S)
+
+    task = asyncio.create_task(probe())
+    try:
+        res = await run_benchmark(url, prompts, concurrency=concurrency, request_timeout_s=600)
+    finally:
+        done.set()
+        await task
+    return res, lags
+
+
 def autotune_run(url: str, prompts: list[Prompt], concurrency: int) -> dict[str, Any]:
     asyncio.run(run_benchmark(url, prompts[:1], concurrency=1))  # bench_serving's one warm-up request
     flush(url)
     time.sleep(1.0)  # as bench_serving does after its flush
-    res = asyncio.run(run_benchmark(url, prompts, concurrency=concurrency, request_timeout_s=600))
+    cpu0 = time.process_time()
+    res, lags = asyncio.run(_probed(url, prompts, concurrency))
+    cpu = time.process_time() - cpu0
     if res.failed or res.output_tok_s is None:
         raise AutotuneError(f"autotune's client: {res.failed} request(s) failed: {res.errors}")
-    return {"tok_s": res.output_tok_s, "tokens": res.total_completion_tokens, "duration_s": res.duration_s}
+    occ = Occupancy.of(res.records, concurrency)
+    chunks = sum(len(r.chunk_times) for r in res.records)
+    return {"tok_s": res.output_tok_s, "tokens": res.total_completion_tokens, "duration_s": res.duration_s,
+            "mean_in_flight": occ.mean_in_flight, "gap_p50_s": occ.gap_p50_s, "gap_p90_s": occ.gap_p90_s,
+            "gap_max_s": occ.gap_max_s, "idle_slot_share": occ.idle_slot_share,
+            "ttft_ms_p50": res.ttft_ms.get(50), "e2e_ms_p50": res.e2e_ms.get(50),
+            "cpu_s": cpu, "chunks": chunks, "cpu_us_per_chunk": 1e6 * cpu / chunks if chunks else None,
+            "loop_lag_ms_p50": _ms(percentile(lags, 50)), "loop_lag_ms_p99": _ms(percentile(lags, 99))}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1000.0 * seconds
 
 
 class BenchServing:
@@ -101,6 +148,14 @@ class BenchServing:
             lines.append(line)
         raise AutotuneError(f"bench_serving's process ended (exit {self._proc.wait()}); see {self._log.name}")
 
+    def cpu_s(self) -> float | None:
+        """CPU seconds its process has used so far (user + system); None where ``/proc`` is not."""
+        try:
+            fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         if self._proc.stdin is not None:
             self._proc.stdin.close()
@@ -115,6 +170,7 @@ class BenchServing:
 def sglang_run(bench: BenchServing, url: str, data: Path, n: int, output_len: int, tokenizer: str,
                concurrency: int, seed: int, out: Path) -> dict[str, Any]:
     out.unlink(missing_ok=True)
+    cpu0 = bench.cpu_s()
     code, printed = bench.run([
         "--backend", "sglang", "--base-url", url, "--dataset-name", "sharegpt", "--dataset-path", str(data),
         "--num-prompts", str(n), "--sharegpt-output-len", str(output_len), "--max-concurrency", str(concurrency),
@@ -124,8 +180,38 @@ def sglang_run(bench: BenchServing, url: str, data: Path, n: int, output_len: in
     last = json.loads(out.read_text().strip().splitlines()[-1])
     if last.get("completed") != n:
         raise AutotuneError(f"bench_serving completed {last.get('completed')} of {n}")
+    cpu1 = bench.cpu_s()
+    # Its process's CPU over the whole command: prompt loading, warm-up and flush included, so an upper
+    # bound on what streaming cost it. ``concurrency`` is its Little's-law mean in flight (the requests'
+    # e2e latencies, send to the last chunk read, over its duration).
     return {"tok_s": last["output_throughput"], "tokens": last.get("total_output_tokens"),
-            "duration_s": last.get("duration")}
+            "duration_s": last.get("duration"), "mean_in_flight": last.get("concurrency"),
+            "ttft_ms_p50": last.get("median_ttft_ms"), "e2e_ms_p50": last.get("median_e2e_latency_ms"),
+            "cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0}
+
+
+def pin_clients() -> set[int] | None:
+    """Pin this process (autotune's client, and bench_serving's process, started after) to all allowed
+    CPUs but the first; return the first, for the server. None with fewer than two CPUs."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    os.sched_setaffinity(0, set(cpus[1:]))
+    return {cpus[0]}
+
+
+def _med(runs: list[dict[str, Any]], key: str) -> float | None:
+    return median([r[key] for r in runs if r.get(key) is not None]) if runs else None
+
+
+def _pct(share: float | None) -> float | None:
+    return None if share is None else 100.0 * share
+
+
+def _per_token(runs: list[dict[str, Any]]) -> float | None:
+    return median([1e6 * r["cpu_s"] / r["tokens"] for r in runs if r.get("cpu_s") is not None and r.get("tokens")])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                         else sys.executable, help="an interpreter with SGLang (bench_serving)")
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the model's, else a word-level one)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pin", action="store_true",
+                        help="server on the first allowed CPU, both clients on the others (taskset-like)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     if min(args.rounds, args.waves, args.min_prompts, *args.concurrency) < 1 or args.output_len < 4:
@@ -182,10 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"machine": machine_line(), "params": params, "requests": count,
                            "output_len": args.output_len, "rounds": args.rounds, "levels": []}
     t0 = time.monotonic()
+    server_cpus = pin_clients() if args.pin else None
+    out["pinned"] = None if server_cpus is None else {"server": sorted(server_cpus),
+                                                      "clients": sorted(os.sched_getaffinity(0))}
     bench = BenchServing(args.sglang_python, work / "bench_serving.log")
     try:
         with ServerProcess(lambda port: spec.argv(port=port), env=env, inherit_env=False,
                            startup_timeout_s=900, log_path=work / "server.log") as server:
+            if server_cpus and server.pid is not None:
+                os.sched_setaffinity(server.pid, server_cpus)
             for c in args.concurrency:
                 runs: dict[str, list[dict[str, Any]]] = {"autotune": [], "bench_serving": []}
                 prompts, n = every[:count[c]], count[c]
@@ -218,6 +311,18 @@ def main(argv: list[str] | None = None) -> int:
                   fmt(median([x["tok_s"] for x in lv["bench_serving"]]), ",.1f"),
                   fmt(range_pct([x["tok_s"] for x in lv["bench_serving"]]), ".1f") + "%",
                   fmt(lv["ratio"], ".4f"), " ".join(f"{x:.3f}" for x in lv["round_ratios"]), verdict(lv["ok"])]
+                 for lv in out["levels"]]))
+    print("\nOccupancy (medians of the rounds): mean in flight is Little's law over each tool's window; "
+          "a gap is a freed slot's wait for the next send; CPU is each client's process per output token")
+    print(table(["concurrency", "in flight: autotune", "bench_serving", "gap p50 ms", "gap p90 ms",
+                 "idle slots", "loop lag p99 ms", "CPU us/tok: autotune", "bench_serving"],
+                [[str(lv["concurrency"]), fmt(_med(lv["autotune"], "mean_in_flight"), ".2f"),
+                  fmt(_med(lv["bench_serving"], "mean_in_flight"), ".2f"),
+                  fmt(_ms(_med(lv["autotune"], "gap_p50_s")), ".2f"),
+                  fmt(_ms(_med(lv["autotune"], "gap_p90_s")), ".2f"),
+                  fmt(_pct(_med(lv["autotune"], "idle_slot_share")), ".2f") + "%",
+                  fmt(_med(lv["autotune"], "loop_lag_ms_p99"), ".2f"),
+                  fmt(_per_token(lv["autotune"]), ".1f"), fmt(_per_token(lv["bench_serving"]), ".1f")]
                  for lv in out["levels"]]))
     out["elapsed_s"] = time.monotonic() - t0
     print(f"\n{sum(lv['ok'] for lv in out['levels'])}/{len(out['levels'])} concurrencies agree within "

@@ -47,6 +47,7 @@ import asyncio
 import json
 import math
 import random
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -166,6 +167,66 @@ def _finish_record(index: int, prompt_id: str, acc: StreamAccumulator, start: fl
 
 
 # --------------------------------------------------------------------------------------------
+# Connections
+# --------------------------------------------------------------------------------------------
+
+class SlotClients:
+    """One single-connection :class:`httpx.AsyncClient` per request slot, kept alive across the
+    slot's requests and handed out from a free list.
+
+    Why not one client with a pool of ``concurrency`` connections: httpcore's pool (1.0.x) walks
+    every connection, and for each idle one every connection again, on each request sent and each
+    response closed, probing each idle socket with a system call: about 3,700 checks per request at
+    32 connections, 15,500 at 64, run on the event loop between chunks, so finished requests were
+    noticed and replaced late. At c64 on the emulator it read 0.65-0.96x ``sglang.bench_serving``'s
+    tok/s, 0.975-0.992x with a connection per slot (issue 34, docs/benchmarks.md). A pool of one
+    connection costs a constant per request.
+
+    With an injected ``transport`` (tests), every slot shares one client over it.
+    """
+
+    def __init__(self, *, timeout: httpx.Timeout, transport: httpx.AsyncBaseTransport | None,
+                 cap: int) -> None:
+        self._timeout = timeout
+        self._shared = (httpx.AsyncClient(transport=transport, timeout=timeout,
+                                          limits=httpx.Limits(max_connections=cap,
+                                                              max_keepalive_connections=cap))
+                        if transport is not None else None)
+        self._free: list[httpx.AsyncClient] = []
+        self._made: list[httpx.AsyncClient] = []
+        self._ssl: ssl.SSLContext | None = None
+
+    def _new(self) -> httpx.AsyncClient:
+        if self._ssl is None:  # ~30 ms to build; every client shares the one
+            self._ssl = httpx.create_ssl_context()
+        client = httpx.AsyncClient(timeout=self._timeout, verify=self._ssl,
+                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        self._made.append(client)
+        return client
+
+    def prepare(self, n: int) -> None:
+        """Build ``n`` clients now (before the window), so that the first requests do not wait."""
+        if self._shared is None:
+            self._free.extend(self._new() for _ in range(max(0, n - len(self._free))))
+
+    def acquire(self) -> httpx.AsyncClient:
+        """A client for one request; give it back with :meth:`release`."""
+        if self._shared is not None:
+            return self._shared
+        return self._free.pop() if self._free else self._new()
+
+    def release(self, client: httpx.AsyncClient) -> None:
+        """Return a client from :meth:`acquire` for the next request."""
+        if client is not self._shared:
+            self._free.append(client)
+
+    async def aclose(self) -> None:
+        """Close every client (and its connection)."""
+        clients = [self._shared] if self._shared is not None else self._made
+        await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
+
+
+# --------------------------------------------------------------------------------------------
 # Load generation
 # --------------------------------------------------------------------------------------------
 
@@ -237,19 +298,25 @@ async def run_benchmark(base_url: str, prompts: Sequence[Prompt], *, api: str = 
     acc_cls = _ACCUMULATORS[api]
     n = len(prompts)
     cap = concurrency if concurrency is not None else max(n, 1)
-    limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
     records: list[RequestRecord | None] = [None] * n
+    clients = SlotClients(timeout=timeout, transport=transport, cap=cap)
+    if request_rate is None:
+        clients.prepare(min(cap, n))
     epoch_offset = time.time() - clock()
     t0 = clock()
     deadline = None if max_duration_s is None else t0 + max_duration_s
 
-    async with httpx.AsyncClient(transport=transport, timeout=timeout, limits=limits) as client:
+    try:
 
         async def one(i: int) -> None:
             acc = acc_cls()
-            start, end, status, err, raw = await stream_request(
-                client, url, bodies[i], accumulator=acc, clock=clock,
-                request_timeout_s=request_timeout_s, keep_raw=keep_raw)
+            client = clients.acquire()
+            try:
+                start, end, status, err, raw = await stream_request(
+                    client, url, bodies[i], accumulator=acc, clock=clock,
+                    request_timeout_s=request_timeout_s, keep_raw=keep_raw)
+            finally:
+                clients.release(client)
             records[i] = _finish_record(i, ids[i], acc, start, end, status, err, raw, kind=prompts[i].kind)
 
         if request_rate is None:
@@ -285,6 +352,8 @@ async def run_benchmark(base_url: str, prompts: Sequence[Prompt], *, api: str = 
             finally:
                 for task in tasks:
                     task.cancel()
+    finally:
+        await clients.aclose()
 
     done = [r for r in records if r is not None]
     return BenchResult.from_records(done, api=api, not_started=n - len(done),

@@ -42,4 +42,13 @@ def test_both_tools_send_the_same_requests_and_the_ratio_is_of_their_medians(tmp
         assert level["ratio"] == pytest.approx(statistics.median(a) / statistics.median(b))
         assert level["round_ratios"] == pytest.approx([x / y for x, y in zip(a, b, strict=True)])
         assert level["ok"] == (abs(level["ratio"] - 1) * 100 <= 2.0)
+        # What the next H200 run needs to tell a client's lag from the server's: each tool's Little's-law
+        # mean in flight, and autotune's dispatch gaps, event-loop lag and CPU per chunk.
+        c = level["concurrency"]
+        for run in level["autotune"] + level["bench_serving"]:
+            assert 0 < run["mean_in_flight"] <= c + 1e-9
+        for run in level["autotune"]:
+            assert run["chunks"] >= n and run["cpu_s"] > 0 and run["loop_lag_ms_p99"] >= 0
+            assert (run["gap_p50_s"] is None) == (n <= c)
+    assert data["pinned"] is None
     assert "within 2%" in proc.stdout

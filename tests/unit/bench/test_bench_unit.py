@@ -622,3 +622,46 @@ def test_peak_in_flight_counts_overlapping_records_and_none_when_unknown():
                                     api="generate").peak_in_flight == 1
     assert BenchResult.from_records([rec(0, 0.0, None)], api="generate").peak_in_flight is None
     assert BenchResult.from_records([], api="generate").peak_in_flight is None
+
+
+def test_pool_work_per_request_does_not_grow_with_concurrency(monkeypatch):
+    """Issue 34: httpcore 1.0's pool checks every connection, and for each idle one every connection
+    again, on each send and close, on the event loop between chunks. One pool of 32 connections did
+    thousands of checks per request (0.65x bench_serving's tok/s at c64 on one core); one connection
+    per slot does a few, at any concurrency. Counted, not timed, so a loaded box cannot move it; each
+    slot keeps its one connection alive, so a run opens as many connections as it has slots."""
+    import httpcore
+
+    checks = {"idle": 0, "opened": 0}
+    is_idle, init = httpcore.AsyncHTTPConnection.is_idle, httpcore.AsyncHTTPConnection.__init__
+
+    def counted_is_idle(self):
+        checks["idle"] += 1
+        return is_idle(self)
+
+    def counted_init(self, *args, **kwargs):
+        checks["opened"] += 1
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(httpcore.AsyncHTTPConnection, "is_idle", counted_is_idle)
+    monkeypatch.setattr(httpcore.AsyncHTTPConnection, "__init__", counted_init)
+    proc = subprocess.Popen([sys.executable, "-c", _FAST_SERVER, "16", "4"], stdout=subprocess.PIPE, text=True)
+    per_request = {}
+    try:
+        url = f"http://127.0.0.1:{int(proc.stdout.readline())}"
+        for concurrency in (2, 32):
+            checks.update(idle=0, opened=0)
+            n = 3 * concurrency
+            res = run_benchmark_sync(url, prompts(n, max_tokens=16), concurrency=concurrency)
+            assert res.completed == n, res.errors
+            assert checks["opened"] == concurrency
+            per_request[concurrency] = checks["idle"] / n
+        # Poisson arrivals capped at 3: slots' clients are made as needed and handed on, never more than 3.
+        checks.update(opened=0)
+        res = run_benchmark_sync(url, prompts(12, max_tokens=16), request_rate=500.0, concurrency=3)
+        assert res.completed == 12, res.errors
+        assert 1 <= checks["opened"] <= 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert per_request[32] <= 2 * per_request[2] + 2, per_request
