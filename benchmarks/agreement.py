@@ -130,10 +130,13 @@ class BenchServing:
     """``sglang.bench_serving`` in one long-lived process of ``py`` (its import paid once): each
     :meth:`run` is one command-line run of it, as ``python -m sglang.bench_serving ARGS`` would be."""
 
-    def __init__(self, py: str, log: Path) -> None:
+    def __init__(self, py: str, log: Path, *, offline: bool = False) -> None:
         self._log = log.open("w")
+        # A local tokenizer folder: without HF_HUB_OFFLINE its loader still asks huggingface.co
+        # about the name and retries (about 30 s a run on a box that cannot reach it).
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"} if offline else None
         self._proc = subprocess.Popen([py, str(SIDE), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._log, text=True, bufsize=1)
+                                      stderr=self._log, text=True, bufsize=1, env=env)
 
     def run(self, argv: list[str]) -> tuple[int, str]:
         """Exit code and printed output of one run."""
@@ -273,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     server_cpus = pin_clients() if args.pin else None
     out["pinned"] = None if server_cpus is None else {"server": sorted(server_cpus),
                                                       "clients": sorted(os.sched_getaffinity(0))}
-    bench = BenchServing(args.sglang_python, work / "bench_serving.log")
+    bench = BenchServing(args.sglang_python, work / "bench_serving.log", offline=Path(tokenizer).is_dir())
     try:
         with ServerProcess(lambda port: spec.argv(port=port), env=env, inherit_env=False,
                            startup_timeout_s=900, log_path=work / "server.log") as server:
