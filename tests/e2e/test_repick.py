@@ -38,6 +38,15 @@ SPACE: dict[str, Any] = {
 }
 
 
+#: The spread a prediction may have and still be trusted, here. Each config's two repeats are 2 x 24
+#: tokens on the emulator, which keeps time with asyncio sleeps: on a 2-core box running the whole
+#: suite no prediction was trusted (repick exits 1), in both tests of one clean-clone run, most
+#: likely because those repeats' spread passed the product's 3%. What these tests check is the
+#: surface and the ranking, not that bound (tests/unit/search covers it), so they state a looser one;
+#: a failure prints each prediction's spread and why it was not trusted.
+LOADED_SD = ["--max-sd-pct", "25"]
+
+
 @pytest.mark.slow  # a search of 5 emulator trials on Ray
 @pytest.mark.timeout(600)
 def test_a_search_keeps_its_cost_surface_and_repick_ranks_from_it(
@@ -66,10 +75,10 @@ def test_a_search_keeps_its_cost_surface_and_repick_ranks_from_it(
     capsys.readouterr()
     t0 = time.perf_counter()
     code = autotune_main(["repick", "--name", "repick-e2e", "--root", str(tmp_path),
-                          "--acceptance", "rates:[0.6,0.45,0.3]", "--json"])
+                          "--acceptance", "rates:[0.6,0.45,0.3]", "--json", *LOADED_SD])
     took = time.perf_counter() - t0
     out = json.loads(capsys.readouterr().out)
-    assert code == 0
+    assert code == 0, [(p["predicted_sd_pct"], p["why_not"]) for p in out["predictions"]]
     assert took < 5.0, f"repick took {took:.1f} s"
     assert out["label"] == "predicted" and out["acceptance"] == [0.6, 0.45, 0.3]
     preds = out["predictions"]
@@ -82,8 +91,8 @@ def test_a_search_keeps_its_cost_surface_and_repick_ranks_from_it(
         if p["measured_cost"] and p["predicted_tok_s"] is not None:
             assert p["predicted_tok_s"] < by_key[json.dumps(p["params"], sort_keys=True)]["output_tok_s"]
 
-    assert any(p["trusted"] for p in preds)  # two repeats a config on the emulator: tight spreads
-    code = autotune_main(["repick", "--surface", str(beside), "--acceptance", "rates:[0.6,0.45,0.3]"])
+    assert any(p["trusted"] for p in preds), [p["predicted_sd_pct"] for p in preds]
+    code = autotune_main(["repick", "--surface", str(beside), "--acceptance", "rates:[0.6,0.45,0.3]", *LOADED_SD])
     text = capsys.readouterr().out
     assert code == 0 and "predicted tok/s (not measured)" in text
     top = next(p for p in preds if p["trusted"])
@@ -158,10 +167,11 @@ def test_a_search_with_load_levels_keeps_a_surface_per_level_and_repicks_at_each
     lines = {p["concurrency"]: p["throughput_line"] for p in surface["levels"]}
     for level, own in (("1", c1), ("4", c4), (None, c4)):
         capsys.readouterr()
-        argv = ["repick", "--name", "repick-levels", "--root", str(tmp_path), "--acceptance", rates]
+        argv = ["repick", "--name", "repick-levels", "--root", str(tmp_path), "--acceptance", rates, *LOADED_SD]
         code = autotune_main(argv + (["--level", level] if level else []) + ["--json"])
         out = json.loads(capsys.readouterr().out)
-        assert code == 0 and out["level"] == {"concurrency": int(level or 4)}
+        assert code == 0, [(p["predicted_sd_pct"], p["why_not"]) for p in out["predictions"]]
+        assert out["level"] == {"concurrency": int(level or 4)}
         # A measured config moves from that level's measurement along that level's line (from the
         # accept length the emulator drew to the one the rates give): never the other level's.
         line = lines[int(level or 4)]
@@ -169,7 +179,8 @@ def test_a_search_with_load_levels_keeps_a_surface_per_level_and_repicks_at_each
             if p["measured_cost"] and p["predicted_tok_s"] is not None:
                 cfg = own[json.dumps(p["params"], sort_keys=True)]
                 assert p["predicted_tok_s"] == pytest.approx(moved_tok_s(cfg, p["accept_length"], line), rel=1e-9)
-    code = autotune_main(["repick", "--name", "repick-levels", "--root", str(tmp_path), "--acceptance", rates])
+    code = autotune_main(["repick", "--name", "repick-levels", "--root", str(tmp_path), "--acceptance", rates,
+                          *LOADED_SD])
     assert code == 0
     assert capsys.readouterr().out.splitlines()[0].startswith(
         "costs at concurrency 4 (the search's primary level); other levels: --level 1")
