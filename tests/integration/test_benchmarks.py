@@ -153,10 +153,15 @@ def test_steady_window_quick(tmp_path: Path) -> None:
     [row] = data["rows"]
     assert data["concurrency"] == 16 and data["cap"] == 12 and row["requests"] == 24
     assert len(row["whole"]) == len(row["steady"]) == 2 and row["waves"] == 2.0
-    # Both figures of every repeat are there; the steady one leaves the tail out, so it is the higher.
+    # Both figures of every repeat are there, and the steady interval leaves the ramp and tail out.
+    # That the steady rate is the higher one is checked on constructed records
+    # (tests/unit/bench/test_steady.py): here, on a 2-core box running the suite, the emulator is
+    # CPU-bound and its tail ran as fast as its full load (a clean-clone run read 1672 steady
+    # against 1697 whole), so the order of two live figures is the box's, not the code's.
     assert row["whole_median"] == pytest.approx(statistics.median(row["whole"]))
     if row["window"] == "steady":
-        assert statistics.median(row["steady"]) > statistics.median(row["whole"]), row
+        assert all(v > 0 for v in row["steady"]) and row["steady_median"] == pytest.approx(
+            statistics.median(row["steady"]))
         assert row["tail_s"] > 0 and 0 < row["steady_share_pct"] < 100
     else:  # a repeat's steady interval was too short on a busy box: the objective says why
         assert row["window_reason"]
