@@ -58,6 +58,7 @@ from autotune.sim.config import ModelConfig
 from autotune.sim.emulator import PROFILE_ENV, SEED_ENV
 from autotune.sim.engine import SimEngine
 from autotune.sim.faults import FAULT_ENV, FaultPlan, crash, parse_faults
+from autotune.sim.graph_capture import prefill_capture_share, prefill_graph_sizes, prefill_graphs_on
 from autotune.sim.model import PerformanceModel
 from autotune.sim.profile import load_profile
 
@@ -194,12 +195,6 @@ def _is_oom(message: str) -> bool:
     return "out of memory" in message.lower() or "not enough memory" in message.lower()
 
 
-def prefill_graphs_on(args: Any) -> bool:
-    """Whether this launch captures prefill CUDA graphs at start-up (SGLang's default)."""
-    return not (args.get("disable_prefill_cuda_graph") or args.get("disable_cuda_graph")
-                or args.get("cuda_graph_backend_prefill") == "disabled")
-
-
 async def _startup(state: Any, *, startup_s: float, fatal: str | None,
                    prefill_capture_s: float = 0.0) -> None:
     """SGLang's start-up, compressed to ``startup_s`` seconds plus ``prefill_capture_s`` for the
@@ -244,7 +239,8 @@ async def _startup(state: Any, *, startup_s: float, fatal: str | None,
     await asyncio.sleep(0.3 * startup_s)
     logger.info("Capture cuda graph end. Time elapsed: %.2f s.", time.perf_counter() - t0, extra=tp0)
     if prefill_capture_s > 0:
-        logger.info("Capture prefill cuda graph begin. This can take up to several minutes.", extra=tp0)
+        logger.info("Capture prefill cuda graph begin. This can take up to several minutes. num_tokens=%s",
+                    prefill_graph_sizes(args)[0], extra=tp0)
         t0 = time.perf_counter()
         await asyncio.sleep(prefill_capture_s)
         logger.info("Capture prefill cuda graph end. Time elapsed: %.2f s.", time.perf_counter() - t0, extra=tp0)
@@ -336,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     # startup_s is a full start; the prefill-graph capture share of it is skipped without those graphs.
     # A slow_start fault keeps its whole length.
     share = 0.0 if faults.slow_start is not None else float(getattr(profile, "prefill_graph_share", 0.0))
-    prefill_capture_s = startup_s * share if prefill_graphs_on(args) else 0.0
+    prefill_capture_s = startup_s * share * prefill_capture_share(args) if prefill_graphs_on(args) else 0.0
     startup_s *= 1.0 - share
     sim_info = {"profile": getattr(profile, "name", profile_name), "profile_source": profile_name,
                 "gpu_ids": gpu_ids, "cuda_visible_devices": cvd, "seed": seed, "noise_cv": noise_cv,

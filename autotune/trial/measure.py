@@ -43,6 +43,7 @@ from autotune.trial.level_measure import PHASES, measure_level
 from autotune.trial.level_results import LoadLevel, with_levels
 from autotune.trial.measure_settings import MeasureSettings
 from autotune.trial.outcome import TrialTimeout, failure_of
+from autotune.trial.prefill_bound import prefill_token_bound, token_counter
 from autotune.trial.result import TrialResult, failed_result, summarise
 from autotune.trial.sequential import Consult
 from autotune.trial.verdict import judge
@@ -66,6 +67,14 @@ def largest_concurrency(workload: Workload) -> int | None:
 def own_warmup(workload: Workload, settings: MeasureSettings) -> bool:
     """Whether a trial warms its server up itself before the first measured repeat."""
     return bool(workload.warmup()) or settings.warmup_until_stable_pct is not None
+
+
+def _prefill_bound(config: TrialConfig, workload: Workload, args: dict[str, Any]) -> int | None:
+    """The most tokens one prefill forward of the trial holds, counted with the server's own
+    tokenizer where it is a local fast tokenizer (:mod:`autotune.trial.prefill_bound`)."""
+    slow = args.get("tokenizer_mode") == "slow"  # SGLang would not load tokenizer.json
+    folder = args.get("tokenizer_path") or config.model_path
+    return prefill_token_bound(workload, count=None if slow else token_counter(folder))
 
 
 def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
@@ -97,7 +106,8 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
         args, trial_only = fast_start.apply(args)
     if settings is not None and settings.lean_start and workload is not None:
         args, lean = trial_start.lean_start_args(args, max_concurrency=largest_concurrency(workload),
-                                                 own_warmup=own_warmup(workload, settings))
+                                                 own_warmup=own_warmup(workload, settings),
+                                                 max_prefill_tokens=_prefill_bound(config, workload, args), env=env)
         trial_only |= lean
     return LaunchSpec(model_path=config.model_path, draft_model_path=config.draft_model_path
                       if args.get("speculative_algorithm") else None,

@@ -231,3 +231,23 @@ def test_repick_proof_report_rederives_the_committed_h200_proof(tmp_path: Path) 
     assert got["max_abs_error_pct"] < 3 and got["pick_share"] >= 0.98
     assert got["pick"]["params"] == committed["pick"]["params"]
     assert "max |error| 1.39% over 3 configs" in proc.stdout
+
+
+def test_prefill_capture_reads_the_committed_h200_server_logs(tmp_path: Path) -> None:
+    """scripts/gpu/prefill_capture.py on the committed start-up A/B logs (real SGLang 0.5.17 on an
+    H200): the share of the prefill capture the lean start's cap of 1536 tokens leaves out."""
+    import tarfile
+
+    with tarfile.open(REPO / "docs/measurements/raw/cost-per-answer-h200-2026-12-03/startup-ab.tar.xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    logs = sorted(tmp_path.glob("startup-ab/*-logs/*.log"))
+    assert len(logs) == 2
+    out = tmp_path / "capture.json"
+    proc = subprocess.run([sys.executable, "scripts/gpu/prefill_capture.py", "--cap", "1536", *map(str, logs),
+                           "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["captures"]
+    assert [(r["who"], r["sizes"], r["above"]) for r in rows] == [("target", 58, 18)] * 2
+    assert sorted(r["elapsed_s"] for r in rows) == [9.08, 9.13]  # "Capture target prefill ... elapsed=" lines
+    assert all(r["above_done_s"] == 5 for r in rows)  # the bar's whole seconds at 18 of 58 done
+    assert "target: 2 captures, median 9.11 s" in proc.stdout

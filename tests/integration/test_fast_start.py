@@ -35,7 +35,8 @@ TABLE_517 = ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"
 SPACE = {
     "name": "fast", "backend": "sim", "profile": "llama-3.1-8b-eagle3-h100",
     "model_path": "sim/Llama-3.1-8B-Instruct", "draft_model_path": "sim/EAGLE3-LLaMA3.1-Instruct-8B",
-    "fixed_args": {"tp_size": 1, "speculative_eagle_topk": 1},
+    # mem_fraction_static: the lean start's graph caps need the KV pool fixed (trial_start's text).
+    "fixed_args": {"tp_size": 1, "speculative_eagle_topk": 1, "mem_fraction_static": 0.85},
     "parameters": {
         "speculative_algorithm": {"type": "categorical", "choices": [None, "EAGLE3"]},
         "speculative_num_steps": {"type": "categorical", "choices": [3]},
@@ -220,7 +221,8 @@ def test_exported_winner_never_carries_trial_only_flags(tmp_path, sim_env, space
     assert runs
     logged = tracker.load_spec(runs[0].run_id)
     # Fast start's switch, beside the lean start's (measure.lean_start: the decode graphs the
-    # workload reaches, no duplicate warm-up): all of them trial-only.
+    # workload reaches, no duplicate warm-up; no prefill cap, as fast start has no prefill graphs):
+    # all of them trial-only.
     assert logged.trial_only == {"disable_prefill_cuda_graph", "cuda_graph_max_bs_decode", "skip_server_warmup"}
     assert "--disable-prefill-cuda-graph" in logged.argv() and "trial-only" in logged.shell_command()
     for fmt in ("sh", "yaml", "json"):

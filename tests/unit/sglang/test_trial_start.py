@@ -7,14 +7,24 @@ from pathlib import Path
 import pytest
 
 from autotune.sglang import flags as sglang_flags
-from autotune.sglang.trial_start import (
-    QUICK_STOP_ENV,
-    SMALLEST_DEFAULT_MAX_BS,
-    covering_decode_max_bs,
-    crash_diagnostics_on,
+from autotune.sglang.graph_sizes import (
+    SMALLEST_DEFAULT_DECODE_MAX_BS,
+    SMALLEST_DEFAULT_PREFILL_MAX_TOKENS,
     decode_graph_batch_sizes,
+    prefill_graph_token_sizes,
+)
+from autotune.sglang.trial_start import (
+    POST_CAPTURE_KV_ENV,
+    QUICK_STOP_ENV,
+    covering_decode_max_bs,
+    covering_prefill_max_tokens,
+    crash_diagnostics_on,
     lean_start_args,
 )
+
+SMALLEST_DEFAULT_MAX_BS = SMALLEST_DEFAULT_DECODE_MAX_BS
+#: Every graph cut needs the KV pool fixed by the launch (trial_start's text).
+FIXED = {"mem_fraction_static": 0.6}
 
 ROOT = Path(__file__).resolve().parents[3]
 FLAGS_517 = sglang_flags.flags_from_table(str(ROOT / "tests" / "data" / "sglang-0.5.17-flags.json"))
@@ -64,29 +74,104 @@ def test_the_cap_is_the_smallest_that_covers():
 
 
 def test_lean_args_under_0517():
-    args, added = lean_start_args({"speculative_algorithm": "EAGLE3", "tp_size": 1}, max_concurrency=2,
+    args, added = lean_start_args({"speculative_algorithm": "EAGLE3", "tp_size": 1, **FIXED}, max_concurrency=2,
                                   own_warmup=True, flag_set=FLAGS_517)
     assert args["cuda_graph_max_bs_decode"] == 2 and args["skip_server_warmup"] is True
     assert added == {"cuda_graph_max_bs_decode", "skip_server_warmup"}
-    args, added = lean_start_args({"tp_size": 1}, max_concurrency=3, own_warmup=False, flag_set=FLAGS_517)
-    assert args == {"tp_size": 1, "cuda_graph_max_bs_decode": 4} and added == {"cuda_graph_max_bs_decode"}
+    args, added = lean_start_args({"tp_size": 1, **FIXED}, max_concurrency=3, own_warmup=False,
+                                  max_prefill_tokens=900, flag_set=FLAGS_517)
+    assert args == {"tp_size": 1, **FIXED, "cuda_graph_max_bs_decode": 4, "cuda_graph_max_bs_prefill": 960}
+    assert added == {"cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"}
+
+
+def test_no_graph_cut_where_the_kv_pool_depends_on_the_graphs():
+    # Without mem_fraction_static SGLang sizes the KV pool from a reserve that counts the captured
+    # graphs; with post-capture sizing, from the memory they leave: a cut would change the pool.
+    for server_args, env in (({"tp_size": 1}, None), ({"tp_size": 1, **FIXED}, {POST_CAPTURE_KV_ENV: "1"})):
+        args, added = lean_start_args(server_args, max_concurrency=1, own_warmup=True, max_prefill_tokens=100,
+                                      env=env, flag_set=FLAGS_517)
+        assert added == {"skip_server_warmup"}
+        assert "cuda_graph_max_bs_decode" not in args and "cuda_graph_max_bs_prefill" not in args
+    args, added = lean_start_args({"tp_size": 1, **FIXED}, max_concurrency=1, own_warmup=False,
+                                  max_prefill_tokens=100, env={POST_CAPTURE_KV_ENV: "false"}, flag_set=FLAGS_517)
+    assert added == {"cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"}
+
+
+def test_prefill_list_is_sglang_0517s():
+    # ServerArgs._generate_prefill_cuda_graph_batch_sizes at an H200's chunked_prefill_size (8192).
+    sizes = prefill_graph_token_sizes(8192)
+    assert len(sizes) == 58 and sizes[:9] == [4, 8, 12, 16, 20, 24, 28, 32, 48] and sizes[-2:] == [7680, 8192]
+    assert prefill_graph_token_sizes(1000)[-1] == 960  # the maximum is not appended off the schedule
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        prefill_graph_token_sizes(0)
+
+
+@pytest.mark.parametrize("chunk", [None, 300, 1000, 2048, 8192])
+def test_every_prefill_the_workload_reaches_runs_on_the_default_capture_graph(chunk):
+    # The export's default capture stops at chunked_prefill_size (2048 at the least by default).
+    for default_max in ([SMALLEST_DEFAULT_PREFILL_MAX_TOKENS, 4096, 8192, 16384] if chunk is None else [chunk]):
+        default = prefill_graph_token_sizes(default_max)
+        for bound in [*range(1, 80), *range(80, 2200, 37)]:
+            cap = covering_prefill_max_tokens(bound, chunked_prefill_size=chunk)
+            if cap is None:
+                assert bound > min(SMALLEST_DEFAULT_PREFILL_MAX_TOKENS, chunk or SMALLEST_DEFAULT_PREFILL_MAX_TOKENS) \
+                    or bound > max(prefill_graph_token_sizes(chunk or SMALLEST_DEFAULT_PREFILL_MAX_TOKENS))
+                continue
+            lean = prefill_graph_token_sizes(cap)
+            assert lean == default[:len(lean)]  # a prefix: never a graph the export lacks
+            for tokens in range(1, min(bound, chunk or bound) + 1, 7):
+                assert _graph_for(tokens, lean) == _graph_for(tokens, default), (bound, tokens)
+
+
+def test_the_prefill_cap_is_the_smallest_that_covers():
+    assert covering_prefill_max_tokens(1) == 4
+    assert covering_prefill_max_tokens(33) == 48
+    assert covering_prefill_max_tokens(1025) == 1280
+    assert covering_prefill_max_tokens(2048) == 2048
+    assert covering_prefill_max_tokens(2049) is None  # could exceed the smallest default capture
+    assert covering_prefill_max_tokens(700, chunked_prefill_size=512) is None  # no forward holds 700
+    assert covering_prefill_max_tokens(100, chunked_prefill_size=-1) is None
+    with pytest.raises(ValueError, match="max_tokens"):
+        covering_prefill_max_tokens(0)
 
 
 @pytest.mark.parametrize("given", [{"cuda_graph_max_bs": 4}, {"cuda_graph_max_bs_decode": 16},
                                    {"cuda_graph_bs": [1, 2]}, {"disable_cuda_graph": True},
                                    {"skip_server_warmup": False}])
 def test_what_the_space_sets_is_left_alone(given):
-    args, added = lean_start_args(given, max_concurrency=1, own_warmup=True, flag_set=FLAGS_517)
+    args, added = lean_start_args({**given, **FIXED}, max_concurrency=1, own_warmup=True, flag_set=FLAGS_517)
     assert {k: args[k] for k in given} == given
     assert not set(added) & set(given)
     if "skip_server_warmup" not in given:
         assert "cuda_graph_max_bs_decode" not in added  # any decode-graph setting keeps its capture
 
 
+@pytest.mark.parametrize("given", [{"cuda_graph_max_bs_prefill": 512}, {"piecewise_cuda_graph_max_tokens": 512},
+                                   {"disable_prefill_cuda_graph": True}, {"cuda_graph_backend_prefill": "full"},
+                                   {"max_total_tokens": 4096}, {"enable_mixed_chunk": True},
+                                   {"enable_dp_attention": True}, {"disable_cuda_graph": True}])
+def test_what_the_space_sets_for_prefill_is_left_alone(given):
+    args, added = lean_start_args({**given, **FIXED}, max_concurrency=1, own_warmup=False, max_prefill_tokens=100,
+                                  flag_set=FLAGS_517)
+    assert "cuda_graph_max_bs_prefill" not in added
+    assert {k: args[k] for k in given} == given
+
+
+def test_no_prefill_cap_without_a_bound_or_above_the_smallest_default():
+    for bound in (None, SMALLEST_DEFAULT_PREFILL_MAX_TOKENS + 1):
+        args, added = lean_start_args({"tp_size": 1, **FIXED}, max_concurrency=None, own_warmup=False,
+                                      max_prefill_tokens=bound, flag_set=FLAGS_517)
+        assert args == {"tp_size": 1, **FIXED} and not added
+    args, _ = lean_start_args({"tp_size": 1, "chunked_prefill_size": 1024, **FIXED}, max_concurrency=None,
+                              own_warmup=False, max_prefill_tokens=1000, flag_set=FLAGS_517)
+    assert args["cuda_graph_max_bs_prefill"] == 1024
+
+
 def test_no_cap_without_a_concurrency_cap_or_above_the_smallest_default():
     for conc in (None, SMALLEST_DEFAULT_MAX_BS + 1):
-        args, added = lean_start_args({"tp_size": 1}, max_concurrency=conc, own_warmup=False, flag_set=FLAGS_517)
-        assert args == {"tp_size": 1} and not added
+        args, added = lean_start_args({"tp_size": 1, **FIXED}, max_concurrency=conc, own_warmup=False,
+                                      flag_set=FLAGS_517)
+        assert args == {"tp_size": 1, **FIXED} and not added
 
 
 def test_crash_diagnostics_switches():

@@ -1,0 +1,71 @@
+"""How much of a real SGLang server's prefill CUDA-graph capture goes to the token sizes above a cap.
+
+Usage (on trial server logs brought back from the GPU host and unpacked):
+    python3 scripts/gpu/prefill_capture.py --cap 1536 LOG [LOG ...] [--json OUT]
+
+SGLang 0.5.17 logs each prefill capture (the target's, and with EAGLE the draft's) as
+"Capture <who> prefill CUDA graph begin. ... num_tokens=[...]", a tqdm bar that captures the sizes
+from the largest down ("N/TOTAL [MM:SS<..."), and "Capture <who> prefill CUDA graph end. elapsed=X s".
+For each capture this prints its elapsed seconds and the bar's time when the sizes above ``--cap``
+were done: what the lean start's ``--cuda-graph-max-bs-prefill CAP`` leaves out
+(``autotune/sglang/trial_start.py``). The bar counts whole seconds, and the first size captured
+carries one-time set-up that a capped capture pays on its own first size, so the figure is an
+estimate of the cut, good to about a second, not a measurement of a capped start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+BLOCK = re.compile(r"Capture (\w+) prefill CUDA graph begin.*?num_tokens=\[([0-9, ]+)\](.*?)"
+                   r"Capture \1 prefill CUDA graph end\. elapsed=([0-9.]+) s", re.S)
+MARK = re.compile(r"\(num_tokens=\d+ [^)]*\):\s+\d+%\|[^|]*\|\s+(\d+)/\d+ \[(\d+):(\d+)")
+
+
+def captures(text: str, *, cap: int) -> list[dict]:
+    """Every prefill capture in a log's text: who, sizes, elapsed, and the sizes above ``cap``
+    with the bar's seconds when they were done (None when the bar never showed that count)."""
+    out = []
+    for m in BLOCK.finditer(text):
+        sizes = [int(x) for x in m.group(2).split(",")]
+        above = sum(1 for s in sizes if s > cap)
+        marks = [(int(n), int(mm) * 60 + int(ss)) for n, mm, ss in MARK.findall(m.group(3))]
+        done = min((t for n, t in marks if n >= above), default=None) if above else 0
+        out.append({"who": m.group(1), "sizes": len(sizes), "above": above, "elapsed_s": float(m.group(4)),
+                    "above_done_s": done})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cap", type=int, required=True, help="the capture cap (--cuda-graph-max-bs-prefill)")
+    ap.add_argument("logs", nargs="+", type=Path)
+    ap.add_argument("--json", type=Path, help="write every capture as JSON here")
+    a = ap.parse_args(argv)
+    rows = []
+    for log in a.logs:
+        for c in captures(log.read_text(errors="replace"), cap=a.cap):
+            rows.append({"log": log.name, **c})
+            print(f"{log.name[:48]:48s} {c['who']:7s} sizes {c['sizes']:3d}, {c['above']:2d} above {a.cap}: "
+                  f"capture {c['elapsed_s']:6.2f} s, those done after {c['above_done_s']} s")
+    if not rows:
+        print("no prefill capture found in these logs", file=sys.stderr)
+        return 1
+    for who in sorted({r["who"] for r in rows}):
+        mine = [r for r in rows if r["who"] == who and r["above_done_s"] is not None]
+        if mine:
+            print(f"{who}: {len(mine)} captures, median {statistics.median(r['elapsed_s'] for r in mine):.2f} s, "
+                  f"of which the sizes above {a.cap} median {statistics.median(r['above_done_s'] for r in mine)} s "
+                  f"(range {min(r['above_done_s'] for r in mine)}-{max(r['above_done_s'] for r in mine)} s)")
+    if a.json:
+        a.json.write_text(json.dumps({"cap": a.cap, "captures": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
