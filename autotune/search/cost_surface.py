@@ -201,6 +201,15 @@ def _batch(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _single_batch(workload: Mapping[str, Any]) -> int | None:
+    """The batch size a single-level workload's costs belong to: its closed-loop cap. None for an
+    open-loop rate, which this file does not key, even where a concurrency cap bounds it: the
+    requests in flight then follow the rate, not the cap."""
+    if workload.get("request_rate") is not None:
+        return None
+    return _batch(concurrency_of(workload))
+
+
 def surface_of(space: SearchSpace, results: Iterable[TrialResult], *, name: str) -> dict[str, Any]:
     """The cost surface of a search's measurements (the first of each config), JSON-ready.
 
@@ -228,9 +237,7 @@ def surface_of(space: SearchSpace, results: Iterable[TrialResult], *, name: str)
     model = space.synthetic_acceptance
     surface: dict[str, Any] = {
         "format": FORMAT, "search": name, "space": space.file,
-        # The closed-loop cap the workload ran at: the batch size the costs belong to (None for an
-        # open-loop rate, which this file does not key).
-        "batch_size": _batch(concurrency_of(space.workload)),
+        "batch_size": _single_batch(space.workload),
         "note": ("measured costs of each config; tok/s at any other acceptance computed from this "
                  f"file is {PREDICTED}, never a measurement"),
         "acceptance": {"source": top["configs"][0]["acceptance"],

@@ -213,3 +213,18 @@ def test_rates_for_fewer_positions_than_steps_name_the_config_and_stay_valid_jso
     assert deep and all(p.tok_s is None and p.accept_length is None and not p.trusted for p in deep)
     assert all("fewer positions" in (p.why or "") for p in deep)
     json.loads(json.dumps([p.to_dict() for p in preds], allow_nan=False))
+
+
+def test_an_open_loop_rate_keys_no_batch_size_even_under_a_concurrency_cap(space_factory: Any) -> None:
+    # With a rate the requests in flight follow the rate; the cap only bounds them, so the costs
+    # belong to no one batch size (and the phase-cost table, keyed by batch size, is not written).
+    model = SyntheticAcceptance(RATES)
+    results = [_result(p, model) for p in MEASURED]
+    for workload, batch in (({"request_rate": 4.0, "concurrency": 8}, None), ({"request_rate": 4.0}, None),
+                            ({"concurrency": 8}, 8)):
+        base = {"name": "unit", "backend": "sim", "profile": "llama-3.1-8b-eagle3-h100",
+                "model_path": "sim/llama", "draft_model_path": "sim/draft", "fixed_args": {"tp_size": 1},
+                "parameters": PARAMETERS, "synthetic_acceptance": {"rates": list(RATES)},
+                "workload": {"num_prompts": 8, "output_len": 16, **workload}}
+        surface = surface_of(space_factory(base), results, name="unit")
+        assert surface["batch_size"] == batch, workload
