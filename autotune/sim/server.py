@@ -239,11 +239,13 @@ async def _startup(state: Any, *, startup_s: float, fatal: str | None,
     await asyncio.sleep(0.3 * startup_s)
     logger.info("Capture cuda graph end. Time elapsed: %.2f s.", time.perf_counter() - t0, extra=tp0)
     if prefill_capture_s > 0:
-        logger.info("Capture prefill cuda graph begin. This can take up to several minutes. num_tokens=%s",
-                    prefill_graph_sizes(args)[0], extra=tp0)
+        # SGLang 0.5.17's own lines (scripts/gpu/prefill_capture.py reads both).
+        logger.info("Capture target prefill CUDA graph begin. backend=breakable, num_tokens=%s, avail mem=%.2f GB",
+                    prefill_graph_sizes(args)[0], max(gpu_mem - weights, 0.0), extra=tp0)
         t0 = time.perf_counter()
         await asyncio.sleep(prefill_capture_s)
-        logger.info("Capture prefill cuda graph end. Time elapsed: %.2f s.", time.perf_counter() - t0, extra=tp0)
+        logger.info("Capture target prefill CUDA graph end. elapsed=%.2f s, mem usage=0.00 GB, avail mem=%.2f GB.",
+                    time.perf_counter() - t0, max(gpu_mem - weights, 0.0), extra=tp0)
     else:
         logger.info("Prefill CUDA graphs disabled: no prefill capture.", extra=tp0)
     logger.info("max_total_num_tokens=%s, chunked_prefill_size=%s, max_prefill_tokens=%s, "

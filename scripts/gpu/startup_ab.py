@@ -46,6 +46,7 @@ import yaml
 HERE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(HERE / "scripts" / "gpu"))
 
+from prefill_capture import captures  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
 EAGLE3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
@@ -125,14 +126,18 @@ def one_run(space: Path, params: dict[str, Any], *, out: Path, tag: str, store: 
         stages = breakdown(log)
         row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "warmup", "total")})
         row["stop_s"] = _stop_s(log)
+        # The prefill graphs' capture (target and draft), which the lean start caps.
+        caught = captures(log.read_text(errors="replace"), cap=0)
+        row["prefill_capture_s"] = sum(c["elapsed_s"] for c in caught) if caught else None
+        row["prefill_sizes"] = max((c["sizes"] for c in caught), default=None)
         sglang_own = (stages.get("scheduler") or 0.0) + (stages.get("warmup") or 0.0)
         row["sglang_scheduler_plus_warmup_s"] = sglang_own or None
         row["ratio"] = (rec["startup_s"] / sglang_own) if sglang_own and rec.get("startup_s") else None
     return row
 
 
-COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "warmup", "sglang_scheduler_plus_warmup_s",
-           "startup_s", "ratio", "stop_s", "duration_s", "first_vs_rest", "wall_s")
+COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "prefill_capture_s", "prefill_sizes", "warmup",
+           "sglang_scheduler_plus_warmup_s", "startup_s", "ratio", "stop_s", "duration_s", "first_vs_rest", "wall_s")
 
 
 def _fmt(v: Any) -> str:

@@ -30,6 +30,12 @@ def test_startup_ab_dry_run_on_the_emulator(tmp_path):
         lean = run.endswith("after")
         assert ("--skip-server-warmup" in row["launch_command"]) is lean
         assert ("--cuda-graph-max-bs-decode 1" in row["launch_command"]) is lean
+        # The prefill capture is read from the emulator's log, written as SGLang 0.5.17 writes it;
+        # the lean start captures the sizes its workload reaches (the sim model has no
+        # tokenizer.json, so the byte bound decides), the full start all 58.
+        assert ("--cuda-graph-max-bs-prefill" in row["launch_command"]) is lean
+        assert row["prefill_capture_s"] is not None and (row["prefill_sizes"] < 58 if lean else
+                                                          row["prefill_sizes"] == 58), row
         # The emulator's 3 s stop pause is paid by the full start only (whole-second stamps).
         assert row["stop_s"] is not None and ((row["stop_s"] <= 1) if lean else (row["stop_s"] >= 2)), row
     assert data["counts"] == {"before": 2, "after": 2}
