@@ -87,6 +87,11 @@ class Backend:
         shares_cores: Its servers compute on this machine's CPU cores, so concurrent ones slow
             each other down (finalists are confirmed one at a time).
         load_emulator: Returns the :class:`Emulator` of an emulated backend; None for real SGLang.
+        preimport: What ``python -m module`` imports before the first statement of its main
+            block: what a standby launcher imports ahead (:mod:`autotune.server.standby`).
+        late_env: Patterns of the environment variables that only the server's child processes
+            (or its main block, not its imports) read, so a standby started with other values may
+            still run the server, given the new ones.
     """
 
     name: str
@@ -95,6 +100,8 @@ class Backend:
     needs_gpus: bool
     shares_cores: bool
     load_emulator: Callable[[], Emulator] | None = None
+    preimport: tuple[str, ...] = ()
+    late_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.emulated != (self.load_emulator is not None):
@@ -120,10 +127,21 @@ def _sim() -> Emulator:
 
 
 BACKENDS: Mapping[str, Backend] = MappingProxyType({
+    # SGLang 0.5.17's sglang/launch_server.py imports these at its top and in its main block before
+    # it parses its arguments (the 15-20 s "launcher" stage of docs/startup.md). NCCL reads its
+    # variables when the scheduler process (a fresh spawn) creates its communicators, and the
+    # forced accept length is read by the speculative worker there (sglang.srt.speculative.spec_utils).
     "sglang": Backend("sglang", "sglang.launch_server", emulated=False, needs_gpus=True,
-                      shares_cores=False),
+                      shares_cores=False,
+                      preimport=("sglang.srt.server_args", "sglang.srt.utils", "sglang.srt.utils.common",
+                                 "sglang.srt.plugins"),
+                      late_env=("NCCL_*", "TORCH_NCCL_*", "SGLANG_SIMULATE_ACC_LEN")),
+    # The emulator reads its own variables in its main block (autotune.sim.server.main).
     "sim": Backend("sim", "autotune.sim.server", emulated=True, needs_gpus=False, shares_cores=True,
-                   load_emulator=_sim),
+                   load_emulator=_sim,
+                   preimport=("uvicorn", "autotune.sglang.args", "autotune.sim.app", "autotune.sim.engine",
+                              "autotune.sim.model", "autotune.sim.profile"),
+                   late_env=("AUTOTUNE_SIM_*", "NCCL_*", "TORCH_NCCL_*", "SGLANG_SIMULATE_ACC_LEN")),
 })
 """Backend name -> :class:`Backend`."""
 

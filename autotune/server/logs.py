@@ -8,8 +8,12 @@ these helpers build that text for :class:`~autotune.server.process.ServerProcess
 from __future__ import annotations
 
 import os
+import shlex
 import signal
+from collections.abc import Sequence
 from pathlib import Path
+
+from autotune.errors import ServerStartupCrash, ServerStartupTimeout
 
 __all__ = ["LOG_TAIL_LINES", "describe_exit", "read_tail", "with_tail"]
 
@@ -55,3 +59,20 @@ def with_tail(message: str, log_path: Path | None, tail: str) -> str:
     if not tail:
         return f"{message}\n(the server log {log_path} is empty)"
     return f"{message}\n--- last lines of {log_path} ---\n{tail}"
+
+
+def startup_crash(*, pid: int | None, status: int, url: str, command: Sequence[str] | None, log_path: Path | None,
+                  tail: str) -> ServerStartupCrash:
+    """The error for a server that exited with ``status`` before ``url`` answered 200."""
+    return ServerStartupCrash(
+        with_tail(f"server pid {pid} exited {describe_exit(status)} before {url} answered 200; "
+                  f"command: {shlex.join(command or [])}", log_path, tail), log_tail=tail, returncode=status)
+
+
+def startup_timeout(*, pid: int | None, url: str, timeout_s: float, last: str, returncode: int | None,
+                    command: Sequence[str] | None, log_path: Path | None, tail: str) -> ServerStartupTimeout:
+    """The error for a server that stayed alive but never answered 200 at ``url`` within ``timeout_s``."""
+    return ServerStartupTimeout(
+        with_tail(f"server pid {pid} was alive but {url} did not answer 200 within {timeout_s:g} s (last "
+                  f"answer: {last}); it was stopped {describe_exit(returncode)}; command: "
+                  f"{shlex.join(command or [])}", log_path, tail), log_tail=tail)

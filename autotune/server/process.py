@@ -19,9 +19,9 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
-from autotune.errors import ServerCrashed, ServerError, ServerStartupCrash, ServerStartupTimeout
+from autotune.errors import ServerCrashed, ServerError, ServerStartupCrash
 from autotune.server._reaper import group_members
 from autotune.server.group import (
     argv_template,
@@ -35,9 +35,10 @@ from autotune.server.group import (
     stop_group,
 )
 from autotune.server.lifetime import Lifetime
-from autotune.server.logs import LOG_TAIL_LINES, describe_exit, read_tail, with_tail
+from autotune.server.logs import LOG_TAIL_LINES, describe_exit, read_tail, startup_crash, startup_timeout, with_tail
 from autotune.server.ports import BIND_FAILURE, PortReservation, reserve_port
 from autotune.server.ready import poll_ready
+from autotune.server.standby import Standby
 
 __all__ = ["ServerProcess"]
 
@@ -71,6 +72,7 @@ class ServerProcess:
         port_retries: Extra launches on a new port when an auto-picked port was lost to a race.
         watchdog: Start the `autotune.server._reaper` sidecar that stops the group if this process is
             killed. Turn off only in tests of the other safety nets.
+        standby: A :class:`~autotune.server.standby.Standby` for the first launch where it can run it.
     """
 
     def __init__(self, argv: list[str] | Callable[[int], list[str]], *,
@@ -79,7 +81,7 @@ class ServerProcess:
                  startup_timeout_s: float = 600.0, log_path: Path | str | None = None,
                  grace_s: float = 10.0, poll_interval_s: float = 0.2, health_timeout_s: float = 5.0,
                  inherit_env: bool = True, cwd: Path | str | None = None, port_retries: int = 3,
-                 watchdog: bool = True) -> None:
+                 watchdog: bool = True, standby: Standby | None = None) -> None:
         self._argv_template = argv_template(argv, port=port)
         env = dict(env or {})
         bad = {k: v for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)}
@@ -97,10 +99,7 @@ class ServerProcess:
             raise ValueError(f"port must be in 1..65535, got {port}")
         if port_retries < 0:
             raise ValueError(f"port_retries must be >= 0, got {port_retries}")
-        self._env = env
-        self._host = host
-        self._requested_port = port
-        self._ready_path = ready_path
+        self._env, self._host, self._requested_port, self._ready_path = env, host, port, ready_path
         self._startup_timeout_s = float(startup_timeout_s)
         self._log_path: Path | None = Path(log_path) if log_path is not None else None
         self._grace_s = float(grace_s)
@@ -126,6 +125,9 @@ class ServerProcess:
         self._stopped = False
         self._crashed = False
         self.lifetime = Lifetime()  # start-up and teardown seconds, for the GPU bill
+        self._standby = standby
+        #: How the first launch went with a standby (:mod:`autotune.server.standby`); None without one.
+        self.standby_note: dict[str, Any] | None = None
 
     @property
     def host(self) -> str:
@@ -325,6 +327,13 @@ class ServerProcess:
         self._log_note(f"launch {self._attempts} on port {port}: {shlex.join(argv)}")
         with open(self._log_path, "ab") as log:
             self._attempt_offset = log.tell()
+            if self._standby is not None:  # the first launch only
+                standby, self._standby = self._standby, None
+                proc, self.standby_note = standby.launch(argv, env=env, cwd=self._cwd, log_path=self._log_path)
+                self._log_note(self.standby_note["line"])
+                if proc is not None:
+                    self._proc, self._reaper = proc, standby.take_watchdog()
+                    return
             try:
                 self._proc = spawn(argv, log=log, env=env, cwd=self._cwd)
             except ServerStartupCrash:
@@ -354,24 +363,17 @@ class ServerProcess:
             raise ServerError(f"start-up of server pid {self.pid} was cancelled by stop()")
 
     def _raise_startup_crash(self, status: int, url: str) -> None:
-        tail = self._attempt_tail(LOG_TAIL_LINES)
-        pid = self.pid
+        tail, pid = self._attempt_tail(LOG_TAIL_LINES), self.pid
         self._stop_current()
-        raise ServerStartupCrash(
-            with_tail(f"server pid {pid} exited {describe_exit(status)} before {url} answered 200; "
-                       f"command: {shlex.join(self._command or [])}", self._log_path, tail),
-            log_tail=tail, returncode=status)
+        raise startup_crash(pid=pid, status=status, url=url, command=self._command, log_path=self._log_path,
+                            tail=tail)
 
     def _raise_startup_timeout(self, url: str, last: str) -> None:
         pid = self.pid
         self._stop_current()
-        tail = self._attempt_tail(LOG_TAIL_LINES)
-        raise ServerStartupTimeout(
-            with_tail(f"server pid {pid} was alive but {url} did not answer 200 within "
-                       f"{self._startup_timeout_s:g} s (last answer: {last}); it was stopped "
-                       f"{describe_exit(self._returncode)}; command: {shlex.join(self._command or [])}",
-                       self._log_path, tail),
-            log_tail=tail)
+        raise startup_timeout(pid=pid, url=url, timeout_s=self._startup_timeout_s, last=last,
+                              returncode=self._returncode, command=self._command, log_path=self._log_path,
+                              tail=self._attempt_tail(LOG_TAIL_LINES))
 
     def _stop_current(self) -> None:
         """Kill the current launch's group, reap it, then let go of the watchdog and the port."""

@@ -44,6 +44,9 @@ class Measure:
     warmup_until_stable_pct: float | None = None
     warmup_max_rounds: int = 6
     lean_start: bool = True
+    # A standby launcher per trial process (autotune.server.standby): the next server's imports
+    # done while the current one starts. Off until measured on a GPU host (docs/startup.md).
+    standby: bool = False
     sequential: Sequential | None = Sequential()
     # SGLang's prefix cache before each measured repeat: flushed (true), kept (false), or None for
     # the default, flushed exactly when warmup_until_stable_pct is set.
@@ -84,7 +87,7 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                                     "trial_timeout_s", "phase_profile",
                                                     "fast_start", "warmup_until_stable_pct",
                                                     "warmup_max_rounds", "lean_start", "sequential",
-                                                    "flush_cache", "window"))
+                                                    "flush_cache", "window", "standby"))
     return Measure(
         sequential=read_sequential(reader, value.get("sequential"), line_of(value, "sequential") or line,
                                    repeats_written="repeats" in value),
@@ -109,6 +112,7 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                          line_of(value, "warmup_max_rounds"), minimum=2),
         lean_start=reader.boolean(value.get("lean_start", True), "measure.lean_start",
                                   line_of(value, "lean_start")),
+        standby=reader.boolean(value.get("standby", False), "measure.standby", line_of(value, "standby")),
         window=reader.string(value.get("window", "steady"), "measure.window", line_of(value, "window"),
                              choices=("steady", "whole")),
         flush_cache=(reader.boolean(value["flush_cache"], "measure.flush_cache", line_of(value, "flush_cache"))

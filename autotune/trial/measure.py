@@ -37,6 +37,7 @@ from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
 from autotune.sglang import metrics, trial_start
 from autotune.space.workload import Workload
+from autotune.trial import standby_slot
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
 from autotune.trial.gpu_time import MEASURE, WARMUP, GpuTime, PartClock, gpus_of
 from autotune.trial.level_measure import PHASES, measure_level
@@ -218,7 +219,11 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     server = ServerProcess(lambda port: spec.argv(python=settings.python, port=port), env=env,
                            startup_timeout_s=min(settings.startup_timeout_s,
                                                  settings.trial_timeout_s or float("inf")),
-                           grace_s=settings.grace_s, log_path=log_path, inherit_env=False)
+                           grace_s=settings.grace_s, log_path=log_path, inherit_env=False,
+                           standby=standby_slot.take() if settings.standby else None)
+    if settings.standby:  # the next server's imports, while this one starts up
+        standby_slot.prepare(argv=spec.argv(python=settings.python), backend=config.backend, env=env,
+                             workdir=workdir, grace_s=settings.grace_s)
     speculative = bool(spec.server_args.get("speculative_algorithm"))
     steps = spec.server_args.get("speculative_num_steps")
     # EAGLE with one step takes its only draft token from the re-extend: no draft forward at all.
@@ -239,6 +244,8 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         with sampler, server:
             started = time.monotonic() - t0
             PHASES.info("server up after %.1f s", started)
+            ended = standby_slot.check_ready() if settings.standby else None
+            cpu0 = standby_slot.cpu_s()
             left = (None if settings.trial_timeout_s is None
                     else settings.trial_timeout_s - (time.monotonic() - t0))
             levels, info = asyncio.run(_within(
@@ -249,6 +256,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                 _wait_for_exit(server, timeout_s=3.0)
             server.ensure_alive()
             tail = server.log_tail()
+            cpu1 = standby_slot.cpu_s()
     except (TrialTimeout, ServerError, AutotuneError, httpx.HTTPError, OSError) as exc:
         kind, why = failure_of(exc, trial_timeout_s=settings.trial_timeout_s)
         if isinstance(exc, (ServerStartupCrash, ServerStartupTimeout, ServerCrashed)):
@@ -270,6 +278,10 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         per_level.append((workload.level_of(level.workload), one))
     result = with_levels(per_level, workload)
     result.gpu_time = _held(server, clock, config)
+    if settings.standby:
+        result.standby = {**{k: v for k, v in (server.standby_note or {}).items() if k != "line"},
+                          "next_ended": ended,
+                          "next_cpu_s_measuring": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 3)}
     return result
 
 

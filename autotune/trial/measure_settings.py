@@ -54,6 +54,8 @@ class MeasureSettings:
             decode CUDA graphs only up to the workload's concurrency, no SGLang warm-up request
             where the trial warms up itself, no crash-diagnostics pause at shutdown), all
             trial-only. Off: the launch as exported (``measure.lean_start: false``).
+        standby: Launch each server but a process's first by a standby launcher started while the
+            server before it started up (:mod:`autotune.trial.standby_slot`, ``measure.standby``).
         window: Which window a repeat's tok/s is over (``measure.window``): ``steady`` (ramp-up
             and tail left out where the steady interval is usable, :mod:`autotune.trial.window`)
             or ``whole``.
@@ -74,6 +76,7 @@ class MeasureSettings:
     device_timer: bool = True
     gpu_telemetry: bool | None = None
     lean_start: bool = True
+    standby: bool = False
     sequential: SequentialRule | None = None
     window: str = STEADY
 
@@ -101,6 +104,7 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("flush_cache", getattr(m, "flush_cache", None))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
+    overrides.setdefault("standby", bool(getattr(m, "standby", False)))
     overrides.setdefault("window", getattr(m, "window", STEADY))
     seq = getattr(m, "sequential", None)
     if seq is not None:

@@ -151,6 +151,11 @@ class TrialResult:
     # (``stop-worse`` is a trial aborted early: its figures are what it measured), ``rounds``, the
     # ``incumbent`` it was compared with, the rule; None when it measured a fixed ``repeats``.
     sequential: dict[str, Any] | None = None
+    # With ``measure.standby``: whether a standby launched the server (``used``, ``why_not``,
+    # ``import_s``, ``started_s_before``), why the next one was ended before the measurement
+    # (``next_ended``), and the next one's CPU seconds over the measurement (``next_cpu_s_measuring``,
+    # 0 when it stayed idle as it must).
+    standby: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,222 @@
+"""A standby launcher: the next server's imports, done while the current server starts.
+
+``python -m sglang.launch_server`` spends its first 15-20 s on an H200 host importing SGLang and
+torch before it reads its arguments (``docs/startup.md``). A :class:`Standby` is that process
+started early, in the environment and working directory the next server will have: it imports
+what the module imports first (:attr:`autotune.backend.Backend.preimport`), says it is ready, and
+waits, blocked on its stdin, until :meth:`Standby.hand_over` gives it the server's arguments and
+log, when it runs the module as ``__main__`` itself (``autotune/server/_standby.py``).
+
+What keeps this honest:
+
+- **The same program in the same environment.** :meth:`Standby.why_not` refuses a launch that is
+  not ``python -m`` of the same module with the same interpreter and working directory, or whose
+  environment differs in anything but the variables the backend names as read only by the
+  server's child processes, after the hand-over (:attr:`autotune.backend.Backend.late_env`:
+  those are set before the module runs). What the imports read from the environment is then what
+  a fresh launch would read.
+- **Idle while anything is measured.** The caller starts it while a server starts up and checks
+  it is ready before that server's first measured request (:meth:`Standby.ready`; one that is
+  still importing is discarded then). Blocked in ``read()`` it takes no CPU;
+  :meth:`Standby.cpu_s` reads its CPU seconds from ``/proc`` so the caller can show that it did not
+  run during the measurement.
+- **Nothing leaks.** It leads its own session, as a server does, under the same reaper sidecar
+  (:func:`autotune.server.group.start_watchdog`), which :class:`~autotune.server.process.ServerProcess`
+  takes over with it; :meth:`Standby.discard` ends one that is not used.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import select
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune.server.group import release_watchdog, start_watchdog, stop_group
+
+__all__ = ["Standby", "env_differences"]
+
+_STANDBY_FILE = Path(__file__).resolve().with_name("_standby.py")
+
+
+def env_differences(have: Mapping[str, str], want: Mapping[str, str]) -> dict[str, str | None]:
+    """The variables ``want`` sets differently from ``have`` (None: ``want`` does not set it)."""
+    names = set(have) | set(want)
+    return {k: want.get(k) for k in sorted(names) if have.get(k) != want.get(k)}
+
+
+class Standby:
+    """One standby launcher process (see the module's text).
+
+    Args:
+        python: The interpreter the server would be run with.
+        module: The module the server runs (``python -m MODULE``).
+        preimport: What ``MODULE`` imports before its main block.
+        env: The whole environment the next server is expected to have.
+        cwd: Where it runs until the hand-over (the server's own is given then).
+        late_env: Patterns (``fnmatch``) of the variables that may differ at the hand-over.
+        log_path: Where its own output goes until then (import errors), appended.
+        grace_s: The reaper's grace between SIGTERM and SIGKILL.
+
+    Raises:
+        OSError: It could not be started.
+    """
+
+    def __init__(self, *, python: str, module: str, preimport: Sequence[str], env: Mapping[str, str],
+                 cwd: str, late_env: Sequence[str], log_path: Path, grace_s: float = 10.0) -> None:
+        self.python, self.module = python, module
+        self.env = dict(env)
+        self.late_env = tuple(late_env)
+        self.log_path = log_path
+        self.grace_s = grace_s
+        self.started_at = time.monotonic()
+        self.import_s: float | None = None
+        self._ready = False
+        self._taken = False
+        self._roots: dict[str, str | None] = {}
+        with open(log_path, "ab") as log:
+            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                [python, str(_STANDBY_FILE), module, *preimport], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, env=self.env, cwd=cwd, start_new_session=True,
+                close_fds=True)
+            try:
+                self.watchdog: subprocess.Popen[bytes] | None = start_watchdog(self.proc.pid, grace_s=grace_s,
+                                                                               log=log)
+            except BaseException:
+                stop_group(self.proc, grace_s=0.0)
+                raise
+
+    @property
+    def pid(self) -> int:
+        """The process's pid (the server's, once handed over)."""
+        return self.proc.pid
+
+    def ready(self, timeout_s: float = 0.0) -> bool:
+        """Whether it has imported everything and waits; waits up to ``timeout_s`` for it."""
+        if self._ready:
+            return True
+        if self.proc.poll() is not None or self.proc.stdout is None:
+            return False
+        readable, _, _ = select.select([self.proc.stdout], [], [], max(timeout_s, 0.0))
+        if not readable:
+            return False
+        line = self.proc.stdout.readline()
+        try:
+            said = json.loads(line)
+        except ValueError:
+            return False
+        self._ready = bool(said.get("ready"))
+        self.import_s = said.get("import_s")
+        self._roots = dict(said.get("roots") or {})
+        return self._ready
+
+    def cpu_s(self) -> float | None:
+        """Its CPU seconds so far (user and system, from ``/proc``); None where unreadable."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def why_not(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None) -> str | None:
+        """Why this standby cannot become the server ``argv`` in ``env`` and ``cwd``; None if it can."""
+        if self._taken:
+            return "it was handed over already"
+        if self.proc.poll() is not None:
+            return f"it exited ({self.proc.returncode}; its log: {self.log_path})"
+        if not self.ready():
+            return "it is still importing"
+        if list(argv[:3]) != [self.python, "-m", self.module]:
+            return f"another program ({' '.join(argv[:3])}, not {self.python} -m {self.module})"
+        folder = Path(cwd or os.getcwd())
+        shadow = [root for root, origin in sorted(self._roots.items()) if _shadowed(folder, root, origin)]
+        if shadow:
+            return (f"its working directory {folder} holds {', '.join(shadow)}, which a fresh launch "
+                    "would import from there")
+        early = sorted(k for k in env_differences(self.env, env) if not self._late(k))
+        if early:
+            return f"the environment differs in {', '.join(early)}, which its imports may have read"
+        return None
+
+    def hand_over(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
+                  log_path: Path) -> subprocess.Popen[bytes]:
+        """Make it the server ``argv`` in ``cwd`` (checked by :meth:`why_not` first), logging to
+        ``log_path``; the caller owns the returned process and :attr:`watchdog` from here.
+
+        Raises:
+            ValueError: :meth:`why_not` has a reason.
+        """
+        why = self.why_not(argv, env=env, cwd=cwd)
+        if why is not None:
+            raise ValueError(f"the standby cannot run this server: {why}")
+        assert self.proc.stdin is not None
+        order = {"args": list(argv[3:]), "log": str(log_path), "cwd": os.path.realpath(cwd or os.getcwd()),
+                 "env": env_differences(self.env, env)}
+        self.proc.stdin.write((json.dumps(order) + "\n").encode())
+        self.proc.stdin.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._taken = True
+        return self.proc
+
+    def launch(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str] | None,
+               log_path: Path) -> tuple[subprocess.Popen[bytes] | None, dict[str, Any]]:
+        """The server ``argv`` run by this standby where it can (else it is discarded), and a note:
+        ``used``, ``why_not``, ``import_s``, ``started_s_before`` and ``line`` for the server log."""
+        why = self.why_not(argv, env=env, cwd=None if cwd is None else str(cwd))
+        note: dict[str, Any] = {"used": why is None, "why_not": why, "import_s": self.import_s,
+                                "started_s_before": round(time.monotonic() - self.started_at, 3)}
+        if why is not None:
+            self.discard()
+            note["line"] = f"standby not used: {why}"
+            return None, note
+        note["line"] = (f"launched by a standby started {note['started_s_before']:.1f} s earlier, its imports "
+                        f"done in {self.import_s} s (autotune.server.standby)")
+        return self.hand_over(argv, env=env, cwd=None if cwd is None else str(cwd), log_path=log_path), note
+
+    def take_watchdog(self) -> subprocess.Popen[bytes] | None:
+        """The reaper sidecar, for the owner of the handed-over server (this standby lets go of it)."""
+        reaper, self.watchdog = self.watchdog, None
+        return reaper
+
+    def discard(self) -> None:
+        """End it, if it was not handed over: end of file on its stdin, then its group killed."""
+        if self._taken:
+            return
+        self._taken = True
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        try:
+            self.proc.wait(timeout=2.0)  # it leaves by itself at end of file (it started nothing yet)
+        except subprocess.TimeoutExpired:
+            stop_group(self.proc, grace_s=min(self.grace_s, 2.0))
+        reaper, self.watchdog = self.watchdog, None
+        if reaper is not None:
+            release_watchdog(reaper)
+
+    def _late(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.late_env)
+
+
+def _shadowed(folder: Path, root: str, origin: str | None) -> bool:
+    """Whether ``python -m`` run in ``folder`` would import the top-level module ``root`` from
+    ``folder`` (first on its path), and not from ``origin``, where the standby imported it."""
+    if origin is None:
+        return False  # built in: no path entry can shadow it
+    # A regular package, a module or an extension there would win; a folder without __init__.py
+    # is only a namespace portion, which loses to a module found anywhere on the path.
+    found = [p for p in (folder / root / "__init__.py", folder / f"{root}.py", *folder.glob(f"{root}.*.so"))
+             if p.exists()]
+    if not found:
+        return False
+    there = os.path.realpath(found[0].parent if found[0].name == "__init__.py" else found[0])
+    return not (origin == there or origin.startswith(there + os.sep))

@@ -1,0 +1,74 @@
+"""The trial process's one standby launcher (``measure.standby``): started while a server starts up,
+handed the next server this process launches.
+
+A Ray trial process measures one server after another (a group's baseline, the trial, the next
+trial when Ray reuses the process), so while server N starts up, :func:`prepare` starts a
+:class:`~autotune.server.standby.Standby` in N's environment, and server N+1 is launched by it
+where :meth:`~autotune.server.standby.Standby.why_not` allows. :func:`check_ready` ends one that is
+still importing when N is ready, so that no standby works while anything is measured, and
+:func:`cpu_s` lets the caller show that the one kept did not: its CPU seconds before and after the
+measurement go into the trial's result (``standby``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from autotune.backend import get_backend
+from autotune.server.standby import Standby
+
+__all__ = ["check_ready", "cpu_s", "discard", "prepare", "take"]
+
+_held: Standby | None = None
+
+
+def take() -> Standby | None:
+    """The standby held for this process's next server (None if there is none); it is the
+    caller's from here."""
+    global _held
+    held, _held = _held, None
+    return held
+
+
+def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdir: Path, grace_s: float) -> None:
+    """Start a standby for the next server, expected to run as ``argv``'s program in ``env`` (the
+    server about to start's), ending any held one."""
+    global _held
+    discard()
+    b = get_backend(backend)
+    if not b.preimport or list(argv[1:3]) != ["-m", b.module]:
+        return
+    log = workdir / f"standby-{os.getpid()}-{int(time.time() * 1000)}.log"
+    _held = Standby(python=argv[0], module=b.module, preimport=b.preimport, env=env, cwd=os.getcwd(),
+                    late_env=b.late_env, log_path=log, grace_s=grace_s)
+
+
+def check_ready() -> str | None:
+    """Before a measurement: end the held standby if it is still importing (it would work while
+    the measurement runs). Returns why it was ended, None if it is ready or there is none."""
+    if _held is None or _held.ready():
+        return None
+    why = "still importing when the server it started beside was ready" if _held.proc.poll() is None else (
+        f"it exited ({_held.proc.returncode}; its log: {_held.log_path})")
+    discard()
+    return why
+
+
+def cpu_s() -> float | None:
+    """The held standby's CPU seconds so far; None without one."""
+    return _held.cpu_s() if _held is not None else None
+
+
+def discard() -> None:
+    """End the held standby, if any."""
+    global _held
+    held, _held = _held, None
+    if held is not None:
+        held.discard()
+
+
+atexit.register(discard)

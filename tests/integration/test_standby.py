@@ -1,0 +1,160 @@
+"""``measure.standby``: the next server launched by a standby launcher whose imports are done.
+
+Real emulator servers and real standby processes (subprocesses on 127.0.0.1). Each test waits
+for the standby to say it is ready instead of assuming how long its imports take.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.server.standby import Standby, env_differences
+from autotune.space.workload import Workload
+from autotune.trial import standby_slot
+from autotune.trial.measure import measure
+from autotune.trial.measure_settings import settings_for
+
+BASELINE = {"speculative_algorithm": None}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child of ours is gone for our purpose; it is reaped by its Popen.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _gone(pid: int, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def space(space_factory, sim_env):
+    return space_factory(measure={"standby": True, "repeats": 1})
+
+
+def _settings(space, tmp_path: Path):
+    return settings_for(space, workdir=str(tmp_path / "logs"))
+
+
+def test_the_next_server_is_launched_by_the_standby_that_started_beside_this_one(space, tmp_path):
+    workload = Workload.from_spec(space.workload, file=space.file)
+    settings = _settings(space, tmp_path)
+    standby_slot.discard()
+    try:
+        first = measure(space.trial_config(BASELINE), workload, settings)
+        assert first.ok, first.reason
+        assert first.standby is not None and "used" not in first.standby  # the process's first server
+        held = standby_slot.take()
+        assert held is not None, "a standby was started beside the first server"
+        assert held.ready(timeout_s=120.0), held.log_path.read_text()[-2000:]
+        # Measured while the standby waited: it took no CPU then (blocked in read()).
+        assert first.standby["next_cpu_s_measuring"] is not None and first.standby["next_cpu_s_measuring"] <= 0.05
+        pid = held.pid
+        standby_slot._held = held  # back in its slot for the next measure() to take
+        second = measure(space.trial_config(BASELINE), workload, settings)
+        assert second.ok, second.reason
+        assert second.standby is not None and second.standby["used"] is True, second.standby
+        assert second.standby["import_s"] is not None and second.standby["started_s_before"] > 0
+        log = Path(second.log_path).read_text()
+        assert "launched by a standby" in log and "Uvicorn running" in log  # the server's output, in its log
+        assert second.output_tok_s is not None and second.output_tok_s > 0  # it served as a fresh launch
+        assert _gone(pid), "the standby became the server, and it was stopped with it"
+        assert first.launch_command == second.launch_command
+    finally:
+        standby_slot.discard()
+
+
+def test_a_standby_is_refused_where_its_environment_differs_and_ends(space, tmp_path):
+    workload = Workload.from_spec(space.workload, file=space.file)
+    settings = _settings(space, tmp_path)
+    env = {**os.environ, "SGLANG_HEALTH_CHECK_TIMEOUT": "33"}  # read by the emulator at import time
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    held = Standby(python=settings.python, module="autotune.sim.server",
+                   preimport=("autotune.sim.app",), env=env, cwd=os.getcwd(),
+                   late_env=("AUTOTUNE_SIM_*",), log_path=logs / "standby.log")
+    try:
+        assert held.ready(timeout_s=120.0), held.log_path.read_text()[-2000:]
+        standby_slot.discard()
+        standby_slot._held = held
+        result = measure(space.trial_config(BASELINE), workload, settings)
+        assert result.ok, result.reason
+        assert result.standby is not None and result.standby["used"] is False
+        assert "SGLANG_HEALTH_CHECK_TIMEOUT" in result.standby["why_not"]
+        assert "standby not used" in Path(result.log_path).read_text()
+        assert _gone(held.pid), "a refused standby is ended"
+    finally:
+        held.discard()
+        standby_slot.discard()
+
+
+def test_why_not_names_another_program_or_folder_and_late_variables_pass(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "AUTOTUNE_SIM_SEED": "1"}
+    held = Standby(python=sys.executable, module="json.tool", preimport=("json",), env=env, cwd=str(tmp_path),
+                   late_env=("AUTOTUNE_SIM_*",), log_path=tmp_path / "standby.log")
+    try:
+        assert held.ready(timeout_s=60.0)
+        argv = [sys.executable, "-m", "json.tool"]
+        assert held.why_not(argv, env={**env, "AUTOTUNE_SIM_SEED": "2"}, cwd=str(tmp_path)) is None
+        assert held.why_not(argv, env={**env, "EXTRA": "1"}, cwd=str(tmp_path)) == (
+            "the environment differs in EXTRA, which its imports may have read")
+        assert "another program" in held.why_not([sys.executable, "-m", "json"], env=env, cwd=str(tmp_path))
+        # A folder that would shadow a module its imports took from elsewhere (`python -m` looks
+        # in the working directory first): refused; any other folder is fine (Ray Tune runs each
+        # trial in its own).
+        shadowing = tmp_path / "work"
+        (shadowing / "json").mkdir(parents=True)
+        (shadowing / "json" / "__init__.py").write_text("")
+        assert "holds json" in held.why_not(argv, env=env, cwd=str(shadowing))
+        assert held.why_not(argv, env=env, cwd="/") is None
+        assert env_differences({"A": "1", "B": "2"}, {"A": "1", "C": "3"}) == {"B": None, "C": "3"}
+    finally:
+        held.discard()
+    assert _gone(held.pid)
+    assert held.proc.returncode == 0  # end of file on its stdin: it left by itself
+
+
+def test_the_standby_dies_with_its_owner(tmp_path):
+    # A process that holds a standby is SIGKILLed: the reaper sidecar ends the standby.
+    script = tmp_path / "owner.py"
+    script.write_text(textwrap.dedent(f"""\
+        import os, sys, time
+        from pathlib import Path
+        from autotune.server.standby import Standby
+        held = Standby(python=sys.executable, module="json.tool", preimport=("json",), env=dict(os.environ),
+                       cwd={str(tmp_path)!r}, late_env=(), log_path=Path({str(tmp_path / "s.log")!r}))
+        assert held.ready(timeout_s=60.0)
+        print(held.pid, flush=True)
+        time.sleep(600)
+        """))
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert owner.stdout is not None
+        pid = int(owner.stdout.readline())
+        assert _alive(pid)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        assert _gone(pid, timeout_s=60.0), "the standby outlived its owner"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
