@@ -1,0 +1,127 @@
+"""Server start-up with and without a standby launcher (``measure.standby``), in one process.
+
+    python3 scripts/gpu/standby_ab.py [--space scripts/gpu/h200-llama-8b.yaml] [--budget-s 470]
+        [--cycles 3] [--backend sim] --out DIR
+
+One EAGLE3 config (3-1-4) on the space's lean start and a short workload (as
+``scripts/gpu/startup_ab.py``: 2 x 256 tokens, 1 warm-up prompt, 3 repeats), measured by
+:func:`autotune.trial.measure.measure` in this process, so that a standby started beside one server
+can launch the next. Each cycle runs three servers:
+
+- ``off``: a fresh launch with no standby anywhere (the one held is ended first);
+- ``fresh``: a fresh launch while a standby for the next server imports beside its start-up;
+- ``standby``: the launch by that standby.
+
+Printed per run and as medians per kind: SGLang's stages from the server log (launcher,
+tokenizer+spawn, scheduler, warm-up), autotune's ``startup_s``, the tok/s of the 3 repeats, and, for
+the runs measured with a standby waiting beside them, its CPU seconds over the measurement (0
+expected: it waits blocked on its stdin). The questions: does ``standby`` start faster than ``off``
+(by the launcher's imports), is ``fresh`` slower than ``off`` (two processes importing at once),
+and do ``fresh`` and ``standby`` read the same tok/s as ``off`` (an idle standby beside them).
+Written to ``DIR/standby-ab.json`` with every run's result; the server logs stay in ``DIR/logs``.
+``--backend sim`` dry-runs it on the emulator. Exit 0 when every run succeeded and every standby
+expected to launch a server did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(HERE / "scripts" / "gpu"))
+sys.path.insert(1, str(HERE))
+
+from startup_ab import EAGLE3, variant  # noqa: E402
+from startup_breakdown import breakdown  # noqa: E402
+
+KINDS = ("off", "fresh", "standby")
+COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "warmup", "startup_s", "tok_s", "standby_cpu_s")
+
+
+def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
+    """One server of ``kind``, measured in this process."""
+    from autotune.space.search_space import load_space
+    from autotune.space.workload import Workload
+    from autotune.trial import standby_slot
+    from autotune.trial.measure import measure
+    from autotune.trial.measure_settings import settings_for
+
+    space = load_space(space_path)
+    if kind == "off":
+        standby_slot.discard()
+    settings = settings_for(space, workdir=str(out / "logs"), standby=kind != "off")
+    t0 = time.monotonic()
+    result = measure(space.trial_config(EAGLE3), Workload.from_spec(space.workload, file=space.file), settings,
+                     name=f"{kind}")
+    row: dict[str, Any] = {"kind": kind, "ok": result.ok, "reason": result.reason, "wall_s": time.monotonic() - t0,
+                           "startup_s": result.startup_s, "repeats": result.output_tok_s_repeats,
+                           "tok_s": result.output_tok_s, "standby": result.standby}
+    if result.standby is not None:
+        row["standby_cpu_s"] = result.standby.get("next_cpu_s_measuring")
+        row["used"] = result.standby.get("used")
+    if result.log_path and Path(result.log_path).exists():
+        stages = breakdown(Path(result.log_path))
+        row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "warmup")})
+    (out / f"run-{len(list(out.glob('run-*.json'))):02d}-{kind}.json").write_text(
+        json.dumps(result.to_dict(), indent=1, default=str))
+    return row
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--space", type=Path, default=HERE / "scripts" / "gpu" / "h200-llama-8b.yaml")
+    ap.add_argument("--budget-s", type=float, default=470.0)
+    ap.add_argument("--cycles", type=int, default=3)
+    ap.add_argument("--backend", choices=("sglang", "sim"), default=None)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    t_end = time.monotonic() + args.budget_s
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(HERE)]))
+    if args.backend == "sim":
+        os.environ.setdefault("AUTOTUNE_SIM_STARTUP_S", "3")
+    space = variant(args.space, lean=True, keep_graphs=True, backend=args.backend)
+    rows: list[dict[str, Any]] = []
+    try:
+        for cycle in range(args.cycles):
+            for kind in KINDS:
+                slowest = max((r["wall_s"] for r in rows), default=150.0)
+                if time.monotonic() + slowest * 1.1 > t_end:
+                    print(f"cycle {cycle} {kind}: not started, {t_end - time.monotonic():.0f} s left", flush=True)
+                    continue
+                row = {"cycle": cycle, **one_run(space, kind=kind, out=args.out)}
+                rows.append(row)
+                print(" | ".join(f"{c}={_fmt(row.get(c))}" for c in ("cycle", "kind", "ok", "used", *COLUMNS)),
+                      flush=True)
+    finally:
+        space.unlink(missing_ok=True)
+        from autotune.trial import standby_slot
+
+        standby_slot.discard()
+    print("\n| kind | n | " + " | ".join(COLUMNS) + " |\n|---|---|" + "---|" * len(COLUMNS))
+    summary: dict[str, dict[str, float | None]] = {}
+    for kind in KINDS:
+        mine = [r for r in rows if r["kind"] == kind and r["ok"]]
+        summary[kind] = {c: (statistics.median(v) if (v := [r[c] for r in mine if r.get(c) is not None]) else None)
+                         for c in COLUMNS}
+        print(f"| {kind} | {len(mine)} | " + " | ".join(_fmt(summary[kind][c]) for c in COLUMNS) + " |")
+    (args.out / "standby-ab.json").write_text(json.dumps(
+        {"space": str(args.space), "backend": args.backend or "space", "config": EAGLE3, "rows": rows,
+         "summary": summary}, indent=1, default=str))
+    launched = all(r.get("used") for r in rows if r["kind"] == "standby")
+    return 0 if rows and all(r["ok"] for r in rows) and launched else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
