@@ -15,7 +15,9 @@ can launch the next. Each cycle runs three servers:
 Printed per run and as medians per kind: SGLang's stages from the server log (launcher,
 tokenizer+spawn, scheduler, warm-up), autotune's ``startup_s``, the tok/s of the 3 repeats, and, for
 the runs measured with a standby waiting beside them, its CPU seconds over the measurement (0
-expected: it waits blocked on its stdin). The questions: does ``standby`` start faster than ``off``
+expected: it waits blocked on its stdin) and the GPU memory it holds by ``nvidia-smi`` (0 expected:
+its imports create no CUDA context; a context there would shrink the next server's KV pool).
+The questions: does ``standby`` start faster than ``off``
 (by the launcher's imports), is ``fresh`` slower than ``off`` (two processes importing at once),
 and do ``fresh`` and ``standby`` read the same tok/s as ``off`` (an idle standby beside them).
 Written to ``DIR/standby-ab.json`` with every run's result; the server logs stay in ``DIR/logs``.
@@ -42,7 +44,8 @@ from startup_ab import EAGLE3, variant  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
 KINDS = ("off", "fresh", "standby")
-COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "warmup", "startup_s", "tok_s", "standby_cpu_s")
+COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "warmup", "startup_s", "tok_s", "standby_cpu_s",
+           "standby_gpu_mib", "max_total_num_tokens")
 
 
 def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
@@ -66,12 +69,31 @@ def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
     if result.standby is not None:
         row["standby_cpu_s"] = result.standby.get("next_cpu_s_measuring")
         row["used"] = result.standby.get("used")
+    # The KV pool SGLang sized: a standby holding GPU memory while this server started would shrink it.
+    row["max_total_num_tokens"] = (result.server_info or {}).get("max_total_num_tokens")
+    held = standby_slot._held  # the standby started beside this run, waiting for the next
+    row["standby_gpu_mib"] = _gpu_mib(held.pid) if held is not None else None
     if result.log_path and Path(result.log_path).exists():
         stages = breakdown(Path(result.log_path))
         row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "warmup")})
     (out / f"run-{len(list(out.glob('run-*.json'))):02d}-{kind}.json").write_text(
         json.dumps(result.to_dict(), indent=1, default=str))
     return row
+
+
+def _gpu_mib(pid: int) -> float | None:
+    """The GPU memory ``pid`` holds by nvidia-smi (0: none, it has no CUDA context); None without
+    nvidia-smi (the emulator's dry run)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=30).stdout
+    used = [float(mib) for p, mib in (line.split(",") for line in out.splitlines() if "," in line)
+            if p.strip() == str(pid)]
+    return sum(used)
 
 
 def _fmt(v: Any) -> str:
