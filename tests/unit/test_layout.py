@@ -250,6 +250,8 @@ MAY_DEFINE_MAIN = {
                               "the emulator core imports only sglang/",
     "autotune/nccl/worker.py": "a probe worker process the runner spawns, not a command",
     "autotune/server/_reaper.py": "the watchdog process a ServerProcess spawns, not a command",
+    "autotune/server/_standby.py": "the standby launcher process a trial spawns (autotune.server.standby), "
+                                   "not a command",
     "autotune/data/make_prompts.py": "the maintainer's script that regenerates the packaged prompts file",
 }
 
