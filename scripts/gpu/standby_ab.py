@@ -13,7 +13,9 @@ can launch the next. Each cycle runs three servers:
 - ``standby``: the launch by that standby.
 
 Printed per run and as medians per kind: SGLang's stages from the server log (launcher,
-tokenizer+spawn, scheduler, warm-up), autotune's ``startup_s``, the tok/s of the 3 repeats, and, for
+tokenizer+spawn, scheduler, warm-up), the prefill graphs' capture (seconds and sizes: the lean
+start's prefill cap at work, against 9.1-12.1 s for 58 sizes in the committed logs without it),
+autotune's ``startup_s``, the tok/s of the 3 repeats, and, for
 the runs measured with a standby waiting beside them, its CPU seconds over the measurement (0
 expected: it waits blocked on its stdin) and the GPU memory it holds by ``nvidia-smi`` (0 expected:
 its imports create no CUDA context; a context there would shrink the next server's KV pool).
@@ -40,12 +42,13 @@ HERE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(HERE / "scripts" / "gpu"))
 sys.path.insert(1, str(HERE))
 
+from prefill_capture import captures  # noqa: E402
 from startup_ab import EAGLE3, variant  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
 KINDS = ("off", "fresh", "standby")
-COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "warmup", "startup_s", "tok_s", "standby_cpu_s",
-           "standby_gpu_mib", "max_total_num_tokens")
+COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "prefill_capture_s", "prefill_sizes", "warmup",
+           "startup_s", "tok_s", "standby_cpu_s", "standby_gpu_mib", "max_total_num_tokens")
 
 
 def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
@@ -76,6 +79,10 @@ def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
     if result.log_path and Path(result.log_path).exists():
         stages = breakdown(Path(result.log_path))
         row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "warmup")})
+        # The lean start's prefill cap at work (the committed H200 logs without it: 9.1-12.1 s, 58 sizes).
+        caught = captures(Path(result.log_path).read_text(errors="replace"), cap=0)
+        row["prefill_capture_s"] = sum(c["elapsed_s"] for c in caught) if caught else None
+        row["prefill_sizes"] = max((c["sizes"] for c in caught), default=None)
     (out / f"run-{len(list(out.glob('run-*.json'))):02d}-{kind}.json").write_text(
         json.dumps(result.to_dict(), indent=1, default=str))
     return row
