@@ -25,6 +25,11 @@ import sys
 import time
 
 
+def _origin(module: object) -> str | None:
+    where = getattr(module, "__file__", None)
+    return os.path.realpath(where) if where else None
+
+
 def main(argv: list[str]) -> int:
     module, preimport = argv[0], argv[1:]
     # `python FILE` put this file's folder first on sys.path, `python -m MODULE` puts the working
@@ -36,8 +41,7 @@ def main(argv: list[str]) -> int:
     for name in preimport:
         importlib.import_module(name)
     # Where each top-level module came from (None for built-in ones).
-    roots = {name: (os.path.realpath(getattr(mod, "__file__", None) or "") or None)
-             for name, mod in list(sys.modules.items()) if "." not in name}
+    roots = {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name}
     sys.stdout.write(json.dumps({"ready": True, "import_s": round(time.monotonic() - t0, 3), "roots": roots}) + "\n")
     sys.stdout.flush()
     line = sys.stdin.readline()

@@ -126,6 +126,13 @@ def test_why_not_names_another_program_or_folder_and_late_variables_pass(tmp_pat
         (shadowing / "json" / "__init__.py").write_text("")
         assert "holds json" in held.why_not(argv, env=env, cwd=str(shadowing))
         assert held.why_not(argv, env=env, cwd="/") is None
+        # A built-in module cannot be shadowed from a folder, nor can a module by a folder that is
+        # only a namespace portion (no __init__.py): neither is refused.
+        builtin = tmp_path / "builtin"
+        (builtin / "sys").mkdir(parents=True)
+        (builtin / "sys" / "__init__.py").write_text("")
+        (builtin / "json").mkdir()
+        assert held.why_not(argv, env=env, cwd=str(builtin)) is None
         assert env_differences({"A": "1", "B": "2"}, {"A": "1", "C": "3"}) == {"B": None, "C": "3"}
     finally:
         held.discard()
