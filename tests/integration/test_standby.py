@@ -165,3 +165,34 @@ def test_the_standby_dies_with_its_owner(tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+@pytest.mark.slow  # SGLang's real imports, twice (about 10 s)
+def test_a_real_sglang_launcher_runs_from_a_standby_as_from_python_m(tmp_path):
+    """SGLang's own ``sglang.launch_server``, in the environment that has what its imports need
+    (``.venv-sglang-data``; no GPU here, so a bad flag stops it at argument parsing, after every
+    import): run fresh and run by a standby that imported the backend's ``preimport`` first, it
+    exits the same way and prints the same error."""
+    from autotune.backend import get_backend
+
+    data_python = Path(__file__).resolve().parents[2] / ".venv-sglang-data" / "bin" / "python"
+    if not data_python.exists():
+        pytest.fail(f"{data_python} is missing: `make test` builds it")
+    sglang = get_backend("sglang")
+    args = ["--model-path", "x", "--not-a-flag"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    fresh = subprocess.run([str(data_python), "-m", sglang.module, *args], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=240)
+    held = Standby(python=str(data_python), module=sglang.module, preimport=sglang.preimport, env=env,
+                   cwd=str(tmp_path), late_env=sglang.late_env, log_path=tmp_path / "standby.log")
+    try:
+        assert held.ready(timeout_s=240.0), held.log_path.read_text()[-2000:]
+        assert held.import_s is not None and held.import_s > 0
+        argv = [str(data_python), "-m", sglang.module, *args]
+        assert held.why_not(argv, env=env, cwd=str(tmp_path)) is None
+        proc = held.hand_over(argv, env=env, cwd=str(tmp_path), log_path=tmp_path / "server.log")
+        assert proc.wait(timeout=240) == fresh.returncode == 2
+    finally:
+        held.discard()
+    last = (tmp_path / "server.log").read_text().strip().splitlines()[-1]
+    assert last == fresh.stderr.strip().splitlines()[-1] and "unrecognized arguments: --not-a-flag" in last
