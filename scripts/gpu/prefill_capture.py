@@ -2,6 +2,7 @@
 
 Usage (on trial server logs brought back from the GPU host and unpacked):
     python3 scripts/gpu/prefill_capture.py --cap 1536 LOG [LOG ...] [--json OUT]
+or, for the cap a space's trials get: ``--space SPACE [--tokenizer MODEL_DIR]``.
 
 SGLang 0.5.17 logs each prefill capture (the target's, and with EAGLE the draft's) as
 "Capture <who> prefill CUDA graph begin. ... num_tokens=[...]", a tqdm bar that captures the sizes
@@ -41,12 +42,43 @@ def captures(text: str, *, cap: int) -> list[dict]:
     return out
 
 
+def space_cap(space_path: Path, tokenizer: Path | None) -> int:
+    """Print the cap the lean start gives ``space_path``'s trials: the prefill bound of its workload
+    (counted with ``tokenizer``'s tokenizer.json where given, else by bytes) and the sizes kept."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from autotune.sglang.graph_sizes import SMALLEST_DEFAULT_PREFILL_MAX_TOKENS, prefill_graph_token_sizes
+    from autotune.sglang.trial_start import covering_prefill_max_tokens
+    from autotune.space.search_space import load_space
+    from autotune.space.workload import Workload
+    from autotune.trial.prefill_bound import prefill_token_bound, token_counter
+
+    workload = Workload.from_spec(load_space(space_path).workload)
+    count = token_counter(str(tokenizer)) if tokenizer is not None else None
+    if tokenizer is not None and count is None:
+        print(f"{tokenizer}: no tokenizer.json, or no `tokenizers` library here", file=sys.stderr)
+        return 1
+    bound = prefill_token_bound(workload, count=count)
+    cap = covering_prefill_max_tokens(bound) if bound is not None else None
+    kept = len(prefill_graph_token_sizes(cap)) if cap is not None else None
+    default = len(prefill_graph_token_sizes(8192))
+    what = (f"cap {cap}, {kept} of the {default} sizes an H200 captures by default" if cap is not None else
+            f"no cap (above {SMALLEST_DEFAULT_PREFILL_MAX_TOKENS} tokens, or unknown): all {default} sizes")
+    print(f"{space_path}: prefill bound {bound} tokens ({'tokenizer' if count else 'bytes'}), {what}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cap", type=int, required=True, help="the capture cap (--cuda-graph-max-bs-prefill)")
-    ap.add_argument("logs", nargs="+", type=Path)
+    ap.add_argument("--cap", type=int, help="the capture cap (--cuda-graph-max-bs-prefill)")
+    ap.add_argument("logs", nargs="*", type=Path)
     ap.add_argument("--json", type=Path, help="write every capture as JSON here")
+    ap.add_argument("--space", type=Path, help="instead: print the cap the lean start gives this space's trials")
+    ap.add_argument("--tokenizer", type=Path, help="with --space: a folder with the model's tokenizer.json")
     a = ap.parse_args(argv)
+    if a.space is not None:
+        return space_cap(a.space, a.tokenizer)
+    if a.cap is None or not a.logs:
+        ap.error("--cap and at least one LOG are needed (or --space)")
     rows = []
     for log in a.logs:
         for c in captures(log.read_text(errors="replace"), cap=a.cap):
