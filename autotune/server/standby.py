@@ -159,9 +159,9 @@ class Standby:
                  "env": env_differences(self.env, env)}
         self.proc.stdin.write((json.dumps(order) + "\n").encode())
         self.proc.stdin.close()
+        self._taken = True
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-        self._taken = True
         return self.proc
 
     def launch(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str] | None,
@@ -175,9 +175,15 @@ class Standby:
             self.discard()
             note["line"] = f"standby not used: {why}"
             return None, note
+        try:
+            proc = self.hand_over(argv, env=env, cwd=None if cwd is None else str(cwd), log_path=log_path)
+        except OSError as exc:  # it died between the check and the hand-over: launch afresh
+            self.discard()
+            note.update(used=False, why_not=f"the hand-over failed: {exc}", line=f"standby not used: {exc}")
+            return None, note
         note["line"] = (f"launched by a standby started {note['started_s_before']:.1f} s earlier, its imports "
                         f"done in {self.import_s} s (autotune.server.standby)")
-        return self.hand_over(argv, env=env, cwd=None if cwd is None else str(cwd), log_path=log_path), note
+        return proc, note
 
     def take_watchdog(self) -> subprocess.Popen[bytes] | None:
         """The reaper sidecar, for the owner of the handed-over server (this standby lets go of it)."""

@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autotune.backend import get_backend
+from autotune.errors import ServerError
 from autotune.server.standby import Standby
+from autotune.trial.level_measure import PHASES
 
 __all__ = ["check_ready", "cpu_s", "discard", "prepare", "take"]
 
@@ -43,8 +45,11 @@ def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdi
     if not b.preimport or list(argv[1:3]) != ["-m", b.module]:
         return
     log = workdir / f"standby-{os.getpid()}-{int(time.time() * 1000)}.log"
-    _held = Standby(python=argv[0], module=b.module, preimport=b.preimport, env=env, cwd=os.getcwd(),
-                    late_env=b.late_env, log_path=log, grace_s=grace_s)
+    try:
+        _held = Standby(python=argv[0], module=b.module, preimport=b.preimport, env=env, cwd=os.getcwd(),
+                        late_env=b.late_env, log_path=log, grace_s=grace_s)
+    except (OSError, ServerError) as exc:  # a standby is an optimisation: the next launch is a fresh one
+        PHASES.warning("no standby for the next server: %s", exc)
 
 
 def check_ready() -> str | None:

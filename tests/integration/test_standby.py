@@ -196,3 +196,22 @@ def test_a_real_sglang_launcher_runs_from_a_standby_as_from_python_m(tmp_path):
         held.discard()
     last = (tmp_path / "server.log").read_text().strip().splitlines()[-1]
     assert last == fresh.stderr.strip().splitlines()[-1] and "unrecognized arguments: --not-a-flag" in last
+
+
+def test_a_standby_that_died_is_passed_over_and_the_server_launched_afresh(space, tmp_path):
+    workload = Workload.from_spec(space.workload, file=space.file)
+    settings = _settings(space, tmp_path)
+    standby_slot.discard()
+    try:
+        measure(space.trial_config(BASELINE), workload, settings)  # leaves a standby for the next server
+        held = standby_slot.take()
+        assert held is not None and held.ready(timeout_s=120.0)
+        os.kill(held.pid, signal.SIGKILL)
+        held.proc.wait(timeout=30)
+        standby_slot._held = held
+        result = measure(space.trial_config(BASELINE), workload, settings)
+        assert result.ok, result.reason  # a dead standby never fails a trial
+        assert result.standby is not None and result.standby["used"] is False
+        assert "exited" in result.standby["why_not"]
+    finally:
+        standby_slot.discard()
