@@ -402,6 +402,8 @@ search:
      "measure.flush_cache", ["sometimes"]),
     ("window not steady or whole", HEAD + TREE + "measure:\n  window: tail\n", "window",
      "measure.window", ["steady", "whole", "tail"]),
+    ("standby not a boolean", HEAD + TREE + "measure:\n  standby: later\n", "standby",
+     "measure.standby", ["later"]),
 ]
 
 
