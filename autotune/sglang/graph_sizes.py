@@ -12,8 +12,13 @@ entry of the list keeps that entry and every smaller one exactly as the default 
 
 from __future__ import annotations
 
+import functools
+import re
+import shutil
+import subprocess
+
 __all__ = ["SMALLEST_DEFAULT_DECODE_MAX_BS", "SMALLEST_DEFAULT_PREFILL_MAX_TOKENS", "decode_graph_batch_sizes",
-           "prefill_graph_token_sizes"]
+           "default_decode_max_bs", "gpu_memory_mib", "prefill_graph_token_sizes"]
 
 #: The smallest decode ``max_bs`` SGLang 0.5.17 defaults to on any GPU (below 20 GB); above it a
 #: narrower capture could exceed the default.
@@ -60,3 +65,38 @@ def prefill_graph_token_sizes(max_tokens: int) -> list[int]:
     sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
              + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
     return [s for s in sizes if s <= max_tokens]
+
+
+def default_decode_max_bs(gpu_mem_mib: float | None, *, tp_size: int) -> int:
+    """SGLang 0.5.17's default decode ``max_bs`` for a GPU of ``gpu_mem_mib`` MiB (the smallest
+    GPU ``nvidia-smi`` lists, as SGLang reads it) at ``tp_size`` (``_handle_gpu_memory_settings``);
+    :data:`SMALLEST_DEFAULT_DECODE_MAX_BS` where the memory is unknown, the least it can be."""
+    if gpu_mem_mib is None:
+        return SMALLEST_DEFAULT_DECODE_MAX_BS
+    gib = 1024
+    if gpu_mem_mib < 20 * gib:
+        return 8
+    if gpu_mem_mib < 35 * gib:
+        return 24 if tp_size < 4 else 80
+    if gpu_mem_mib < 60 * gib:
+        return 32 if tp_size < 4 else 160
+    if gpu_mem_mib < 160 * gib:
+        return 256 if tp_size < 4 else 512
+    return 512
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_memory_mib() -> float | None:
+    """The smallest GPU's memory in MiB as SGLang 0.5.17 reads it for its defaults
+    (``get_nvgpu_memory_capacity``: ``nvidia-smi --query-gpu=memory.total``, every GPU of the host,
+    whatever ``CUDA_VISIBLE_DEVICES`` says); None where ``nvidia-smi`` is missing or says nothing
+    (SGLang then asks torch, which this process does not load). Read once per process."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    values = [float(v) for v in out.stdout.strip().split("\n") if re.match(r"^\d+(\.\d+)?$", v.strip())]
+    return min(values) if out.returncode == 0 and values else None

@@ -10,9 +10,11 @@ carries them; ``docs/startup.md`` gives the H200 numbers and the reasons):
   H200 (:func:`autotune.sglang.graph_sizes.decode_graph_batch_sizes`). A trial never runs a batch
   above its workload's largest concurrency, so its server captures the list only up to the
   smallest entry that covers it: every batch the trial runs then pads to the same graph as on the
-  exported server, and nothing it measures changes. Capped at
-  :data:`~autotune.sglang.graph_sizes.SMALLEST_DEFAULT_DECODE_MAX_BS`, the smallest default SGLang
-  picks on any GPU, so the cut never captures *more* than the exported server would.
+  exported server, and nothing it measures changes. Capped at SGLang's default for the host's GPU
+  (:func:`~autotune.sglang.graph_sizes.default_decode_max_bs`, from the memory ``nvidia-smi``
+  reports, as SGLang reads it: 256 on an H100 or H200 at TP below 4), or where that is unknown at
+  :data:`~autotune.sglang.graph_sizes.SMALLEST_DEFAULT_DECODE_MAX_BS`, the smallest default on any
+  GPU, so the cut never captures *more* than the exported server would.
 - **Prefill CUDA graphs the workload can reach** (:func:`covering_prefill_max_tokens`). SGLang
   0.5.17 captures one prefill graph per token count of its list up to ``chunked_prefill_size``
   (58 sizes up to 8192 on an H200, about 10 s of the 8B scheduler's start). A prefill forward of a
@@ -46,6 +48,7 @@ from autotune.sglang.graph_sizes import (
     SMALLEST_DEFAULT_DECODE_MAX_BS,
     SMALLEST_DEFAULT_PREFILL_MAX_TOKENS,
     decode_graph_batch_sizes,
+    default_decode_max_bs,
     prefill_graph_token_sizes,
 )
 
@@ -91,7 +94,8 @@ def crash_diagnostics_on(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name, "1").strip().lower() not in _FALSE for name in QUICK_STOP_ENV)
 
 
-def covering_decode_max_bs(max_concurrency: int, *, speculative: bool, no_padding: bool = False) -> int | None:
+def covering_decode_max_bs(max_concurrency: int, *, speculative: bool, no_padding: bool = False,
+                           ceiling: int = SMALLEST_DEFAULT_DECODE_MAX_BS) -> int | None:
     """The smallest decode ``max_bs`` whose capture covers every batch up to ``max_concurrency``
     with the graphs the default capture would use; None where that could exceed a default capture.
 
@@ -102,10 +106,12 @@ def covering_decode_max_bs(max_concurrency: int, *, speculative: bool, no_paddin
         max_concurrency: The most requests the workload keeps in flight.
         speculative: Whether the launch decodes speculatively.
         no_padding: ``--disable-cuda-graph-padding``.
+        ceiling: The least decode ``max_bs`` the exported server defaults to
+            (:func:`autotune.sglang.graph_sizes.default_decode_max_bs` of its GPU where known).
     """
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    sizes = decode_graph_batch_sizes(SMALLEST_DEFAULT_DECODE_MAX_BS, speculative=speculative, no_padding=no_padding)
+    sizes = decode_graph_batch_sizes(ceiling, speculative=speculative, no_padding=no_padding)
     return next((bs for bs in sizes if bs >= max_concurrency), None)
 
 
@@ -134,6 +140,7 @@ def _truthy(value: str | None) -> bool:
 
 def lean_start_args(server_args: Mapping[str, Any], *, max_concurrency: int | None, own_warmup: bool,
                     max_prefill_tokens: int | None = None, env: Mapping[str, str] | None = None,
+                    gpu_mem_mib: float | None = None,
                     flag_set: sglang_flags.FlagSet | None = None) -> tuple[dict[str, Any], frozenset[str]]:
     """A trial launch's server args with the lean-start settings, and the names that are trial-only.
 
@@ -145,6 +152,9 @@ def lean_start_args(server_args: Mapping[str, Any], *, max_concurrency: int | No
         max_prefill_tokens: The most tokens one prefill forward of the trial can hold; None where
             unknown, which leaves the prefill graphs alone.
         env: The server's environment (SGLang's post-capture KV sizing turns both graph cuts off).
+        gpu_mem_mib: The smallest GPU's memory as SGLang reads it for its defaults
+            (:func:`autotune.sglang.graph_sizes.gpu_memory_mib`); None keeps the decode cap at or
+            below the smallest default of any GPU.
         flag_set: The SGLang flags; the active ones if None.
 
     Returns:
@@ -164,8 +174,10 @@ def lean_start_args(server_args: Mapping[str, Any], *, max_concurrency: int | No
 
     if (graphs_free and max_concurrency is not None and settable(DECODE_MAX_BS_FIELD)
             and not DECODE_GRAPH_FIELDS & set(given)):
+        tp = int(given.get("tp_size") or 1)
         max_bs = covering_decode_max_bs(max_concurrency, speculative=bool(given.get("speculative_algorithm")),
-                                        no_padding=bool(given.get("disable_cuda_graph_padding")))
+                                        no_padding=bool(given.get("disable_cuda_graph_padding")),
+                                        ceiling=default_decode_max_bs(gpu_mem_mib, tp_size=tp))
         if max_bs is not None:
             out[DECODE_MAX_BS_FIELD] = max_bs
             added.add(DECODE_MAX_BS_FIELD)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from autotune.sglang.graph_sizes import (
     SMALLEST_DEFAULT_DECODE_MAX_BS,
     SMALLEST_DEFAULT_PREFILL_MAX_TOKENS,
     decode_graph_batch_sizes,
+    default_decode_max_bs,
+    gpu_memory_mib,
     prefill_graph_token_sizes,
 )
 from autotune.sglang.trial_start import (
@@ -179,3 +182,45 @@ def test_crash_diagnostics_switches():
     assert crash_diagnostics_on({"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0"})  # the core dump still pauses
     assert not crash_diagnostics_on(dict(QUICK_STOP_ENV))
     assert not crash_diagnostics_on({k: "false" for k in QUICK_STOP_ENV})
+
+
+@pytest.mark.parametrize("mib,tp,default", [(None, 1, 8), (16_000, 1, 8), (24_000, 1, 24), (24_000, 4, 80),
+                                            (40_960, 2, 32), (40_960, 8, 160), (81_559, 1, 256), (81_559, 4, 512),
+                                            (143_771, 1, 256), (143_771, 8, 512), (183_000, 1, 512)])
+def test_sglangs_default_decode_max_bs_by_gpu_memory(mib, tp, default):
+    # ServerArgs._handle_gpu_memory_settings' tiers (20, 35, 60, 160 GiB); H100 80 GB and H200 141 GB.
+    assert default_decode_max_bs(mib, tp_size=tp) == default
+
+
+def test_on_a_known_gpu_the_decode_cap_covers_batch_workloads_up_to_its_default():
+    h200 = 143_771.0
+    for speculative in (False, True):
+        default = decode_graph_batch_sizes(256, speculative=speculative)
+        for concurrency in (9, 16, 48, 64, 200, 256):
+            cap = covering_decode_max_bs(concurrency, speculative=speculative, ceiling=256)
+            assert cap is not None
+            lean = decode_graph_batch_sizes(cap, speculative=speculative)
+            assert lean == default[:len(lean)]  # a prefix of the default capture: no graph it lacks
+            assert all(_graph_for(b, lean) == _graph_for(b, default) for b in range(1, concurrency + 1))
+        assert covering_decode_max_bs(257, speculative=speculative, ceiling=256) is None
+    args, added = lean_start_args({"speculative_algorithm": "EAGLE3", "tp_size": 1, **FIXED}, max_concurrency=16,
+                                  own_warmup=False, gpu_mem_mib=h200, flag_set=FLAGS_517)
+    assert args["cuda_graph_max_bs_decode"] == 16 and added == {"cuda_graph_max_bs_decode"}
+    args, added = lean_start_args({"speculative_algorithm": "EAGLE3", "tp_size": 1, **FIXED}, max_concurrency=16,
+                                  own_warmup=False, gpu_mem_mib=None, flag_set=FLAGS_517)
+    assert not added  # the GPU unknown: 16 is above the smallest default (8), nothing is cut
+
+
+def test_gpu_memory_is_read_as_sglang_reads_it(tmp_path, monkeypatch):
+    fake = tmp_path / "nvidia-smi"  # a real program on PATH, printing what nvidia-smi prints
+    fake.write_text("#!/bin/sh\nprintf '81559\\n143771\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    gpu_memory_mib.cache_clear()
+    try:
+        assert gpu_memory_mib() == 81559.0  # the smallest GPU, as SGLang takes it
+        fake.write_text("#!/bin/sh\necho 'No devices were found'\n")
+        gpu_memory_mib.cache_clear()
+        assert gpu_memory_mib() is None
+    finally:
+        gpu_memory_mib.cache_clear()
