@@ -49,7 +49,8 @@ def _space(path: str) -> Any:
     from autotune.space.search_space import load_space
 
     if path not in _SPACES:
-        _SPACES[path] = load_space(path)
+        # The driver compared the production sample already; a trial never reads it.
+        _SPACES[path] = load_space(path, production_sample=False)
     return _SPACES[path]
 
 

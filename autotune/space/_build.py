@@ -65,13 +65,14 @@ def default_sampler(space: Any) -> tuple[str, str]:
     return "phase-model", "default: the space can be enumerated"
 
 
-def build_space(cls: type, data: Any, file: str | None) -> Any:
-    """Validate ``data`` and return ``cls(...)`` (a SearchSpace).
+def build_space(cls: type, data: Any, file: str | None, *, production_sample: bool = True) -> Any:
+    """Validate ``data`` and return ``cls(...)`` (a SearchSpace), its production sample parsed
+    unless ``production_sample`` is False.
 
     Raises:
         ConfigError: With file, line, field, what is wrong and what is allowed.
     """
-    return _Builder(cls, data, file).build()
+    return _Builder(cls, data, file, production_sample=production_sample).build()
 
 
 #: Server args that take an integer >= 1 (a null choice of a parameter: SGLang's own value). Unset,
@@ -81,7 +82,8 @@ _POSITIVE_INTS = ("tp_size", "max_running_requests")
 class _Builder(CrossChecks):
     """Reads a whole file and runs the cross-section checks."""
 
-    def __init__(self, cls: type, data: Any, file: str | None) -> None:
+    def __init__(self, cls: type, data: Any, file: str | None, *, production_sample: bool = True) -> None:
+        self.production_sample = production_sample
         self.cls = cls
         self.data = data
         self.file = file
@@ -124,7 +126,8 @@ class _Builder(CrossChecks):
         rules = self._rules(data.get("rules"), lines.get("rules"))
         forbidden = read_forbidden(r, data.get("forbidden"), lines.get("forbidden"))
         workload, production_sample = read_workload(r, data.get("workload"), lines.get("workload"),
-                                                    base_dir=str(self.base), model_path=model_path)
+                                                    base_dir=str(self.base), model_path=model_path,
+                                                    read_sample=self.production_sample)
         name = data.get("name", Path(self.file).stem if self.file else "space")
         description = data.get("description", "")
         r.string(name, "name", lines.get("name"))

@@ -303,7 +303,8 @@ def read_scheduler(reader: Reader, value: Any, line: int | None) -> Scheduler | 
 
 
 def read_workload(reader: Reader, value: Any, line: int | None, *, base_dir: str,
-                  model_path: str | None = None) -> tuple[dict[str, Any], tuple[_Entry, ...] | None]:
+                  model_path: str | None = None,
+                  read_sample: bool = True) -> tuple[dict[str, Any], tuple[_Entry, ...] | None]:
     """Check ``workload:`` with :class:`autotune.space.workload.Workload` and return it as given,
     with its production sample parsed (None without one).
 
@@ -318,6 +319,7 @@ def read_workload(reader: Reader, value: Any, line: int | None, *, base_dir: str
         base_dir: Folder of the space file, for a relative ``path``.
         model_path: The target model, the tokenizer of a ``sglang:<dataset>`` source unless
             ``tokenizer`` names another.
+        read_sample: Parse the production sample (False: None, the file left unread).
     """
     if value is None:
         value = {}
@@ -340,4 +342,6 @@ def read_workload(reader: Reader, value: Any, line: int | None, *, base_dir: str
             lines.update({f"{key}[{i}]": n for i in range(len(item))
                           if (n := line_of(item, i)) is not None})
     workload = Workload.from_spec(dict(out), file=reader.file, base_dir=base_dir, lines=lines)
+    if not read_sample:
+        return out, None
     return out, read_production_sample(workload, file=reader.file, line=lines.get("production_sample"))

@@ -121,17 +121,20 @@ class SearchSpace(SpaceWalk):
     # ------------------------------------------------------------------ loading
 
     @classmethod
-    def from_dict(cls, data: Any, *, file: str | os.PathLike[str] | None = None) -> SearchSpace:
+    def from_dict(cls, data: Any, *, file: str | os.PathLike[str] | None = None,
+                  production_sample: bool = True) -> SearchSpace:
         """Build and validate a space from parsed YAML (or any plain dict).
 
         Args:
             data: The file's content.
             file: Where it came from; relative paths in the space resolve against its folder.
+            production_sample: Read ``workload.production_sample`` (False: its path is checked,
+                the file is not parsed and ``production_sample`` stays None).
 
         Raises:
             ConfigError: With file, line, field, what is wrong and what is allowed.
         """
-        return build_space(cls, data, None if file is None else str(file))
+        return build_space(cls, data, None if file is None else str(file), production_sample=production_sample)
 
     # ------------------------------------------------------------------ public API
 
@@ -285,11 +288,13 @@ class SearchSpace(SpaceWalk):
         return out
 
 
-def load_space(path: str | os.PathLike[str]) -> SearchSpace:
+def load_space(path: str | os.PathLike[str], *, production_sample: bool = True) -> SearchSpace:
     """Load and validate a search-space YAML file.
 
     Args:
         path: The file, or the name of a packaged space (``demo``: :mod:`autotune.space.packaged`).
+        production_sample: Parse ``workload.production_sample``; a trial process, which never
+            compares with it, passes False (the driver parsed it once).
 
     Returns:
         The space.
@@ -308,4 +313,4 @@ def load_space(path: str | os.PathLike[str]) -> SearchSpace:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})",
                           file=name) from None
-    return SearchSpace.from_dict(load_yaml_text(text, file=name), file=name)
+    return SearchSpace.from_dict(load_yaml_text(text, file=name), file=name, production_sample=production_sample)

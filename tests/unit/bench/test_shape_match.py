@@ -135,3 +135,22 @@ def test_only_the_space_load_reads_the_sample(tmp_path: Path) -> None:
         production_match(workload, None)
     with pytest.raises(ValueError, match="needs the parsed production sample exactly when"):
         production_match(Workload.from_spec({"source": "builtin", "num_prompts": 4}), parsed)
+
+
+def test_a_trial_process_loads_the_space_without_parsing_the_sample(tmp_path: Path) -> None:
+    # The driver parses the sample once; a Ray trial process (autotune.search.trainable) loads the
+    # space with production_sample=False, so a large sample is not read again by every worker.
+    space = tmp_path / "space.yaml"
+    text = (SPACES / "slo.yaml").read_text().replace(
+        "workload: {source: builtin, num_prompts: 3, warmup_prompts: 1, output_len: 24, concurrency: 1, seed: 0}",
+        "workload:\n  source: builtin\n  num_prompts: 3\n  production_sample: prod.jsonl\n"
+    ).replace("profile: profile-slow-dense.yaml", f"profile: {SPACES / 'profile-slow-dense.yaml'}")
+    space.write_text(text)
+    _sample(tmp_path / "prod.jsonl", [f"question {i}" for i in range(10)])
+    assert load_space(space).production_sample is not None
+    (tmp_path / "prod.jsonl").write_text("not json at all\n")  # what parsing it would now refuse
+    with pytest.raises(ConfigError):
+        load_space(space)
+    trial_side = load_space(space, production_sample=False)
+    assert trial_side.production_sample is None
+    assert trial_side.workload["production_sample"] == str(tmp_path / "prod.jsonl")
