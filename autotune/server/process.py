@@ -117,13 +117,10 @@ class ServerProcess:
         self._reaper: subprocess.Popen[bytes] | None = None
         self._reservation: PortReservation | None = None
         self._command: list[str] | None = None
-        self._attempt_offset = 0
-        self._attempts = 0
+        self._attempt_offset = self._attempts = 0
         self._returncode: int | None = None
         self._last_port: int | None = None
-        self._started = False
-        self._stopped = False
-        self._crashed = False
+        self._started = self._stopped = self._crashed = False
         self.lifetime = Lifetime()  # start-up and teardown seconds, for the GPU bill
         self._standby = standby
         #: How the first launch went with a standby (:mod:`autotune.server.standby`); None without one.
@@ -251,6 +248,9 @@ class ServerProcess:
             return None  # a forked copy of the owner: the server is not ours to stop
         self._stop_requested.set()  # a start() in another thread gives up the lock at its next poll
         with self._lock:
+            standby, self._standby = self._standby, None
+            if standby is not None:  # given but never launched
+                standby.discard()
             self._stop_current()
             self._stopped = True
             forget_at_exit(self)

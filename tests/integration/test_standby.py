@@ -215,3 +215,14 @@ def test_a_standby_that_died_is_passed_over_and_the_server_launched_afresh(space
         assert "exited" in result.standby["why_not"]
     finally:
         standby_slot.discard()
+
+
+def test_a_standby_given_to_a_server_that_never_starts_is_ended(tmp_path):
+    from autotune.server.process import ServerProcess
+
+    held = Standby(python=sys.executable, module="json.tool", preimport=("json",), env=dict(os.environ),
+                   cwd=str(tmp_path), late_env=(), log_path=tmp_path / "standby.log")
+    assert held.ready(timeout_s=60.0)
+    server = ServerProcess([sys.executable, "-m", "json.tool", "{port}"], standby=held, log_path=tmp_path / "s.log")
+    server.stop()  # before start(): its standby must not be left waiting
+    assert _gone(held.pid) and held.proc.returncode == 0
