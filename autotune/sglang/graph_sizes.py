@@ -13,12 +13,15 @@ entry of the list keeps that entry and every smaller one exactly as the default 
 from __future__ import annotations
 
 import functools
+import json
+import os
 import re
 import shutil
 import subprocess
 
 __all__ = ["SMALLEST_DEFAULT_DECODE_MAX_BS", "SMALLEST_DEFAULT_PREFILL_MAX_TOKENS", "decode_graph_batch_sizes",
-           "default_decode_max_bs", "gpu_memory_mib", "prefill_graph_token_sizes"]
+           "default_decode_max_bs", "default_prefill_max_tokens", "gpu_memory_mib", "model_uses_mla",
+           "prefill_graph_token_sizes"]
 
 #: The smallest decode ``max_bs`` SGLang 0.5.17 defaults to on any GPU (below 20 GB); above it a
 #: narrower capture could exceed the default.
@@ -100,3 +103,35 @@ def gpu_memory_mib() -> float | None:
         return None
     values = [float(v) for v in out.stdout.strip().split("\n") if re.match(r"^\d+(\.\d+)?$", v.strip())]
     return min(values) if out.returncode == 0 and values else None
+
+
+def default_prefill_max_tokens(gpu_mem_mib: float | None, *, mla: bool | None, model_path: str | None) -> int:
+    """The least prefill ``max_bs`` (tokens) SGLang 0.5.17 defaults to for a launch that sets no
+    ``chunked_prefill_size``, prefill-graph setting, ``max_total_tokens`` or DP attention: its
+    ``chunked_prefill_size`` for the GPU (2048 below 35 GiB, 4096 below 60, 8192 below 160,
+    16384 above), 2048 for an MLA model (``mla`` None: not known, so taken as one), 4096 at most
+    for a Llama-2 path; :data:`SMALLEST_DEFAULT_PREFILL_MAX_TOKENS` where the GPU is unknown."""
+    if gpu_mem_mib is None or mla is not False:
+        return SMALLEST_DEFAULT_PREFILL_MAX_TOKENS
+    gib = 1024
+    tokens = (2048 if gpu_mem_mib < 35 * gib else 4096 if gpu_mem_mib < 60 * gib
+              else 8192 if gpu_mem_mib < 160 * gib else 16384)
+    if model_path is not None and "llama-2" in model_path.lower():
+        tokens = min(tokens, 4096)
+    return tokens
+
+
+def model_uses_mla(model_path: str | None) -> bool | None:
+    """Whether the model in the local folder ``model_path`` has multi-head latent attention (its
+    ``config.json``, or its ``text_config``, sets ``kv_lora_rank``: every MLA model SGLang 0.5.17
+    knows does); None where there is no readable local config."""
+    try:
+        with open(os.path.join(model_path or "", "config.json"), encoding="utf-8") as fh:
+            config = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config")
+    parts = [config, *([text] if isinstance(text, dict) else [])]
+    return any(part.get("kv_lora_rank") is not None for part in parts)

@@ -20,8 +20,9 @@ carries them; ``docs/startup.md`` gives the H200 numbers and the reasons):
   (58 sizes up to 8192 on an H200, about 10 s of the 8B scheduler's start). A prefill forward of a
   trial holds at most the tokens its caller bounds (:func:`autotune.trial.measure.prefill_token_bound`:
   the largest prompts that can be in flight together, each with its whole output, as a retracted
-  request is prefilled again), so the same covering cap applies, at most
-  :data:`~autotune.sglang.graph_sizes.SMALLEST_DEFAULT_PREFILL_MAX_TOKENS`.
+  request is prefilled again), so the same covering cap applies, at most SGLang's default for the
+  launch (:func:`~autotune.sglang.graph_sizes.default_prefill_max_tokens`: the GPU's
+  ``chunked_prefill_size``, 2048 for an MLA model or where unknown).
 - **SGLang's own warm-up request** (``--skip-server-warmup``, :func:`lean_start_args`): only where
   the trial's own warm-up (the workload's warm-up prompts, or the stabilising passes) runs before
   the first measured repeat, so that warm-up does the one-time work instead.
@@ -115,7 +116,8 @@ def covering_decode_max_bs(max_concurrency: int, *, speculative: bool, no_paddin
     return next((bs for bs in sizes if bs >= max_concurrency), None)
 
 
-def covering_prefill_max_tokens(max_tokens: int, *, chunked_prefill_size: int | None = None) -> int | None:
+def covering_prefill_max_tokens(max_tokens: int, *, chunked_prefill_size: int | None = None,
+                                ceiling: int = SMALLEST_DEFAULT_PREFILL_MAX_TOKENS) -> int | None:
     """The smallest prefill capture cap whose graphs cover every prefill forward of at most
     ``max_tokens`` tokens as the default capture does; None where that could exceed a default.
 
@@ -123,10 +125,11 @@ def covering_prefill_max_tokens(max_tokens: int, *, chunked_prefill_size: int | 
         max_tokens: The most tokens one prefill forward of the trial can hold.
         chunked_prefill_size: The launch's own, if it sets one (then no forward holds more, and the
             default capture stops there).
+        ceiling: The least prefill ``max_bs`` the exported server defaults to otherwise
+            (:func:`autotune.sglang.graph_sizes.default_prefill_max_tokens`).
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    ceiling = SMALLEST_DEFAULT_PREFILL_MAX_TOKENS
     if chunked_prefill_size is not None:
         if chunked_prefill_size < 1:
             return None  # chunking off: the default capture's size is not this cut's to guess
@@ -140,7 +143,7 @@ def _truthy(value: str | None) -> bool:
 
 def lean_start_args(server_args: Mapping[str, Any], *, max_concurrency: int | None, own_warmup: bool,
                     max_prefill_tokens: int | None = None, env: Mapping[str, str] | None = None,
-                    gpu_mem_mib: float | None = None,
+                    gpu_mem_mib: float | None = None, prefill_ceiling: int = SMALLEST_DEFAULT_PREFILL_MAX_TOKENS,
                     flag_set: sglang_flags.FlagSet | None = None) -> tuple[dict[str, Any], frozenset[str]]:
     """A trial launch's server args with the lean-start settings, and the names that are trial-only.
 
@@ -155,6 +158,9 @@ def lean_start_args(server_args: Mapping[str, Any], *, max_concurrency: int | No
         gpu_mem_mib: The smallest GPU's memory as SGLang reads it for its defaults
             (:func:`autotune.sglang.graph_sizes.gpu_memory_mib`); None keeps the decode cap at or
             below the smallest default of any GPU.
+        prefill_ceiling: The least prefill ``max_bs`` the exported server defaults to
+            (:func:`autotune.sglang.graph_sizes.default_prefill_max_tokens`); the prefill cap stays
+            at or below it.
         flag_set: The SGLang flags; the active ones if None.
 
     Returns:
@@ -185,7 +191,8 @@ def lean_start_args(server_args: Mapping[str, Any], *, max_concurrency: int | No
             and not PREFILL_GRAPH_FIELDS & set(given)):
         chunk = given.get("chunked_prefill_size")
         cap = covering_prefill_max_tokens(max_prefill_tokens,
-                                          chunked_prefill_size=int(chunk) if chunk is not None else None)
+                                          chunked_prefill_size=int(chunk) if chunk is not None else None,
+                                          ceiling=prefill_ceiling)
         if cap is not None:
             out[PREFILL_MAX_FIELD] = cap
             added.add(PREFILL_MAX_FIELD)

@@ -36,7 +36,7 @@ from autotune.profile.nvml import open_sampler
 from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
 from autotune.sglang import metrics, trial_start
-from autotune.sglang.graph_sizes import gpu_memory_mib
+from autotune.sglang.graph_sizes import default_prefill_max_tokens, gpu_memory_mib, model_uses_mla
 from autotune.space.workload import Workload
 from autotune.trial import standby_slot
 from autotune.trial.baselines import BaselineStore, MemoryBaselineStore, group_key, reusable_baseline
@@ -107,10 +107,14 @@ def launch_spec(config: TrialConfig, settings: MeasureSettings | None = None, *,
 
         args, trial_only = fast_start.apply(args)
     if settings is not None and settings.lean_start and workload is not None:
+        gpu_mem = gpu_memory_mib() if backend.needs_gpus else None  # SGLang's defaults follow the GPU
         args, lean = trial_start.lean_start_args(args, max_concurrency=largest_concurrency(workload),
                                                  own_warmup=own_warmup(workload, settings),
                                                  max_prefill_tokens=_prefill_bound(config, workload, args), env=env,
-                                                 gpu_mem_mib=gpu_memory_mib() if backend.needs_gpus else None)
+                                                 gpu_mem_mib=gpu_mem,
+                                                 prefill_ceiling=default_prefill_max_tokens(
+                                                     gpu_mem, mla=model_uses_mla(config.model_path),
+                                                     model_path=config.model_path))
         trial_only |= lean
     return LaunchSpec(model_path=config.model_path, draft_model_path=config.draft_model_path
                       if args.get("speculative_algorithm") else None,

@@ -13,7 +13,9 @@ from autotune.sglang.graph_sizes import (
     SMALLEST_DEFAULT_PREFILL_MAX_TOKENS,
     decode_graph_batch_sizes,
     default_decode_max_bs,
+    default_prefill_max_tokens,
     gpu_memory_mib,
+    model_uses_mla,
     prefill_graph_token_sizes,
 )
 from autotune.sglang.trial_start import (
@@ -224,3 +226,39 @@ def test_gpu_memory_is_read_as_sglang_reads_it(tmp_path, monkeypatch):
         assert gpu_memory_mib() is None
     finally:
         gpu_memory_mib.cache_clear()
+
+
+@pytest.mark.parametrize("mib,mla,path,tokens", [
+    (None, False, "m", 2048), (143_771, None, "m", 2048), (143_771, True, "m", 2048),  # unknown or MLA: 2048
+    (24_000, False, "m", 2048), (40_960, False, "m", 4096), (81_559, False, "m", 8192),
+    (143_771, False, "m", 8192), (183_000, False, "m", 16384), (143_771, False, "/x/Llama-2-7b", 4096)])
+def test_sglangs_default_prefill_max_tokens(mib, mla, path, tokens):
+    # _handle_gpu_memory_settings' chunked_prefill_size tiers, the MLA default and the Llama-2 limit.
+    assert default_prefill_max_tokens(mib, mla=mla, model_path=path) == tokens
+
+
+def test_mla_is_read_from_the_models_config(tmp_path):
+    assert model_uses_mla(str(tmp_path)) is None and model_uses_mla(None) is None  # no config: unknown
+    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096}')
+    assert model_uses_mla(str(tmp_path)) is False
+    (tmp_path / "config.json").write_text('{"architectures": ["DeepseekV3ForCausalLM"], "kv_lora_rank": 512}')
+    assert model_uses_mla(str(tmp_path)) is True
+    (tmp_path / "config.json").write_text('{"text_config": {"kv_lora_rank": 512}}')  # Kimi-K2.5's layout
+    assert model_uses_mla(str(tmp_path)) is True
+    (tmp_path / "config.json").write_text("{not json")
+    assert model_uses_mla(str(tmp_path)) is None
+
+
+def test_on_a_known_gpu_the_prefill_cap_covers_up_to_its_default():
+    for default_max in (8192, 16384):
+        default = prefill_graph_token_sizes(default_max)
+        for bound in (2049, 3994, 4096, 4097, 8000, 8192):
+            cap = covering_prefill_max_tokens(bound, ceiling=8192)
+            assert cap is not None and cap >= bound
+            lean = prefill_graph_token_sizes(cap)
+            assert lean == default[:len(lean)]
+            assert all(_graph_for(t, lean) == _graph_for(t, default) for t in range(1, bound + 1, 13))
+    assert covering_prefill_max_tokens(8193, ceiling=8192) is None
+    args, added = lean_start_args({"tp_size": 1, **FIXED}, max_concurrency=None, own_warmup=False,
+                                  max_prefill_tokens=3994, prefill_ceiling=8192, flag_set=FLAGS_517)
+    assert args["cuda_graph_max_bs_prefill"] == 4096 and added == {"cuda_graph_max_bs_prefill"}
