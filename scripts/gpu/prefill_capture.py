@@ -42,28 +42,34 @@ def captures(text: str, *, cap: int) -> list[dict]:
     return out
 
 
-def space_cap(space_path: Path, tokenizer: Path | None) -> int:
+def space_cap(space_path: Path, tokenizer: Path | None, gpu_mib: float | None) -> int:
     """Print the cap the lean start gives ``space_path``'s trials: the prefill bound of its workload
     (counted with ``tokenizer``'s tokenizer.json where given, else by bytes) and the sizes kept."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from autotune.sglang.graph_sizes import SMALLEST_DEFAULT_PREFILL_MAX_TOKENS, prefill_graph_token_sizes
+    from autotune.sglang.graph_sizes import default_prefill_max_tokens, model_uses_mla, prefill_graph_token_sizes
     from autotune.sglang.trial_start import covering_prefill_max_tokens
     from autotune.space.search_space import load_space
     from autotune.space.workload import Workload
     from autotune.trial.prefill_bound import prefill_token_bound, token_counter
 
-    workload = Workload.from_spec(load_space(space_path).workload)
+    space = load_space(space_path)
+    workload = Workload.from_spec(space.workload)
+    mla = model_uses_mla(space.model_path)
+    ceiling = default_prefill_max_tokens(gpu_mib, mla=mla, model_path=space.model_path)
     count = token_counter(str(tokenizer)) if tokenizer is not None else None
     if tokenizer is not None and count is None:
         print(f"{tokenizer}: no tokenizer.json, or no `tokenizers` library here", file=sys.stderr)
         return 1
     bound = prefill_token_bound(workload, count=count)
-    cap = covering_prefill_max_tokens(bound) if bound is not None else None
+    cap = covering_prefill_max_tokens(bound, ceiling=ceiling) if bound is not None else None
     kept = len(prefill_graph_token_sizes(cap)) if cap is not None else None
     default = len(prefill_graph_token_sizes(8192))
     what = (f"cap {cap}, {kept} of the {default} sizes an H200 captures by default" if cap is not None else
-            f"no cap (above {SMALLEST_DEFAULT_PREFILL_MAX_TOKENS} tokens, or unknown): all {default} sizes")
-    print(f"{space_path}: prefill bound {bound} tokens ({'tokenizer' if count else 'bytes'}), {what}")
+            f"no cap (above the default of {ceiling} tokens, or unknown): all {default} sizes")
+    gpu = f"{gpu_mib:.0f} MiB GPU" if gpu_mib is not None else "GPU unknown"
+    model = {None: "model config not found", True: "MLA model", False: "not MLA"}[mla]
+    print(f"{space_path}: prefill bound {bound} tokens ({'tokenizer' if count else 'bytes'}), {gpu}, {model}, "
+          f"default max {ceiling}: {what}")
     return 0
 
 
@@ -74,9 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write every capture as JSON here")
     ap.add_argument("--space", type=Path, help="instead: print the cap the lean start gives this space's trials")
     ap.add_argument("--tokenizer", type=Path, help="with --space: a folder with the model's tokenizer.json")
+    ap.add_argument("--gpu-mib", type=float, help="with --space: the GPU's memory.total (an H200: 143771); "
+                    "default: nvidia-smi's here, as SGLang reads it")
     a = ap.parse_args(argv)
     if a.space is not None:
-        return space_cap(a.space, a.tokenizer)
+        if a.gpu_mib is None:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+            from autotune.sglang.graph_sizes import gpu_memory_mib
+
+            a.gpu_mib = gpu_memory_mib()
+        return space_cap(a.space, a.tokenizer, a.gpu_mib)
     if a.cap is None or not a.logs:
         ap.error("--cap and at least one LOG are needed (or --space)")
     rows = []
