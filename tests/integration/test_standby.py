@@ -21,6 +21,7 @@ from autotune.space.workload import Workload
 from autotune.trial import standby_slot
 from autotune.trial.measure import measure
 from autotune.trial.measure_settings import settings_for
+from tests.data_venv import data_python
 
 BASELINE = {"speculative_algorithm": None}
 
@@ -175,20 +176,18 @@ def test_a_real_sglang_launcher_runs_from_a_standby_as_from_python_m(tmp_path):
     exits the same way and prints the same error."""
     from autotune.backend import get_backend
 
-    data_python = Path(__file__).resolve().parents[2] / ".venv-sglang-data" / "bin" / "python"
-    if not data_python.exists():
-        pytest.fail(f"{data_python} is missing: `make test` builds it")
+    python = str(data_python())
     sglang = get_backend("sglang")
     args = ["--model-path", "x", "--not-a-flag"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    fresh = subprocess.run([str(data_python), "-m", sglang.module, *args], cwd=tmp_path, env=env,
+    fresh = subprocess.run([python, "-m", sglang.module, *args], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=240)
-    held = Standby(python=str(data_python), module=sglang.module, preimport=sglang.preimport, env=env,
+    held = Standby(python=python, module=sglang.module, preimport=sglang.preimport, env=env,
                    cwd=str(tmp_path), late_env=sglang.late_env, log_path=tmp_path / "standby.log")
     try:
         assert held.ready(timeout_s=240.0), held.log_path.read_text()[-2000:]
         assert held.import_s is not None and held.import_s > 0
-        argv = [str(data_python), "-m", sglang.module, *args]
+        argv = [python, "-m", sglang.module, *args]
         assert held.why_not(argv, env=env, cwd=str(tmp_path)) is None
         proc = held.hand_over(argv, env=env, cwd=str(tmp_path), log_path=tmp_path / "server.log")
         assert proc.wait(timeout=240) == fresh.returncode == 2

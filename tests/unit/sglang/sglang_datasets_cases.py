@@ -9,7 +9,6 @@ dependencies), started by ``tests/unit/sglang/test_sglang_datasets.py``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import textwrap
@@ -20,20 +19,15 @@ import pytest
 from autotune.errors import ConfigError
 from autotune.space.search_space import load_space
 from autotune.space.workload import Workload
+from tests.data_venv import word_level_tokenizer
 
-REPO = Path(__file__).resolve().parents[3]
 CATEGORIES = ("low_entropy", "mixed", "high_entropy")
 
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The word-level tokenizer the GPU kit's dummy models use (scripts/gpu/make_models.py)."""
-    spec = importlib.util.spec_from_file_location("make_models", REPO / "scripts/gpu/make_models.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    folder = tmp_path_factory.mktemp("tok")
-    mod.write_tokenizer(str(folder), 512)
-    return folder
+    return word_level_tokenizer(tmp_path_factory.mktemp("tok"), 512)
 
 
 @pytest.fixture()

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from autotune.space.prompts import Prompt
 from autotune.space.workload import Workload
 from autotune.trial.prefill_bound import SPECIAL_TOKENS, prefill_token_bound, request_token_bound, token_counter
-
-REPO = Path(__file__).resolve().parents[3]
-DATA_PYTHON = REPO / ".venv-sglang-data" / "bin" / "python"
+from tests.data_venv import run_cases
 
 
 def _prompt(text: str, max_tokens: int = 10) -> Prompt:
@@ -62,13 +56,4 @@ def test_unknown_for_the_chat_api_and_an_open_loop_rate():
 def test_with_real_tokenizers_in_the_environment_that_has_them() -> None:
     """``tokenizer_cases.py``: the ``tokenizers`` library and ``transformers``' AutoTokenizer
     (SGLang's), which only ``.venv-sglang-data`` has (``make test`` builds it)."""
-    if not DATA_PYTHON.exists():
-        pytest.fail(f"{DATA_PYTHON} is missing: `make test` builds it (transformers and tokenizers "
-                    "beside the main environment)")
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([str(DATA_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/unit/trial/tokenizer_cases.py"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=280, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout
+    run_cases("tests/unit/trial/tokenizer_cases.py")

@@ -5,7 +5,6 @@ loads), which only the environment beside the main one has (``.venv-sglang-data`
 
 from __future__ import annotations
 
-import importlib.util
 import textwrap
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from autotune.space.workload import Workload
 from autotune.trial.measure import launch_spec
 from autotune.trial.measure_settings import settings_for
 from autotune.trial.prefill_bound import SPECIAL_TOKENS, prefill_token_bound, request_token_bound, token_counter
+from tests.data_venv import word_level_tokenizer
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -24,12 +24,7 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def word_level(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The word-level tokenizer of the GPU kit's dummy models (scripts/gpu/make_models.py)."""
-    spec = importlib.util.spec_from_file_location("make_models", REPO / "scripts/gpu/make_models.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    folder = tmp_path_factory.mktemp("tok")
-    mod.write_tokenizer(str(folder), 512)
-    return folder
+    return word_level_tokenizer(tmp_path_factory.mktemp("tok"), 512)
 
 
 @pytest.fixture(scope="module")
