@@ -90,13 +90,19 @@ def test_no_sample_no_match() -> None:
     assert production_match(Workload.from_spec({"source": "builtin", "num_prompts": 4}), None) is None
 
 
-def test_bad_samples_say_file_line_and_field(tmp_path: Path) -> None:
-    space = tmp_path / "space.yaml"
+def _space_with_sample(folder: Path) -> tuple[Path, str]:
+    """``slo.yaml`` written into ``folder`` with ``production_sample: prod.jsonl``: (path, text)."""
     text = (SPACES / "slo.yaml").read_text().replace(
         "workload: {source: builtin, num_prompts: 3, warmup_prompts: 1, output_len: 24, concurrency: 1, seed: 0}",
         "workload:\n  source: builtin\n  num_prompts: 3\n  production_sample: prod.jsonl\n"
     ).replace("profile: profile-slow-dense.yaml", f"profile: {SPACES / 'profile-slow-dense.yaml'}")
+    space = folder / "space.yaml"
     space.write_text(text)
+    return space, text
+
+
+def test_bad_samples_say_file_line_and_field(tmp_path: Path) -> None:
+    space, text = _space_with_sample(tmp_path)
     line = text.splitlines().index("  production_sample: prod.jsonl") + 1
     with pytest.raises(ConfigError, match="production sample not found") as err:
         load_space(space)
@@ -140,12 +146,7 @@ def test_only_the_space_load_reads_the_sample(tmp_path: Path) -> None:
 def test_a_trial_process_loads_the_space_without_parsing_the_sample(tmp_path: Path) -> None:
     # The driver parses the sample once; a Ray trial process (autotune.search.trainable) loads the
     # space with production_sample=False, so a large sample is not read again by every worker.
-    space = tmp_path / "space.yaml"
-    text = (SPACES / "slo.yaml").read_text().replace(
-        "workload: {source: builtin, num_prompts: 3, warmup_prompts: 1, output_len: 24, concurrency: 1, seed: 0}",
-        "workload:\n  source: builtin\n  num_prompts: 3\n  production_sample: prod.jsonl\n"
-    ).replace("profile: profile-slow-dense.yaml", f"profile: {SPACES / 'profile-slow-dense.yaml'}")
-    space.write_text(text)
+    space, _ = _space_with_sample(tmp_path)
     _sample(tmp_path / "prod.jsonl", [f"question {i}" for i in range(10)])
     assert load_space(space).production_sample is not None
     (tmp_path / "prod.jsonl").write_text("not json at all\n")  # what parsing it would now refuse
