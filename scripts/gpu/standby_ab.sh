@@ -2,22 +2,5 @@
 # One device call (one H200, at most 9 minutes): measure.standby on the 8B shape (scripts/gpu/standby_ab.py).
 #   carry: .gpu/kit (site.tar.xz from scripts/gpu/build_kit.sh)
 #   command: bash scripts/gpu/standby_ab.sh [BUDGET_S]   (timeout_s 560; results in $OUT)
-# Unpacks the kit and writes the 8B model configs (as scripts/gpu/device.sh does), then runs
-# scripts/gpu/standby_ab.py for BUDGET_S seconds (default 470) less the set-up's time.
-set -uo pipefail
-T0=$(date +%s)
-BUDGET_S=${1:-470}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export LD_LIBRARY_PATH=/tmp/site/xgrammar${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-{ [ -d /tmp/site ] || python3 scripts/gpu/prepare_kit.py "${KIT:-.gpu/kit/site.tar.xz}"
-  python3 scripts/gpu/make_models.py .gpu/models llama-8b
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  python3 -c "import sglang; print('sglang', sglang.__version__)"
-} > "$OUT/prepare.log" 2>&1 || { cat "$OUT/prepare.log"; exit 1; }
-tail -n 2 "$OUT/prepare.log"
-LEFT=$(( BUDGET_S - ($(date +%s) - T0) ))
-echo "== set-up took $(( $(date +%s) - T0 )) s; runs get ${LEFT} s"
-python3 scripts/gpu/standby_ab.py --budget-s "$LEFT" --out "$OUT" 2>&1 | tee "$OUT/standby-ab.log"
+# The set-up and the run: scripts/gpu/ab_call.sh (scripts/gpu/standby_ab.py, log standby-ab.log).
+exec bash "$(dirname "$0")/ab_call.sh" standby_ab "$@"
