@@ -70,22 +70,25 @@ def prefill_graph_token_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
+#: SGLang 0.5.17's defaults by GPU memory (``_handle_gpu_memory_settings``): below this many GiB,
+#: (decode ``max_bs`` at TP below 4, decode ``max_bs`` at TP 4 or more, ``chunked_prefill_size``).
+#: Its "below 90" and "below 160" tiers are the same and are one row here.
+_GPU_TIERS: tuple[tuple[float, int, int, int], ...] = (
+    (20, 8, 8, 2048), (35, 24, 80, 2048), (60, 32, 160, 4096), (160, 256, 512, 8192), (float("inf"), 512, 512, 16384))
+
+
+def _tier(gpu_mem_mib: float) -> tuple[float, int, int, int]:
+    return next(t for t in _GPU_TIERS if gpu_mem_mib < t[0] * 1024)
+
+
 def default_decode_max_bs(gpu_mem_mib: float | None, *, tp_size: int) -> int:
     """SGLang 0.5.17's default decode ``max_bs`` for a GPU of ``gpu_mem_mib`` MiB (the smallest
     GPU ``nvidia-smi`` lists, as SGLang reads it) at ``tp_size`` (``_handle_gpu_memory_settings``);
     :data:`SMALLEST_DEFAULT_DECODE_MAX_BS` where the memory is unknown, the least it can be."""
     if gpu_mem_mib is None:
         return SMALLEST_DEFAULT_DECODE_MAX_BS
-    gib = 1024
-    if gpu_mem_mib < 20 * gib:
-        return 8
-    if gpu_mem_mib < 35 * gib:
-        return 24 if tp_size < 4 else 80
-    if gpu_mem_mib < 60 * gib:
-        return 32 if tp_size < 4 else 160
-    if gpu_mem_mib < 160 * gib:
-        return 256 if tp_size < 4 else 512
-    return 512
+    _, small_tp, large_tp, _ = _tier(gpu_mem_mib)
+    return small_tp if tp_size < 4 else large_tp
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,9 +116,7 @@ def default_prefill_max_tokens(gpu_mem_mib: float | None, *, mla: bool | None, m
     for a Llama-2 path; :data:`SMALLEST_DEFAULT_PREFILL_MAX_TOKENS` where the GPU is unknown."""
     if gpu_mem_mib is None or mla is not False:
         return SMALLEST_DEFAULT_PREFILL_MAX_TOKENS
-    gib = 1024
-    tokens = (2048 if gpu_mem_mib < 35 * gib else 4096 if gpu_mem_mib < 60 * gib
-              else 8192 if gpu_mem_mib < 160 * gib else 16384)
+    tokens = _tier(gpu_mem_mib)[3]
     if model_path is not None and "llama-2" in model_path.lower():
         tokens = min(tokens, 4096)
     return tokens
