@@ -154,6 +154,11 @@ class Standby:
         why = self.why_not(argv, env=env, cwd=cwd)
         if why is not None:
             raise ValueError(f"the standby cannot run this server: {why}")
+        return self._send(argv, env=env, cwd=cwd, log_path=log_path)
+
+    def _send(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
+              log_path: Path) -> subprocess.Popen[bytes]:
+        """The hand-over itself, :meth:`why_not` having said nothing."""
         assert self.proc.stdin is not None
         order = {"args": list(argv[3:]), "log": str(log_path), "cwd": os.path.realpath(cwd or os.getcwd()),
                  "env": env_differences(self.env, env)}
@@ -168,7 +173,8 @@ class Standby:
                log_path: Path) -> tuple[subprocess.Popen[bytes] | None, dict[str, Any]]:
         """The server ``argv`` run by this standby where it can (else it is discarded), and a note:
         ``used``, ``why_not``, ``import_s``, ``started_s_before`` and ``line`` for the server log."""
-        why = self.why_not(argv, env=env, cwd=None if cwd is None else str(cwd))
+        folder = None if cwd is None else str(cwd)
+        why = self.why_not(argv, env=env, cwd=folder)
         note: dict[str, Any] = {"used": why is None, "why_not": why, "import_s": self.import_s,
                                 "started_s_before": round(time.monotonic() - self.started_at, 3)}
         if why is not None:
@@ -176,7 +182,7 @@ class Standby:
             note["line"] = f"standby not used: {why}"
             return None, note
         try:
-            proc = self.hand_over(argv, env=env, cwd=None if cwd is None else str(cwd), log_path=log_path)
+            proc = self._send(argv, env=env, cwd=folder, log_path=log_path)  # checked just above
         except OSError as exc:  # it died between the check and the hand-over: launch afresh
             self.discard()
             note.update(used=False, why_not=f"the hand-over failed: {exc}", line=f"standby not used: {exc}")
