@@ -44,14 +44,20 @@ def captures(text: str, *, cap: int) -> list[dict]:
 
 def space_cap(space_path: Path, tokenizer: Path | None, gpu_mib: float | None) -> int:
     """Print the cap the lean start gives ``space_path``'s trials: the prefill bound of its workload
-    (counted with ``tokenizer``'s tokenizer.json where given, else by bytes) and the sizes kept."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from autotune.sglang.graph_sizes import default_prefill_max_tokens, model_uses_mla, prefill_graph_token_sizes
+    (counted with ``tokenizer``'s tokenizer.json where given, else by bytes) and the sizes kept;
+    ``gpu_mib`` None: the GPU here, as SGLang reads it. Needs the repository on ``sys.path``."""
+    from autotune.sglang.graph_sizes import (
+        default_prefill_max_tokens,
+        gpu_memory_mib,
+        model_uses_mla,
+        prefill_graph_token_sizes,
+    )
     from autotune.sglang.trial_start import covering_prefill_max_tokens
     from autotune.space.search_space import load_space
     from autotune.space.workload import Workload
     from autotune.trial.prefill_bound import prefill_token_bound, token_counter
 
+    gpu_mib = gpu_memory_mib() if gpu_mib is None else gpu_mib
     space = load_space(space_path)
     workload = Workload.from_spec(space.workload)
     mla = model_uses_mla(space.model_path)
@@ -84,11 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                     "default: nvidia-smi's here, as SGLang reads it")
     a = ap.parse_args(argv)
     if a.space is not None:
-        if a.gpu_mib is None:
-            sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-            from autotune.sglang.graph_sizes import gpu_memory_mib
-
-            a.gpu_mib = gpu_memory_mib()
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
         return space_cap(a.space, a.tokenizer, a.gpu_mib)
     if a.cap is None or not a.logs:
         ap.error("--cap and at least one LOG are needed (or --space)")
