@@ -45,6 +45,7 @@ from autotune.bench.client import run_benchmark
 from autotune.bench.occupancy import Occupancy
 from autotune.bench.records import BenchResult, percentile
 from autotune.errors import AutotuneError
+from autotune.server.group import process_cpu_s
 from autotune.server.process import ServerProcess
 from autotune.space.prompts import Prompt
 from autotune.space.workload import Workload
@@ -153,11 +154,7 @@ class BenchServing:
 
     def cpu_s(self) -> float | None:
         """CPU seconds its process has used so far (user + system); None where ``/proc`` is not."""
-        try:
-            fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self._proc.pid)
 
     def close(self) -> None:
         if self._proc.stdin is not None:

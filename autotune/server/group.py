@@ -218,3 +218,13 @@ def release_watchdog(reaper: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         reaper.kill()  # our own child, by pid
         reaper.wait()
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds process ``pid`` has used so far (user and system, from ``/proc``); None where
+    it cannot be read (gone, or no ``/proc``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

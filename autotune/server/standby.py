@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.server.group import release_watchdog, start_watchdog, stop_group
+from autotune.server.group import process_cpu_s, release_watchdog, start_watchdog, stop_group
 
 __all__ = ["Standby", "env_differences"]
 
@@ -117,11 +117,7 @@ class Standby:
 
     def cpu_s(self) -> float | None:
         """Its CPU seconds so far (user and system, from ``/proc``); None where unreadable."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self.proc.pid)
 
     def why_not(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None) -> str | None:
         """Why this standby cannot become the server ``argv`` in ``env`` and ``cwd``; None if it can."""
