@@ -57,7 +57,7 @@ venv: $(STAMP)
 # Style (ruff) and types (mypy), as configured in pyproject.toml; `make test` runs this first.
 lint: $(STAMP)
 	$(BIN)/ruff check autotune tests scripts benchmarks
-	$(BIN)/mypy autotune
+	$(BIN)/mypy autotune benchmarks scripts
 
 # The run is named, and the reliability outcomes it recorded must all come from it (none empty,
 # none left by an earlier run): scripts/reliability_report.py --check.

@@ -93,14 +93,14 @@ def baseline_params(setup: Setup, *, tp_size: int | None = None, **env: str) -> 
 
 
 def spec_params(setup: Setup, steps: int, topk: int = 1, draft_tokens: int | None = None, *,
-                tp_size: int | None = None, **env: str) -> dict[str, Any]:
+                tp_size: int | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Parameters of an EAGLE-3 config; a chain (topk 1) verifies ``steps + 1`` tokens."""
     if draft_tokens is None:
         if topk != 1:
             raise ValueError("a tree (topk > 1) needs draft_tokens")
         draft_tokens = steps + 1
     return {"tp_size": tp_size or setup.tp_size, "speculative_num_steps": steps,
-            "speculative_eagle_topk": topk, "speculative_num_draft_tokens": draft_tokens, **env}
+            "speculative_eagle_topk": topk, "speculative_num_draft_tokens": draft_tokens, **(env or {})}
 
 
 def describe(params: Mapping[str, Any]) -> str:

@@ -145,7 +145,7 @@ class BenchServing:
             raise AutotuneError("bench_serving's process has no pipes")
         self._proc.stdin.write(json.dumps(argv) + "\n")
         self._proc.stdin.flush()
-        lines = []
+        lines: list[str] = []
         for line in self._proc.stdout:
             if line.startswith("@@DONE "):
                 return int(line.split()[1]), "".join(lines)

@@ -321,7 +321,7 @@ def kimi_points(cal: Calibration) -> None:
             rel_diff(m_best["decode_tok_s"], m_base["decode_tok_s"]),
             rel_diff(live_best.decode_p50, base_live.decode_p50) if live_best and base_live else None,
             note="relative; target: within 3% of the baseline")
-    cal.decode_point("Kimi steps 2 + NCCL Ring/LL", spec_params(s, 2, **NCCL_TUNED), z.spec,
+    cal.decode_point("Kimi steps 2 + NCCL Ring/LL", spec_params(s, 2, env=NCCL_TUNED), z.spec,
                      Target(94, 0.05))
 
 

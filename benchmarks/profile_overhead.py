@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import random
 import sys
@@ -39,6 +40,7 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.phases import PhaseProfile
 from autotune.profile.snapshot import scrape
 from autotune.server.process import ServerProcess
+from autotune.space.search_space import SearchSpace
 from autotune.space.workload import Workload
 from autotune.trial.measure import DEVICE_TIMER_ENV, launch_spec
 from benchmarks._common import (
@@ -68,7 +70,7 @@ def off_spec(on: LaunchSpec, *, timer_only: bool = False) -> LaunchSpec:
 
 
 def _from_space(path: str, params_json: str, mem_fraction: float | None, *,
-                full_graphs: bool = False) -> tuple[Any, dict, LaunchSpec]:
+                full_graphs: bool = False) -> tuple[SearchSpace, dict, LaunchSpec]:
     """(space, params, the 'on' launch) of a space's config, as its trials launch it."""
     import json
 
@@ -82,7 +84,7 @@ def _from_space(path: str, params_json: str, mem_fraction: float | None, *,
         raise AutotuneError(f"--params: {reason}")
     if space.backend == "sglang":
         space.check_paths()
-    overrides = {"fast_start": False} if full_graphs else {}
+    overrides: dict[str, Any] = {"fast_start": False} if full_graphs else {}
     on = launch_spec(space.trial_config(params), settings_for(space, **overrides))
     if mem_fraction is not None:
         on = replace(on, server_args={**on.server_args, "mem_fraction_static": mem_fraction})
@@ -112,6 +114,10 @@ async def one_run(url: str, workload: Workload, *, profiled: bool) -> dict[str, 
     return out
 
 
+def _argv_at(spec: LaunchSpec, port: int) -> list[str]:
+    return spec.argv(port=port)
+
+
 def sim_backend(spec: LaunchSpec) -> bool:
     from autotune.backend import get_backend
 
@@ -130,10 +136,13 @@ def report(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     figures. The verdict is on tok/s; the per-cycle ratios are printed beside it."""
     on_tok = [r["tok_s"] for r in runs["on"]]
     off_tok = [r["tok_s"] for r in runs["off"]]
-    ratio = median(on_tok) / median(off_tok)  # type: ignore[operator]
+    on_med, off_med = median(on_tok), median(off_tok)
     pairs = [a / b for a, b in zip(on_tok, off_tok, strict=True)]
     pair_ratio = median(pairs)
-    ok = abs(ratio - 1) < TOLERANCE and abs(pair_ratio - 1) < TOLERANCE  # type: ignore[operator]
+    if on_med is None or off_med is None or pair_ratio is None:
+        raise AutotuneError("no measured pairs to report")
+    ratio = on_med / off_med
+    ok = abs(ratio - 1) < TOLERANCE and abs(pair_ratio - 1) < TOLERANCE
     print(table(["pair", "order", "on tok/s", "off tok/s", "on/off", "on cycle ms", "accept on/off"],
                 [[str(i + 1), "on-off" if i % 2 == 0 else "off-on", fmt(a["tok_s"]),
                   fmt(b["tok_s"]), fmt(pair, ".4f"), fmt(a.get("cycle_ms")),
@@ -244,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 if sim:
                     env.update({"AUTOTUNE_SIM_STARTUP_S": "0.2", "AUTOTUNE_SIM_SEED": str(seed)})
                 servers[name] = stack.enter_context(ServerProcess(
-                    lambda port, s=spec: s.argv(port=port), env=env, inherit_env=False,
+                    functools.partial(_argv_at, spec), env=env, inherit_env=False,
                     startup_timeout_s=120 if sim else 600, log_path=logs / f"{name}.log"))
             metrics_off = httpx.get(servers["off"].url + "/metrics", timeout=10).status_code
             if metrics_off == 200 and not args.timer_only:

@@ -267,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                     rows.extend(acc.rows)
                     shape = acc.evaluator.shape
                     counted = acc.counted
-                    match = (counted.get("prompt_tokens") is not None
-                             and abs(counted["prompt_tokens"] - shape.input_len) <= 0.5
+                    prompt_tokens = counted.get("prompt_tokens")
+                    match = (prompt_tokens is not None
+                             and abs(prompt_tokens - shape.input_len) <= 0.5
                              and abs((counted.get("completion_tokens") or 0) - shape.output_len) <= 0.5)
                     shapes.append({"profile": profile, "concurrency": conc,
                                    "evaluator_input_len": shape.input_len,

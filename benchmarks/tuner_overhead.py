@@ -123,10 +123,10 @@ def trial_durations(experiment: Path) -> dict[str, float]:
 
 
 def gap_overheads(windows: Mapping[str, list[tuple[float, float]]],
-                  durations: Mapping[str, float]) -> list[dict[str, float]]:
+                  durations: Mapping[str, float]) -> list[dict[str, Any]]:
     """Per trial after the first: total, inside-the-trial and between-trials overhead (s)."""
     order = sorted(windows, key=lambda t: windows[t][0][0])
-    out = []
+    out: list[dict[str, Any]] = []
     for prev, cur in itertools.pairwise(order):
         prev_end = windows[prev][-1][1]
         cur_end = windows[cur][-1][1]
@@ -189,7 +189,7 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
     import ray
     from ray import tune
 
-    from autotune.search.callbacks import Callbacks
+    from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger
     from autotune.search.cluster import init_ray
     from autotune.search.options import SearchOptions
     from autotune.search.progress import ProgressTable
@@ -212,10 +212,14 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
     try:
         ctx = TrialContext(space_path=str(space_path), baseline_dir=str(workdir / "baselines"),
                            workdir=str(workdir), settings=settings_for(space))
+        # As in autotune.search.run: Ray takes a callable returning resources; its annotation does not say so.
         fn = tune.with_resources(tune.with_parameters(zero_work_trainable, ctx=ctx),
-                                 TrialResources(fixed_tp=1, cpus=1))
-        state: dict[str, Any] = {"started": {}, "results": [], "errors": 0, "overheads": []}
-        callback = Callbacks.make(ProgressTable(io.StringIO()), tracker, state)
+                                 TrialResources(fixed_tp=1, cpus=1))  # type: ignore[arg-type]
+        ledger = SearchLedger(space=space)
+        key = str(workdir / "ray" / "zero-work")
+        callback = SearchCallback(table=ProgressTable(io.StringIO()), tracker=tracker, ledger=ledger,
+                                  key=key)
+        LIVE_CALLBACKS[key] = callback
         done: list[float] = []
 
         class Completions(tune.Callback):
@@ -230,16 +234,19 @@ def run_zero_work(trials: int, workdir: Path) -> dict[str, Any]:
             run_config=tune.RunConfig(name="zero-work", storage_path=str(workdir / "ray"),
                                       verbose=0, callbacks=[callback, Completions()]))
         t0 = time.monotonic()
-        grid = tuner.fit()
+        try:
+            grid = tuner.fit()
+        finally:
+            LIVE_CALLBACKS.pop(key, None)
         fit_s = time.monotonic() - t0
-        completed = sum(1 for r in grid if r.error is None)
+        completed = sum(1 for i in range(len(grid)) if grid[i].error is None)
         tracker.finish_search(study=searcher.study)
     finally:
         if where == "embedded":
             ray.shutdown()
     intervals = [b - a for a, b in itertools.pairwise(done)]
     return {"fit_s": fit_s, "trials": completed, "intervals_s": intervals,
-            "reported": list(state["overheads"])}
+            "reported": list(ledger.overheads)}
 
 
 # ----- report -------------------------------------------------------------------------------------

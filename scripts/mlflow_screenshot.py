@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -69,7 +70,8 @@ def mlflow_ui(*, db: Path, port: int, workdir: Path) -> Iterator[str]:
     """
     if not port:
         with socket.socket() as s:
-            port = s.bind(("127.0.0.1", 0)) or s.getsockname()[1]
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{db.resolve()}",
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     log_path = workdir / "mlflow-ui.log"
@@ -147,7 +149,8 @@ def pick_experiment(*, url: str, name: str | None) -> tuple[dict, list[dict]]:
                          "the store has no experiment but 'Default': nothing to show")
     found = []
     for exp in chosen:
-        runs, token = [], None
+        runs: list[dict[str, Any]] = []
+        token: str | None = None
         while token != "":
             page = api(url=url, endpoint="runs/search", body={"experiment_ids": [exp["experiment_id"]],
                        "max_results": 1000, **({"page_token": token} if token else {})})
@@ -221,7 +224,10 @@ def shoot(*, chromium: str, url: str, exp_id: str, runs: list[dict], columns: st
                 page.locator(ROW.format(run["info"]["run_id"])).wait_for()
                 if name := tags(run).get("mlflow.runName"):
                     page.get_by_text(name[:20]).first.wait_for()
-            ui_count = int(re.search(r"\d+", matching.inner_text()).group())
+            counted = re.search(r"\d+", matching.inner_text())
+            if counted is None:
+                raise RuntimeError(f"no run count in the UI's text {matching.inner_text()!r}")
+            ui_count = int(counted.group())
             rows = len({r.get_attribute("row-id") for r in page.locator(ROW.replace('="{}"', "")).all()})
             page.screenshot(path=out / "mlflow-experiment.png")
             shots.append((link, out / "mlflow-experiment.png"))

@@ -25,6 +25,11 @@ from autotune.search.trainable import trial_gpus
 from autotune.search.trial_report import TrialEntry, TrialReport
 
 if TYPE_CHECKING:
+    import optuna
+    from ray.tune import ResultGrid
+    from ray.tune.experiment import Trial
+
+    from autotune.search.searcher import ConstrainedOptunaSearch
     from autotune.space.search_space import SearchSpace
 
 from autotune.tracking.interface import SearchTracker
@@ -62,9 +67,9 @@ class SearchLedger:
     free: list[float] = field(default_factory=list)
     freed: bool = False
     t0: float | None = None
-    study: Any = None
+    study: optuna.Study | None = None
     incumbent: IncumbentFile | None = None
-    searcher: Any = None
+    searcher: ConstrainedOptunaSearch | None = None
 
 
 # The live callback of each search running in this process, by experiment directory. Ray Tune
@@ -118,7 +123,7 @@ class SearchCallback(Callback):
         self.ledger.t0 = time.monotonic()
         self.table.begin()
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         ledger = self.ledger
         if ledger.free:
             began = heapq.heappop(ledger.free)
@@ -131,7 +136,7 @@ class SearchCallback(Callback):
         ledger.started[trial.trial_id] = began
         ledger.began[trial.trial_id] = time.monotonic()
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         tracker = self.tracker
         report = TrialReport.from_metrics(trial.last_result)
         started = self.ledger.started.pop(trial.trial_id, None)
@@ -178,7 +183,7 @@ class SearchCallback(Callback):
         began = self.ledger.began.pop(trial_id, None)
         return None if began is None else time.monotonic() - began
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         # An error inside Ray (the trial process lost, an exception outside the measured
         # trial) is a failed trial like any other: in the table, MLflow and the counts.
         tracker = self.tracker
@@ -195,7 +200,7 @@ class SearchCallback(Callback):
         if tracker is not None:
             tracker.drain()
 
-    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_recover(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         # Ray runs the trial again (its worker or node was lost): one console line, the
         # traceback in a log, the attempt kept as lost in MLflow; the next attempt's
         # result is logged as the following attempt.
@@ -271,12 +276,12 @@ def errored_report(space: SearchSpace | None, config: dict[str, Any], error: Bas
     return TrialReport(objective=None, constraints={"failed": 1.0}, result=result)
 
 
-def entries_of(grid: Any, ledger: Any, space: SearchSpace) -> tuple[list[TrialEntry], int]:
+def entries_of(grid: ResultGrid, ledger: SearchLedger, space: SearchSpace) -> tuple[list[TrialEntry], int]:
     """Every trial that ended, from Ray's result grid, and how many did not end."""
     entries: list[TrialEntry] = []
     unfinished = 0
     errored = dict(ledger.errored)
-    for r in grid:
+    for r in (grid[i] for i in range(len(grid))):  # ResultGrid iterates by index only
         metrics = r.metrics or {}
         report = TrialReport.from_metrics(metrics)
         if report is not None:

@@ -45,6 +45,8 @@ from autotune.trial.result import TrialResult
 from autotune.trial.winner import FINALIST, TRIAL, Contender, pick_winner
 
 if TYPE_CHECKING:
+    import optuna
+
     from autotune.search.trainable import TrialContext
     from autotune.space.search_space import SearchSpace
     from autotune.space.warm_start import WarmStart
@@ -244,7 +246,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
 
 
 def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, overheads: Sequence[float],
-           study: Any, name: str, exp_dir: Path, space_arg: str, interrupted: bool,
+           study: optuna.Study | None, name: str, exp_dir: Path, space_arg: str, interrupted: bool,
            tracker: SearchTracker | None, warm: WarmStart | None, out: TextIO,
            overhead_gpus: Sequence[int] = (), stop: StopDecision | None = None) -> SearchOutcome:
     """The search's last step, around :func:`conclude`: the finalists chosen, confirmed, printed

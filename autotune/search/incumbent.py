@@ -34,7 +34,7 @@ __all__ = ["INCUMBENT_FILE", "IncumbentFile", "contender", "evidence_of", "incum
 INCUMBENT_FILE = "incumbent.json"
 
 
-def contender(result: Any, space: SearchSpace, *, stage: str = TRIAL) -> Contender:
+def contender(result: TrialResult, space: SearchSpace, *, stage: str = TRIAL) -> Contender:
     """A trial result as the winner policy sees it, valued by the space's objective."""
     return Contender(ref=result, value=finite(result.metric(space.objective.metric)),
                      is_baseline=bool(result.is_baseline),

@@ -43,7 +43,7 @@ class Measured:
     stage: str
 
 
-def levels_of(results: Iterable[Any]) -> list[LoadLevel]:
+def levels_of(results: Iterable[TrialResult | None]) -> list[LoadLevel]:
     """The levels the search measured (the first result with levels), else []."""
     for result in results:
         found = levels_measured(result)

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from autotune.backend import get_backend
 from autotune.bench.shape_match import production_match
@@ -39,7 +39,15 @@ from autotune.space.warm_start import sglang_default
 from autotune.space.workload import Workload
 
 if TYPE_CHECKING:
+    import optuna
+    from ray.tune import Tuner
+
+    from autotune.search.callbacks import SearchCallback, SearchLedger
+    from autotune.search.progress import ProgressTable
+    from autotune.search.searcher import ConstrainedOptunaSearch
+    from autotune.search.trainable import TrialContext
     from autotune.space.search_space import SearchSpace
+    from autotune.space.warm_start import WarmStart
     from autotune.tracking.durable import DurableTracker
     from autotune.tracking.interface import SearchTracker
     from autotune.tracking.tracker import Tracker
@@ -47,7 +55,7 @@ if TYPE_CHECKING:
 WATCHDOG_LOG = "watchdog.log"  # the search watchdog's notes, beside the run folders
 
 
-def _make_sampler(space: SearchSpace, seed: int) -> Any:
+def _make_sampler(space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
     # The registry ships with the package: an ImportError here is a bug to see, never a reason to
     # search with another sampler than the space names.
     from autotune.search.samplers import make_sampler
@@ -55,13 +63,14 @@ def _make_sampler(space: SearchSpace, seed: int) -> Any:
     return make_sampler(space.search.sampler, seed=seed, space=space)
 
 
-def _finished_before(tuner: Any) -> list[tuple[dict, TrialReport]]:
+def _finished_before(tuner: Tuner) -> list[tuple[dict, TrialReport]]:
     """The trials a restored experiment had finished, in order, for the live table."""
     try:
         grid = tuner.get_results()
     except Exception:  # noqa: BLE001 - the table then numbers from 1; the search is unaffected
         return []
-    done = [(dict(r.config or {}), TrialReport.from_metrics(r.metrics or {})) for r in grid]
+    results = (grid[i] for i in range(len(grid)))  # ResultGrid iterates by index only
+    done = [(dict(r.config or {}), TrialReport.from_metrics(r.metrics or {})) for r in results]
     return [(cfg, rep) for cfg, rep in done if rep is not None]
 
 
@@ -277,7 +286,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     return outcome
 
 
-def _stop_decision(searcher: Any, *, trials: int, budget: int) -> StopDecision | None:
+def _stop_decision(searcher: ConstrainedOptunaSearch | None, *, trials: int, budget: int) -> StopDecision | None:
     """What the stop rule decided, worded for a search that ended (None after a resume, whose
     searcher Ray restored out of this session's reach)."""
     if searcher is None:
@@ -318,8 +327,8 @@ def _prescreen(space: SearchSpace, space_path: str, plan: _Plan, *, tracker: Sea
     return space, space_path
 
 
-def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: Any, warm: Any,
-           table: Any) -> Any:
+def _tuner(space: SearchSpace, ctx: TrialContext, plan: _Plan, *, callback: SearchCallback,
+           ledger: SearchLedger, warm: WarmStart, table: ProgressTable) -> Tuner:
     """Ray Tune's tuner of this run: a fresh one (the searcher's study kept in ``ledger``), or
     the one restored from the run folder."""
     import optuna
@@ -373,8 +382,8 @@ def _tuner(space: SearchSpace, ctx: Any, plan: _Plan, *, callback: Any, ledger: 
     return tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
 
 
-def _mirror_study(study: Any, exp_dir: Path, store: Any, name: str, where: str | None, *,
-                  out: TextIO) -> None:
+def _mirror_study(study: optuna.Study | None, exp_dir: Path, store: optuna.storages.BaseStorage,
+                  name: str, where: str | None, *, out: TextIO) -> None:
     """Write the searcher's study (after a resume, the one Ray saved) to ``search.storage``."""
     from autotune.search.searcher import mirror_study, saved_study
 

@@ -103,7 +103,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
             super().on_trial_complete(trial_id, result=None, error=True)
             return
         try:
-            report.tell(self._ot_study, ot_trial, maximize=self._mode == "max")
+            report.tell(self.study, ot_trial, maximize=self._mode == "max")
         except Exception as exc:  # Optuna refuses a value: keep the search going, say why.
             log.warning("Optuna refused trial %s: %s", trial_id, exc)
         self._completed_trials.add(trial_id)
@@ -115,7 +115,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         return self._ot_study
 
 
-def study_storage(setting: str | None, *, root: Path) -> tuple[Any, str | None]:
+def study_storage(setting: str | None, *, root: Path) -> tuple[optuna.storages.BaseStorage | None, str | None]:
     """The Optuna storage ``search.storage`` names, and what ``optuna-dashboard`` opens.
 
     None: the study lives only in Ray's searcher (pickled in Ray's experiment state). ``sqlite``
@@ -154,7 +154,7 @@ def saved_study(exp_dir: Path) -> optuna.Study:
     return searcher._ot_study
 
 
-def mirror_study(study: optuna.Study, storage: Any, name: str) -> int:
+def mirror_study(study: optuna.Study, storage: optuna.storages.BaseStorage, name: str) -> int:
     """Write ``study`` to ``storage`` as study ``name``, replacing an earlier mirror of it.
 
     The searcher's own study is the truth: Ray restores it from its checkpoint on a resume, so

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import TrialState
 
@@ -195,7 +196,7 @@ def at_end(decision: StopDecision, *, trials: int, budget: int) -> StopDecision:
                    f"last: {why}", trials=trials, budget=budget)
 
 
-def check(sampler: Any, study: Study, *, sampler_name: str, noise: float | None, trials: int,
+def check(sampler: BaseSampler, study: Study, *, sampler_name: str, noise: float | None, trials: int,
           budget: int) -> StopDecision:
     """The stop decision for a study run by ``sampler``: :func:`decide` on its evidence, or
     :func:`does_not_apply` when it gives no bound. The search and ``bench_search`` both call this."""

@@ -42,10 +42,10 @@ class TrialContext:
     incumbent_path: str | None = None
 
 
-_SPACES: dict[str, Any] = {}
+_SPACES: dict[str, SearchSpace] = {}
 
 
-def _space(path: str) -> Any:
+def _space(path: str) -> SearchSpace:
     from autotune.space.search_space import load_space
 
     if path not in _SPACES:

@@ -15,12 +15,15 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autotune.trial.outcome import Status
 from autotune.trial.result import TrialResult
 from autotune.trial.sequential import Decision
 from autotune.trial.winner import unmeasured_value
+
+if TYPE_CHECKING:
+    import optuna
 
 __all__ = ["FINAL", "TrialEntry", "TrialReport", "UNMEASURED_ATTR", "round_metrics"]
 
@@ -136,7 +139,7 @@ class TrialReport:
         return {"status": self.status, "output_tok_s": self.output_tok_s, "speedup": self.speedup,
                 "feasible": self.feasible}
 
-    def tell(self, study: Any, trial: Any, *, maximize: bool) -> None:
+    def tell(self, study: optuna.Study, trial: optuna.Trial, *, maximize: bool) -> None:
         """Tell an Optuna study this trial: user attrs, constraints, then its value.
 
         An unknown objective is told as :func:`~autotune.trial.winner.unmeasured_value` (worse than

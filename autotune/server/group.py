@@ -21,13 +21,14 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Protocol
 
 from autotune.errors import ServerError, ServerStartupCrash
 from autotune.server._reaper import RELEASE, children_of, kill_group
 
 __all__ = [
     "PORT_PLACEHOLDER",
+    "Stoppable",
     "argv_template",
     "descendants_watched",
     "exit_status",
@@ -71,18 +72,24 @@ def render_argv(template: list[str] | Callable[[int], list[str]], port: int) -> 
     return [a.replace(PORT_PLACEHOLDER, str(port)) for a in template]
 
 
+class Stoppable(Protocol):
+    """What the exit-time safety net needs of a server."""
+
+    def stop(self) -> object: ...
+
+
 # Safety net at interpreter exit: every started server not yet stopped is stopped then.
-_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Stoppable] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 
 
-def stop_at_exit(server: Any) -> None:
+def stop_at_exit(server: Stoppable) -> None:
     """Call ``server.stop()`` at interpreter exit unless `forget_at_exit` comes first."""
     with _LIVE_LOCK:
         _LIVE.add(server)
 
 
-def forget_at_exit(server: Any) -> None:
+def forget_at_exit(server: Stoppable) -> None:
     """Undo `stop_at_exit` for a server that has been stopped."""
     with _LIVE_LOCK:
         _LIVE.discard(server)

@@ -5,6 +5,7 @@ capture's time, and one without prefill graphs none."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from autotune.sglang.graph_sizes import prefill_graph_token_sizes
@@ -12,7 +13,7 @@ from autotune.sglang.graph_sizes import prefill_graph_token_sizes
 __all__ = ["DEFAULT_PREFILL_MAX_TOKENS", "prefill_capture_share", "prefill_graph_sizes", "prefill_graphs_on"]
 
 
-def prefill_graphs_on(args: Any) -> bool:
+def prefill_graphs_on(args: Mapping[str, Any]) -> bool:
     """Whether this launch captures prefill CUDA graphs at start-up (SGLang's default)."""
     return not (args.get("disable_prefill_cuda_graph") or args.get("disable_cuda_graph")
                 or args.get("cuda_graph_backend_prefill") == "disabled")
@@ -23,7 +24,7 @@ def prefill_graphs_on(args: Any) -> bool:
 DEFAULT_PREFILL_MAX_TOKENS = 8192
 
 
-def prefill_graph_sizes(args: Any) -> tuple[list[int], list[int]]:
+def prefill_graph_sizes(args: Mapping[str, Any]) -> tuple[list[int], list[int]]:
     """(the prefill token sizes this launch captures, those a default launch captures)."""
     chunk = args.get("chunked_prefill_size")
     default = int(chunk) if chunk is not None and int(chunk) > 0 else DEFAULT_PREFILL_MAX_TOKENS
@@ -32,7 +33,7 @@ def prefill_graph_sizes(args: Any) -> tuple[list[int], list[int]]:
     return (full if cap is None else prefill_graph_token_sizes(min(int(cap), default))), full
 
 
-def prefill_capture_share(args: Any) -> float:
+def prefill_capture_share(args: Mapping[str, Any]) -> float:
     """The share of a default prefill capture's time this launch spends: one graph per token
     size, so the sizes it captures over those it would capture by default."""
     sizes, full = prefill_graph_sizes(args)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from autotune._yaml_lines import key_line_of, line_of
 from autotune.backend import BACKENDS, get_backend
@@ -35,6 +35,9 @@ from autotune.space._schema_sections import (
 )
 from autotune.space.rules import ALGO, RESERVED, RULES, SPEC_ALGORITHMS, TRIPLE
 
+if TYPE_CHECKING:
+    from autotune.space.search_space import SearchSpace
+
 _TOP_KEYS = ("name", "description", "backend", "profile", "model_path", "draft_model_path",
              "fixed_args", "fixed_env", "parameters", "rules", "forbidden", "workload",
              "measure", "objective", "constraints", "budget", "resources", "search",
@@ -50,7 +53,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def default_sampler(space: Any) -> tuple[str, str]:
+def default_sampler(space: SearchSpace) -> tuple[str, str]:
     """The sampler of a space whose file names none, and why: the one place that decides it.
 
     The phase-model sampler needs 3-6x fewer trials than TPE (``docs/samplers.md``), so it is the

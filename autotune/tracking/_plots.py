@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from matplotlib.figure import Figure
 
 from autotune.figures import finite
 from autotune.trial.outcome import Status
+
+if TYPE_CHECKING:
+    from optuna import Study
 
 # Phase keys of PhaseProfile.to_dict, in drawing order; decode replaces draft/verify/extend
 # without speculation. Together they make up cycle_ms.
@@ -159,7 +162,7 @@ def accept_vs_break_even_figure(points: Sequence[TrialPoint]) -> Figure | None:
     return fig
 
 
-def optuna_figures(study: Any) -> tuple[dict[str, Figure], dict[str, str]]:
+def optuna_figures(study: Study) -> tuple[dict[str, Figure], dict[str, str]]:
     """Optuna's parameter-importance, parallel-coordinate and slice plots of a study.
 
     Tiny or degenerate studies (one trial, one parameter, no variance) make Optuna raise or

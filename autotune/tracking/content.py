@@ -33,6 +33,8 @@ from autotune.trial.gpu_time import flat
 from autotune.trial.level_results import LoadLevel, metric_suffix
 
 if TYPE_CHECKING:
+    from optuna import Study
+
     from autotune.trial.result import TrialResult
 
 MAX_PARAM = 6000
@@ -250,7 +252,7 @@ def trial_point(run: TrialRun) -> Any:
                       break_even_accept_length=run.metric("break_even_accept_length"))
 
 
-def study_from_runs(runs: Iterable[TrialRun]) -> Any:
+def study_from_runs(runs: Iterable[TrialRun]) -> Study | None:
     """An Optuna study rebuilt from trial runs, for the importance and slice plots.
 
     Searched parameters (``autotune.searched_params``) that took more than one value become

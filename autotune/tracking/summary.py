@@ -40,6 +40,7 @@ from autotune.trial.outcome import Status
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from optuna import Study
 
     from autotune.tracking.tracker import Tracker
 
@@ -70,7 +71,7 @@ class SearchSummary:
     export_error: str | None = None
 
 
-def finish_search(tracker: Tracker, parent: str, *, study: Any, status: str,
+def finish_search(tracker: Tracker, parent: str, *, study: Study | None, status: str,
                   sglang_default: Mapping[str, Any] | None,
                   winner_files: Callable[[Tracker, Winner], Mapping[str, str]] | None,
                   report_files: Mapping[str, str] | None = None) -> SearchSummary:
@@ -179,7 +180,7 @@ def _mark_order(client: MlflowClient, runs: list[TrialRun], winner: Winner | Non
             log_batch(client, run.run_id, metrics=metrics, tags=tags)
 
 
-def _log_plots(client: MlflowClient, parent: str, runs: list[TrialRun], study: Any,
+def _log_plots(client: MlflowClient, parent: str, runs: list[TrialRun], study: Study | None,
                winner: Winner | None, summary: SearchSummary) -> None:
     from autotune.tracking import _plots
 

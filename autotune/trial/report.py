@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.space import synthetic
 from autotune.trial.level_results import LoadLevel
+
+if TYPE_CHECKING:
+    from autotune.trial.result import TrialResult
 
 
 def _ms(v: float | None) -> str:
@@ -30,7 +33,7 @@ def phase_rows(*, speculative: bool) -> list[tuple[str, str]]:
     return rows + [("Prefill (extend)", "prefill"), ("Other overhead", "other")]
 
 
-def phase_table(result: Any) -> str:
+def phase_table(result: TrialResult) -> str:
     """The seed's profile table: ms per cycle and share for each phase, then the verdict."""
     ph = result.phases or {}
     lines = []
@@ -61,7 +64,7 @@ def phase_table(result: Any) -> str:
     return "\n".join(lines)
 
 
-def summary_json(result: Any) -> dict[str, Any]:
+def summary_json(result: TrialResult) -> dict[str, Any]:
     """The keys promised by ``python -m autotune.trial --json``, plus the rest of the result."""
     d = result.to_dict()
     ph = result.phases or {}

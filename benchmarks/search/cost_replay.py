@@ -48,6 +48,7 @@ from autotune.search.stopping import check, study_noise
 from autotune.search.trainable import report_of
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.space._schema_measure import Sequential
+from autotune.space.search_space import SearchSpace
 from autotune.space.trial_config import config_key
 from autotune.trial.gpu_time import BASELINES, TRIALS, Spent, count, events_of
 from autotune.trial.result import TrialResult
@@ -64,7 +65,7 @@ __all__ = ["CostRun", "PEER_BUDGET", "ProductRun", "cost_benchmark", "render_cos
 PEER_BUDGET = 60
 
 
-def rule_of(space: Any) -> SequentialRule:
+def rule_of(space: SearchSpace) -> SequentialRule:
     """The sequential rule the product default measures with: the space's ``measure.sequential``,
     else the schema's default (a space that writes ``measure.repeats`` turns it off; the product
     default does not write it)."""

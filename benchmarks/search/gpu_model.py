@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.space.search_space import SearchSpace
 from autotune.space.trial_config import config_key
 from autotune.space.workload import num_prompts_of
 from autotune.trial.gpu_time import BASELINES, TRIALS, GpuTime, Spent, events_of, gpus_of
@@ -81,7 +82,7 @@ class ServerTimes:
                        teardown_s=self.teardown_s)
 
 
-def _gpus(space: Any, params: Mapping[str, Any]) -> int:
+def _gpus(space: SearchSpace, params: Mapping[str, Any]) -> int:
     return gpus_of(params.get("tp_size") or space.fixed_args.get("tp_size"))
 
 
@@ -110,7 +111,7 @@ def recorded_times(record: Mapping[str, Any], *, gpus: int) -> ServerTimes | Non
     return ServerTimes(gpus, float(startup), warmup, round_s, None, source)
 
 
-def modelled_times(space: Any, params: Mapping[str, Any], tok_s: float | None) -> ServerTimes:
+def modelled_times(space: SearchSpace, params: Mapping[str, Any], tok_s: float | None) -> ServerTimes:
     """The model's times for a config of true tok/s ``tok_s`` (None: it fails at start-up)."""
     gpus = _gpus(space, params)
     if tok_s is None or not tok_s > 0:

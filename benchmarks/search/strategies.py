@@ -21,6 +21,7 @@ from optuna.samplers import BaseSampler
 
 from autotune.search.samplers import SAMPLER_NAMES, make_sampler
 from autotune.search.samplers._observations import PLAN_KEY
+from autotune.space.search_space import SearchSpace
 from autotune.trial.gpu_time import count
 from benchmarks.search.gpu_model import sweep_events
 from benchmarks.search.noise import measured_noise
@@ -58,7 +59,7 @@ class RunResult:
     gpu_s_to_target: float | None = None  # GPU-seconds of every server up to then (None: not reached)
 
 
-def make_strategy(name: str, *, seed: int | None, space: Any) -> BaseSampler:
+def make_strategy(name: str, *, seed: int | None, space: SearchSpace) -> BaseSampler:
     """The sampler of a strategy: a peer's (:data:`PEER_SAMPLERS`) or a product one (``make_sampler``)."""
     peer = PEER_SAMPLERS.get(name)
     return peer(space, seed=seed) if peer is not None else make_sampler(name, seed=seed, space=space)

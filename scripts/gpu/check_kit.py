@@ -20,6 +20,7 @@ import ast
 import os
 import sys
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 
 ENTRIES = [
     "sglang.launch_server", "sglang.srt.entrypoints.http_server", "sglang.srt.managers.scheduler",
@@ -97,9 +98,9 @@ PY = (3, 12)
 EXT_SUFFIXES = (".cpython-312-x86_64-linux-gnu.so", ".abi3.so", ".so")
 
 
-def index(paths):
+def index(paths: Iterable[str]) -> dict[str, str]:
     """module name -> relative file ('' for a namespace directory) from relative file paths."""
-    mods = {}
+    mods: dict[str, str] = {}
     for rel in paths:
         parts = rel.split("/")
         for i in range(1, len(parts)):
@@ -125,8 +126,8 @@ def index(paths):
     return mods
 
 
-def walk_files(root):
-    out = []
+def walk_files(root: str) -> list[str]:
+    out: list[str] = []
     for d, dirs, files in os.walk(root):
         dirs[:] = [x for x in dirs if x != "__pycache__"]
         for f in files:
@@ -134,7 +135,7 @@ def walk_files(root):
     return out
 
 
-def const_eval(test):
+def const_eval(test: ast.expr) -> bool | None:
     """True/False for tests we can decide for Linux/CPython 3.12, else None."""
     if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
         return False
@@ -156,7 +157,7 @@ def const_eval(test):
         except Exception:
             return None
         if src in ("sys.version_info", "sys.version_info[:2]") and isinstance(val, tuple):
-            lhs = PY[: len(val)] if len(val) <= 2 else PY + (0,) * (len(val) - 2)
+            lhs: object = PY[: len(val)] if len(val) <= 2 else PY + (0,) * (len(val) - 2)
         elif src == "sys.platform":
             lhs = "linux"
         elif src == "os.name":
@@ -182,7 +183,7 @@ def const_eval(test):
     return None
 
 
-def find_spec_parents(node):
+def find_spec_parents(node: ast.AST) -> Iterator[str]:
     """Parents named by ``find_spec("a.b")`` calls in a module-level statement: find_spec imports the
     parent ``a`` and raises ModuleNotFoundError when it is missing (mlflow does this for databricks)."""
     for sub in ast.walk(node):
@@ -192,13 +193,18 @@ def find_spec_parents(node):
             yield sub.args[0].value.rpartition(".")[0]
 
 
-def import_stmts(body, conditional=False):
+class FindSpecImport(ast.Import):
+    """The synthetic ``import a`` of a module-level ``find_spec("a.b")``: a missing ``a`` is fatal."""
+
+
+def import_stmts(body: list[ast.stmt], conditional: bool = False,
+                 ) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
     """(node, conditional) for the import statements that run at import time; for a module-level
     ``find_spec("a.b")``, a synthetic ``import a``."""
     for node in body:
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr)):
             for parent in find_spec_parents(node):
-                yield ast.Import(names=[ast.alias(name=parent)], find_spec=True), conditional
+                yield FindSpecImport(names=[ast.alias(name=parent)]), conditional
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node, conditional
         elif isinstance(node, ast.If):
@@ -218,25 +224,25 @@ def import_stmts(body, conditional=False):
 
 
 class Checker:
-    def __init__(self, roots, full_mods):
+    def __init__(self, roots: list[tuple[str, dict[str, str]]], full_mods: set[str]) -> None:
         self.roots = roots  # [(root, mods)]
         self.full = full_mods
-        self.seen = set()
-        self.parent = {}  # module -> the module whose import first reached it
-        self.errors = defaultdict(set)    # module -> importers (trimmed away)
-        self.warnings = defaultdict(set)  # module -> importers (never there)
-        self.parse_failed = []
+        self.seen: set[str] = set()
+        self.parent: dict[str, str] = {}  # module -> the module whose import first reached it
+        self.errors: defaultdict[str, set[str]] = defaultdict(set)    # module -> importers (trimmed away)
+        self.warnings: defaultdict[str, set[str]] = defaultdict(set)  # module -> importers (never there)
+        self.parse_failed: list[str] = []
 
-    def find(self, mod):
+    def find(self, mod: str) -> tuple[str, str] | None:
         for root, mods in self.roots:
             if mod in mods:
                 return root, mods[mod]
         return None
 
-    def top_known(self, top):
+    def top_known(self, top: str) -> bool:
         return any(top in mods for _, mods in self.roots)
 
-    def resolve(self, mod, importer, cond, follow=True):
+    def resolve(self, mod: str, importer: str, cond: bool, follow: bool = True) -> bool:
         """Check that mod and its parents import; follow the files found."""
         parts = mod.split(".")
         top = parts[0]
@@ -258,7 +264,7 @@ class Checker:
                 self.visit(name, hit, importer)
         return True
 
-    def visit(self, name, hit, importer):
+    def visit(self, name: str, hit: tuple[str, str], importer: str) -> None:
         if name in self.seen:
             return
         self.seen.add(name)
@@ -277,18 +283,20 @@ class Checker:
         for node, cond in import_stmts(tree.body):
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    if not self.resolve(alias.name, name, cond) and getattr(node, "find_spec", False):
+                    if not self.resolve(alias.name, name, cond) and isinstance(node, FindSpecImport):
                         # not a guarded import: find_spec itself raises, so this is fatal
                         self.errors[alias.name] |= self.warnings.pop(alias.name, set())
                 continue
             if node.level:
-                base = package.split(".")
+                parts = package.split(".")
                 if node.level > 1:
-                    base = base[: len(base) - (node.level - 1)]
-                base = ".".join(base)
+                    parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join(parts)
                 target = f"{base}.{node.module}" if node.module else base
-            else:
+            elif node.module:
                 target = node.module
+            else:
+                continue
             if not self.resolve(target, name, cond):
                 continue
             top = target.split(".")[0]
@@ -298,14 +306,14 @@ class Checker:
                 if alias.name == "*":
                     continue
                 sub = f"{target}.{alias.name}"
-                hit = self.find(sub)
-                if hit is not None:
-                    self.visit(sub, hit, name)
+                found = self.find(sub)
+                if found is not None:
+                    self.visit(sub, found, name)
                 elif sub in self.full:
                     self.errors[sub].add(name + (" [if]" if cond else ""))
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("site")
     ap.add_argument("--full-list", help="relative paths of the untrimmed install, one a line")
@@ -334,7 +342,7 @@ def main(argv=None):
             continue
         ck.resolve(e, "(entry)", False)
 
-    def chain(importers):
+    def chain(importers: Iterable[str]) -> str:
         imp = sorted(importers)[0].split(" ")[0]
         path = [imp]
         while ck.parent.get(path[-1], "(entry)") != "(entry)" and len(path) < 12:

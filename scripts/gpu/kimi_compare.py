@@ -106,7 +106,7 @@ def report(results: Path, *, layers: int, space_path: Path = SPACE) -> dict[str,
     ev = mr.evaluator(space, rescaled(layers))
     folder = mr.space_dir(results, space.name)
     recs = mr.records(folder)
-    rows = []
+    rows: list[dict[str, Any]] = []
     plain = next((r for r in recs["sweep"] if r.get("is_baseline") and r.get("status") != "failed"), None)
     for r in recs["sweep"]:
         params = r.get("params") or {}

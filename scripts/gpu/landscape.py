@@ -101,7 +101,7 @@ def dedupe(space_path: str, records: list[dict[str, Any]]) -> tuple[list[dict[st
     loose = []
     for rec in records:
         params = rec.get("params")
-        resolved, why = canonical(space, params) if isinstance(params, dict) else (None, "no params")
+        resolved, why = canonical(space, params) if isinstance(params, dict) else ({}, "no params")
         if why is not None:
             loose.append(rec)  # load_landscape names what is wrong with it
             continue

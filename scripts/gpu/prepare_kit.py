@@ -102,7 +102,7 @@ def byte_compile(target: str) -> str:
     return "compiled" if ok else "compiled (some files did not compile; tolerated)"
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="unpack and prepare the GPU kit overlay")
     ap.add_argument("tarball")
     ap.add_argument("--target", default="/tmp/site")

@@ -42,7 +42,8 @@ from autotune.profile.phases import PhaseProfile  # noqa: E402
 from autotune.profile.snapshot import scrape  # noqa: E402
 from autotune.server.process import ServerProcess  # noqa: E402
 from autotune.space.workload import Workload  # noqa: E402
-from autotune.trial.measure import launch_spec, settings_for  # noqa: E402
+from autotune.trial.measure import launch_spec  # noqa: E402
+from autotune.trial.measure_settings import settings_for  # noqa: E402
 from autotune.trial.result import repeat_breakdown, spread_pct  # noqa: E402
 
 SMI_QUERY = "clocks.sm,clocks.mem,temperature.gpu,power.draw"
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.rounds < 2:
             raise AutotuneError("--rounds must be >= 2 (a spread needs two runs)")
         config = space.trial_config(params)
-        overrides = {"fast_start": False} if args.full_graphs else {}
+        overrides: dict[str, Any] = {"fast_start": False} if args.full_graphs else {}
         spec = launch_spec(config, settings_for(space, **overrides))
     except (AutotuneError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
