@@ -40,8 +40,17 @@ def _ray_reports(experiment_path: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _assert_rounds_then_one_final(rows: list[dict[str, Any]], *, decision: str, rounds: int) -> None:
-    """One intermediate report per round (the last with the decision), then the final result."""
+def _assert_rounds_then_one_final(rows: list[dict[str, Any]], *, decision: str, rounds: range) -> int:
+    """One intermediate report per round (the last with the decision), then the final result;
+    returns the rounds, which must lie in ``rounds``.
+
+    Where a comparison decides, the rounds are a range below the cap, not one count: on a loaded box
+    a stalled reading (one round of a clearly better config once read 37% below its others) widens
+    the interval, and the rule rightly measures another round before it decides.
+    """
+    rounds_run = len(rows) - 1
+    assert rounds_run in rounds, f"{rounds_run} rounds, expected {rounds}"
+    rounds = rounds_run
     assert [r["final"] for r in rows] == [False] * rounds + [True]
     assert [r["round"] for r in rows[:-1]] == list(range(1, rounds + 1))
     assert [r["decision"] for r in rows[:-1]] == ["continue"] * (rounds - 1) + [decision]
@@ -52,6 +61,7 @@ def _assert_rounds_then_one_final(rows: list[dict[str, Any]], *, decision: str, 
     assert rows[-1]["objective"] == pytest.approx(statistics.median(final["output_tok_s_repeats"]))
     assert rows[-2]["objective"] == pytest.approx(rows[-1]["objective"])
     assert final["sequential"]["decision"] == decision and final["sequential"]["rounds"] == rounds
+    return rounds
 
 
 @pytest.mark.slow
@@ -61,11 +71,12 @@ def test_a_losing_config_is_aborted_after_min_rounds(tmp_path: Path, sim_env: Pa
     first = min(reports, key=lambda k: reports[k][0]["timestamp"])
     assert first == "None", f"the grid no longer runs the baseline first: {first}"
 
-    # The incumbent measured alone: min_rounds (2), then the EAGLE3 config was aborted at 2 of 4.
-    _assert_rounds_then_one_final(reports["None"], decision="stop-alone", rounds=2)
-    _assert_rounds_then_one_final(reports["EAGLE3"], decision="stop-worse", rounds=2)
+    # The incumbent measured alone: min_rounds (2), then the EAGLE3 config was aborted before its
+    # cap of 6 (at 2 rounds unless a stalled reading asked for more).
+    _assert_rounds_then_one_final(reports["None"], decision="stop-alone", rounds=range(2, 3))
+    rounds = _assert_rounds_then_one_final(reports["EAGLE3"], decision="stop-worse", rounds=range(2, 6))
     aborted = json.loads(reports["EAGLE3"][-1]["trial_result"])
-    assert aborted["sequential"]["incumbent"] and aborted["sequential"]["max_rounds"] == 4
+    assert aborted["sequential"]["incumbent"] and aborted["sequential"]["max_rounds"] == 6
 
     # An aborted trial is a result (its measured value, marked), never a failure, in Optuna and MLflow.
     study = _study(outcome.experiment_path)
@@ -79,7 +90,7 @@ def test_a_losing_config_is_aborted_after_min_rounds(tmp_path: Path, sim_env: Pa
     by_decision = {r.tags["autotune.sequential"]: r for r in trial_runs}
     assert set(by_decision) == {"stop-alone", "stop-worse"}
     worse = by_decision["stop-worse"]
-    assert worse.status == "infeasible" and worse.tags["autotune.rounds"] == "2"
+    assert worse.status == "infeasible" and worse.tags["autotune.rounds"] == str(rounds)
     assert worse.metrics["output_tok_s"] == pytest.approx(shown(aborted["output_tok_s"]), rel=1e-6)
     # The baseline wins (the draft is useless); the aborted config is no part of the answer.
     assert outcome.baseline_wins and "serve without speculative decoding" in text.lower()
@@ -93,8 +104,8 @@ def test_a_clearly_better_config_stops_early_and_its_evidence_settles_the_winner
     reports = _ray_reports(outcome.experiment_path)
     first = min(reports, key=lambda k: reports[k][0]["timestamp"])
     assert first == "None", f"the grid no longer runs the baseline first: {first}"
-    _assert_rounds_then_one_final(reports["None"], decision="stop-alone", rounds=3)
-    _assert_rounds_then_one_final(reports["EAGLE3"], decision="stop-better", rounds=3)
+    _assert_rounds_then_one_final(reports["None"], decision="stop-alone", rounds=range(3, 4))
+    _assert_rounds_then_one_final(reports["EAGLE3"], decision="stop-better", rounds=range(3, 6))
 
     # Decisive evidence: no finalist re-measured, no fresh server; the winner carries its interval.
     assert outcome.finalists == [] and "Finalists not re-measured" in text
