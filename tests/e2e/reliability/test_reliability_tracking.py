@@ -313,10 +313,13 @@ def test_driver_killed_during_an_mlflow_write_then_resumed(tmp_path: Path, serve
     path, search, log, driver = start_search(tmp_path, "mlflow-sigkill", token, "--tracking-uri", server.url,
                                              trials=trials, summary=False)
     try:
-        # The search run is open once the header is printed; from then on the server hangs, so the
-        # first trial's write (spooled, its row printed, then sent) waits on it until the kill.
-        assert wait_until(lambda: "backend" in log.read_text(errors="replace") or driver.poll() is not None,
+        # The search run is open once the warm-start line is printed (the first line comes before
+        # MLflow is opened: pausing then made the open itself wait out MLflow's 30 s timeout and 2
+        # retries); from then on the server hangs, so the first trial's write (spooled, its row
+        # printed, then sent) waits on it until the kill.
+        assert wait_until(lambda: "Warm start:" in log.read_text(errors="replace") or driver.poll() is not None,
                           timeout_s=240, poll_s=0.1)
+        assert "unreachable" not in log.read_text(errors="replace"), log.read_text(errors="replace")
         server.pause()
         assert wait_until(lambda: rows(log) >= 1 or driver.poll() is not None, timeout_s=240, poll_s=0.05)
         time.sleep(0.5)
