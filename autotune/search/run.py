@@ -229,7 +229,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     """The search from its first console line to its outcome, its tracking open."""
     from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger, entries_of
     from autotune.search.progress import ProgressTable
-    from autotune.search.searcher import study_name, study_storage
+    from autotune.search.searcher import mirror_and_say, study_name, study_storage
     from autotune.search.trainable import TrialContext
     from autotune.trial.measure_settings import settings_for
 
@@ -260,7 +260,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     finally:
         LIVE_CALLBACKS.pop(key, None)
     if study_store is not None:
-        _mirror_study(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
+        mirror_and_say(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
     entries, unfinished = entries_of(grid, ledger, space)
     callback.record_unseen(entries)
     stop = _stop_decision(ledger.searcher, trials=len(entries), budget=trials)
@@ -380,19 +380,6 @@ def _tuner(space: SearchSpace, ctx: TrialContext, plan: _Plan, *, callback: Sear
                                   time_budget_s=space.budget.wall_time_s, reuse_actors=scheduler is None)
     ledger.study, ledger.searcher = searcher.study, searcher
     return tune.Tuner(fn, tune_config=tune_config, run_config=run_config)
-
-
-def _mirror_study(study: optuna.Study | None, exp_dir: Path, store: optuna.storages.BaseStorage,
-                  name: str, where: str | None, *, out: TextIO) -> None:
-    """Write the searcher's study (after a resume, the one Ray saved) to ``search.storage``."""
-    from autotune.search.searcher import mirror_study, saved_study
-
-    try:
-        n = mirror_study(study or saved_study(exp_dir), store, name)
-        print(f"Optuna study {name!r} ({n} trials): optuna-dashboard {where}", file=out, flush=True)
-    except Exception as exc:  # noqa: BLE001 - the search's results stand without the mirror
-        print(f"warning: the Optuna study was not written to {where}: "
-              f"{type(exc).__name__}: {exc}", file=out, flush=True)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import optuna
 from optuna.trial import TrialState
@@ -173,3 +173,15 @@ def mirror_study(study: optuna.Study, storage: optuna.storages.BaseStorage, name
     trials = study.get_trials(deepcopy=False)
     mirror.add_trials(trials)
     return len(trials)
+
+
+def mirror_and_say(study: optuna.Study | None, exp_dir: Path, store: optuna.storages.BaseStorage,
+                   name: str, where: str | None, *, out: TextIO) -> None:
+    """Write the searcher's study (after a resume, the one Ray saved) to ``search.storage``, and
+    say where; a failure is a warning (the search's results stand without the mirror)."""
+    try:
+        n = mirror_study(study or saved_study(exp_dir), store, name)
+        print(f"Optuna study {name!r} ({n} trials): optuna-dashboard {where}", file=out, flush=True)
+    except Exception as exc:  # noqa: BLE001 - the search's results stand without the mirror
+        print(f"warning: the Optuna study was not written to {where}: "
+              f"{type(exc).__name__}: {exc}", file=out, flush=True)
