@@ -38,7 +38,7 @@ class DefineByRun:
     def __init__(self, space: SearchSpace) -> None:
         self.space = space
 
-    def __call__(self, trial: Any) -> dict[str, Any]:
+    def __call__(self, trial: optuna.Trial) -> dict[str, Any]:
         params = self.space.suggest(trial)
         return {k: v for k, v in params.items() if k not in trial.params}
 
