@@ -163,18 +163,37 @@ def test_state_restores_from_the_committed_xz_archives(tmp_path: Path) -> None:
     assert none.returncode == 2 and "has no results.tar.gz" in none.stderr
 
 
-@pytest.mark.slow  # 9 s at load ~8 (make test-fast leaves it out)
-def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Path) -> None:
-    """The newest committed Ray state (eighth GPU run: both searches finished, each resumable with
-    --resume) loads with this checkout's code; the third run's, pickled before the package
-    re-layout, does not (the fourth run found that out on the remote host). When a plan finishes,
-    point this at the state the next plan resumes."""
+@pytest.fixture(scope="module")
+def fresh_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Ray state this checkout wrote: a 3-trial phase-model search on the emulator (the committed
+    GPU states were pickled by older code, which is what ``check_state`` is there to catch)."""
+    root = tmp_path_factory.mktemp("fresh-state")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_SIM_") and k != "RAY_ADDRESS"}
+    env.update(AUTOTUNE_SIM_STARTUP_S="0.2", AUTOTUNE_SIM_GPU_LOCK_DIR=str(root / "locks"), PYTHONPATH=str(REPO))
+    # The search keeps its state under the working directory's mlruns/.
+    space = REPO / "tests/spaces/stop-rule.yaml"
+    proc = subprocess.run([sys.executable, "-m", "autotune.search", "--space", str(space), "--trials", "3"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return root
+
+
+@pytest.mark.slow
+def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Path, fresh_state: Path) -> None:
+    """A state this checkout wrote loads; the eighth GPU run's (pickled before the space's ``Measure``
+    moved to its own module) does not, and says which class it misses; the third run's, pickled
+    before the package re-layout, names the module (the fourth run found that out on the remote
+    host)."""
     check = [sys.executable, "scripts/gpu/check_state.py"]
-    ok = subprocess.run([*check, "docs/measurements/raw/real-search-h200-8"], cwd=REPO,
-                        capture_output=True, text=True, timeout=120, check=False)
+    ok = subprocess.run([*check, str(fresh_state)], cwd=REPO, capture_output=True, text=True, timeout=120,
+                        check=False)
     assert ok.returncode == 0, ok.stderr
-    assert "h200-qwen3-30b-a3b/run-20261202-074949: restorable by this checkout" in ok.stdout
-    assert "h200-llama-8b/run-20261202-045734: restorable by this checkout" in ok.stdout
+    assert "test-stop-rule/run-" in ok.stdout and "restorable by this checkout" in ok.stdout
+    moved = subprocess.run([*check, "docs/measurements/raw/real-search-h200-8"], cwd=REPO,
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert moved.returncode == 1
+    assert "h200-llama-8b/run-20261202-045734: cannot be resumed" in moved.stderr
+    assert "Can't get attribute 'Measure'" in moved.stderr
     subprocess.run(["tar", "-xJf", str(REPO / "docs/measurements/raw/real-search-h200-3/"
                                      "call3-machine-c-mlruns-moe-ray.tar.xz"), "-C", str(tmp_path)], check=True)
     stale = subprocess.run([*check, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
@@ -186,7 +205,8 @@ def test_check_state_tells_a_restorable_ray_state_from_a_stale_one(tmp_path: Pat
     assert empty.returncode == 2 and "no mlruns/ray folder" in empty.stderr
 
 
-def test_check_state_names_a_sampler_attribute_the_pickle_lacks(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_check_state_names_a_sampler_attribute_the_pickle_lacks(fresh_state: Path) -> None:
     """A sampler pickled before its class gained an attribute loads, then fails at its first
     proposal: check_state compares it with the sampler this checkout makes for the same space."""
     import importlib.util
@@ -198,12 +218,10 @@ def test_check_state_names_a_sampler_attribute_the_pickle_lacks(tmp_path: Path) 
     spec = importlib.util.spec_from_file_location("check_state", REPO / "scripts/gpu/check_state.py")
     check_state = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(check_state)  # type: ignore[union-attr]
-    subprocess.run(["tar", "-xJf", str(REPO / "docs/measurements/raw/real-search-h200-8/call3-mlruns.tar.xz"),
-                    "-C", str(tmp_path)], check=True)
-    pickled = next((tmp_path / "mlruns/ray/h200-llama-8b").glob("run-*/searcher-state-*.pkl"))
+    pickled = next((fresh_state / "mlruns/ray/test-stop-rule").glob("run-*/searcher-state-*.pkl"))
     with open(pickled, "rb") as fh:
         state = cloudpickle.load(fh)
-    space = load_space(str(REPO / "scripts/gpu/h200-llama-8b.yaml"))
+    space = load_space(str(REPO / "tests/spaces/stop-rule.yaml"))
     assert check_state._sampler_problems("s.pkl", state, space) == []
     gone = sorted(vars(state["_sampler"]))[0]
     delattr(state["_sampler"], gone)
