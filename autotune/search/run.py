@@ -263,7 +263,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
         mirror_and_say(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
     entries, unfinished = entries_of(grid, ledger, space)
     callback.record_unseen(entries)
-    stop = _stop_decision(ledger.searcher, trials=len(entries), budget=trials)
+    stop = _stop_decision(ledger.searcher, exp_dir=plan.exp_dir, trials=len(entries), budget=trials)
     # A wall-time budget or the stop rule may end a search early on purpose; otherwise fewer
     # ended trials than planned means the run was stopped.
     interrupted = unfinished > 0 or (len(entries) < trials and space.budget.wall_time_s is None
@@ -286,11 +286,18 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     return outcome
 
 
-def _stop_decision(searcher: ConstrainedOptunaSearch | None, *, trials: int, budget: int) -> StopDecision | None:
-    """What the stop rule decided, worded for a search that ended (None after a resume, whose
-    searcher Ray restored out of this session's reach)."""
+def _stop_decision(searcher: ConstrainedOptunaSearch | None, *, exp_dir: Path, trials: int,
+                   budget: int) -> StopDecision | None:
+    """What the stop rule decided, worded for a search that ended. After a resume the live
+    searcher is inside the restored Tuner, so the one Ray saved at the end is read (without it, a
+    resumed search the rule ended looked interrupted); None when none can be read."""
     if searcher is None:
-        return None
+        from autotune.search.searcher import saved_searcher
+
+        try:
+            searcher = saved_searcher(exp_dir)
+        except Exception:  # noqa: BLE001 - no decision known: the trial count alone decides
+            return None
     decision = searcher.stop_decision or searcher.decide()
     return at_end(decision, trials=trials, budget=budget)
 

@@ -144,14 +144,23 @@ def study_name(search: str, run_name: str) -> str:
     return f"{search}/{run_name}"
 
 
-def saved_study(exp_dir: Path) -> optuna.Study:
-    """The study of the searcher Ray saved last in ``exp_dir`` (after a resume the live one is
-    inside the restored Tuner)."""
-    searcher = OptunaSearch()
-    searcher.restore_from_dir(str(exp_dir))
+def saved_searcher(exp_dir: Path) -> ConstrainedOptunaSearch:
+    """The searcher Ray saved last in ``exp_dir``, with its study and its stop decision (after a
+    resume the live one is inside the restored Tuner, out of the driver's reach).
+
+    Raises:
+        ValueError: No searcher with a study was saved there.
+    """
+    searcher = ConstrainedOptunaSearch()
+    searcher.restore_from_dir(str(exp_dir))  # Ray pickles the searcher's __dict__: every attribute
     if searcher._ot_study is None:
         raise ValueError(f"no Optuna study was saved in {exp_dir}")
-    return searcher._ot_study
+    return searcher
+
+
+def saved_study(exp_dir: Path) -> optuna.Study:
+    """The study of the searcher Ray saved last in ``exp_dir`` (:func:`saved_searcher`)."""
+    return saved_searcher(exp_dir).study
 
 
 def mirror_study(study: optuna.Study, storage: optuna.storages.BaseStorage, name: str) -> int:

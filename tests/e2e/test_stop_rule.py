@@ -59,6 +59,15 @@ def test_the_rule_stops_the_search_before_its_budget_and_says_why(sim_env: Path,
     assert parent.data.params["stop_rule"] == "on"
     assert parent.data.metrics["stop_rule_trials"] == outcome.trials
 
+    # Resumed, the search the rule ended is not "interrupted" (rc 130 and a resume hint, again and
+    # again): the driver reads the stop decision from the searcher Ray saved, as the live one is
+    # inside the restored Tuner. No trial runs again.
+    out = io.StringIO()
+    again = run_search(SearchOptions(space=str(SPACE), root=str(tmp_path), tracking=False, resume=True), out=out)
+    assert not again.interrupted, out.getvalue()[-3000:]
+    assert again.trials == outcome.trials
+    assert again.summary()["stop_rule"]["reason"] == reason and f"Stop rule: {reason}" in out.getvalue()
+
 
 @pytest.mark.slow
 def test_a_space_with_the_rule_off_runs_its_budget(sim_env: Path, tmp_path: Path) -> None:
