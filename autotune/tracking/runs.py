@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from autotune.figures import finite
 from autotune.trial.level_results import LoadLevel, as_level, metric_suffix
@@ -60,6 +60,39 @@ KIND_FINALIST = "finalist"
 TRIAL_KINDS = (KIND_TRIAL, KIND_BASELINE, KIND_FINALIST)
 
 
+
+class RunInfoLike(Protocol):
+    """What autotune reads of an MLflow ``RunInfo``."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def start_time(self) -> int | None: ...
+
+
+class RunDataLike(Protocol):
+    """What autotune reads of an MLflow ``RunData``: latest metric values, params and tags."""
+
+    @property
+    def metrics(self) -> Mapping[str, float]: ...
+    @property
+    def params(self) -> Mapping[str, str]: ...
+    @property
+    def tags(self) -> Mapping[str, str]: ...
+
+
+class RunLike(Protocol):
+    """An ``mlflow.entities.Run``, or the export's own sqlite reading of one
+    (:class:`autotune.tracking.search_reader.StoredRun`)."""
+
+    @property
+    def info(self) -> RunInfoLike: ...
+    @property
+    def data(self) -> RunDataLike: ...
+
+
 @dataclass(frozen=True)
 class TrialRun:
     """One nested trial run as read back from MLflow.
@@ -94,8 +127,8 @@ class TrialRun:
     tags: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_run(cls, run: Any) -> TrialRun:
-        """Summarise an ``mlflow.entities.Run``."""
+    def from_run(cls, run: RunLike) -> TrialRun:
+        """Summarise an ``mlflow.entities.Run`` (or a :class:`RunLike`)."""
         tags = dict(run.data.tags)
         stale = set(_json_list(tags.get(TAG_STALE_METRICS)))
         metrics = {k: v for k, v in run.data.metrics.items() if k not in stale}
@@ -129,7 +162,7 @@ class TrialRun:
         return [LoadLevel.from_key(k) for k in _json_dict(self.tags.get(TAG_LEVEL_STATUS))]
 
 
-def trial_runs_of(runs: Iterable[Any]) -> list[TrialRun]:
+def trial_runs_of(runs: Iterable[RunLike]) -> list[TrialRun]:
     """The trial, baseline and finalist runs among a search's child runs (MLflow ``Run`` objects or
     :class:`autotune.tracking.search_reader.StoredRun`), in their order."""
     return [TrialRun.from_run(r) for r in runs if r.data.tags.get(TAG_KIND) in TRIAL_KINDS]
@@ -290,7 +323,7 @@ def select_level_winners(runs: Iterable[TrialRun], levels: Iterable[LoadLevel | 
 
 
 __all__ = ["METRIC_RANK", "TAG_DESCRIPTION", "TAG_WINNER",
-           "KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "TAG_BACKEND", "TAG_CONFIRMED",
+           "KIND_BASELINE", "KIND_FINALIST", "KIND_SEARCH", "KIND_TRIAL", "RunLike", "TAG_BACKEND", "TAG_CONFIRMED",
            "TAG_IS_BASELINE", "TAG_KIND", "TAG_LEVEL_STATUS", "TAG_PARENT", "TAG_REASON", "TAG_SEARCHED",
            "TAG_STALE_METRICS", "TAG_OBJECTIVE", "TAG_STATUS", "TAG_TRIAL_ID", "TRIAL_KINDS", "TrialRun", "Winner",
            "display_order", "objective_of", "search_levels", "select_level_winners", "select_winner",

@@ -27,14 +27,17 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from autotune.errors import ConfigError
 from autotune.launch.spec import LaunchSpec
 from autotune.tracking import store
-from autotune.tracking.runs import KIND_SEARCH, TAG_KIND, TAG_PARENT, TrialRun, trial_runs_of
+from autotune.tracking.runs import KIND_SEARCH, TAG_KIND, TAG_PARENT, RunLike, TrialRun, trial_runs_of
 from autotune.tracking.tracker import Tracker
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class StoredRun:
     data: StoredRunData
 
     @classmethod
-    def of(cls, run: Any) -> StoredRun:
+    def of(cls, run: Run) -> StoredRun:
         """The fields export reads of an ``mlflow.entities.Run``."""
         return cls(StoredRunInfo(run_id=run.info.run_id, experiment_id=str(run.info.experiment_id),
                                  status=run.info.status, start_time=run.info.start_time),
@@ -320,3 +323,9 @@ def open_reader(name: str, *, root: str | None = None, tracking_uri: str | None 
 
 __all__ = ["LaunchSource", "MlflowReader", "SearchReader", "SqliteReader", "StoredRun", "StoredRunData",
            "StoredRunInfo", "Unreadable", "no_run", "open_reader", "sqlite_file"]
+
+
+if TYPE_CHECKING:
+    def _both_conform(mlflow_run: Run, stored: StoredRun) -> tuple[RunLike, RunLike]:
+        # mypy checks here that MLflow's Run and the export's StoredRun are both what TrialRun reads.
+        return mlflow_run, stored

@@ -33,6 +33,8 @@ from autotune.tracking.runs import TAG_SEARCH_NAME
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
+    from autotune.tracking.runs import RunLike
+
 T = TypeVar("T")
 
 # MLflow's limits (mlflow.utils.validation) and log_batch's per-call maxima.
@@ -324,7 +326,7 @@ def log_batch(client: MlflowClient, run_id: str, *, metrics: Sequence[Any] = (),
         retry(partial(client.log_batch, run_id, metrics=chunk_m, params=chunk_p, tags=chunk_t))
 
 
-def new_params(run: Any, params: Mapping[str, Any]) -> dict[str, str]:
+def new_params(run: RunLike, params: Mapping[str, Any]) -> dict[str, str]:
     """Params the run does not have yet (MLflow params cannot change once logged)."""
     have = run.data.params
     return {k: str(v)[:MAX_PARAM] for k, v in params.items() if v is not None and k not in have}
