@@ -25,7 +25,7 @@ from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import config_label, num
 from autotune.search.cost_surface import COST_SURFACE_JSON, surface_of
 from autotune.search.evidence import WinnerEvidence, finalist_evidence, settles, trial_evidence
-from autotune.search.folders import search_command
+from autotune.search.folders import mark_concluded, search_command
 from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
 from autotune.search.level_answers import Measured, level_answers, level_finalists, levels_of
@@ -332,6 +332,8 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         tracker.finish_search(study=study, sglang_default=outcome.sglang_default,
                               winner_files=winner_files, report_files=outcome.report_files,
                               status="KILLED" if interrupted else "FINISHED")
+    if not interrupted:
+        mark_concluded(exp_dir)
     return outcome
 
 

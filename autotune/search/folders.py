@@ -3,7 +3,8 @@
 Two searches of one name in one folder would share their run folders (named to the second) and
 their MLflow experiment; the second is refused before it starts anything, naming the first's pid.
 A run folder is one start of the search (``run-<time>``); ``--resume`` goes on with the latest
-that Ray Tune saved its state in.
+that Ray Tune saved its state in, unless that search has concluded (its finalists confirmed, its
+winner named): resuming it would only pay for the finalists' servers again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from autotune.errors import ConfigError
 
 #: The file a running search holds; it says the search's pid.
 LOCK_FILE = ".running"
+#: Written in a run folder once its search has concluded; ``--resume`` refuses such a folder.
+CONCLUDED_FILE = "concluded"
 
 _HELD: dict[Path, TextIO] = {}  # folder -> its open, locked file, for this process's lifetime
 
@@ -65,8 +68,19 @@ def experiment_dir(root: Path, name: str, *, resume: bool) -> tuple[Path, str, b
         if not runs:
             raise ConfigError(f"--resume: no earlier search named {name!r} under {storage} got as far as its "
                               "trials; start it without --resume")
+        if (storage / runs[-1] / CONCLUDED_FILE).is_file():
+            when = (storage / runs[-1] / CONCLUDED_FILE).read_text().strip() or "earlier"
+            raise ConfigError(f"--resume: search {name!r} already finished ({runs[-1]} concluded at {when}): "
+                              "nothing is left to resume; its winner is in its summary and MLflow "
+                              "(python -m autotune.export). Start it again without --resume for a new "
+                              "search", field="resume")
         return storage, runs[-1], True
     return storage, time.strftime("run-%Y%m%d-%H%M%S"), False
+
+
+def mark_concluded(exp_dir: Path) -> None:
+    """Record that the search of run folder ``exp_dir`` concluded (``--resume`` then refuses it)."""
+    (exp_dir / CONCLUDED_FILE).write_text(time.strftime("%Y-%m-%d %H:%M:%S %Z") + "\n")
 
 
 def resumable(exp_dir: Path) -> bool:
@@ -81,4 +95,5 @@ def search_command(space_arg: str, name: str, *, resume: bool = False) -> str:
     return f"python -m autotune.search --space {space_arg} --name {name}" + (" --resume" if resume else "")
 
 
-__all__ = ["LOCK_FILE", "experiment_dir", "hold", "release", "resumable", "search_command"]
+__all__ = ["CONCLUDED_FILE", "LOCK_FILE", "experiment_dir", "hold", "mark_concluded", "release", "resumable",
+           "search_command"]

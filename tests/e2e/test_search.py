@@ -460,6 +460,15 @@ def test_bad_options_exit_2_without_starting_ray(tmp_path: Path, monkeypatch: py
     assert main(["--space", space, "--resume", "--name", "never-ran", "--no-tracking"]) == EXIT_CONFIG
     err = capsys.readouterr().err
     assert "--resume: no earlier search named 'never-ran'" in err
+    # A search that concluded is not resumed (its finalists' servers would be paid again).
+    done = tmp_path / "mlruns" / "ray" / "done-before" / "run-20261205-100000"
+    done.mkdir(parents=True)
+    (done / "tuner.pkl").write_bytes(b"")
+    (done / "concluded").write_text("2026-12-05 10:05:00 UTC\n")
+    assert main(["--space", space, "--resume", "--name", "done-before", "--no-tracking"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert ("search 'done-before' already finished (run-20261205-100000 concluded at 2026-12-05 10:05:00 UTC)"
+            in err and "without --resume" in err)
     assert main(["--space", str(tmp_path / "missing.yaml")]) == EXIT_CONFIG
     assert "missing.yaml" in capsys.readouterr().err
 

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from autotune.errors import ConfigError
+from autotune.search.folders import CONCLUDED_FILE
 from autotune.search.options import SearchOptions
 from autotune.search.run import run_search
 from autotune.search.stopping import TAG_STOP_RULE
@@ -59,11 +61,19 @@ def test_the_rule_stops_the_search_before_its_budget_and_says_why(sim_env: Path,
     assert parent.data.params["stop_rule"] == "on"
     assert parent.data.metrics["stop_rule_trials"] == outcome.trials
 
-    # Resumed, the search the rule ended is not "interrupted" (rc 130 and a resume hint, again and
-    # again): the driver reads the stop decision from the searcher Ray saved, as the live one is
-    # inside the restored Tuner. No trial runs again.
+    # A concluded search is not resumed: that would only pay for its finalists' servers again.
+    resume = SearchOptions(space=str(SPACE), root=str(tmp_path), tracking=False, resume=True)
+    with pytest.raises(ConfigError, match="already finished .*nothing is left to resume"):
+        run_search(resume, out=io.StringIO())
+    # A driver that died after the trials and before its conclusion leaves no mark. Resumed, the
+    # search the rule ended is then concluded, not "interrupted" (rc 130 and a resume hint, again
+    # and again): the driver reads the stop decision from the searcher Ray saved, as the live one
+    # is inside the restored Tuner. No trial runs again.
+    marks = list((tmp_path / "mlruns" / "ray" / "test-stop-rule").glob(f"run-*/{CONCLUDED_FILE}"))
+    assert len(marks) == 1
+    marks[0].unlink()
     out = io.StringIO()
-    again = run_search(SearchOptions(space=str(SPACE), root=str(tmp_path), tracking=False, resume=True), out=out)
+    again = run_search(resume, out=out)
     assert not again.interrupted, out.getvalue()[-3000:]
     assert again.trials == outcome.trials
     assert again.summary()["stop_rule"]["reason"] == reason and f"Stop rule: {reason}" in out.getvalue()
