@@ -138,7 +138,11 @@ def test_a_plan_resumed_on_a_bare_machine_finishes_the_search(tmp_path: Path) ->
     assert search[-1].get("resumed") is True and search[-1]["rc"] == 0 and search[-1]["orphans"] == 0
     assert steps[-1]["step"] == "done" and steps[-1]["orphans"] == 0
     summary = json.loads((out / name / "summary.json").read_text())
-    assert summary["interrupted"] is False and summary["trials"]["total"] == 4
+    # The budget is 4 trials; the stop rule may end the search after 3 (under load the noise it
+    # measures is wide enough, and the resumed searcher's decision is read from Ray's saved state).
+    total, rule = summary["trials"]["total"], summary["stop_rule"]
+    assert summary["interrupted"] is False
+    assert total == 4 or (rule["stopped"] and total == rule["trials"] == 3), (total, rule)
 
     # Every trial is in MLflow, finished; none is left RUNNING by the machine that was lost.
     with sqlite3.connect(work / "mlruns" / "mlflow.db") as con:
@@ -147,7 +151,7 @@ def test_a_plan_resumed_on_a_bare_machine_finishes_the_search(tmp_path: Path) ->
     kinds: dict[str, list[str]] = {}
     for status, kind in rows:
         kinds.setdefault(kind, []).append(status)
-    assert kinds.get("trial") and len(kinds["trial"]) == 4 and set(kinds["trial"]) == {"FINISHED"}, kinds
+    assert kinds.get("trial") and len(kinds["trial"]) == total and set(kinds["trial"]) == {"FINISHED"}, kinds
     assert "RUNNING" not in {s for statuses in kinds.values() for s in statuses}
 
     # The search (both machines) and the sweep cover the space once.
