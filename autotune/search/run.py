@@ -31,7 +31,7 @@ from autotune.search.incumbent import INCUMBENT_FILE, IncumbentFile
 from autotune.search.options import SearchOptions, SearchOutcome
 from autotune.search.progress import Heartbeat, clock
 from autotune.search.ray_console import RAY_LOG, ray_lines_to
-from autotune.search.stopping import StopDecision, at_end
+from autotune.search.stopping import at_end
 from autotune.search.trial_report import TrialReport
 from autotune.server.group import descendants_watched
 from autotune.sglang.flags import FLAG_TABLE_ENV
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
     from autotune.search.callbacks import SearchCallback, SearchLedger
     from autotune.search.progress import ProgressTable
-    from autotune.search.searcher import ConstrainedOptunaSearch
     from autotune.search.trainable import TrialContext
     from autotune.space.search_space import SearchSpace
     from autotune.space.warm_start import WarmStart
@@ -229,7 +228,7 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
     """The search from its first console line to its outcome, its tracking open."""
     from autotune.search.callbacks import LIVE_CALLBACKS, SearchCallback, SearchLedger, entries_of
     from autotune.search.progress import ProgressTable
-    from autotune.search.searcher import mirror_and_say, study_name, study_storage
+    from autotune.search.searcher import mirror_and_say, saved_searcher, study_name, study_storage
     from autotune.search.trainable import TrialContext
     from autotune.trial.measure_settings import settings_for
 
@@ -259,11 +258,20 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
             grid = tuner.fit()
     finally:
         LIVE_CALLBACKS.pop(key, None)
+    # After a resume the live searcher is inside Ray's restored Tuner: the one Ray saved, read once.
+    searcher, unread = ledger.searcher, None
+    if searcher is None:
+        try:
+            searcher = saved_searcher(plan.exp_dir)
+        except Exception as exc:  # noqa: BLE001 - no study to mirror (said there), no stop decision known
+            unread = exc
     if study_store is not None:
-        mirror_and_say(ledger.study, plan.exp_dir, study_store, study, study_where, out=out)
+        mirror_and_say(searcher.study if searcher is not None else unread or ValueError("no searcher"),
+                       study_store, study, study_where, out=out)
     entries, unfinished = entries_of(grid, ledger, space)
     callback.record_unseen(entries)
-    stop = _stop_decision(ledger.searcher, exp_dir=plan.exp_dir, trials=len(entries), budget=trials)
+    stop = None if searcher is None else at_end(searcher.stop_decision or searcher.decide(),
+                                                trials=len(entries), budget=trials)
     # A wall-time budget or the stop rule may end a search early on purpose; otherwise fewer
     # ended trials than planned means the run was stopped.
     interrupted = unfinished > 0 or (len(entries) < trials and space.budget.wall_time_s is None
@@ -284,22 +292,6 @@ def _search(space: SearchSpace, space_path: str, opts: SearchOptions, plan: _Pla
         outcome.spool_path = str(durable.spool.path)
         outcome.sync_command = sync_command(name, str(Path(opts.root).resolve()), opts.tracking_uri)
     return outcome
-
-
-def _stop_decision(searcher: ConstrainedOptunaSearch | None, *, exp_dir: Path, trials: int,
-                   budget: int) -> StopDecision | None:
-    """What the stop rule decided, worded for a search that ended. After a resume the live
-    searcher is inside the restored Tuner, so the one Ray saved at the end is read (without it, a
-    resumed search the rule ended looked interrupted); None when none can be read."""
-    if searcher is None:
-        from autotune.search.searcher import saved_searcher
-
-        try:
-            searcher = saved_searcher(exp_dir)
-        except Exception:  # noqa: BLE001 - no decision known: the trial count alone decides
-            return None
-    decision = searcher.stop_decision or searcher.decide()
-    return at_end(decision, trials=trials, budget=budget)
 
 
 def _open_tracking(tracker: Tracker | None, space: SearchSpace, space_path: str, plan: _Plan, *,

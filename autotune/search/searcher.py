@@ -158,11 +158,6 @@ def saved_searcher(exp_dir: Path) -> ConstrainedOptunaSearch:
     return searcher
 
 
-def saved_study(exp_dir: Path) -> optuna.Study:
-    """The study of the searcher Ray saved last in ``exp_dir`` (:func:`saved_searcher`)."""
-    return saved_searcher(exp_dir).study
-
-
 def mirror_study(study: optuna.Study, storage: optuna.storages.BaseStorage, name: str) -> int:
     """Write ``study`` to ``storage`` as study ``name``, replacing an earlier mirror of it.
 
@@ -184,12 +179,15 @@ def mirror_study(study: optuna.Study, storage: optuna.storages.BaseStorage, name
     return len(trials)
 
 
-def mirror_and_say(study: optuna.Study | None, exp_dir: Path, store: optuna.storages.BaseStorage,
-                   name: str, where: str | None, *, out: TextIO) -> None:
-    """Write the searcher's study (after a resume, the one Ray saved) to ``search.storage``, and
-    say where; a failure is a warning (the search's results stand without the mirror)."""
+def mirror_and_say(study: optuna.Study | BaseException, store: optuna.storages.BaseStorage, name: str,
+                   where: str | None, *, out: TextIO) -> None:
+    """Write the searcher's study to ``search.storage`` and say where; a failure, or the error that
+    kept the study from being read (given instead of it), is a warning (the search's results stand
+    without the mirror)."""
     try:
-        n = mirror_study(study or saved_study(exp_dir), store, name)
+        if isinstance(study, BaseException):
+            raise study
+        n = mirror_study(study, store, name)
         print(f"Optuna study {name!r} ({n} trials): optuna-dashboard {where}", file=out, flush=True)
     except Exception as exc:  # noqa: BLE001 - the search's results stand without the mirror
         print(f"warning: the Optuna study was not written to {where}: "
