@@ -3,11 +3,30 @@
 # in rounds, the stop rule, lean start), and no sweep: the sweep it is held against is the eighth
 # GPU run's, the same space measured config by config (docs/measurements/raw/real-search-h200-8/).
 #   AUTOTUNE_GPU_PLAN=scripts/gpu/plan_cost.sh AUTOTUNE_GPU_MODELS=llama-8b bash scripts/gpu/device.sh CALL_S PLAN_S
+# With AUTOTUNE_STANDBY_AB_S=S the plan first runs the standby A/B (scripts/gpu/standby_ab.py, S
+# seconds, AUTOTUNE_STANDBY_AB_CYCLES cycles at most, default 3) on the same GPU, and the search runs
+# with measure.standby on only where scripts/gpu/standby_verdict.py passes it: one device call
+# answers both, without a person deciding between calls (a host is given back 30 s after a call).
 set -uo pipefail
 PLAN_S_DEFAULT=1100
 source "$(dirname "$0")/plan_common.sh" "$@"
 SPACE=${AUTOTUNE_GPU_SPACES:-scripts/gpu/h200-llama-8b.yaml}
-"$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --no-sweep --out "$RES/rs-$(basename "$SPACE" .yaml)" \
+OUTDIR=$RES/rs-$(basename "$SPACE" .yaml)  # named for the shipped space, with a standby or not
+if [ -n "${AUTOTUNE_STANDBY_AB_S:-}" ]; then
+  AB=$RES/standby-ab
+  if [ ! -f "$AB/verdict.txt" ]; then  # a resumed plan keeps the verdict its first host gave
+    mkdir -p "$AB"
+    "$PY" "$HERE/scripts/gpu/standby_ab.py" --space "$SPACE" --budget-s "$AUTOTUNE_STANDBY_AB_S" \
+      --cycles "${AUTOTUNE_STANDBY_AB_CYCLES:-3}" --out "$AB" > "$AB/standby-ab.log" 2>&1
+    "$PY" "$HERE/scripts/gpu/standby_verdict.py" "$AB/standby-ab.json" > "$AB/verdict.txt"
+  fi
+  cat "$AB/verdict.txt"
+  if head -n 1 "$AB/verdict.txt" | grep -q '^PASS'; then
+    SPACE=$("$PY" "$HERE/scripts/gpu/standby_verdict.py" "$AB/standby-ab.json" --space "$SPACE" --write | tail -n 1)
+  fi
+  echo "== the search's space: $SPACE"
+fi
+"$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --no-sweep --out "$OUTDIR" \
   --deadline-s $(( $(left) - 20 )) "$SPACE"
 echo "== plan done after $(( $(date +%s) - T0 )) s"
 touch "$RES/plan.done"

@@ -121,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.backend == "sim":
         os.environ.setdefault("AUTOTUNE_SIM_STARTUP_S", "3")
     space = variant(args.space, lean=True, keep_graphs=True, backend=args.backend)
+    import yaml
+
+    # The server the runs really had (the space's own where --backend is not given): the verdict
+    # (standby_verdict.py) asks for a measured GPU figure only on a real GPU.
+    backend = yaml.safe_load(space.read_text()).get("backend") or "sglang"
     rows: list[dict[str, Any]] = []
     try:
         for cycle in range(args.cycles):
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                          for c in COLUMNS}
         print(f"| {kind} | {len(mine)} | " + " | ".join(_fmt(summary[kind][c]) for c in COLUMNS) + " |")
     (args.out / "standby-ab.json").write_text(json.dumps(
-        {"space": str(args.space), "backend": args.backend or "space", "config": EAGLE3, "rows": rows,
+        {"space": str(args.space), "backend": backend, "config": EAGLE3, "rows": rows,
          "summary": summary}, indent=1, default=str))
     launched = all(r.get("used") for r in rows if r["kind"] == "standby")
     return 0 if rows and all(r["ok"] for r in rows) and launched else 1

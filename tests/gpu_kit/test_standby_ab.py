@@ -33,3 +33,68 @@ def test_standby_ab_dry_run_on_the_emulator(tmp_path):
         assert rows[kind]["standby_cpu_s"] is not None and rows[kind]["standby_cpu_s"] <= 0.05, rows[kind]
     assert "| standby | 1 |" in proc.stdout
     assert not list((REPO / "scripts" / "gpu").glob(".startup-ab-*.yaml"))  # its space copy is gone
+
+
+
+def _cost_plan(tmp_path, *, ab_s: str, cycles: str = "1", before=None):
+    """scripts/gpu/plan_cost.sh with AUTOTUNE_STANDBY_AB_S on the emulator twin of the shipped 8B
+    space: (completed process, results folder, the twin's path, its standby copy's path)."""
+    from tests.gpu_kit.test_gpu_plan import sim_twin
+
+    space_path = sim_twin("scripts/gpu/h200-llama-8b.yaml", tmp_path, trials=3)
+    res, work = tmp_path / "res", tmp_path / "repo"
+    work.mkdir()
+    if before is not None:
+        before(res / "standby-ab")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_SIM_")}
+    env.update(AUTOTUNE_SIM_STARTUP_S="3", PYTHON=sys.executable, AUTOTUNE_GPU_SPACES=str(space_path),
+               AUTOTUNE_STANDBY_AB_S=ab_s, AUTOTUNE_STANDBY_AB_CYCLES=cycles, AUTOTUNE_GPU_TRIAL_S="20")
+    proc = subprocess.run(["bash", str(REPO / "scripts/gpu/plan_cost.sh"), str(res), "400"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=420, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = res / f"rs-{space_path.stem}"  # named for the shipped space, with a standby or not
+    steps = json.loads((out / "plan.json").read_text())
+    search = next(s for s in steps if s.get("step") == "search")
+    assert search["rc"] == 0 and search["orphans"] == 0, steps
+    return proc, res, space_path, tmp_path / f".{space_path.stem}-standby.yaml"
+
+
+def _standby_used(res):
+    records = [json.loads(p.read_text()) for p in sorted(res.glob("rs-*/*/search/s*.json"))]
+    assert len(records) >= 2
+    return [bool((r.get("standby") or {}).get("used")) for r in records]
+
+
+def test_cost_plan_searches_as_shipped_when_the_ab_fails(tmp_path):
+    """One device call answers the A/B and the search, the verdict deciding between them. The A/B
+    itself is rehearsed above; here it gets no cycle (on the emulator its verdict is noise: the
+    standby's start-up saving is a fixed sleep on a loaded 2-core box), so the verdict fails for want
+    of runs, deterministically, and the search runs on the shipped space with no standby."""
+    proc, res, space_path, standby_space = _cost_plan(tmp_path, ab_s="200", cycles="0")
+    verdict = (res / "standby-ab" / "verdict.txt").read_text()
+    assert verdict.startswith("FAIL") and "no off run" in verdict, verdict
+    assert f"== the search's space: {space_path}" in proc.stdout
+    assert not standby_space.exists()
+    assert not any(_standby_used(res))
+
+
+def test_cost_plan_resumed_after_a_passing_ab_searches_with_the_standby(tmp_path):
+    """A plan resumed on a fresh host keeps its first host's verdict (here a passing one, written as
+    that host would have) and searches with the space's standby copy."""
+    import yaml
+
+    def passed(ab_dir):
+        ab_dir.mkdir(parents=True)
+        rows = [{"cycle": 0, "kind": k, "ok": True, "startup_s": s, "tok_s": 300.0, "used": k == "standby",
+                 "standby_cpu_s": None if k == "off" else 0.0, "standby_gpu_mib": None,
+                 "max_total_num_tokens": 1000} for k, s in (("off", 40.0), ("fresh", 40.0), ("standby", 25.0))]
+        (ab_dir / "standby-ab.json").write_text(json.dumps({"backend": "sim", "rows": rows}))
+        (ab_dir / "verdict.txt").write_text("PASS: written by the first host\n")
+
+    proc, res, _, standby_space = _cost_plan(tmp_path, ab_s="200", before=passed)
+    assert "PASS: written by the first host" in proc.stdout  # not measured again
+    assert not (res / "standby-ab" / "standby-ab.log").exists()
+    assert f"== the search's space: {standby_space}" in proc.stdout
+    assert yaml.safe_load(standby_space.read_text())["measure"]["standby"] is True
+    used = _standby_used(res)
+    assert any(used), used  # the servers after the first were launched by a standby

@@ -1,0 +1,117 @@
+"""Whether ``measure.standby`` may be used for the search that follows, from scripts/gpu/standby_ab.py's JSON.
+
+    python3 scripts/gpu/standby_verdict.py AB_JSON [--space SPACE --write]
+
+The plan that measures the cost per answer (scripts/gpu/plan_cost.sh with ``AUTOTUNE_STANDBY_AB_S``)
+runs the A/B first on the same GPU and asks this script; so the rule is written down before the
+figures are seen, and the search runs with a standby only where it passes. A standby passes when:
+
+- every run succeeded, and every ``standby`` run was launched by its standby (``used``);
+- a standby waiting beside a measured server took no CPU over the measurement (at most
+  ``CPU_S``) and held no GPU memory (0 MiB by nvidia-smi: no CUDA context, so the next server's
+  KV pool is not shrunk); on a real GPU an unmeasured GPU figure fails, on the emulator it is
+  not asked;
+- SGLang sized the same KV pool (``max_total_num_tokens``) for every run;
+- the median tok/s of the ``fresh`` and the ``standby`` runs is within ``TOK_S_PCT`` of the ``off``
+  runs' median (an idle standby beside a server does not slow it);
+- the ``standby`` runs' median start-up is below the ``off`` runs' (else it buys nothing).
+
+Exit 0 and "PASS" when it passes (with ``--write``, the space with ``measure.standby: true`` is
+written beside SPACE as ``.NAME-standby.yaml`` and its path printed last), 1 and every reason when
+it does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: CPU seconds a waiting standby may take over a measurement (its blocked read of stdin takes none).
+CPU_S = 0.1
+#: How far the runs measured with a standby beside them may read from the runs without one: the
+#: 4 x 768-token window's repeats ranged 1.8% on the H200, a 2 x 256 one more, so 1.5% on medians.
+TOK_S_PCT = 1.5
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def failures(ab: dict[str, Any]) -> list[str]:
+    """Every reason the A/B in ``ab`` (standby-ab.json) does not let a search use a standby; [] if it does."""
+    rows: list[dict[str, Any]] = ab.get("rows") or []
+    on_gpu = ab.get("backend") != "sim"
+    kinds = {k: [r for r in rows if r.get("kind") == k] for k in ("off", "fresh", "standby")}
+    why = [f"no {k} run" for k, mine in kinds.items() if not mine]
+    why += [f"cycle {r.get('cycle')} {r.get('kind')} failed: {r.get('reason')}" for r in rows if not r.get("ok")]
+    why += [f"cycle {r.get('cycle')}: the standby did not launch the server ({r.get('standby')})"
+            for r in kinds["standby"] if not r.get("used")]
+    for r in kinds["fresh"] + kinds["standby"]:
+        where = f"cycle {r.get('cycle')} {r.get('kind')}"
+        cpu = r.get("standby_cpu_s")
+        if cpu is None or cpu > CPU_S:
+            why.append(f"{where}: the waiting standby took {cpu} CPU s over the measurement (at most {CPU_S})")
+        gpu = r.get("standby_gpu_mib")
+        if (gpu is None and on_gpu) or (gpu is not None and gpu > 0):
+            why.append(f"{where}: the waiting standby held {gpu} MiB of GPU memory (0 expected)")
+    pools = {r.get("max_total_num_tokens") for r in rows if r.get("ok")}
+    if len(pools) > 1 or (on_gpu and None in pools):
+        why.append(f"the KV pools differ: max_total_num_tokens {sorted(pools, key=str)}")
+    off = _median(kinds["off"], "tok_s")
+    for kind in ("fresh", "standby"):
+        mine = _median(kinds[kind], "tok_s")
+        if off is None or mine is None:
+            continue  # a missing run is said above
+        pct = 100.0 * (mine / off - 1.0)
+        if abs(pct) > TOK_S_PCT:
+            why.append(f"{kind} read {mine:.1f} tok/s against {off:.1f} without a standby ({pct:+.2f}%, "
+                       f"at most {TOK_S_PCT}%)")
+    off_s, on_s = _median(kinds["off"], "startup_s"), _median(kinds["standby"], "startup_s")
+    if off_s is not None and on_s is not None and on_s >= off_s:
+        why.append(f"the standby's launches started in {on_s:.1f} s against {off_s:.1f} s without one: no saving")
+    return why
+
+
+def write_space(space: Path) -> Path:
+    """``space`` with ``measure.standby: true``, written beside it (its relative paths stay right)."""
+    data = yaml.safe_load(space.read_text())
+    data["measure"] = {**(data.get("measure") or {}), "standby": True}
+    out = space.parent / f".{space.stem}-standby.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("ab_json", type=Path)
+    ap.add_argument("--space", type=Path)
+    ap.add_argument("--write", action="store_true", help="on PASS, write the space with measure.standby on")
+    args = ap.parse_args(argv)
+    if args.write and args.space is None:
+        ap.error("--write needs --space")
+    try:
+        ab = json.loads(args.ab_json.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"FAIL: no A/B to judge ({args.ab_json}: {exc})")
+        return 1
+    why = failures(ab)
+    if why:
+        print("FAIL: the search runs without a standby")
+        for line in why:
+            print(f"  - {line}")
+        return 1
+    print("PASS: every check of the standby held (scripts/gpu/standby_verdict.py)")
+    if args.write:
+        print(write_space(args.space))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
