@@ -6,11 +6,15 @@
 One EAGLE3 config (3-1-4) on the space's lean start and a short workload (as
 ``scripts/gpu/startup_ab.py``: 2 x 256 tokens, 1 warm-up prompt, 3 repeats), measured by
 :func:`autotune.trial.measure.measure` in this process, so that a standby started beside one server
-can launch the next. Each cycle runs three servers:
+can launch the next. Each cycle runs three servers, in this order:
 
-- ``off``: a fresh launch with no standby anywhere (the one held is ended first);
 - ``fresh``: a fresh launch while a standby for the next server imports beside its start-up;
-- ``standby``: the launch by that standby.
+- ``standby``: the launch by that standby;
+- ``off``: a fresh launch with no standby anywhere (the one held is ended first).
+
+``off`` comes last so that the host's first server, whose start-up pays cold caches (81 s against
+64-70 s warm for the 8B shape in the ninth session), is never the reference a standby's start-up is
+held against: one cycle is then a fair A/B (scripts/gpu/standby_verdict.py).
 
 Printed per run and as medians per kind: SGLang's stages from the server log (launcher,
 tokenizer+spawn, scheduler, warm-up), the prefill graphs' capture (seconds and sizes: the lean
@@ -46,7 +50,7 @@ from prefill_capture import captures  # noqa: E402
 from startup_ab import EAGLE3, variant  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
-KINDS = ("off", "fresh", "standby")
+KINDS = ("fresh", "standby", "off")
 COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "prefill_capture_s", "prefill_sizes", "warmup",
            "startup_s", "tok_s", "standby_cpu_s", "standby_gpu_mib", "max_total_num_tokens")
 
