@@ -1,0 +1,99 @@
+"""A search's GPU time to a confirmed winner against the complete sweep of its space (issue 33).
+
+    python3 scripts/gpu/cost_share.py SUMMARY_JSON [--landscape FILE]
+
+SUMMARY_JSON is the search's ``--summary-json`` (``rs-NAME/NAME/summary.json`` in a GPU plan's
+results); FILE the space's recorded landscape, every config measured once (default: the 8B space's,
+``benchmarks/landscapes/recorded-h200-llama-8b-4x768.json``). Printed: the search's GPU-seconds and
+where they went, the servers it started, the sweep's GPU-seconds (the sum of its records'
+``duration_s``: start-up, warm-up and repeats, no teardown or tuner overhead), the share with and
+without the parts the sweep's figure lacks, and the winner's tok/s in the sweep over the sweep's
+best feasible config's (winner/best). Exit 1 when the search named no winner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(HERE))
+
+from autotune.space.search_space import load_space  # noqa: E402
+from autotune.space.trial_config import config_key  # noqa: E402
+
+DEFAULT_LANDSCAPE = HERE / "benchmarks" / "landscapes" / "recorded-h200-llama-8b-4x768.json"
+
+
+def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path) -> dict[str, Any]:
+    """The figures printed, as a dict (see the module's text); ``where`` is the landscape file, whose
+    ``space`` is relative to its folder."""
+    space = load_space(where.parent / landscape["space"])
+    records = landscape["records"]
+    sweep_s = sum(r["duration_s"] for r in records if r.get("duration_s") is not None)
+    ok = [r for r in records if r.get("status") != "failed" and r.get("output_tok_s") is not None]
+    feasible = [r for r in ok if r.get("is_baseline") or r.get("feasible")]
+    best = max(feasible, key=lambda r: r["output_tok_s"])
+    gpu = summary["gpu_time"]
+    parts = gpu["by_part"]
+    lacking = (parts.get("teardown") or 0.0) + (parts.get("overhead") or 0.0)
+    out: dict[str, Any] = {
+        "gpu_s": gpu["gpu_s"], "by_part": parts, "servers": gpu["servers"], "sweep_gpu_s": sweep_s,
+        "sweep_configs": len(records), "share": gpu["gpu_s"] / sweep_s,
+        "share_like_the_sweep": (gpu["gpu_s"] - lacking) / sweep_s, "stop_rule": summary.get("stop_rule"),
+        "margin": summary.get("margin"), "best_params": best["params"], "best_tok_s": best["output_tok_s"],
+        "winner_params": summary.get("winner_params"), "winner_search_tok_s": summary.get("output_tok_s"),
+    }
+    if summary.get("winner_params") is None:
+        out.update(winner_sweep_tok_s=None, winner_over_best=None)
+        return out
+    key = config_key(space.coerce_params(summary["winner_params"]))
+    mine = [r for r in ok if config_key(space.coerce_params(r["params"])) == key]
+    out["winner_sweep_tok_s"] = mine[0]["output_tok_s"] if mine else None
+    out["winner_over_best"] = None if not mine else mine[0]["output_tok_s"] / best["output_tok_s"]
+    return out
+
+
+def _short(params: dict[str, Any] | None) -> str:
+    if params is None:
+        return "none"
+    if not params.get("speculative_algorithm"):
+        return "no speculation"
+    return "-".join(str(params.get(k)) for k in ("speculative_num_steps", "speculative_eagle_topk",
+                                                 "speculative_num_draft_tokens"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("summary", type=Path)
+    ap.add_argument("--landscape", type=Path, default=DEFAULT_LANDSCAPE)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    fig = share(json.loads(args.summary.read_text()), json.loads(args.landscape.read_text()), where=args.landscape)
+    if args.json:
+        print(json.dumps(fig, indent=1))
+        return 0 if fig["winner_params"] is not None else 1
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in fig["by_part"].items())
+    servers = fig["servers"]
+    print(f"search: {fig['gpu_s']:.1f} GPU-s ({parts}); servers: {servers.get('trials')} trials, "
+          f"{servers.get('baselines')} baselines, {servers.get('finalists')} finalists")
+    rule = fig["stop_rule"]
+    if rule:
+        print(f"stop rule: {rule.get('reason') or rule.get('setting') if isinstance(rule, dict) else rule}")
+    print(f"sweep: {fig['sweep_gpu_s']:.1f} GPU-s over {fig['sweep_configs']} configs ({args.landscape.name})")
+    print(f"share: {100 * fig['share']:.1f}% of the sweep ({100 * fig['share_like_the_sweep']:.1f}% without "
+          "the teardown and tuner overhead the sweep's figure lacks)")
+    if fig["winner_over_best"] is None:
+        print(f"winner: {_short(fig['winner_params'])}: not in the sweep" if fig["winner_params"] else "winner: none")
+        return 1 if fig["winner_params"] is None else 0
+    print(f"winner/best: {_short(fig['winner_params'])} / {_short(fig['best_params'])} = "
+          f"{fig['winner_over_best']:.3f} ({fig['winner_sweep_tok_s']:.1f} / {fig['best_tok_s']:.1f} tok/s in the "
+          f"sweep; {fig['winner_search_tok_s']:.1f} in the search)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
