@@ -7,6 +7,9 @@
 # seconds, AUTOTUNE_STANDBY_AB_CYCLES cycles at most, default 3) on the same GPU, and the search runs
 # with measure.standby on only where scripts/gpu/standby_verdict.py passes it: one device call
 # answers both, without a person deciding between calls (a host is given back 30 s after a call).
+# With AUTOTUNE_STANDBY=on instead, the search runs with measure.standby on and no A/B (when the
+# device time left cannot pay for both): its records and server logs then carry the checks the
+# verdict would make (the standby's CPU over each measurement, its launches, the KV pool sizes).
 set -uo pipefail
 PLAN_S_DEFAULT=1100
 source "$(dirname "$0")/plan_common.sh" "$@"
@@ -25,6 +28,10 @@ if [ -n "${AUTOTUNE_STANDBY_AB_S:-}" ]; then
     SPACE=$("$PY" "$HERE/scripts/gpu/standby_verdict.py" "$AB/standby-ab.json" --space "$SPACE" --write | tail -n 1)
   fi
   echo "== the search's space: $SPACE"
+elif [ "${AUTOTUNE_STANDBY:-}" = on ]; then
+  SPACE=$("$PY" -c 'import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1])
+from standby_verdict import write_space; print(write_space(Path(sys.argv[2])))' "$HERE/scripts/gpu" "$SPACE")
+  echo "== the search's space: $SPACE (measure.standby on, no A/B)"
 fi
 "$PY" "$HERE/scripts/gpu/real_search.py" "${RESUME[@]}" --no-sweep --out "$OUTDIR" \
   --deadline-s $(( $(left) - 20 )) "$SPACE"

@@ -98,3 +98,23 @@ def test_cost_plan_resumed_after_a_passing_ab_searches_with_the_standby(tmp_path
     assert yaml.safe_load(standby_space.read_text())["measure"]["standby"] is True
     used = _standby_used(res)
     assert any(used), used  # the servers after the first were launched by a standby
+
+
+def test_cost_plan_with_the_standby_on_and_no_ab(tmp_path):
+    """AUTOTUNE_STANDBY=on: no A/B, the search on the space's standby copy."""
+    from tests.gpu_kit.test_gpu_plan import sim_twin
+
+    space_path = sim_twin("scripts/gpu/h200-llama-8b.yaml", tmp_path, trials=3)
+    res, work = tmp_path / "res", tmp_path / "repo"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOTUNE_SIM_", "AUTOTUNE_STANDBY"))}
+    env.update(AUTOTUNE_SIM_STARTUP_S="3", PYTHON=sys.executable, AUTOTUNE_GPU_SPACES=str(space_path),
+               AUTOTUNE_STANDBY="on", AUTOTUNE_GPU_TRIAL_S="20")
+    proc = subprocess.run(["bash", str(REPO / "scripts/gpu/plan_cost.sh"), str(res), "400"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=420, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    standby_space = tmp_path / f".{space_path.stem}-standby.yaml"
+    assert f"== the search's space: {standby_space} (measure.standby on, no A/B)" in proc.stdout
+    assert not (res / "standby-ab").exists()
+    used = _standby_used(res)
+    assert any(used), used
