@@ -1,0 +1,118 @@
+"""The standby's checks read from a real search's own records and server logs (``measure.standby`` on).
+
+    python3 scripts/gpu/standby_in_search.py DIR [--reference REF]
+
+DIR and REF are GPU plan results unpacked here (``rs-NAME/NAME/search/s*.json`` and the server logs
+somewhere below). Where a search ran with a standby and no A/B before it (``plan_cost.sh`` with
+``AUTOTUNE_STANDBY=on``), these are the A/B's checks (``standby_verdict.py``) as the search itself
+recorded them, one row per server in launch order:
+
+- whether a standby launched it (``used``, or why not) and SGLang's launcher stage (the imports a
+  standby does ahead: about 0 s when it did, 16-20 s warm on the H200 when it did not);
+- the CPU seconds the next server's standby took while this one was measured (at most
+  ``standby_verdict.CPU_S``);
+- the KV pool SGLang sized (``max_total_num_tokens`` in the log). A standby holding a CUDA context
+  beside a server's start-up would shrink it; with ``--reference``, each config's pool is held
+  against the same config's (or, for one not measured there, the same kind's: baseline or
+  speculative) in a search that ran without a standby, on the same GPU model and flags.
+
+Exit 1 when a check fails: a standby took CPU over a measurement, or a pool differs from the
+reference's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from standby_verdict import CPU_S  # noqa: E402
+from startup_breakdown import breakdown  # noqa: E402
+
+POOL = re.compile(r"max_total_num_tokens=(\d+)")
+
+
+def _short(params: dict[str, Any]) -> str:
+    if not params.get("speculative_algorithm"):
+        return "baseline"
+    return "-".join(str(params.get(k)) for k in ("speculative_num_steps", "speculative_eagle_topk",
+                                                 "speculative_num_draft_tokens"))
+
+
+def servers(folder: Path) -> list[dict[str, Any]]:
+    """One row per search record under ``folder`` with its server log, in launch order."""
+    logs = {p.name: p for p in folder.rglob("*.log")}
+    rows = []
+    for path in sorted(folder.glob("rs-*/*/search/s*.json")):
+        rec = json.loads(path.read_text())
+        name = Path(rec.get("log_path") or "").name
+        log = logs.get(name)
+        launch = re.search(r"-(\d{13})\.log$", name)
+        text = log.read_text(errors="replace") if log is not None else ""
+        pool = POOL.search(text)
+        stages = breakdown(log) if log is not None and launch else {}
+        standby = rec.get("standby") or {}
+        rows.append({"record": path.name, "config": _short(rec.get("params") or {}),
+                     "is_baseline": bool(rec.get("is_baseline")), "launch_ms": int(launch.group(1)) if launch else None,
+                     "log": name if log is not None else None, "used": standby.get("used"),
+                     "why_not": standby.get("why_not"), "launcher_s": stages.get("launcher"),
+                     "startup_s": rec.get("startup_s"), "standby_cpu_s": standby.get("next_cpu_s_measuring"),
+                     "next_ended": standby.get("next_ended"),
+                     "pool": int(pool.group(1)) if pool else None, "tok_s": rec.get("output_tok_s")})
+    return sorted(rows, key=lambda r: (r["launch_ms"] is None, r["launch_ms"] or 0))
+
+
+def failures(rows: list[dict[str, Any]], reference: list[dict[str, Any]] | None) -> list[str]:
+    """Every check that failed, as lines."""
+    why = [f"{r['record']} ({r['config']}): the next server's standby took {r['standby_cpu_s']} CPU s while it "
+           f"was measured (at most {CPU_S})" for r in rows
+           if r["standby_cpu_s"] is not None and r["standby_cpu_s"] > CPU_S]
+    why += [f"{r['record']} ({r['config']}): no server log found" for r in rows if r["log"] is None]
+    if reference is not None:
+        by_config = {r["config"]: r["pool"] for r in reference if r["pool"] is not None}
+        by_kind = {r["is_baseline"]: r["pool"] for r in reference if r["pool"] is not None}
+        for r in rows:
+            want = by_config.get(r["config"], by_kind.get(r["is_baseline"]))
+            if r["pool"] is None or want is None or r["pool"] != want:
+                why.append(f"{r['record']} ({r['config']}): KV pool {r['pool']} tokens against {want} "
+                           "without a standby")
+    return why
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--reference", type=Path, help="a search's results without a standby (same GPU model, flags)")
+    args = ap.parse_args(argv)
+    rows = servers(args.folder)
+    if not rows:
+        print(f"no search records under {args.folder} (rs-NAME/NAME/search/s*.json)")
+        return 1
+    cols = ("record", "config", "used", "launcher_s", "startup_s", "standby_cpu_s", "next_ended", "pool", "tok_s")
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    for r in rows:
+        if r["used"] is False and r["why_not"]:
+            print(f"{r['record']}: standby not used: {r['why_not']}")
+    why = failures(rows, servers(args.reference) if args.reference else None)
+    for line in why:
+        print(f"FAIL: {line}")
+    if not why:
+        print("every check held" + (" (pools against the reference)" if args.reference
+                                    else " (no reference for the pools)"))
+    return 1 if why else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
