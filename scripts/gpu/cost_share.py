@@ -9,12 +9,21 @@ where they went, the servers it started, the sweep's GPU-seconds (the sum of its
 ``duration_s``: start-up, warm-up and repeats, no teardown or tuner overhead), the share with and
 without the parts the sweep's figure lacks, and the winner's tok/s in the sweep over the sweep's
 best feasible config's (winner/best). Exit 1 when the search named no winner.
+
+A sweep measured before the search's start-up cuts would cost less measured today. With
+``--recost LAUNCHER_S PREFILL_S`` the sweep is also re-costed from its own records as if measured
+with them: every server but the host's first (the slowest start, cold) pays LAUNCHER_S and
+PREFILL_S less start-up (the launcher stage a standby saves and the prefill capture the lean start's
+cap saves, each read from the two searches' logs by ``startup_breakdown.py`` and
+``prefill_capture.py``), and every server one repeat less (its median repeat wall: the stable
+warm-up pass kept as the first round). An estimate, printed as one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +37,22 @@ from autotune.space.trial_config import config_key  # noqa: E402
 DEFAULT_LANDSCAPE = HERE / "benchmarks" / "landscapes" / "recorded-h200-llama-8b-4x768.json"
 
 
-def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path) -> dict[str, Any]:
+def recost(records: list[dict[str, Any]], *, launcher_s: float, prefill_s: float) -> float:
+    """The sweep's GPU-seconds as if measured with the savings given (see the module's text)."""
+    timed = [r for r in records if r.get("duration_s") is not None]
+    cold = max(timed, key=lambda r: r.get("startup_s") or 0.0)
+    total = 0.0
+    for r in timed:
+        walls = [b["wall_s"] for b in r.get("repeat_breakdown") or [] if isinstance(b, dict) and b.get("wall_s")]
+        if not walls:
+            raise ValueError("--recost needs the records' repeat walls (repeat_breakdown): this landscape has none")
+        saved = statistics.median(walls) + (0.0 if r is cold else launcher_s + prefill_s)
+        total += r["duration_s"] - saved
+    return total
+
+
+def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path,
+          recost_s: tuple[float, float] | None = None) -> dict[str, Any]:
     """The figures printed, as a dict (see the module's text); ``where`` is the landscape file, whose
     ``space`` is relative to its folder."""
     space = load_space(where.parent / landscape["space"])
@@ -47,6 +71,9 @@ def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path) ->
         "margin": summary.get("margin"), "best_params": best["params"], "best_tok_s": best["output_tok_s"],
         "winner_params": summary.get("winner_params"), "winner_search_tok_s": summary.get("output_tok_s"),
     }
+    if recost_s is not None:
+        out["recost_sweep_gpu_s"] = recost(records, launcher_s=recost_s[0], prefill_s=recost_s[1])
+        out["recost_share"] = gpu["gpu_s"] / out["recost_sweep_gpu_s"]
     if summary.get("winner_params") is None:
         out.update(winner_sweep_tok_s=None, winner_over_best=None)
         return out
@@ -71,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("summary", type=Path)
     ap.add_argument("--landscape", type=Path, default=DEFAULT_LANDSCAPE)
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--recost", nargs=2, type=float, metavar=("LAUNCHER_S", "PREFILL_S"),
+                    help="also the sweep re-costed with these start-up savings and one repeat less a server")
     args = ap.parse_args(argv)
-    fig = share(json.loads(args.summary.read_text()), json.loads(args.landscape.read_text()), where=args.landscape)
+    fig = share(json.loads(args.summary.read_text()), json.loads(args.landscape.read_text()), where=args.landscape,
+                recost_s=None if args.recost is None else (args.recost[0], args.recost[1]))
     if args.json:
         print(json.dumps(fig, indent=1))
         return 0 if fig["winner_params"] is not None else 1
@@ -86,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sweep: {fig['sweep_gpu_s']:.1f} GPU-s over {fig['sweep_configs']} configs ({args.landscape.name})")
     print(f"share: {100 * fig['share']:.1f}% of the sweep ({100 * fig['share_like_the_sweep']:.1f}% without "
           "the teardown and tuner overhead the sweep's figure lacks)")
+    if "recost_share" in fig:
+        print(f"like for like (an estimate): the sweep re-costed with {args.recost[0]:g} s + {args.recost[1]:g} s less "
+              f"start-up a warm server and one repeat less each: {fig['recost_sweep_gpu_s']:.1f} GPU-s; the search "
+              f"{100 * fig['recost_share']:.1f}% of it")
     if fig["winner_over_best"] is None:
         print(f"winner: {_short(fig['winner_params'])}: not in the sweep" if fig["winner_params"] else "winner: none")
         return 1 if fig["winner_params"] is None else 0

@@ -53,3 +53,20 @@ def test_a_winner_the_sweep_beats_reads_below_one(tmp_path: Path) -> None:
     assert fig["winner_over_best"] is not None
     assert abs(fig["winner_over_best"] - fig["winner_sweep_tok_s"] / 426.16) < 1e-3
     assert fig["winner_over_best"] < 0.98
+
+
+def test_the_like_for_like_recost_takes_the_savings_off_every_warm_server(tmp_path: Path) -> None:
+    summary = _summary(tmp_path)
+    figs = {}
+    for saved in (("0", "0"), ("14", "4.9")):
+        proc = subprocess.run([sys.executable, str(REPO / "scripts/gpu/cost_share.py"), str(summary), "--json",
+                               "--recost", *saved], capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        figs[saved] = json.loads(proc.stdout)
+    plain, cut = figs[("0", "0")], figs[("14", "4.9")]
+    # One repeat less a server: 11 servers of 7.2-15.1 s repeats (99.2 s in all), nothing else.
+    assert 99.0 < plain["sweep_gpu_s"] - plain["recost_sweep_gpu_s"] < 99.5
+    # The start-up savings on the 10 servers after the cold first one: 10 x 18.9 s.
+    assert abs((plain["recost_sweep_gpu_s"] - cut["recost_sweep_gpu_s"]) - 189.0) < 1e-6
+    assert abs(cut["recost_share"] - cut["gpu_s"] / cut["recost_sweep_gpu_s"]) < 1e-12
+    assert cut["share"] < cut["recost_share"]
