@@ -68,8 +68,9 @@ def experiment_dir(root: Path, name: str, *, resume: bool) -> tuple[Path, str, b
         if not runs:
             raise ConfigError(f"--resume: no earlier search named {name!r} under {storage} got as far as its "
                               "trials; start it without --resume")
-        if (storage / runs[-1] / CONCLUDED_FILE).is_file():
-            when = (storage / runs[-1] / CONCLUDED_FILE).read_text().strip() or "earlier"
+        concluded = storage / runs[-1] / CONCLUDED_FILE
+        if concluded.is_file():
+            when = concluded.read_text().strip() or "earlier"
             raise ConfigError(f"--resume: search {name!r} already finished ({runs[-1]} concluded at {when}): "
                               "nothing is left to resume; its winner is in its summary and MLflow "
                               "(python -m autotune.export). Start it again without --resume for a new "

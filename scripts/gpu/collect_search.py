@@ -60,9 +60,10 @@ def records_of(folder: Path) -> list[tuple[str, Path, dict]]:
     return out
 
 
-def label(params: dict) -> str:
+def label(params: dict, *, plain: str = "plain") -> str:
+    """``steps-topk-draft`` of a record's params, or ``plain`` for the no-speculation baseline."""
     if not params.get("speculative_algorithm"):
-        return "plain"
+        return plain
     return "{}-{}-{}".format(params.get("speculative_num_steps"), params.get("speculative_eagle_topk"),
                              params.get("speculative_num_draft_tokens"))
 

@@ -30,6 +30,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE / "scripts" / "gpu"))
+
+from collect_search import label  # noqa: E402
 
 from autotune.space.search_space import load_space  # noqa: E402
 from autotune.space.trial_config import config_key  # noqa: E402
@@ -84,15 +87,6 @@ def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path,
     return out
 
 
-def _short(params: dict[str, Any] | None) -> str:
-    if params is None:
-        return "none"
-    if not params.get("speculative_algorithm"):
-        return "no speculation"
-    return "-".join(str(params.get(k)) for k in ("speculative_num_steps", "speculative_eagle_topk",
-                                                 "speculative_num_draft_tokens"))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("summary", type=Path)
@@ -120,10 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"like for like (an estimate): the sweep re-costed with {args.recost[0]:g} s + {args.recost[1]:g} s less "
               f"start-up a warm server and one repeat less each: {fig['recost_sweep_gpu_s']:.1f} GPU-s; the search "
               f"{100 * fig['recost_share']:.1f}% of it")
+    if fig["winner_params"] is None:
+        print("winner: none")
+        return 1
+    winner, best = (label(fig[k], plain="no speculation") for k in ("winner_params", "best_params"))
     if fig["winner_over_best"] is None:
-        print(f"winner: {_short(fig['winner_params'])}: not in the sweep" if fig["winner_params"] else "winner: none")
-        return 1 if fig["winner_params"] is None else 0
-    print(f"winner/best: {_short(fig['winner_params'])} / {_short(fig['best_params'])} = "
+        print(f"winner: {winner}: not in the sweep")
+        return 0
+    print(f"winner/best: {winner} / {best} = "
           f"{fig['winner_over_best']:.3f} ({fig['winner_sweep_tok_s']:.1f} / {fig['best_tok_s']:.1f} tok/s in the "
           f"sweep; {fig['winner_search_tok_s']:.1f} in the search)")
     return 0

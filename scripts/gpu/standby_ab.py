@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE / "scripts" / "gpu"))
 sys.path.insert(1, str(HERE))
 
 from prefill_capture import captures  # noqa: E402
-from startup_ab import EAGLE3, variant  # noqa: E402
+from startup_ab import EAGLE3, fmt_cell, variant  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
 KINDS = ("fresh", "standby", "off")
@@ -107,10 +107,6 @@ def _gpu_mib(pid: int) -> float | None:
     return sum(used)
 
 
-def _fmt(v: Any) -> str:
-    return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--space", type=Path, default=HERE / "scripts" / "gpu" / "h200-llama-8b.yaml")
@@ -140,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 row = {"cycle": cycle, **one_run(space, kind=kind, out=args.out)}
                 rows.append(row)
-                print(" | ".join(f"{c}={_fmt(row.get(c))}" for c in ("cycle", "kind", "ok", "used", *COLUMNS)),
+                print(" | ".join(f"{c}={fmt_cell(row.get(c))}" for c in ("cycle", "kind", "ok", "used", *COLUMNS)),
                       flush=True)
     finally:
         space.unlink(missing_ok=True)
@@ -153,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if r["kind"] == kind and r["ok"]]
         summary[kind] = {c: (statistics.median(v) if (v := [r[c] for r in mine if r.get(c) is not None]) else None)
                          for c in COLUMNS}
-        print(f"| {kind} | {len(mine)} | " + " | ".join(_fmt(summary[kind][c]) for c in COLUMNS) + " |")
+        print(f"| {kind} | {len(mine)} | " + " | ".join(fmt_cell(summary[kind][c]) for c in COLUMNS) + " |")
     (args.out / "standby-ab.json").write_text(json.dumps(
         {"space": str(args.space), "backend": backend, "config": EAGLE3, "rows": rows,
          "summary": summary}, indent=1, default=str))

@@ -32,17 +32,12 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from collect_search import label  # noqa: E402
 from standby_verdict import CPU_S  # noqa: E402
+from startup_ab import fmt_cell  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
 POOL = re.compile(r"max_total_num_tokens=(\d+)")
-
-
-def _short(params: dict[str, Any]) -> str:
-    if not params.get("speculative_algorithm"):
-        return "baseline"
-    return "-".join(str(params.get(k)) for k in ("speculative_num_steps", "speculative_eagle_topk",
-                                                 "speculative_num_draft_tokens"))
 
 
 def servers(folder: Path) -> list[dict[str, Any]]:
@@ -58,7 +53,7 @@ def servers(folder: Path) -> list[dict[str, Any]]:
         pool = POOL.search(text)
         stages = breakdown(log) if log is not None and launch else {}
         standby = rec.get("standby") or {}
-        rows.append({"record": path.name, "config": _short(rec.get("params") or {}),
+        rows.append({"record": path.name, "config": label(rec.get("params") or {}, plain="baseline"),
                      "is_baseline": bool(rec.get("is_baseline")), "launch_ms": int(launch.group(1)) if launch else None,
                      "log": name if log is not None else None, "used": standby.get("used"),
                      "why_not": standby.get("why_not"), "launcher_s": stages.get("launcher"),
@@ -85,10 +80,6 @@ def failures(rows: list[dict[str, Any]], reference: list[dict[str, Any]] | None)
     return why
 
 
-def _fmt(v: Any) -> str:
-    return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folder", type=Path)
@@ -101,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     cols = ("record", "config", "used", "launcher_s", "startup_s", "standby_cpu_s", "next_ended", "pool", "tok_s")
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
-        print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+        print("| " + " | ".join(fmt_cell(r[c]) for c in cols) + " |")
     for r in rows:
         if r["used"] is False and r["why_not"]:
             print(f"{r['record']}: standby not used: {r['why_not']}")

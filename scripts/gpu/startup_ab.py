@@ -140,7 +140,8 @@ COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "prefill_capture_s", "pre
            "sglang_scheduler_plus_warmup_s", "startup_s", "ratio", "stop_s", "duration_s", "first_vs_rest", "wall_s")
 
 
-def _fmt(v: Any) -> str:
+def fmt_cell(v: Any) -> str:
+    """A table cell: ``-`` for None, floats to two places."""
     return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
 
 
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = one_run(spaces[lean], params, out=args.out, tag=f"p{k}-{name}-{label}", store=store, env=env)
                 row.update(pair=k, config=name, variant=label, group=f"{label}/{name}")
                 rows.append(row)
-                print(" | ".join(f"{c}={_fmt(row.get(c))}" for c in ("run", "rc", *COLUMNS)), flush=True)
+                print(" | ".join(f"{c}={fmt_cell(row.get(c))}" for c in ("run", "rc", *COLUMNS)), flush=True)
     finally:
         for path in spaces.values():
             path.unlink(missing_ok=True)
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| variant/config | " + " | ".join(COLUMNS) + " |\n|---|" + "---|" * len(COLUMNS))
     for group, cols in med.items():
         print(f"| {group} (n={max((c['n'] for c in cols.values()), default=0)}) | "
-              + " | ".join(_fmt(cols[c]["median"]) if c in cols else "-" for c in COLUMNS) + " |")
+              + " | ".join(fmt_cell(cols[c]["median"]) if c in cols else "-" for c in COLUMNS) + " |")
     counts = {v: sum(1 for r in rows if r["variant"] == v and "error" not in r) for v in ("before", "after")}
     print(f"\nruns: before {counts['before']}, after {counts['after']} (target >= 3 each)")
     (args.out / "startup-ab.json").write_text(json.dumps(
