@@ -15,7 +15,8 @@ shuffle SGLang's loader makes of the file (``--seed``), so both tools send the s
 same order. Printed per concurrency: each tool's median tok/s and range (max - min over the
 median), the ratio of the medians (autotune / bench_serving) and the ratios of the rounds; PASS
 within ``--within`` percent. ``bench_serving`` runs in one long-lived process (its command-line entry
-called once per run), so SGLang's import is paid once.
+called once per run), so SGLang's import is paid once. ``python -m benchmarks.agreement_report`` prints
+the tables again from ``--json``, and pools the rounds of several runs.
 
 Beside the tok/s, each run keeps what tells a client's lag from the server's speed (issue 34): each
 tool's Little's-law mean in flight over its window (``bench_serving``'s own ``concurrency`` figure),
@@ -49,17 +50,13 @@ from autotune.server.group import process_cpu_s
 from autotune.server.process import ServerProcess
 from autotune.space.prompts import Prompt
 from autotune.space.workload import Workload
-from benchmarks._common import fmt, machine_line, median, table, verdict, write_json
+from benchmarks._common import machine_line, write_json
+from benchmarks.agreement_report import level, print_report
 from benchmarks.profile_overhead import _from_space
 
 REPO = Path(__file__).resolve().parents[1]
 SIDE = REPO / "benchmarks" / "_sglang_side.py"
 DEFAULT_SGLANG_PYTHON = REPO / ".venv-sglang-data" / "bin" / "python"
-
-
-def range_pct(values: list[float]) -> float | None:
-    mid = median(values)
-    return None if not mid or len(values) < 2 else 100.0 * (max(values) - min(values)) / mid
 
 
 def sharegpt_file(workload: Workload, path: Path, output_len: int) -> None:
@@ -202,18 +199,6 @@ def pin_clients() -> set[int] | None:
     return {cpus[0]}
 
 
-def _med(runs: list[dict[str, Any]], key: str) -> float | None:
-    return median([r[key] for r in runs if r.get(key) is not None]) if runs else None
-
-
-def _pct(share: float | None) -> float | None:
-    return None if share is None else 100.0 * share
-
-
-def _per_token(runs: list[dict[str, Any]]) -> float | None:
-    return median([1e6 * r["cpu_s"] / r["tokens"] for r in runs if r.get("cpu_s") is not None and r.get("tokens")])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.agreement",
                                      description=__doc__.split("\n\n")[1].strip())
@@ -290,40 +275,14 @@ def main(argv: list[str] | None = None) -> int:
                             autotune_run(server.url, prompts, c) if tool == "autotune" else
                             sglang_run(bench, server.url, data, n, args.output_len,
                                        tokenizer, c, args.seed, work / f"bs-c{c}-r{r}.jsonl"))
-                a = [x["tok_s"] for x in runs["autotune"]]
-                b = [x["tok_s"] for x in runs["bench_serving"]]
-                ma, mb = median(a), median(b)
-                ratio = ma / mb if ma and mb else None
-                out["levels"].append({"concurrency": c, "requests": n, "autotune": runs["autotune"],
-                                      "bench_serving": runs["bench_serving"], "ratio": ratio,
-                                      "round_ratios": [x / y for x, y in zip(a, b, strict=True)],
-                                      "ok": ratio is not None and abs(ratio - 1) * 100 <= args.within})
+                out["levels"].append(level(concurrency=c, requests=n, autotune=runs["autotune"],
+                                           bench_serving=runs["bench_serving"], within=args.within))
     except (AutotuneError, OSError, subprocess.SubprocessError, httpx.HTTPError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         bench.close()
-    print(table(["concurrency", "autotune tok/s", "range", "bench_serving tok/s", "range", "ratio",
-                 "round ratios", f"within {args.within:g}%"],
-                [[f"{lv['concurrency']} ({lv['requests']} req)",
-                  fmt(median([x["tok_s"] for x in lv["autotune"]]), ",.1f"),
-                  fmt(range_pct([x["tok_s"] for x in lv["autotune"]]), ".1f") + "%",
-                  fmt(median([x["tok_s"] for x in lv["bench_serving"]]), ",.1f"),
-                  fmt(range_pct([x["tok_s"] for x in lv["bench_serving"]]), ".1f") + "%",
-                  fmt(lv["ratio"], ".4f"), " ".join(f"{x:.3f}" for x in lv["round_ratios"]), verdict(lv["ok"])]
-                 for lv in out["levels"]]))
-    print("\nOccupancy (medians of the rounds): mean in flight is Little's law over each tool's window; "
-          "a gap is a freed slot's wait for the next send; CPU is each client's process per output token")
-    print(table(["concurrency", "in flight: autotune", "bench_serving", "gap p50 ms", "gap p90 ms",
-                 "idle slots", "loop lag p99 ms", "CPU us/tok: autotune", "bench_serving"],
-                [[str(lv["concurrency"]), fmt(_med(lv["autotune"], "mean_in_flight"), ".2f"),
-                  fmt(_med(lv["bench_serving"], "mean_in_flight"), ".2f"),
-                  fmt(_ms(_med(lv["autotune"], "gap_p50_s")), ".2f"),
-                  fmt(_ms(_med(lv["autotune"], "gap_p90_s")), ".2f"),
-                  fmt(_pct(_med(lv["autotune"], "idle_slot_share")), ".2f") + "%",
-                  fmt(_med(lv["autotune"], "loop_lag_ms_p99"), ".2f"),
-                  fmt(_per_token(lv["autotune"]), ".1f"), fmt(_per_token(lv["bench_serving"]), ".1f")]
-                 for lv in out["levels"]]))
+    print_report(out["levels"], within=args.within)
     out["elapsed_s"] = time.monotonic() - t0
     print(f"\n{sum(lv['ok'] for lv in out['levels'])}/{len(out['levels'])} concurrencies agree within "
           f"{args.within:g}%; {out['elapsed_s']:.0f} s")
