@@ -92,6 +92,8 @@ class Backend:
         late_env: Patterns of the environment variables that only the server's child processes
             (or its main block, not its imports) read, so a standby started with other values may
             still run the server, given the new ones.
+        standby_by_default: ``measure.standby`` when a space does not set it: on where the
+            launcher's imports are long next to what a standby costs (docs/startup.md).
     """
 
     name: str
@@ -102,6 +104,7 @@ class Backend:
     load_emulator: Callable[[], Emulator] | None = None
     preimport: tuple[str, ...] = ()
     late_env: tuple[str, ...] = ()
+    standby_by_default: bool = False
 
     def __post_init__(self) -> None:
         if self.emulated != (self.load_emulator is not None):
@@ -135,8 +138,14 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       shares_cores=False,
                       preimport=("sglang.srt.server_args", "sglang.srt.utils", "sglang.srt.utils.common",
                                  "sglang.srt.plugins"),
-                      late_env=("NCCL_*", "TORCH_NCCL_*", "SGLANG_SIMULATE_ACC_LEN")),
-    # The emulator reads its own variables in its main block (autotune.sim.server.main).
+                      late_env=("NCCL_*", "TORCH_NCCL_*", "SGLANG_SIMULATE_ACC_LEN"),
+                      # Measured on an H200 search (4 of 4 later servers launched by their standby) and
+                      # an H100 A/B (docs/measurements/README.md, 2026-12-05): the launcher stage 3-5 s
+                      # instead of 16-23 s, with the same tok/s and KV pool, and 0 CPU s, 0 MiB waiting.
+                      standby_by_default=True),
+    # The emulator reads its own variables in its main block (autotune.sim.server.main). Its launcher
+    # imports take about a second, so by default no standby: one would compete with the servers for
+    # this machine's cores and seldom be ready in time.
     "sim": Backend("sim", "autotune.sim.server", emulated=True, needs_gpus=False, shares_cores=True,
                    load_emulator=_sim,
                    preimport=("uvicorn", "autotune.sglang.args", "autotune.sim.app", "autotune.sim.engine",

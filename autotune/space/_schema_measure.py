@@ -45,8 +45,8 @@ class Measure:
     warmup_max_rounds: int = 6
     lean_start: bool = True
     # A standby launcher per trial process (autotune.server.standby): the next server's imports
-    # done while the current one starts. Off until measured on a GPU host (docs/startup.md).
-    standby: bool = False
+    # done while the current one starts. None: the backend's default (Backend.standby_by_default).
+    standby: bool | None = None
     sequential: Sequential | None = Sequential()
     # SGLang's prefix cache before each measured repeat: flushed (true), kept (false), or None for
     # the default, flushed exactly when warmup_until_stable_pct is set.
@@ -112,7 +112,8 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                          line_of(value, "warmup_max_rounds"), minimum=2),
         lean_start=reader.boolean(value.get("lean_start", True), "measure.lean_start",
                                   line_of(value, "lean_start")),
-        standby=reader.boolean(value.get("standby", False), "measure.standby", line_of(value, "standby")),
+        standby=(reader.boolean(value["standby"], "measure.standby", line_of(value, "standby"))
+                 if value.get("standby") is not None else None),
         window=reader.string(value.get("window", "steady"), "measure.window", line_of(value, "window"),
                              choices=("steady", "whole")),
         flush_cache=(reader.boolean(value["flush_cache"], "measure.flush_cache", line_of(value, "flush_cache"))

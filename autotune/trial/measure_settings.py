@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autotune.backend import get_backend
 from autotune.trial.sequential import SequentialRule
 from autotune.trial.window import STEADY, WINDOWS
 
@@ -104,7 +105,8 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("flush_cache", getattr(m, "flush_cache", None))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
-    overrides.setdefault("standby", bool(getattr(m, "standby", False)))
+    standby = getattr(m, "standby", None)
+    overrides.setdefault("standby", get_backend(space.backend).standby_by_default if standby is None else standby)
     overrides.setdefault("window", getattr(m, "window", STEADY))
     seq = getattr(m, "sequential", None)
     if seq is not None:

@@ -16,9 +16,10 @@ figures are seen, and the search runs with a standby only where it passes. A sta
   runs' median (an idle standby beside a server does not slow it);
 - the ``standby`` runs' median start-up is below the ``off`` runs' (else it buys nothing).
 
-Exit 0 and "PASS" when it passes (with ``--write``, the space with ``measure.standby: true`` is
-written beside SPACE as ``.NAME-standby.yaml`` and its path printed last), 1 and every reason when
-it does not.
+Exit 0 and "PASS" when it passes, 1 and every reason when it does not. With ``--write`` the space
+the search should run is written beside SPACE and its path printed last: ``.NAME-standby.yaml``
+(``measure.standby: true``) on a pass, ``.NAME-no-standby.yaml`` (``false``) on a fail, so that a
+failed verdict also overrides the backend's default (on for SGLang since 2026-12-05).
 """
 
 from __future__ import annotations
@@ -79,11 +80,12 @@ def failures(ab: dict[str, Any]) -> list[str]:
     return why
 
 
-def write_space(space: Path) -> Path:
-    """``space`` with ``measure.standby: true``, written beside it (its relative paths stay right)."""
+def write_space(space: Path, *, standby: bool) -> Path:
+    """``space`` with ``measure.standby`` set to ``standby``, written beside it (its relative paths
+    stay right)."""
     data = yaml.safe_load(space.read_text())
-    data["measure"] = {**(data.get("measure") or {}), "standby": True}
-    out = space.parent / f".{space.stem}-standby.yaml"
+    data["measure"] = {**(data.get("measure") or {}), "standby": standby}
+    out = space.parent / f".{space.stem}-{'standby' if standby else 'no-standby'}.yaml"
     out.write_text(yaml.safe_dump(data, sort_keys=False))
     return out
 
@@ -92,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("ab_json", type=Path)
     ap.add_argument("--space", type=Path)
-    ap.add_argument("--write", action="store_true", help="on PASS, write the space with measure.standby on")
+    ap.add_argument("--write", action="store_true",
+                    help="write the space with measure.standby on (PASS) or off (FAIL); its path printed last")
     args = ap.parse_args(argv)
     if args.write and args.space is None:
         ap.error("--write needs --space")
@@ -100,16 +103,20 @@ def main(argv: list[str] | None = None) -> int:
         ab = json.loads(args.ab_json.read_text())
     except (OSError, ValueError) as exc:
         print(f"FAIL: no A/B to judge ({args.ab_json}: {exc})")
+        if args.write:
+            print(write_space(args.space, standby=False))
         return 1
     why = failures(ab)
     if why:
         print("FAIL: the search runs without a standby")
         for line in why:
             print(f"  - {line}")
+        if args.write:
+            print(write_space(args.space, standby=False))
         return 1
     print("PASS: every check of the standby held (scripts/gpu/standby_verdict.py)")
     if args.write:
-        print(write_space(args.space))
+        print(write_space(args.space, standby=True))
     return 0
 
 

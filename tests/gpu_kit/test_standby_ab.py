@@ -65,15 +65,20 @@ def _standby_used(res):
     return [bool((r.get("standby") or {}).get("used")) for r in records]
 
 
-def test_cost_plan_searches_as_shipped_when_the_ab_fails(tmp_path):
+def test_cost_plan_searches_without_a_standby_when_the_ab_fails(tmp_path):
     """One device call answers the A/B and the search, the verdict deciding between them. The A/B
     itself is rehearsed above; here it gets no cycle (on the emulator its verdict is noise: the
     standby's start-up saving is a fixed sleep on a loaded 2-core box), so the verdict fails for want
-    of runs, deterministically, and the search runs on the shipped space with no standby."""
+    of runs, deterministically, and the search runs on the space's copy with measure.standby off
+    (on a GPU the shipped space's backend, SGLang, has it on by default)."""
+    import yaml
+
     proc, res, space_path, standby_space = _cost_plan(tmp_path, ab_s="200", cycles="0")
     verdict = (res / "standby-ab" / "verdict.txt").read_text()
     assert verdict.startswith("FAIL") and "no off run" in verdict, verdict
-    assert f"== the search's space: {space_path}" in proc.stdout
+    off_space = tmp_path / f".{space_path.stem}-no-standby.yaml"
+    assert f"== the search's space: {off_space}" in proc.stdout
+    assert yaml.safe_load(off_space.read_text())["measure"]["standby"] is False
     assert not standby_space.exists()
     assert not any(_standby_used(res))
 

@@ -82,6 +82,10 @@ def test_each_broken_check_fails_the_verdict_and_says_which(tmp_path: Path, chan
     assert proc.returncode == 1, proc.stdout
     assert proc.stdout.startswith("FAIL") and said in proc.stdout, proc.stdout
     assert not (tmp_path / ".s-standby.yaml").exists()
+    # The search's space says "off" itself: SGLang's default is on.
+    written = Path(proc.stdout.strip().splitlines()[-1])
+    assert written == tmp_path / ".s-no-standby.yaml"
+    assert yaml.safe_load(written.read_text())["measure"] == {"standby": False}
 
 
 def test_the_emulator_is_not_asked_for_gpu_memory(tmp_path: Path) -> None:
