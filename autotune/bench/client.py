@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from autotune.bench._net import slot_transport
 from autotune.bench._sse import ChatAccumulator, GenerateAccumulator, SSEDecoder, StreamAccumulator
 from autotune.bench.records import BenchResult, RequestRecord
 
@@ -180,7 +181,8 @@ class SlotClients:
     32 connections, 15,500 at 64, run on the event loop between chunks, so finished requests were
     noticed and replaced late. At c64 on the emulator it read 0.65-0.96x ``sglang.bench_serving``'s
     tok/s, 0.975-0.992x with a connection per slot (issue 34, docs/benchmarks.md). A pool of one
-    connection costs a constant per request.
+    connection costs a constant per request. Each connection reads through
+    :class:`autotune.bench._net.AsyncioBackend` (a third less CPU per token than anyio's).
 
     With an injected ``transport`` (tests), every slot shares one client over it.
     """
@@ -199,8 +201,7 @@ class SlotClients:
     def _new(self) -> httpx.AsyncClient:
         if self._ssl is None:  # ~30 ms to build; every client shares the one
             self._ssl = httpx.create_ssl_context()
-        client = httpx.AsyncClient(timeout=self._timeout, verify=self._ssl,
-                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        client = httpx.AsyncClient(timeout=self._timeout, transport=slot_transport(ssl_context=self._ssl))
         self._made.append(client)
         return client
 
