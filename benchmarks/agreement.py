@@ -51,7 +51,7 @@ from autotune.server.process import ServerProcess
 from autotune.space.prompts import Prompt
 from autotune.space.workload import Workload
 from benchmarks._common import machine_line, write_json
-from benchmarks.agreement_report import level, print_report
+from benchmarks.agreement_report import level, print_report, to_ms
 from benchmarks.profile_overhead import _from_space
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,11 +117,7 @@ def autotune_run(url: str, prompts: list[Prompt], concurrency: int) -> dict[str,
             "gap_max_s": occ.gap_max_s, "idle_slot_share": occ.idle_slot_share,
             "ttft_ms_p50": res.ttft_ms.get(50), "e2e_ms_p50": res.e2e_ms.get(50),
             "cpu_s": cpu, "chunks": chunks, "cpu_us_per_chunk": 1e6 * cpu / chunks if chunks else None,
-            "loop_lag_ms_p50": _ms(percentile(lags, 50)), "loop_lag_ms_p99": _ms(percentile(lags, 99))}
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else 1000.0 * seconds
+            "loop_lag_ms_p50": to_ms(percentile(lags, 50)), "loop_lag_ms_p99": to_ms(percentile(lags, 99))}
 
 
 class BenchServing:

@@ -15,15 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autotune.trial.result import spread_pct
 from benchmarks._common import fmt, median, table, verdict
 
-__all__ = ["level", "pool", "print_report", "range_pct"]
+__all__ = ["level", "pool", "print_report", "to_ms"]
 
 
-def range_pct(values: list[float]) -> float | None:
-    """Max - min over the median, in percent; None for fewer than two values."""
-    mid = median(values)
-    return None if not mid or len(values) < 2 else 100.0 * (max(values) - min(values)) / mid
+def _range_pct(values: list[float]) -> float | None:
+    return spread_pct(values)[1]  # a trial's repeat range, the same rule
 
 
 def level(*, concurrency: int, requests: int, autotune: list[dict[str, Any]], bench_serving: list[dict[str, Any]],
@@ -64,11 +63,11 @@ def pool(runs: list[dict[str, Any]], *, within: float) -> list[dict[str, Any]]:
 
 
 def _med(runs: list[dict[str, Any]], key: str) -> float | None:
-    vals = [r[key] for r in runs if r.get(key) is not None]
-    return median(vals) if vals else None
+    return median([r[key] for r in runs if r.get(key) is not None])
 
 
-def _ms(seconds: float | None) -> float | None:
+def to_ms(seconds: float | None) -> float | None:
+    """Seconds in milliseconds; None stays None."""
     return None if seconds is None else 1000.0 * seconds
 
 
@@ -77,8 +76,7 @@ def _pct(share: float | None) -> float | None:
 
 
 def _per_token(runs: list[dict[str, Any]]) -> float | None:
-    vals = [1e6 * r["cpu_s"] / r["tokens"] for r in runs if r.get("cpu_s") is not None and r.get("tokens")]
-    return median(vals) if vals else None
+    return median([1e6 * r["cpu_s"] / r["tokens"] for r in runs if r.get("cpu_s") is not None and r.get("tokens")])
 
 
 def print_report(levels: list[dict[str, Any]], *, within: float) -> None:
@@ -87,9 +85,9 @@ def print_report(levels: list[dict[str, Any]], *, within: float) -> None:
                  "round ratios", f"within {within:g}%"],
                 [[f"{lv['concurrency']} ({lv['requests']} req)",
                   fmt(median([x["tok_s"] for x in lv["autotune"]]), ",.1f"),
-                  fmt(range_pct([x["tok_s"] for x in lv["autotune"]]), ".1f") + "%",
+                  fmt(_range_pct([x["tok_s"] for x in lv["autotune"]]), ".1f") + "%",
                   fmt(median([x["tok_s"] for x in lv["bench_serving"]]), ",.1f"),
-                  fmt(range_pct([x["tok_s"] for x in lv["bench_serving"]]), ".1f") + "%",
+                  fmt(_range_pct([x["tok_s"] for x in lv["bench_serving"]]), ".1f") + "%",
                   fmt(lv["ratio"], ".4f"), " ".join(f"{x:.3f}" for x in lv["round_ratios"]), verdict(lv["ok"])]
                  for lv in levels]))
     print("\nOccupancy (medians of the rounds): mean in flight is Little's law over each tool's window; "
@@ -98,8 +96,8 @@ def print_report(levels: list[dict[str, Any]], *, within: float) -> None:
                  "idle slots", "loop lag p99 ms", "CPU us/tok: autotune", "bench_serving"],
                 [[str(lv["concurrency"]), fmt(_med(lv["autotune"], "mean_in_flight"), ".2f"),
                   fmt(_med(lv["bench_serving"], "mean_in_flight"), ".2f"),
-                  fmt(_ms(_med(lv["autotune"], "gap_p50_s")), ".2f"),
-                  fmt(_ms(_med(lv["autotune"], "gap_p90_s")), ".2f"),
+                  fmt(to_ms(_med(lv["autotune"], "gap_p50_s")), ".2f"),
+                  fmt(to_ms(_med(lv["autotune"], "gap_p90_s")), ".2f"),
                   fmt(_pct(_med(lv["autotune"], "idle_slot_share")), ".2f") + "%",
                   fmt(_med(lv["autotune"], "loop_lag_ms_p99"), ".2f"),
                   fmt(_per_token(lv["autotune"]), ".1f"), fmt(_per_token(lv["bench_serving"]), ".1f")]

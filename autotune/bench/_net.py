@@ -15,7 +15,6 @@ autotune (health probes, ``/metrics``) keeps httpx's default.
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import Iterable
 from typing import Any, cast
@@ -179,12 +178,10 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out after {timeout} s") from None
         except OSError as exc:
             raise httpcore.ConnectError(f"{type(exc).__name__}: {exc}") from None
-        sock = transport.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")  # asyncio's TCP transport has set TCP_NODELAY
         if sock is not None:
             for option in socket_options or ():
                 sock.setsockopt(*option)
-            if sock.family in (socket.AF_INET, socket.AF_INET6):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return _Stream(transport, protocol)
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
