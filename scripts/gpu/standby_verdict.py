@@ -1,6 +1,11 @@
 """Whether ``measure.standby`` may be used for the search that follows, from scripts/gpu/standby_ab.py's JSON.
 
-    python3 scripts/gpu/standby_verdict.py AB_JSON [--space SPACE --write]
+    python3 scripts/gpu/standby_verdict.py AB [AB ...] [--space SPACE --write]
+
+AB is an A/B's ``standby-ab.json`` or, where the JSON was lost, its printed ``standby-ab.log`` (the
+``cycle=... | kind=...`` rows carry every field the rule reads). Several A/Bs are judged as one: their
+runs pooled, each kind's median over all of them (one A/B of 1-2 servers a kind cannot resolve the
+tok/s bound below; see TOK_S_PCT).
 
 The plan that measures the cost per answer (scripts/gpu/plan_cost.sh with ``AUTOTUNE_STANDBY_AB_S``)
 runs the A/B first on the same GPU and asks this script; so the rule is written down before the
@@ -38,6 +43,51 @@ CPU_S = 0.1
 #: How far the runs measured with a standby beside them may read from the runs without one: the
 #: 4 x 768-token window's repeats ranged 1.8% on the H200, a 2 x 256 one more, so 1.5% on medians.
 TOK_S_PCT = 1.5
+
+
+def _cell(text: str) -> Any:
+    if text == "-":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def rows_from_log(text: str) -> list[dict[str, Any]]:
+    """The runs standby_ab.py printed, one ``cycle=0 | kind=fresh | ok=True | ...`` line each."""
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("cycle=") or " | kind=" not in line:
+            continue
+        row = {k: _cell(v) for k, _, v in (cell.strip().partition("=") for cell in line.split(" | "))}
+        row["cycle"] = int(row["cycle"])
+        rows.append(row)
+    return rows
+
+
+def load(path: Path) -> dict[str, Any]:
+    """One A/B from its JSON or its printed log (``ValueError`` if it holds no run)."""
+    text = path.read_text()
+    if path.suffix == ".json":
+        ab: dict[str, Any] = json.loads(text)
+        return ab
+    rows = rows_from_log(text)
+    if not rows:
+        raise ValueError("no 'cycle=N | kind=...' row in it: not standby_ab.py's printed output")
+    # The log's set-up lines name nvidia-smi's GPU only on a real GPU (the emulator's dry run has none).
+    return {"backend": "sglang" if "NVIDIA" in text else "sim", "rows": rows}
+
+
+def pooled(abs_: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """Several A/Bs as one: every run kept, its cycle named by its file; a GPU if any ran on one."""
+    if len(abs_) == 1:
+        return abs_[0]
+    rows = [{**r, "cycle": f"{name}:{r.get('cycle')}"}
+            for ab, name in zip(abs_, names, strict=True) for r in ab.get("rows") or []]
+    return {"backend": "sim" if all(ab.get("backend") == "sim" for ab in abs_) else "sglang", "rows": rows}
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -80,6 +130,24 @@ def failures(ab: dict[str, Any]) -> list[str]:
     return why
 
 
+def describe(ab: dict[str, Any]) -> list[str]:
+    """Each kind's runs, tok/s median and range, start-up median: what the rule's medians stand on
+    (a bound narrower than one kind's own range is below the A/B's resolving power)."""
+    lines = []
+    for kind in ("off", "fresh", "standby"):
+        mine = [r for r in ab.get("rows") or [] if r.get("kind") == kind and r.get("ok")]
+        tok = [float(r["tok_s"]) for r in mine if r.get("tok_s") is not None]
+        start = _median(mine, "startup_s")
+        if not tok:
+            lines.append(f"{kind}: {len(mine)} runs, no tok/s")
+            continue
+        spread = 100.0 * (max(tok) - min(tok)) / statistics.median(tok)
+        lines.append(f"{kind}: {len(mine)} runs, tok/s median {statistics.median(tok):.1f} "
+                     f"(range {min(tok):.1f}-{max(tok):.1f}, {spread:.1f}%), start-up median "
+                     + (f"{start:.1f} s" if start is not None else "-"))
+    return lines
+
+
 def write_space(space: Path, *, standby: bool) -> Path:
     """``space`` with ``measure.standby`` set to ``standby``, written beside it (its relative paths
     stay right)."""
@@ -92,29 +160,36 @@ def write_space(space: Path, *, standby: bool) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("ab_json", type=Path)
+    ap.add_argument("ab", type=Path, nargs="+", help="standby-ab.json, or its printed standby-ab.log")
     ap.add_argument("--space", type=Path)
     ap.add_argument("--write", action="store_true",
                     help="write the space with measure.standby on (PASS) or off (FAIL); its path printed last")
     args = ap.parse_args(argv)
     if args.write and args.space is None:
         ap.error("--write needs --space")
-    try:
-        ab = json.loads(args.ab_json.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"FAIL: no A/B to judge ({args.ab_json}: {exc})")
-        if args.write:
-            print(write_space(args.space, standby=False))
-        return 1
+    abs_ = []
+    for path in args.ab:
+        try:
+            abs_.append(load(path))
+        except (OSError, ValueError) as exc:
+            print(f"FAIL: no A/B to judge ({path}: {exc})")
+            if args.write:
+                print(write_space(args.space, standby=False))
+            return 1
+    ab = pooled(abs_, [str(p) for p in args.ab])
     why = failures(ab)
     if why:
         print("FAIL: the search runs without a standby")
         for line in why:
             print(f"  - {line}")
+        for line in describe(ab):
+            print(f"  {line}")
         if args.write:
             print(write_space(args.space, standby=False))
         return 1
     print("PASS: every check of the standby held (scripts/gpu/standby_verdict.py)")
+    for line in describe(ab):
+        print(f"  {line}")
     if args.write:
         print(write_space(args.space, standby=True))
     return 0

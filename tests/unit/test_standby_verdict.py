@@ -99,3 +99,60 @@ def test_a_missing_ab_fails_with_its_reason(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "none.json")], capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 1 and proc.stdout.startswith("FAIL: no A/B to judge"), proc.stdout
+
+
+def _printed(ab: dict[str, Any]) -> str:
+    """``ab``'s runs as scripts/gpu/standby_ab.py prints them, with its own formatter and columns."""
+    sys.path.insert(0, str(REPO / "scripts" / "gpu"))
+    try:
+        from standby_ab import COLUMNS, fmt_cell
+    finally:
+        sys.path.remove(str(REPO / "scripts" / "gpu"))
+    lines = ["NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04", "sglang 0.5.17"]
+    lines += [" | ".join(f"{c}={fmt_cell(r.get(c))}" for c in ("cycle", "kind", "ok", "used", *COLUMNS))
+              for r in ab["rows"]]
+    return "\n".join(lines + ["cycle 2 off: not started, 51 s left", "| kind | n |"]) + "\n"
+
+
+def test_the_printed_log_judges_as_its_json_does(tmp_path: Path) -> None:
+    ab = _passing()
+    (tmp_path / "standby-ab.log").write_text(_printed(ab))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "standby-ab.log")], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("PASS"), proc.stdout + proc.stderr
+    assert "standby: 2 runs, tok/s median 300.5" in proc.stdout and "start-up median 27.0 s" in proc.stdout
+    # A run the log shows failing the rule fails it from the log too (its GPU line says a GPU: MiB asked).
+    (tmp_path / "bad.log").write_text(_printed(_change(ab, "standby", standby_gpu_mib=None)))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "bad.log")], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "held None MiB" in proc.stdout, proc.stdout
+
+
+def test_a_file_that_is_not_an_ab_log_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "notes.log").write_text("cycle 1 fresh: not started\n")
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "notes.log")], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stdout
+    assert "notes.log" in proc.stdout and "not standby_ab.py's printed output" in proc.stdout
+
+
+def test_several_abs_are_judged_on_their_pooled_runs(tmp_path: Path) -> None:
+    # Each A/B alone has one off run 2% from its standby runs, in opposite directions: each fails
+    # the 1.5% bound, and pooled the medians agree.
+    slow = _change(_change(_passing(), "off", tok_s=294.0), "off", tok_s=294.0)
+    fast = _change(_passing(), "off", tok_s=306.5)
+    for ab in (slow, fast):
+        assert _verdict(tmp_path, ab).returncode == 1
+    paths = []
+    for i, ab in enumerate((slow, fast)):
+        paths.append(tmp_path / f"ab{i}.json")
+        paths[-1].write_text(json.dumps(ab))
+    proc = subprocess.run([sys.executable, str(SCRIPT), *map(str, paths)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("PASS"), proc.stdout
+    assert "off: 4 runs, tok/s median 300.2" in proc.stdout
+    # A broken check in one of them still fails the pool, and names the file and cycle.
+    paths[1].write_text(json.dumps(_change(fast, "standby", used=False)))
+    proc = subprocess.run([sys.executable, str(SCRIPT), *map(str, paths)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 1 and f"cycle {paths[1]}:0: the standby did not launch" in proc.stdout, proc.stdout
