@@ -63,6 +63,25 @@ def test_a_window_above_the_cap_is_capped_and_one_below_it_is_not() -> None:
     assert not under.capped and under.server_tail_share == 0.0
 
 
+def test_the_note_s_tail_is_the_client_s_time_below_what_the_server_could_run() -> None:
+    # Behind a cap of 48 the client keeps 64 in flight until the last requests drain: below the
+    # ask only while fewer than 64 remain, below the cap only once fewer than 48 do.
+    spans = [(0.0, 8.0)] * 16 + [(0.0, 9.0)] * 40 + [(0.0, 10.0)] * 8
+    samples = [LoadSample(t=i, running=48 if i < 8 else 30, queued=16 if i < 8 else 0) for i in range(10)]
+    # The gauge also reads below 48 at two instants of the full stretch (an admission gap).
+    samples[2] = LoadSample(t=2, running=45, queued=16)
+    samples[5] = LoadSample(t=5, running=46, queued=16)
+    window = load_window(samples, spans, asked=64, cap=48)
+    # 64 in flight until 8 s, 48 until 9, then 8: below the cap for the last second only.
+    assert window.client_tail_share == pytest.approx(0.1)
+    assert window.server_tail_share == pytest.approx(0.4)  # 2 samples of the drain, 2 of the gaps
+    load = trial_load([window])
+    assert load is not None and load["note"].endswith("; 10% of the window was tail")
+    # Without a cap the threshold is the ask; an open loop (no ask) has no client tail.
+    assert load_window([], spans, asked=64, cap=None).client_tail_share == pytest.approx(0.2)
+    assert load_window([], spans, asked=None, cap=48).client_tail_share is None
+
+
 def test_samples_outside_the_requests_are_not_the_windows() -> None:
     # The sampler starts before the first request is sent: that idle 0 is not what the server ran.
     samples = [LoadSample(t=-0.05, running=0, queued=0), LoadSample(t=0.5, running=48, queued=16),
@@ -82,12 +101,14 @@ def test_a_queue_seen_now_and_then_is_not_a_cap_but_a_standing_one_is() -> None:
 
 
 def test_trial_load_counts_capped_windows_and_writes_the_line() -> None:
+    # 64 in flight for 6 s (48 running, 16 queued), then 16 alone for 4 s: the tail is 40%.
+    spans = [(0.0, 6.0)] * 48 + [(0.0, 10.0)] * 16
     windows = [load_window([LoadSample(t=i, running=48 if i < 6 else 16, queued=16 if i < 6 else 0)
-                            for i in range(10)], [(0.0, 10.0)], asked=64, cap=48) for _ in range(3)]
+                            for i in range(10)], spans, asked=64, cap=48) for _ in range(3)]
     load = trial_load(windows)
     assert load is not None
     assert (load["ran"], load["queued"], load["cap"], load["capped_windows"]) == (48, 16, 48, 3)
-    assert load["tail_pct"] == pytest.approx(40.0)
+    assert load["tail_pct"] == pytest.approx(40.0) and load["client_tail_pct"] == pytest.approx(40.0)
     assert load["note"] == "ran 48 of 64; 16 queued; server cap 48; 40% of the window was tail"
     uncapped = trial_load([load_window([LoadSample(t=0, running=8, queued=0)], [], asked=8, cap=48)])
     assert uncapped is not None and not uncapped["capped"] and uncapped["note"] is None
