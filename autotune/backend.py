@@ -94,6 +94,10 @@ class Backend:
             still run the server, given the new ones.
         standby_by_default: ``measure.standby`` when a space does not set it: on where the
             launcher's imports are long next to what a standby costs (docs/startup.md).
+        prefork: What the server's child processes import first (SGLang's scheduler and
+            detokenizer), imported ahead by the standby's fork server with ``measure.prefork``
+            (``autotune/server/_prefork/autotune_prefork.py``); empty where the server starts none.
+        prefork_by_default: ``measure.prefork`` when a space does not set it (and has a standby).
     """
 
     name: str
@@ -105,6 +109,8 @@ class Backend:
     preimport: tuple[str, ...] = ()
     late_env: tuple[str, ...] = ()
     standby_by_default: bool = False
+    prefork: tuple[str, ...] = ()
+    prefork_by_default: bool = False
 
     def __post_init__(self) -> None:
         if self.emulated != (self.load_emulator is not None):
@@ -142,7 +148,10 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       # Measured on an H200 search (4 of 4 later servers launched by their standby) and
                       # an H100 A/B (docs/measurements/README.md, 2026-12-05): the launcher stage 3-5 s
                       # instead of 16-23 s, with the same tok/s and KV pool, and 0 CPU s, 0 MiB waiting.
-                      standby_by_default=True),
+                      standby_by_default=True,
+                      # What run_scheduler_process and run_detokenizer_process import in their spawned
+                      # interpreters (sglang.srt.entrypoints.engine starts both with mp.Process).
+                      prefork=("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")),
     # The emulator reads its own variables in its main block (autotune.sim.server.main). Its launcher
     # imports take about a second, so by default no standby: one would compete with the servers for
     # this machine's cores and seldom be ready in time.

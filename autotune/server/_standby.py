@@ -11,6 +11,11 @@ and stderr go to the log, stdin to /dev/null, and it runs ``MODULE`` as ``__main
 process group the caller already watches). End of file on stdin, before a line comes, means it is
 not wanted: it exits 0.
 
+With ``--prefork MODULE ...`` after the imports, it also starts multiprocessing's fork server,
+which imports those modules (what the server's child processes import) meanwhile, and says
+``ready`` only when both are done; the server then forks its children from it where that is the
+same as a spawn (``autotune/server/_prefork/autotune_prefork.py``).
+
 Standard library only and no package-relative imports: it runs from its file path, and nothing of
 autotune is loaded into the server it becomes.
 """
@@ -22,7 +27,13 @@ import json
 import os
 import runpy
 import sys
+import tempfile
 import time
+from types import ModuleType
+
+#: How long the fork server's imports may take before it is given up (the standby's own have no cap:
+#: the caller discards a standby still importing when it is needed).
+_PREFORK_TIMEOUT_S = 600.0
 
 
 def _origin(module: object) -> str | None:
@@ -30,19 +41,51 @@ def _origin(module: object) -> str | None:
     return os.path.realpath(where) if where else None
 
 
+def _boot() -> ModuleType:
+    """The fork server's module, imported by the name its pickled functions carry."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_prefork")
+    sys.path.append(folder)
+    try:
+        return importlib.import_module("autotune_prefork")
+    finally:
+        sys.path.remove(folder)
+
+
 def main(argv: list[str]) -> int:
     module, preimport = argv[0], argv[1:]
+    prefork: list[str] = []
+    if "--prefork" in preimport:
+        at = preimport.index("--prefork")
+        preimport, prefork = preimport[:at], preimport[at + 1:]
     # `python FILE` put this file's folder first on sys.path, `python -m MODULE` puts the working
     # directory there. The imports run with neither; the caller checks that the server's working
     # directory would not give any top-level module imported ("roots") from another file, so
     # that a fresh launch would have imported the same files.
     sys.path.pop(0)
     t0 = time.monotonic()
+    boot, status_path = (_boot(), os.path.join(tempfile.gettempdir(), f"autotune-prefork-{os.getpid()}.json")
+                         ) if prefork else (None, "")
+    if boot is not None:  # its imports run beside this process's own
+        boot.start(prefork, status_path)
     for name in preimport:
         importlib.import_module(name)
+    import_s = round(time.monotonic() - t0, 3)
     # Where each top-level module came from (None for built-in ones).
     roots = {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name}
-    sys.stdout.write(json.dumps({"ready": True, "import_s": round(time.monotonic() - t0, 3), "roots": roots}) + "\n")
+    said: dict[str, object] = {"ready": True, "import_s": import_s}
+    status: dict[str, object] = {}
+    if boot is not None:
+        status = boot.wait(status_path, timeout_s=_PREFORK_TIMEOUT_S)
+        if os.path.exists(status_path):
+            os.unlink(status_path)
+        roots = {**(status.get("roots") or {}), **roots}  # type: ignore[dict-item]
+        read = status.get("read")
+        said["prefork"] = {"ok": bool(status.get("ok")), "why_not": status.get("why_not"), "pid": status.get("pid"),
+                           "import_s": status.get("import_s"), "ready_s": round(time.monotonic() - t0, 3),
+                           "read": len(read) if isinstance(read, list) else None,
+                           "copied_by": status.get("copied_by")}
+    said["roots"] = roots
+    sys.stdout.write(json.dumps(said) + "\n")
     sys.stdout.flush()
     line = sys.stdin.readline()
     if not line:
@@ -64,6 +107,8 @@ def main(argv: list[str]) -> int:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    if boot is not None:  # where the fork server is not there, each child says so in the log
+        boot.install(status)
     sys.argv = [module, *order["args"]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0

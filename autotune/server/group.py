@@ -235,3 +235,21 @@ def process_cpu_s(pid: int) -> float | None:
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def session_cpu_s(sid: int) -> float | None:
+    """CPU seconds the processes of session ``sid`` (a standby and the fork server it started) have
+    used so far, by ``/proc``; None where the session's leader cannot be read."""
+    total = process_cpu_s(sid)
+    if total is None:
+        return None
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        if stat.parent.name == str(sid):
+            continue
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if fields[3] == str(sid):
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total

@@ -37,9 +37,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.server.group import process_cpu_s, release_watchdog, start_watchdog, stop_group
+from autotune.server._prefork.autotune_prefork import TAG as PREFORK_TAG
+from autotune.server.group import release_watchdog, session_cpu_s, start_watchdog, stop_group
 
-__all__ = ["Standby", "env_differences"]
+__all__ = ["Standby", "env_differences", "prefork_children"]
 
 _STANDBY_FILE = Path(__file__).resolve().with_name("_standby.py")
 
@@ -48,6 +49,21 @@ def env_differences(have: Mapping[str, str], want: Mapping[str, str]) -> dict[st
     """The variables ``want`` sets differently from ``have`` (None: ``want`` does not set it)."""
     names = set(have) | set(want)
     return {k: want.get(k) for k in sorted(names) if have.get(k) != want.get(k)}
+
+
+def prefork_children(log_path: Path) -> dict[str, Any] | None:
+    """How a server's child processes were started, from the lines ``measure.prefork`` writes to
+    its log: ``forked`` and ``spawned`` counts and each spawn's reason; None where it wrote none."""
+    try:
+        lines = [ln.split(PREFORK_TAG, 1)[1].strip() for ln in log_path.read_text(errors="replace").splitlines()
+                 if PREFORK_TAG in ln]
+    except OSError:
+        return None
+    if not lines:
+        return None
+    spawned = [ln.split(": ", 1)[-1] for ln in lines if " spawned afresh: " in ln]
+    return {"forked": sum(" forked from the pre-imported fork server" in ln for ln in lines),
+            "spawned": len(spawned), "why_spawned": spawned}
 
 
 class Standby:
@@ -62,13 +78,17 @@ class Standby:
         late_env: Patterns (``fnmatch``) of the variables that may differ at the hand-over.
         log_path: Where its own output goes until then (import errors), appended.
         grace_s: The reaper's grace between SIGTERM and SIGKILL.
+        prefork: What the server's child processes import, imported meanwhile by a fork server the
+            standby starts (``measure.prefork``, ``autotune/server/_prefork/autotune_prefork.py``);
+            empty: none.
 
     Raises:
         OSError: It could not be started.
     """
 
     def __init__(self, *, python: str, module: str, preimport: Sequence[str], env: Mapping[str, str],
-                 cwd: str, late_env: Sequence[str], log_path: Path, grace_s: float = 10.0) -> None:
+                 cwd: str, late_env: Sequence[str], log_path: Path, grace_s: float = 10.0,
+                 prefork: Sequence[str] = ()) -> None:
         self.python, self.module = python, module
         self.env = dict(env)
         self.late_env = tuple(late_env)
@@ -76,12 +96,16 @@ class Standby:
         self.grace_s = grace_s
         self.started_at = time.monotonic()
         self.import_s: float | None = None
+        #: The fork server's report once ready (``ok``, ``why_not``, ``pid``, ``import_s``, ...);
+        #: None without ``prefork``.
+        self.prefork: dict[str, Any] | None = None
         self._ready = False
         self._taken = False
         self._roots: dict[str, str | None] = {}
         with open(log_path, "ab") as log:
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                [python, str(_STANDBY_FILE), module, *preimport], stdin=subprocess.PIPE,
+                [python, str(_STANDBY_FILE), module, *preimport, *(("--prefork", *prefork) if prefork else ())],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=self.env, cwd=cwd, start_new_session=True,
                 close_fds=True)
             try:
@@ -113,11 +137,13 @@ class Standby:
         self._ready = bool(said.get("ready"))
         self.import_s = said.get("import_s")
         self._roots = dict(said.get("roots") or {})
+        self.prefork = said.get("prefork")
         return self._ready
 
     def cpu_s(self) -> float | None:
-        """Its CPU seconds so far (user and system, from ``/proc``); None where unreadable."""
-        return process_cpu_s(self.proc.pid)
+        """Its CPU seconds so far, with its fork server's (user and system, from ``/proc``); None
+        where unreadable."""
+        return session_cpu_s(self.proc.pid)
 
     def why_not(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None) -> str | None:
         """Why this standby cannot become the server ``argv`` in ``env`` and ``cwd``; None if it can."""
@@ -172,7 +198,8 @@ class Standby:
         folder = None if cwd is None else str(cwd)
         why = self.why_not(argv, env=env, cwd=folder)
         note: dict[str, Any] = {"used": why is None, "why_not": why, "import_s": self.import_s,
-                                "started_s_before": round(time.monotonic() - self.started_at, 3)}
+                                "started_s_before": round(time.monotonic() - self.started_at, 3),
+                                "prefork": self.prefork}
         if why is not None:
             self.discard()
             note["line"] = f"standby not used: {why}"
@@ -183,8 +210,12 @@ class Standby:
             self.discard()
             note.update(used=False, why_not=f"the hand-over failed: {exc}", line=f"standby not used: {exc}")
             return None, note
+        pre = self.prefork
+        forks = "" if pre is None else (
+            f"; its fork server (pid {pre.get('pid')}) imported the child processes' modules in {pre.get('import_s')} s"
+            if pre.get("ok") else f"; no fork server: {pre.get('why_not')}")
         note["line"] = (f"launched by a standby started {note['started_s_before']:.1f} s earlier, its imports "
-                        f"done in {self.import_s} s (autotune.server.standby)")
+                        f"done in {self.import_s} s{forks} (autotune.server.standby)")
         return proc, note
 
     def take_watchdog(self) -> subprocess.Popen[bytes] | None:

@@ -47,6 +47,10 @@ class Measure:
     # A standby launcher per trial process (autotune.server.standby): the next server's imports
     # done while the current one starts. None: the backend's default (Backend.standby_by_default).
     standby: bool | None = None
+    # The standby also starts a fork server that imports what the server's child processes (SGLang's
+    # scheduler) import, and they are forked from it where that is the same as a spawn
+    # (autotune/server/_prefork). None: the backend's default (Backend.prefork_by_default).
+    prefork: bool | None = None
     sequential: Sequential | None = Sequential()
     # SGLang's prefix cache before each measured repeat: flushed (true), kept (false), or None for
     # the default, flushed exactly when warmup_until_stable_pct is set.
@@ -87,7 +91,15 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                                     "trial_timeout_s", "phase_profile",
                                                     "fast_start", "warmup_until_stable_pct",
                                                     "warmup_max_rounds", "lean_start", "sequential",
-                                                    "flush_cache", "window", "standby"))
+                                                    "flush_cache", "window", "standby", "prefork"))
+    standby = (reader.boolean(value["standby"], "measure.standby", line_of(value, "standby"))
+               if value.get("standby") is not None else None)
+    prefork = (reader.boolean(value["prefork"], "measure.prefork", line_of(value, "prefork"))
+               if value.get("prefork") is not None else None)
+    if prefork and standby is False:
+        reader.fail("true needs a standby (the fork server is the standby's), but measure.standby is false: "
+                    "set measure.standby to true or leave it out, or drop measure.prefork",
+                    field="measure.prefork", line=line_of(value, "prefork"))
     return Measure(
         sequential=read_sequential(reader, value.get("sequential"), line_of(value, "sequential") or line,
                                    repeats_written="repeats" in value),
@@ -112,8 +124,8 @@ def read_measure(reader: Reader, value: Any, line: int | None) -> Measure:
                                          line_of(value, "warmup_max_rounds"), minimum=2),
         lean_start=reader.boolean(value.get("lean_start", True), "measure.lean_start",
                                   line_of(value, "lean_start")),
-        standby=(reader.boolean(value["standby"], "measure.standby", line_of(value, "standby"))
-                 if value.get("standby") is not None else None),
+        standby=standby,
+        prefork=prefork,
         window=reader.string(value.get("window", "steady"), "measure.window", line_of(value, "window"),
                              choices=("steady", "whole")),
         flush_cache=(reader.boolean(value["flush_cache"], "measure.flush_cache", line_of(value, "flush_cache"))

@@ -35,6 +35,7 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.nvml import open_sampler
 from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
+from autotune.server.standby import prefork_children
 from autotune.sglang import metrics, trial_start
 from autotune.sglang.graph_sizes import default_prefill_max_tokens, gpu_memory_mib, model_uses_mla
 from autotune.space.workload import Workload
@@ -229,7 +230,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
                            standby=standby_slot.take() if settings.standby else None)
     if settings.standby:  # the next server's imports, while this one starts up
         standby_slot.prepare(argv=spec.argv(python=settings.python), backend=config.backend, env=env,
-                             workdir=workdir, grace_s=settings.grace_s)
+                             workdir=workdir, grace_s=settings.grace_s, prefork=settings.prefork)
     speculative = bool(spec.server_args.get("speculative_algorithm"))
     steps = spec.server_args.get("speculative_num_steps")
     # EAGLE with one step takes its only draft token from the re-extend: no draft forward at all.
@@ -287,7 +288,8 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     if settings.standby:
         result.standby = {**{k: v for k, v in (server.standby_note or {}).items() if k != "line"},
                           "next_ended": ended,
-                          "next_cpu_s_measuring": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 3)}
+                          "next_cpu_s_measuring": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 3),
+                          "children": prefork_children(log_path)}
     return result
 
 

@@ -57,6 +57,9 @@ class MeasureSettings:
             trial-only. Off: the launch as exported (``measure.lean_start: false``).
         standby: Launch each server but a process's first by a standby launcher started while the
             server before it started up (:mod:`autotune.trial.standby_slot`, ``measure.standby``).
+        prefork: The standby also imports the server's child processes' modules in a fork server,
+            and they are forked from it where that is the same as a spawn (``measure.prefork``;
+            only with ``standby``).
         window: Which window a repeat's tok/s is over (``measure.window``): ``steady`` (ramp-up
             and tail left out where the steady interval is usable, :mod:`autotune.trial.window`)
             or ``whole``.
@@ -78,6 +81,7 @@ class MeasureSettings:
     gpu_telemetry: bool | None = None
     lean_start: bool = True
     standby: bool = False
+    prefork: bool = False
     sequential: SequentialRule | None = None
     window: str = STEADY
 
@@ -107,6 +111,9 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
     standby = getattr(m, "standby", None)
     overrides.setdefault("standby", get_backend(space.backend).standby_by_default if standby is None else standby)
+    prefork = getattr(m, "prefork", None)
+    overrides.setdefault("prefork", overrides["standby"] and (
+        get_backend(space.backend).prefork_by_default if prefork is None else prefork))
     overrides.setdefault("window", getattr(m, "window", STEADY))
     seq = getattr(m, "sequential", None)
     if seq is not None:

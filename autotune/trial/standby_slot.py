@@ -36,9 +36,11 @@ def take() -> Standby | None:
     return held
 
 
-def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdir: Path, grace_s: float) -> None:
+def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdir: Path, grace_s: float,
+            prefork: bool = False) -> None:
     """Start a standby for the next server, expected to run as ``argv``'s program in ``env`` (the
-    server about to start's), ending any held one."""
+    server about to start's), ending any held one; with ``prefork``, it also starts a fork server
+    with the backend's :attr:`~autotune.backend.Backend.prefork` modules imported."""
     global _held
     discard()
     b = get_backend(backend)
@@ -47,7 +49,8 @@ def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdi
     log = workdir / f"standby-{os.getpid()}-{int(time.time() * 1000)}.log"
     try:
         _held = Standby(python=argv[0], module=b.module, preimport=b.preimport, env=env, cwd=os.getcwd(),
-                        late_env=b.late_env, log_path=log, grace_s=grace_s)
+                        late_env=b.late_env, log_path=log, grace_s=grace_s,
+                        prefork=b.prefork if prefork else ())
     except (OSError, ServerError) as exc:  # a standby is an optimisation: the next launch is a fresh one
         PHASES.warning("no standby for the next server: %s", exc)
 

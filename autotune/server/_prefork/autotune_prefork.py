@@ -1,0 +1,311 @@
+"""The server's child processes started from a pre-imported fork server (``measure.prefork``).
+
+SGLang's launcher sets the ``spawn`` start method, so each scheduler process is a fresh interpreter
+that imports SGLang and torch again: 16-20 s of every warm start (docs/startup.md). With
+``measure.prefork`` a standby (``autotune/server/_standby.py``) also starts multiprocessing's fork
+server with this module as its preload, and that fork server imports what the scheduler process
+imports while the server before it starts up. Two halves, standard library only (it is imported by
+its file's folder, outside the autotune package, and nothing of autotune enters the server):
+
+- **In the fork server** (:func:`_preload`, run on import where ``AUTOTUNE_PREFORK_SPEC`` is set):
+  the modules are imported with every environment variable read through ``os.environ`` recorded,
+  CUDA must still be uninitialised afterwards (no ``libcuda`` mapped: a process forked after
+  ``cuInit`` cannot use the GPU), and a status file says what happened. Then the fork server waits
+  for work, blocked in ``select``, as multiprocessing's does.
+- **In the server the standby becomes** (:func:`install`): SGLang's ``mp.set_start_method("spawn")``
+  installs :class:`_Context`. A child process is forked from the fork server only where that is the
+  same as a spawn: the variables that differ from the fork server's were not read by its imports
+  (a loader or ``PYTHON*`` variable always counts as read), the interpreter is the one the fork
+  server runs, and nothing outside the standard library copied the whole environment at import.
+  The child then takes the launcher's whole environment, stdout and stderr, as a spawned one would
+  have them, before its target runs. Otherwise it is spawned, and the server log says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+SPEC = "AUTOTUNE_PREFORK_SPEC"
+#: Set by the standby for the fork server's imports only: torch's CUDA check through NVML, so that
+#: an import asking whether CUDA is there does not initialise it (which would make every fork fail).
+_NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+_OURS = (SPEC, _NVML_CHECK)
+#: Read by the loader or the interpreter at start-up, before any import: a spawn would see them.
+_START_UP_PREFIXES = ("LD_", "PYTHON")
+_HELPERS = ("os", "_collections_abc", "collections.abc")
+#: The line every decision writes to the server log.
+TAG = "autotune prefork:"
+
+
+class _Reading(os._Environ[str]):
+    """``os.environ`` over the same data, remembering the names read and who iterated it."""
+
+    names: set[str]
+    iterated_by: set[str]
+
+    def __getitem__(self, key: str) -> str:
+        self.names.add(key)
+        return super().__getitem__(key)
+
+    def __iter__(self) -> Any:
+        frame = sys._getframe(1)
+        # os.environ.copy(), items() and the like iterate on their caller's behalf.
+        while frame.f_back is not None and frame.f_globals.get("__name__") in _HELPERS:
+            frame = frame.f_back
+        self.iterated_by.add(frame.f_globals.get("__name__") or "?")
+        return super().__iter__()
+
+
+def _stdlib(module: str) -> bool:
+    return module.split(".", 1)[0] in sys.stdlib_module_names
+
+
+def _cuda_touched() -> bool:
+    """Whether this process mapped the CUDA driver (which a CUDA call does on its first use)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libcuda.so" in line for line in maps)
+    except OSError:
+        return False
+
+
+def _origin(module: object) -> str | None:
+    where = getattr(module, "__file__", None)
+    return os.path.realpath(where) if where else None
+
+
+def _preload(spec: dict[str, Any]) -> None:
+    """The fork server's imports (see the module's text); writes ``spec["status"]``."""
+    # Its stdout is the standby's channel to the caller: nothing imported here may write there.
+    os.dup2(2, 1)
+    # `python -c` put the working directory first on the path, and the standby put this module's
+    # folder on PYTHONPATH to be found: the imports below see neither, as a spawned child would not
+    # (3.11's fork server ignores the sys.path it is given).
+    if sys.path and sys.path[0] == "":
+        sys.path.pop(0)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p) != here]
+    if spec.get("pythonpath") is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = spec["pythonpath"]
+    real = os.environ
+    reading = _Reading(real._data,  # type: ignore[attr-defined]
+                        real.encodekey, real.decodekey, real.encodevalue, real.decodevalue)
+    reading.names, reading.iterated_by = set(), set()
+    had_check = os.environ.get(_NVML_CHECK)
+    os.environ[_NVML_CHECK] = "1"
+    t0 = time.monotonic()
+    error = None
+    os.environ = reading  # noqa: B003 (to record what is read, not to change it)
+    try:
+        for name in spec["modules"]:
+            __import__(name)
+    except BaseException as exc:  # any failure means: no fork server, the children are spawned
+        error = f"{name}: {type(exc).__name__}: {exc}"
+    finally:
+        os.environ = real  # noqa: B003
+    if had_check is None:
+        os.environ.pop(_NVML_CHECK, None)
+    os.environ.pop(SPEC, None)
+    # The forkserver's children inherit anything still buffered here; they get their own streams.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # SGLang's scheduler and detokenizer send SIGQUIT to their parent when they fail; here that is
+    # this fork server, so it passes the signal on to the launcher that started it (the parent a
+    # spawned child would have had).
+    launcher = os.getppid()
+    signal.signal(signal.SIGQUIT, lambda *_: os.kill(launcher, signal.SIGQUIT))
+    cuda = _cuda_touched()
+    foreign = sorted(m for m in reading.iterated_by if not _stdlib(m))
+    status = {
+        "ok": error is None and not cuda,
+        "why_not": error or ("its imports initialised CUDA (libcuda is mapped)" if cuda else None),
+        "pid": os.getpid(), "import_s": round(time.monotonic() - t0, 3), "executable": sys.executable,
+        "env": {k: v for k, v in os.environ.items() if k not in _OURS},
+        "read": sorted(n for n in reading.names if n not in _OURS),
+        "copied_by": foreign,
+        "roots": {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name},
+    }
+    tmp = spec["status"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(status, f)
+    os.replace(tmp, spec["status"])
+
+
+if SPEC in os.environ and "multiprocessing.forkserver" in sys.modules:
+    _preload(json.loads(os.environ[SPEC]))
+
+
+# ---- the server's half -------------------------------------------------------------------------
+
+_status: dict[str, Any] = {}
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"{TAG} {line}\n")
+    sys.stderr.flush()
+
+
+def why_spawn(env: dict[str, str], status: dict[str, Any], *, executable: str) -> str | None:
+    """Why a child started now, in ``env`` by ``executable``, must be spawned and not forked from
+    the fork server that wrote ``status``; None where a fork is the same as a spawn."""
+    if not status.get("ok"):
+        return f"no fork server ({status.get('why_not') or 'none was started'})"
+    if os.path.realpath(executable) != os.path.realpath(status["executable"]):
+        return f"the child's interpreter is {executable}, the fork server's {status['executable']}"
+    if status.get("copied_by"):
+        return f"{', '.join(status['copied_by'])} copied the whole environment while importing"
+    seen = status["env"]
+    differ = {k for k in set(seen) | set(env) if seen.get(k) != env.get(k)}
+    read = set(status["read"])
+    early = sorted(k for k in differ if k in read or k.startswith(_START_UP_PREFIXES))
+    if early:
+        return f"{', '.join(early)} differ(s) from what the fork server's imports read"
+    return None
+
+
+def _run_with_env(env: dict[str, str], stdio: Any, target: Any, args: Any, kwargs: Any) -> Any:
+    """A forked child's first step: the launcher's environment and output, then its target."""
+    os.environ.clear()
+    os.environ.update(env)
+    stdio.attach()
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    return target(*args, **kwargs)
+
+
+class _Stdio:
+    """The launcher's stdout and stderr, passed to a forked child as file descriptors."""
+
+    def __init__(self, out: Any = None, err: Any = None) -> None:
+        self.out, self.err = out, err
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from multiprocessing import reduction
+
+        # Pickled while the fork server's Popen is spawning: DupFd sends the descriptors along.
+        return (_Stdio, (reduction.DupFd(1), reduction.DupFd(2)))
+
+    def attach(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for dup, fd in ((self.out, 1), (self.err, 2)):
+            got = dup.detach()
+            os.dup2(got, fd)
+            os.close(got)
+
+
+def _fork_server_alive(pid: int) -> bool:
+    import multiprocessing.forkserver
+
+    if multiprocessing.forkserver._forkserver._forkserver_pid != pid:  # type: ignore[attr-defined]
+        return False
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == 0
+    except ChildProcessError:
+        return False
+
+
+def _popen(process_obj: Any) -> Any:
+    import multiprocessing.spawn
+
+    why = why_spawn(dict(os.environ), _status, executable=os.fsdecode(multiprocessing.spawn.get_executable()))
+    if why is None and not _fork_server_alive(_status["pid"]):
+        why = f"the fork server (pid {_status['pid']}) has exited"
+    if why is not None:
+        from multiprocessing.popen_spawn_posix import Popen as SpawnPopen
+
+        _say(f"{process_obj.name} spawned afresh: {why}")
+        return SpawnPopen(process_obj)
+    from multiprocessing.popen_forkserver import Popen as ForkPopen
+
+    env = dict(os.environ)
+    differ = sorted(k for k in set(env) | set(_status["env"]) if env.get(k) != _status["env"].get(k))
+    target, args, kwargs = process_obj._target, process_obj._args, process_obj._kwargs
+    process_obj._target, process_obj._args, process_obj._kwargs = _run_with_env, (env, _Stdio(), target, args,
+                                                                                   kwargs), {}
+    popen = ForkPopen(process_obj)
+    _say(f"{process_obj.name} (pid {popen.pid}) forked from the pre-imported fork server (pid {_status['pid']}); "
+         f"{len(differ)} variable(s) set since its imports, none of them read by them: {', '.join(differ)}")
+    return popen
+
+
+def install(status: dict[str, Any]) -> None:
+    """In the server, before its module runs: SGLang's ``spawn`` becomes :func:`_popen`'s choice."""
+    import multiprocessing
+    import multiprocessing.context as mpc
+    from multiprocessing import process
+
+    _status.clear()
+    _status.update(status)
+
+    class _Process(process.BaseProcess):
+        _start_method = "spawn"
+        _Popen = staticmethod(_popen)
+
+    class _Context(mpc.SpawnContext):
+        # Named as what SGLang asked for: its checks (`get_start_method() == "spawn"`) hold, and a
+        # child that cannot be forked honestly is spawned.
+        Process = _Process  # type: ignore[assignment]
+
+    real_set = multiprocessing.set_start_method
+
+    def set_start_method(method: str, force: bool = False) -> None:
+        real_set(method, force=force)
+        if method == "spawn":
+            mpc._default_context._actual_context = _Context()  # type: ignore[attr-defined]
+
+    multiprocessing.set_start_method = set_start_method  # type: ignore[assignment]
+
+
+def start(modules: list[str], status_path: str) -> None:
+    """In the standby, before its own imports: start multiprocessing's fork server with this module
+    as its preload, importing ``modules`` (it writes ``status_path`` when done, see :func:`_preload`)."""
+    import multiprocessing
+    import multiprocessing.forkserver
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    pythonpath = os.environ.get("PYTHONPATH")
+    os.environ[SPEC] = json.dumps({"modules": modules, "status": status_path, "pythonpath": pythonpath})
+    # Found by the fork server through PYTHONPATH (it ignores the sys.path it is given in 3.11), in a
+    # folder that holds nothing else; _preload takes it off again.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, pythonpath]))
+    try:
+        multiprocessing.set_forkserver_preload([__name__])
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.environ.pop(SPEC, None)
+        if pythonpath is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = pythonpath
+
+
+def wait(status_path: str, *, timeout_s: float) -> dict[str, Any]:
+    """The fork server's status once its imports are done (``ok`` False where it exited or took
+    longer than ``timeout_s``; it is then stopped)."""
+    import multiprocessing.forkserver
+
+    server: Any = multiprocessing.forkserver._forkserver
+    pid = server._forkserver_pid
+    t_end = time.monotonic() + timeout_s
+    while True:
+        if os.path.exists(status_path):
+            with open(status_path) as f:
+                status: dict[str, Any] = json.load(f)
+            break
+        if pid is None or not _fork_server_alive(pid):
+            status = {"ok": False, "why_not": "the fork server exited during its imports"}
+            break
+        if time.monotonic() > t_end:
+            status = {"ok": False, "why_not": f"its imports took more than {timeout_s:.0f} s"}
+            break
+        time.sleep(0.05)
+    if not status.get("ok"):
+        server._stop()
+    return status

@@ -1,0 +1,181 @@
+"""``measure.prefork``: a server's child processes forked from a fork server that imported their
+modules while the server before it started, only where that is the same as a spawn.
+
+A small launcher package written here stands in for SGLang's: like ``sglang.launch_server`` it
+sets the ``spawn`` start method, sets a variable just before it starts its child with
+``mp.Process``, and the child imports a slow module (which reads a variable at import). Real
+standby and fork-server processes; each test waits for the events it checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.server._prefork.autotune_prefork import why_spawn
+from autotune.server.standby import Standby, prefork_children
+
+LAUNCH = '''
+import json, multiprocessing as mp, os, sys
+from fakesrv import child
+
+def main():
+    mp.set_start_method("spawn", force=True)
+    os.environ["SET_BEFORE_SPAWN"] = "yes"  # as SGLang sets NCCL_CUMEM_ENABLE and the like
+    r, w = mp.Pipe(duplex=False)
+    p = mp.Process(target=child.run, args=(w,))
+    p.start()
+    said = r.recv()
+    p.join()
+    said["launcher_pid"] = os.getpid()
+    said["start_method"] = mp.get_start_method()
+    print("RESULT " + json.dumps(said), flush=True)
+    sys.exit(p.exitcode)
+
+if __name__ == "__main__":
+    main()
+'''
+CHILD = '''
+import os
+
+def run(w):
+    import fakesrv.heavy as heavy
+    print("the child writes to the server log", flush=True)
+    w.send({"pid": os.getpid(), "ppid": os.getppid(), "set_before_spawn": os.environ.get("SET_BEFORE_SPAWN"),
+            "read_at_import": heavy.READ, "heavy_imported_in": heavy.PID})
+'''
+HEAVY = '''
+import os, time
+PID = os.getpid()
+READ = os.environ.get("FAKE_READ_AT_IMPORT")
+time.sleep(0.5)
+'''
+
+
+@pytest.fixture
+def pkg(tmp_path: Path) -> Path:
+    root = tmp_path / "pkg"
+    (root / "fakesrv").mkdir(parents=True)
+    for name, text in {"__init__": "", "launch": LAUNCH, "child": CHILD, "heavy": HEAVY}.items():
+        (root / "fakesrv" / f"{name}.py").write_text(textwrap.dedent(text))
+    return root
+
+
+def _env(pkg: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_")}
+    env["PYTHONPATH"] = str(pkg)
+    env.update(extra)
+    return env
+
+
+def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, str],
+         server_env: dict[str, str]) -> tuple[Standby, dict, str]:
+    standby = Standby(python=sys.executable, module="fakesrv.launch", preimport=["fakesrv.child"],
+                      env=start_env, cwd=str(tmp_path), late_env=["FAKE_*"], log_path=tmp_path / "standby.log",
+                      prefork=prefork)
+    try:
+        assert standby.ready(timeout_s=120.0), (tmp_path / "standby.log").read_text()[-2000:]
+        log = tmp_path / "server.log"
+        proc, note = standby.launch([sys.executable, "-m", "fakesrv.launch"], env=server_env, cwd=tmp_path,
+                                    log_path=log)
+        assert proc is not None, note
+        assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+        text = log.read_text()
+        result = json.loads(next(ln for ln in text.splitlines() if ln.startswith("RESULT "))[7:])
+        assert ("its fork server" if standby.prefork and standby.prefork["ok"] else "no fork server") in note["line"]
+        return standby, result, text
+    finally:
+        standby.discard()
+        reaper = standby.take_watchdog()
+        if reaper is not None:
+            from autotune.server.group import release_watchdog
+
+            release_watchdog(reaper)
+
+
+def test_the_child_is_forked_from_the_pre_imported_server_with_the_launchers_environment(pkg, tmp_path):
+    env = _env(pkg)
+    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy"], start_env=env, server_env=env)
+    assert standby.prefork is not None and standby.prefork["ok"] is True, standby.prefork
+    # Imported once, in the fork server, not again in the child; its parent is that fork server.
+    assert said["heavy_imported_in"] == standby.prefork["pid"] != said["pid"]
+    assert said["ppid"] == standby.prefork["pid"] != said["launcher_pid"]
+    # What the launcher set just before the child started reached it, as a spawn's would.
+    assert said["set_before_spawn"] == "yes"
+    assert said["start_method"] == "spawn"  # what the launcher asked for, as it checks it
+    # The child's output is in the server's log, not the standby's.
+    assert "the child writes to the server log" in log
+    children = prefork_children(tmp_path / "server.log")
+    assert children == {"forked": 1, "spawned": 0, "why_spawned": []}, log
+    assert "SET_BEFORE_SPAWN" in log  # the log names what was set since the imports
+
+
+def test_a_variable_the_imports_read_that_differs_sends_the_child_to_a_spawn(pkg, tmp_path):
+    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy"], start_env=_env(pkg, FAKE_READ_AT_IMPORT="a"),
+                              server_env=_env(pkg, FAKE_READ_AT_IMPORT="b"))
+    assert standby.prefork is not None and standby.prefork["ok"] is True
+    # Spawned: the child imported the module itself and read the server's value, not the standby's.
+    assert said["heavy_imported_in"] == said["pid"]
+    assert said["read_at_import"] == "b"
+    assert said["ppid"] == said["launcher_pid"]
+    children = prefork_children(tmp_path / "server.log")
+    assert children is not None and children["forked"] == 0 and children["spawned"] == 1
+    assert "FAKE_READ_AT_IMPORT" in children["why_spawned"][0]
+
+
+def test_a_fork_server_whose_imports_fail_leaves_the_child_spawned(pkg, tmp_path):
+    env = _env(pkg)
+    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy", "fakesrv.missing"], start_env=env,
+                              server_env=env)
+    assert standby.prefork is not None and standby.prefork["ok"] is False
+    assert "fakesrv.missing" in standby.prefork["why_not"]
+    assert said["heavy_imported_in"] == said["pid"] and said["set_before_spawn"] == "yes"
+    assert "spawned afresh: no fork server (fakesrv.missing: ModuleNotFoundError" in log, log
+
+
+def test_the_waiting_fork_server_takes_no_cpu_and_dies_with_the_standby(pkg, tmp_path):
+    standby = Standby(python=sys.executable, module="fakesrv.launch", preimport=["fakesrv.child"], env=_env(pkg),
+                      cwd=str(tmp_path), late_env=[], log_path=tmp_path / "standby.log", prefork=["fakesrv.heavy"])
+    try:
+        assert standby.ready(timeout_s=120.0), (tmp_path / "standby.log").read_text()[-2000:]
+        assert standby.prefork is not None and standby.prefork["ok"] is True
+        fork_server = int(standby.prefork["pid"])
+        before = standby.cpu_s()
+        time.sleep(1.0)
+        after = standby.cpu_s()
+        assert before is not None and after is not None and after - before <= 0.05
+        assert Path(f"/proc/{fork_server}").exists()
+    finally:
+        standby.discard()
+        reaper = standby.take_watchdog()
+        if reaper is not None:
+            from autotune.server.group import release_watchdog
+
+            release_watchdog(reaper)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{fork_server}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{fork_server}").exists(), "the fork server outlived its standby"
+
+
+@pytest.mark.parametrize(("status", "env", "why"), [
+    ({"ok": False, "why_not": "x"}, {}, "no fork server (x)"),
+    ({"ok": True, "executable": "/other/python", "env": {}, "read": [], "copied_by": []}, {}, "interpreter"),
+    ({"ok": True, "executable": sys.executable, "env": {}, "read": [], "copied_by": ["pkg.mod"]}, {},
+     "pkg.mod copied the whole environment"),
+    ({"ok": True, "executable": sys.executable, "env": {"A": "1"}, "read": ["A"], "copied_by": []}, {"A": "2"},
+     "A differ"),
+    ({"ok": True, "executable": sys.executable, "env": {}, "read": [], "copied_by": []}, {"LD_PRELOAD": "x.so"},
+     "LD_PRELOAD differ"),
+    ({"ok": True, "executable": sys.executable, "env": {"A": "1"}, "read": [], "copied_by": []}, {"A": "2", "B": "3"},
+     None),
+])
+def test_why_spawn(status, env, why):
+    got = why_spawn(env, status, executable=sys.executable)
+    assert (got is None) if why is None else (got is not None and why in got), got
