@@ -17,7 +17,7 @@ before ``nccl/`` and ``space/``, which need it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -97,6 +97,8 @@ class Backend:
         prefork: What the server's child processes import first (SGLang's scheduler and
             detokenizer), imported ahead by the standby's fork server with ``measure.prefork``
             (``autotune/server/_prefork/autotune_prefork.py``); empty where the server starts none.
+        prefork_scans: The modules among those that iterate the environment while imported, with the
+            prefixes of the names each keeps; a scan by any other non-stdlib module stops forks.
         prefork_by_default: ``measure.prefork`` when a space does not set it (and has a standby).
     """
 
@@ -110,6 +112,7 @@ class Backend:
     late_env: tuple[str, ...] = ()
     standby_by_default: bool = False
     prefork: tuple[str, ...] = ()
+    prefork_scans: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     prefork_by_default: bool = False
 
     def __post_init__(self) -> None:
@@ -151,7 +154,10 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       standby_by_default=True,
                       # What run_scheduler_process and run_detokenizer_process import in their spawned
                       # interpreters (sglang.srt.entrypoints.engine starts both with mp.Process).
-                      prefork=("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")),
+                      prefork=("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager"),
+                      # sglang.srt.environ copies SGL_* to SGLANG_* (_convert_SGL_to_SGLANG) and tqdm reads
+                      # TQDM_* (tqdm.utils.envwrap), each by iterating os.environ on import.
+                      prefork_scans=MappingProxyType({"sglang.srt.environ": ("SGL_",), "tqdm.utils": ("TQDM_",)})),
     # The emulator reads its own variables in its main block (autotune.sim.server.main). Its launcher
     # imports take about a second, so by default no standby: one would compete with the servers for
     # this machine's cores and seldom be ready in time.

@@ -11,8 +11,9 @@ and stderr go to the log, stdin to /dev/null, and it runs ``MODULE`` as ``__main
 process group the caller already watches). End of file on stdin, before a line comes, means it is
 not wanted: it exits 0.
 
-With ``--prefork MODULE ...`` after the imports, it also starts multiprocessing's fork server,
-which imports those modules (what the server's child processes import) meanwhile, and says
+With ``--prefork '{"modules": [...], "scans": {MODULE: [PREFIX, ...]}}'`` after the imports, it
+also starts multiprocessing's fork server, which imports those modules (what the server's child
+processes import) meanwhile, and says
 ``ready`` only when both are done; the server then forks its children from it where that is the
 same as a spawn (``autotune/server/_prefork/autotune_prefork.py``).
 
@@ -53,10 +54,10 @@ def _boot() -> ModuleType:
 
 def main(argv: list[str]) -> int:
     module, preimport = argv[0], argv[1:]
-    prefork: list[str] = []
+    prefork: dict[str, object] = {}
     if "--prefork" in preimport:
         at = preimport.index("--prefork")
-        preimport, prefork = preimport[:at], preimport[at + 1:]
+        preimport, prefork = preimport[:at], json.loads(preimport[at + 1])
     # `python FILE` put this file's folder first on sys.path, `python -m MODULE` puts the working
     # directory there. The imports run with neither; the caller checks that the server's working
     # directory would not give any top-level module imported ("roots") from another file, so
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
     boot, status_path = (_boot(), os.path.join(tempfile.gettempdir(), f"autotune-prefork-{os.getpid()}.json")
                          ) if prefork else (None, "")
     if boot is not None:  # its imports run beside this process's own
-        boot.start(prefork, status_path)
+        boot.start(prefork["modules"], status_path, scans=prefork.get("scans"))
     for name in preimport:
         importlib.import_module(name)
     import_s = round(time.monotonic() - t0, 3)

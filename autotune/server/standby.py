@@ -81,6 +81,8 @@ class Standby:
         prefork: What the server's child processes import, imported meanwhile by a fork server the
             standby starts (``measure.prefork``, ``autotune/server/_prefork/autotune_prefork.py``);
             empty: none.
+        prefork_scans: The prefixes of the variables each module known to iterate the environment
+            while imported keeps (:attr:`autotune.backend.Backend.prefork_scans`).
 
     Raises:
         OSError: It could not be started.
@@ -88,7 +90,7 @@ class Standby:
 
     def __init__(self, *, python: str, module: str, preimport: Sequence[str], env: Mapping[str, str],
                  cwd: str, late_env: Sequence[str], log_path: Path, grace_s: float = 10.0,
-                 prefork: Sequence[str] = ()) -> None:
+                 prefork: Sequence[str] = (), prefork_scans: Mapping[str, Sequence[str]] | None = None) -> None:
         self.python, self.module = python, module
         self.env = dict(env)
         self.late_env = tuple(late_env)
@@ -102,9 +104,11 @@ class Standby:
         self._ready = False
         self._taken = False
         self._roots: dict[str, str | None] = {}
+        fork = ("--prefork", json.dumps({"modules": list(prefork), "scans": {
+            k: list(v) for k, v in (prefork_scans or {}).items()}})) if prefork else ()
         with open(log_path, "ab") as log:
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                [python, str(_STANDBY_FILE), module, *preimport, *(("--prefork", *prefork) if prefork else ())],
+                [python, str(_STANDBY_FILE), module, *preimport, *fork],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=self.env, cwd=cwd, start_new_session=True,
                 close_fds=True)

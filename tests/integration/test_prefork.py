@@ -54,6 +54,7 @@ HEAVY = '''
 import os, time
 PID = os.getpid()
 READ = os.environ.get("FAKE_READ_AT_IMPORT")
+SCANNED = {k: v for k, v in os.environ.items() if k.startswith("FAKESCAN_")}
 time.sleep(0.5)
 '''
 
@@ -75,10 +76,10 @@ def _env(pkg: Path, **extra: str) -> dict[str, str]:
 
 
 def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, str],
-         server_env: dict[str, str]) -> tuple[Standby, dict, str]:
+         server_env: dict[str, str], scans: dict[str, list[str]] | None = None) -> tuple[Standby, dict, str]:
     standby = Standby(python=sys.executable, module="fakesrv.launch", preimport=["fakesrv.child"],
-                      env=start_env, cwd=str(tmp_path), late_env=["FAKE_*"], log_path=tmp_path / "standby.log",
-                      prefork=prefork)
+                      env=start_env, cwd=str(tmp_path), late_env=["FAKE*"], log_path=tmp_path / "standby.log",
+                      prefork=prefork, prefork_scans={"fakesrv.heavy": ["FAKESCAN_"]} if scans is None else scans)
     try:
         assert standby.ready(timeout_s=120.0), (tmp_path / "standby.log").read_text()[-2000:]
         log = tmp_path / "server.log"
@@ -129,6 +130,27 @@ def test_a_variable_the_imports_read_that_differs_sends_the_child_to_a_spawn(pkg
     assert "FAKE_READ_AT_IMPORT" in children["why_spawned"][0]
 
 
+def test_a_module_that_scans_the_environment_stops_forks_unless_its_prefixes_are_known(pkg, tmp_path):
+    env = _env(pkg)
+    new = {**env, "FAKESCAN_A": "1"}
+    (tmp_path / "a").mkdir()
+    standby, said, log = _run(pkg, tmp_path / "a", prefork=["fakesrv.heavy"], start_env=env, server_env=env,
+                              scans={})
+    assert standby.prefork is not None and standby.prefork["copied_by"] == ["fakesrv.heavy"]
+    assert said["heavy_imported_in"] == said["pid"]
+    assert "fakesrv.heavy copied the whole environment" in log
+    # Told what it keeps: a fork where no such variable differs, a spawn where one does.
+    (tmp_path / "b").mkdir()
+    standby, said, log = _run(pkg, tmp_path / "b", prefork=["fakesrv.heavy"], start_env=env, server_env=env,
+                              scans={"fakesrv.heavy": ["FAKESCAN_"]})
+    assert standby.prefork is not None and standby.prefork["copied_by"] == []
+    assert said["heavy_imported_in"] != said["pid"], log
+    (tmp_path / "c").mkdir()
+    standby, said, log = _run(pkg, tmp_path / "c", prefork=["fakesrv.heavy"], start_env=env, server_env=new,
+                              scans={"fakesrv.heavy": ["FAKESCAN_"]})
+    assert said["heavy_imported_in"] == said["pid"] and "FAKESCAN_A differ" in log, log
+
+
 def test_a_fork_server_whose_imports_fail_leaves_the_child_spawned(pkg, tmp_path):
     env = _env(pkg)
     standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy", "fakesrv.missing"], start_env=env,
@@ -175,6 +197,10 @@ def test_the_waiting_fork_server_takes_no_cpu_and_dies_with_the_standby(pkg, tmp
      "LD_PRELOAD differ"),
     ({"ok": True, "executable": sys.executable, "env": {"A": "1"}, "read": [], "copied_by": []}, {"A": "2", "B": "3"},
      None),
+    ({"ok": True, "executable": sys.executable, "env": {}, "read": [], "copied_by": [], "read_prefixes": ["SGL_"]},
+     {"SGL_X": "1"}, "SGL_X differ"),
+    ({"ok": True, "executable": sys.executable, "env": {}, "read": [], "copied_by": [], "read_prefixes": ["SGL_"]},
+     {"SGLANG_X": "1"}, None),
 ])
 def test_why_spawn(status, env, why):
     got = why_spawn(env, status, executable=sys.executable)

@@ -122,14 +122,18 @@ def _preload(spec: dict[str, Any]) -> None:
     launcher = os.getppid()
     signal.signal(signal.SIGQUIT, lambda *_: os.kill(launcher, signal.SIGQUIT))
     cuda = _cuda_touched()
-    foreign = sorted(m for m in reading.iterated_by if not _stdlib(m))
+    # A module that iterates the environment reads every name it keeps; where the backend says which
+    # prefixes it keeps (``scans``), those count as read, and any other non-stdlib scan stops forks.
+    scans: dict[str, list[str]] = spec.get("scans") or {}
+    foreign = sorted(m for m in reading.iterated_by if not _stdlib(m) and m not in scans)
+    prefixes = sorted({p for m in reading.iterated_by if m in scans for p in scans[m]})
     status = {
         "ok": error is None and not cuda,
         "why_not": error or ("its imports initialised CUDA (libcuda is mapped)" if cuda else None),
         "pid": os.getpid(), "import_s": round(time.monotonic() - t0, 3), "executable": sys.executable,
         "env": {k: v for k, v in os.environ.items() if k not in _OURS},
         "read": sorted(n for n in reading.names if n not in _OURS),
-        "copied_by": foreign,
+        "copied_by": foreign, "read_prefixes": prefixes,
         "roots": {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name},
     }
     tmp = spec["status"] + ".tmp"
@@ -164,7 +168,8 @@ def why_spawn(env: dict[str, str], status: dict[str, Any], *, executable: str) -
     seen = status["env"]
     differ = {k for k in set(seen) | set(env) if seen.get(k) != env.get(k)}
     read = set(status["read"])
-    early = sorted(k for k in differ if k in read or k.startswith(_START_UP_PREFIXES))
+    prefixes = (*_START_UP_PREFIXES, *status.get("read_prefixes", ()))
+    early = sorted(k for k in differ if k in read or k.startswith(prefixes))
     if early:
         return f"{', '.join(early)} differ(s) from what the fork server's imports read"
     return None
@@ -263,15 +268,17 @@ def install(status: dict[str, Any]) -> None:
     multiprocessing.set_start_method = set_start_method  # type: ignore[assignment]
 
 
-def start(modules: list[str], status_path: str) -> None:
+def start(modules: list[str], status_path: str, *, scans: dict[str, list[str]] | None = None) -> None:
     """In the standby, before its own imports: start multiprocessing's fork server with this module
-    as its preload, importing ``modules`` (it writes ``status_path`` when done, see :func:`_preload`)."""
+    as its preload, importing ``modules`` (it writes ``status_path`` when done, see :func:`_preload`);
+    ``scans``: the prefixes of the variables each module known to iterate the environment keeps."""
     import multiprocessing
     import multiprocessing.forkserver
 
     here = os.path.dirname(os.path.abspath(__file__))
     pythonpath = os.environ.get("PYTHONPATH")
-    os.environ[SPEC] = json.dumps({"modules": modules, "status": status_path, "pythonpath": pythonpath})
+    os.environ[SPEC] = json.dumps({"modules": modules, "status": status_path, "pythonpath": pythonpath,
+                                   "scans": scans or {}})
     # Found by the fork server through PYTHONPATH (it ignores the sys.path it is given in 3.11), in a
     # folder that holds nothing else; _preload takes it off again.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, pythonpath]))
