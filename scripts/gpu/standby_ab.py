@@ -1,7 +1,7 @@
 """Server start-up with and without a standby launcher (``measure.standby``), in one process.
 
     python3 scripts/gpu/standby_ab.py [--space scripts/gpu/h200-llama-8b.yaml] [--budget-s 470]
-        [--cycles 3] [--backend sim] --out DIR
+        [--cycles 3] [--backend sim] [--prefork] --out DIR
 
 One EAGLE3 config (3-1-4) on the space's lean start and a short workload (as
 ``scripts/gpu/startup_ab.py``: 2 x 256 tokens, 1 warm-up prompt, 3 repeats), measured by
@@ -27,6 +27,12 @@ The questions: does ``standby`` start faster than ``off``
 (by the launcher's imports), is ``fresh`` slower than ``off`` (two processes importing at once),
 and do ``fresh`` and ``standby`` read the same tok/s as ``off`` (an idle standby beside them).
 Written to ``DIR/standby-ab.json`` with every run's result; the server logs stay in ``DIR/logs``.
+With ``--prefork`` it is the fork server's A/B (``measure.prefork``) instead: after one ``fresh``
+server, ``standby`` (launched by a plain standby, a standby with a fork server waiting beside its
+measurement) and ``prefork`` (launched by that standby, its scheduler and detokenizer forked from
+the fork server) alternate, each cycle one of each; ``forked`` and ``spawned`` count how the
+server's children started (from its log), and the waiting standby's CPU seconds and GPU memory
+cover its fork server too (its whole session). Judged by ``scripts/gpu/prefork_verdict.py``.
 ``--backend sim`` dry-runs it on the emulator. Exit 0 when every run succeeded and every standby
 expected to launch a server did.
 """
@@ -53,10 +59,13 @@ from startup_breakdown import breakdown  # noqa: E402
 KINDS = ("fresh", "standby", "off")
 COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "prefill_capture_s", "prefill_sizes", "warmup",
            "startup_s", "tok_s", "standby_cpu_s", "standby_gpu_mib", "max_total_num_tokens")
+PREFORK_KINDS = ("standby", "prefork")
+PREFORK_COLUMNS = ("prefork_ok", "forked", "spawned")
 
 
-def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
-    """One server of ``kind``, measured in this process."""
+def one_run(space_path: Path, *, kind: str, out: Path, next_prefork: bool = False) -> dict[str, Any]:
+    """One server of ``kind``, measured in this process, with a standby for the next server beside
+    it (one with a fork server where ``next_prefork``)."""
     from autotune.space.search_space import load_space
     from autotune.space.workload import Workload
     from autotune.trial import standby_slot
@@ -66,7 +75,7 @@ def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
     space = load_space(space_path)
     if kind == "off":
         standby_slot.discard()
-    settings = settings_for(space, workdir=str(out / "logs"), standby=kind != "off")
+    settings = settings_for(space, workdir=str(out / "logs"), standby=kind != "off", prefork=next_prefork)
     t0 = time.monotonic()
     result = measure(space.trial_config(EAGLE3), Workload.from_spec(space.workload, file=space.file), settings,
                      name=f"{kind}")
@@ -76,10 +85,15 @@ def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
     if result.standby is not None:
         row["standby_cpu_s"] = result.standby.get("next_cpu_s_measuring")
         row["used"] = result.standby.get("used")
+        fork = result.standby.get("prefork")
+        row["prefork_ok"] = None if fork is None else bool(fork.get("ok"))
+        children = result.standby.get("children") or {}
+        row["forked"], row["spawned"] = children.get("forked"), children.get("spawned")
+        row["why_spawned"] = children.get("why_spawned")
     # The KV pool SGLang sized: a standby holding GPU memory while this server started would shrink it.
     row["max_total_num_tokens"] = (result.server_info or {}).get("max_total_num_tokens")
     held = standby_slot._held  # the standby started beside this run, waiting for the next
-    row["standby_gpu_mib"] = _gpu_mib(held.pid) if held is not None else None
+    row["standby_gpu_mib"] = _gpu_mib(_session(held.pid)) if held is not None else None
     if result.log_path and Path(result.log_path).exists():
         stages = breakdown(Path(result.log_path))
         row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "warmup")})
@@ -92,8 +106,20 @@ def one_run(space_path: Path, *, kind: str, out: Path) -> dict[str, Any]:
     return row
 
 
-def _gpu_mib(pid: int) -> float | None:
-    """The GPU memory ``pid`` holds by nvidia-smi (0: none, it has no CUDA context); None without
+def _session(sid: int) -> set[int]:
+    """The processes of session ``sid``: a standby and the fork server it started."""
+    pids = {sid}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[3] == str(sid):
+                pids.add(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return pids
+
+
+def _gpu_mib(pids: set[int]) -> float | None:
+    """The GPU memory ``pids`` hold by nvidia-smi (0: none, they have no CUDA context); None without
     nvidia-smi (the emulator's dry run)."""
     import shutil
     import subprocess
@@ -103,7 +129,7 @@ def _gpu_mib(pid: int) -> float | None:
     out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
                          capture_output=True, text=True, timeout=30).stdout
     used = [float(mib) for p, mib in (line.split(",") for line in out.splitlines() if "," in line)
-            if p.strip() == str(pid)]
+            if p.strip() in {str(pid) for pid in pids}]
     return sum(used)
 
 
@@ -114,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--backend", choices=("sglang", "sim"), default=None)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--prefork", action="store_true", help="the fork server's A/B (measure.prefork)")
     args = ap.parse_args(argv)
     t_end = time.monotonic() + args.budget_s
     args.out.mkdir(parents=True, exist_ok=True)
@@ -127,35 +154,41 @@ def main(argv: list[str] | None = None) -> int:
     # (standby_verdict.py) asks for a measured GPU figure only on a real GPU.
     backend = yaml.safe_load(space.read_text()).get("backend") or "sglang"
     rows: list[dict[str, Any]] = []
+    kinds = ("fresh", *PREFORK_KINDS) if args.prefork else KINDS
+    columns = (*COLUMNS, *PREFORK_COLUMNS) if args.prefork else COLUMNS
+    order = ([(0, "fresh")] + [(c, k) for c in range(args.cycles) for k in PREFORK_KINDS] if args.prefork
+             else [(c, k) for c in range(args.cycles) for k in KINDS])
     try:
-        for cycle in range(args.cycles):
-            for kind in KINDS:
-                # A host's first server is cold (its kernels compiled: 136 s against 43-62 s on an
-                # H100), so it does not size the runs after it once a warm one has been seen.
-                slowest = max((r["wall_s"] for r in rows[1:] or rows), default=150.0)
-                if time.monotonic() + slowest * 1.1 > t_end:
-                    print(f"cycle {cycle} {kind}: not started, {t_end - time.monotonic():.0f} s left", flush=True)
-                    continue
-                row = {"cycle": cycle, **one_run(space, kind=kind, out=args.out)}
-                rows.append(row)
-                print(" | ".join(f"{c}={fmt_cell(row.get(c))}" for c in ("cycle", "kind", "ok", "used", *COLUMNS)),
-                      flush=True)
+        for at, (cycle, kind) in enumerate(order):
+            # A host's first server is cold (its kernels compiled: 136 s against 43-62 s on an
+            # H100), so it does not size the runs after it once a warm one has been seen.
+            slowest = max((r["wall_s"] for r in rows[1:] or rows), default=150.0)
+            if time.monotonic() + slowest * 1.1 > t_end:
+                print(f"cycle {cycle} {kind}: not started, {t_end - time.monotonic():.0f} s left", flush=True)
+                continue
+            next_prefork = args.prefork and at + 1 < len(order) and order[at + 1][1] == "prefork"
+            row = {"cycle": cycle, **one_run(space, kind=kind, out=args.out, next_prefork=next_prefork)}
+            rows.append(row)
+            print(" | ".join(f"{c}={fmt_cell(row.get(c))}" for c in ("cycle", "kind", "ok", "used", *columns)),
+                  flush=True)
+            if row.get("why_spawned"):
+                print(f"  spawned: {'; '.join(row['why_spawned'])}", flush=True)
     finally:
         space.unlink(missing_ok=True)
         from autotune.trial import standby_slot
 
         standby_slot.discard()
-    print("\n| kind | n | " + " | ".join(COLUMNS) + " |\n|---|---|" + "---|" * len(COLUMNS))
+    print("\n| kind | n | " + " | ".join(columns) + " |\n|---|---|" + "---|" * len(columns))
     summary: dict[str, dict[str, float | None]] = {}
-    for kind in KINDS:
+    for kind in kinds:
         mine = [r for r in rows if r["kind"] == kind and r["ok"]]
         summary[kind] = {c: (statistics.median(v) if (v := [r[c] for r in mine if r.get(c) is not None]) else None)
-                         for c in COLUMNS}
-        print(f"| {kind} | {len(mine)} | " + " | ".join(fmt_cell(summary[kind][c]) for c in COLUMNS) + " |")
+                         for c in columns}
+        print(f"| {kind} | {len(mine)} | " + " | ".join(fmt_cell(summary[kind][c]) for c in columns) + " |")
     (args.out / "standby-ab.json").write_text(json.dumps(
         {"space": str(args.space), "backend": backend, "config": EAGLE3, "rows": rows,
-         "summary": summary}, indent=1, default=str))
-    launched = all(r.get("used") for r in rows if r["kind"] == "standby")
+         "summary": summary, "prefork": args.prefork}, indent=1, default=str))
+    launched = all(r.get("used") for r in rows if r["kind"] in ("standby", "prefork"))
     return 0 if rows and all(r["ok"] for r in rows) and launched else 1
 
 
