@@ -173,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             if row.get("why_spawned"):
                 print(f"  spawned: {'; '.join(row['why_spawned'])}", flush=True)
+            if kind == "prefork" and not (row.get("prefork_ok") and row.get("spawned") == 0):
+                # The verdict fails on this run already: the device time left is worth more elsewhere.
+                print(f"stopping: the fork server was not used ({(row.get('standby') or {}).get('prefork')})",
+                      flush=True)
+                break
     finally:
         space.unlink(missing_ok=True)
         from autotune.trial import standby_slot
