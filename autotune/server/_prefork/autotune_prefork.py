@@ -66,12 +66,22 @@ def _stdlib(module: str) -> bool:
 
 
 def _cuda_touched() -> bool:
-    """Whether this process mapped the CUDA driver (which a CUDA call does on its first use)."""
+    """Whether this process initialised the CUDA driver. A library linked against it maps it
+    without that; where it is mapped, the driver is asked (``cuDeviceGetCount`` answers
+    CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking initialises nothing)."""
     try:
         with open("/proc/self/maps") as maps:
-            return any("libcuda.so" in line for line in maps)
+            if not any("libcuda.so" in line for line in maps):
+                return False
     except OSError:
         return False
+    import ctypes
+
+    try:
+        count = ctypes.c_int(0)
+        return int(ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count))) != 3
+    except (OSError, AttributeError):
+        return True  # mapped, and not askable: assume the worst
 
 
 def _origin(module: object) -> str | None:
@@ -129,7 +139,7 @@ def _preload(spec: dict[str, Any]) -> None:
     prefixes = sorted({p for m in reading.iterated_by if m in scans for p in scans[m]})
     status = {
         "ok": error is None and not cuda,
-        "why_not": error or ("its imports initialised CUDA (libcuda is mapped)" if cuda else None),
+        "why_not": error or ("its imports initialised CUDA" if cuda else None),
         "pid": os.getpid(), "import_s": round(time.monotonic() - t0, 3), "executable": sys.executable,
         "env": {k: v for k, v in os.environ.items() if k not in _OURS},
         "read": sorted(n for n in reading.names if n not in _OURS),
