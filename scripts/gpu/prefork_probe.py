@@ -1,14 +1,21 @@
-"""Which import of SGLang's scheduler modules initialises CUDA (``measure.prefork``'s fork server
-must not: a process forked after ``cuInit`` cannot use the GPU).
+"""How much of the scheduler process's imports a fork server could hold without initialising CUDA.
 
     python3 scripts/gpu/prefork_probe.py [--out DIR] [--budget-s S]   (in the GPU kit's environment)
 
-Imports what the fork server imports (:attr:`autotune.backend.Backend.prefork`, torch's CUDA check
-through NVML as there) in this fresh process, watching every import: once the CUDA driver is
-mapped, it asks the driver after each import whether it was initialised (``cuDeviceGetCount``
-answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking initialises nothing), and
-prints the import at which it first was, with the stack of torch's own CUDA initialisation where
-that is the path. Written to ``DIR/prefork-probe.json`` as well.
+A process forked after ``cuInit`` cannot use the GPU, and SGLang 0.5.17's scheduler imports
+initialise it: ``sgl_kernel`` picks its kernel build by the GPU's compute capability when imported
+(``sgl_kernel.load_utils._get_compute_capability``: ``torch.cuda.current_device()``). So
+``measure.prefork`` can hold only what is imported before that. Three fresh interpreters, each
+importing what the fork server imports (:attr:`autotune.backend.Backend.prefork`, torch's CUDA
+check through NVML as there):
+
+- ``full``: all of it, timed, with the modules fully imported when torch first initialises CUDA
+  (its ``_lazy_init``) and the stack that got there;
+- ``split`` (twice): those modules first, timed, then whether the driver was initialised by them
+  (``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking
+  initialises nothing), then the rest, timed: the rest is what a forked child would still import.
+
+Printed, and written to ``DIR/prefork-probe.json``.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import argparse
 import ctypes
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -24,72 +32,101 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(HERE))
 
 
-def _mapped() -> bool:
+def _initialised() -> bool | None:
+    """Whether the CUDA driver was initialised in this process (None: it is not even loaded)."""
     with open("/proc/self/maps") as maps:
-        return any("libcuda.so" in line for line in maps)
+        if not any("libcuda.so" in line for line in maps):
+            return None
+    count = ctypes.c_int(0)
+    return int(ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count))) != 3
+
+
+def _done(name: str, module: Any) -> bool:
+    spec = getattr(module, "__spec__", None)
+    return (module is not None and name not in ("__main__", "__mp_main__") and not name.startswith("autotune")
+            and not getattr(spec, "_initializing", False))
+
+
+def full(modules: list[str]) -> dict[str, Any]:
+    import torch
+
+    found: dict[str, Any] = {"before_init": None, "stack": None, "init_at_s": None}
+    real = torch.cuda._lazy_init
+    t0 = time.monotonic()
+
+    def lazy_init() -> None:
+        if found["before_init"] is None and not torch.cuda.is_initialized():
+            found["init_at_s"] = round(time.monotonic() - t0, 2)
+            found["before_init"] = [n for n, m in list(sys.modules.items()) if _done(n, m)]
+            found["stack"] = "".join(traceback.format_stack(limit=30))
+        real()
+
+    torch.cuda._lazy_init = lazy_init
+    for name in modules:
+        __import__(name)
+    found["import_s"] = round(time.monotonic() - t0, 2)
+    found["initialised"] = _initialised()
+    return found
+
+
+def split(modules: list[str], first: list[str]) -> dict[str, Any]:
+    t0 = time.monotonic()
+    failed = []
+    for name in first:
+        try:
+            __import__(name)
+        except Exception as exc:  # noqa: BLE001 (reported: a module that fails alone)
+            failed.append(f"{name}: {type(exc).__name__}")
+    first_s = round(time.monotonic() - t0, 2)
+    initialised = _initialised()
+    t1 = time.monotonic()
+    for name in modules:
+        __import__(name)
+    return {"first_s": first_s, "first_initialised": initialised, "first_failed": failed[:20],
+            "rest_s": round(time.monotonic() - t1, 2)}
+
+
+def _child(mode: str, modules: list[str], first: list[str] | None = None) -> dict[str, Any]:
+    env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+    arg = json.dumps({"mode": mode, "modules": modules, "first": first or []})
+    done = subprocess.run([sys.executable, __file__, "--child", arg], capture_output=True, text=True, env=env,
+                          timeout=300)
+    if done.returncode != 0:
+        return {"error": done.stderr[-3000:]}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--budget-s", type=float, default=None, help="ignored (ab_call.sh passes it)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child is not None:
+        order = json.loads(args.child)
+        result = full(order["modules"]) if order["mode"] == "full" else split(order["modules"], order["first"])
+        print(json.dumps(result))
+        return 0
+    sys.path.insert(0, str(HERE))
     from autotune.backend import get_backend
 
     modules = list(get_backend("sglang").prefork)
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    seen: list[str] = []
-    found: dict[str, Any] = {"modules": modules, "mapped_at": None, "initialised_at": None, "stacks": []}
-    state: dict[str, Any] = {"lib": None}
-
-    def initialised() -> bool:
-        if state["lib"] is None:
-            if not _mapped():
-                return False
-            state["lib"] = ctypes.CDLL("libcuda.so.1")
-            found["mapped_at"] = seen[-2:] if len(seen) > 1 else list(seen)
-        n = ctypes.c_int(0)
-        return int(state["lib"].cuDeviceGetCount(ctypes.byref(n))) == 0
-
-    def hook(event: str, hargs: tuple[Any, ...]) -> None:
-        if event != "import" or found["initialised_at"] is not None:
-            return
-        seen.append(str(hargs[0]))
-        if len(seen) % 20 == 0 or state["lib"] is not None:
-            if initialised():
-                found["initialised_at"] = seen[-25:]
-                found["stacks"].append("".join(traceback.format_stack(limit=40)))
-
-    import torch  # first: its own import does not touch CUDA, and its hooks go in below
-
-    for name in ("_lazy_init",):
-        real = getattr(torch.cuda, name)
-
-        def wrapped(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
-            if not torch.cuda.is_initialized():
-                found["stacks"].append(f"torch.cuda.{_name} called from:\n" + "".join(traceback.format_stack(limit=40)))
-            return _real(*a, **k)
-
-        setattr(torch.cuda, name, wrapped)
-    sys.addaudithook(hook)
-    t0 = time.monotonic()
-    error = None
-    try:
-        for name in modules:
-            __import__(name)
-    except BaseException as exc:  # report it with the rest
-        error = f"{type(exc).__name__}: {exc}"
-    found.update(import_s=round(time.monotonic() - t0, 1), error=error, initialised_end=initialised(),
-                 torch_initialised=torch.cuda.is_initialized(), imports=len(seen))
-    print(json.dumps({k: v for k, v in found.items() if k != "stacks"}, indent=1))
-    for stack in found["stacks"][:3]:
-        print(stack)
+    report: dict[str, Any] = {"modules": modules, "full": _child("full", modules)}
+    first = report["full"].get("before_init") or []
+    print(f"full: {json.dumps({k: v for k, v in report['full'].items() if k not in ('before_init', 'stack')})}; "
+          f"{len(first)} modules imported before CUDA's first initialisation", flush=True)
+    print(report["full"].get("stack") or "", flush=True)
+    report["split"] = [_child("split", modules, first) for _ in range(2)]
+    for run in report["split"]:
+        print(f"split: {json.dumps(run)}", flush=True)
+    tops = sorted({n.split(".", 1)[0] for n in first})
+    print(f"top-level packages before the initialisation ({len(tops)}): {' '.join(tops)}")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "prefork-probe.json").write_text(json.dumps(found, indent=1))
+        (args.out / "prefork-probe.json").write_text(json.dumps(report, indent=1))
     return 0
 
 
