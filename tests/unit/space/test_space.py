@@ -404,6 +404,10 @@ search:
      "measure.window", ["steady", "whole", "tail"]),
     ("standby not a boolean", HEAD + TREE + "measure:\n  standby: later\n", "standby",
      "measure.standby", ["later"]),
+    ("prefork not a boolean", HEAD + TREE + "measure:\n  prefork: yes please\n", "prefork",
+     "measure.prefork", ["yes please"]),
+    ("prefork without a standby", HEAD + TREE + "measure:\n  standby: false\n  prefork: true\n", "prefork",
+     "measure.prefork", ["needs a standby", "measure.standby is false"]),
 ]
 
 

@@ -36,3 +36,11 @@ def test_a_space_that_sets_it_wins(space_factory: SpaceFactory, tmp_path: Path) 
     assert settings_for(load_space(off)).standby is False
     # An explicit null is the default, as if unset (a non-boolean is refused: tests/unit/space/test_space.py).
     assert settings_for(space_factory(measure={"standby": None})).standby is False
+
+
+def test_prefork_follows_the_backend_and_never_goes_without_a_standby(space_factory: SpaceFactory) -> None:
+    assert settings_for(load_space(GPU_SPACE)).prefork is BACKENDS["sglang"].prefork_by_default
+    assert settings_for(space_factory(measure={"standby": True, "prefork": True})).prefork is True
+    # Standby off (the emulator's default): no fork server either, whatever the backend's default.
+    assert settings_for(space_factory(measure={"prefork": None})).prefork is False
+    assert settings_for(space_factory(measure={"standby": True, "prefork": False})).prefork is False
