@@ -77,14 +77,16 @@ def main(argv: list[str]) -> int:
     status: dict[str, object] = {}
     if boot is not None:
         status = boot.wait(status_path, timeout_s=_PREFORK_TIMEOUT_S)
-        if os.path.exists(status_path):
-            os.unlink(status_path)
+        for done in (status_path, status_path + ".modules"):
+            if os.path.exists(done):
+                os.unlink(done)
         roots = {**(status.get("roots") or {}), **roots}  # type: ignore[dict-item]
         read = status.get("read")
         said["prefork"] = {"ok": bool(status.get("ok")), "why_not": status.get("why_not"), "pid": status.get("pid"),
                            "import_s": status.get("import_s"), "ready_s": round(time.monotonic() - t0, 3),
                            "read": len(read) if isinstance(read, list) else None,
-                           "copied_by": status.get("copied_by")}
+                           "copied_by": status.get("copied_by"), "modules": status.get("modules"),
+                           "skipped": status.get("skipped_n")}
     said["roots"] = roots
     sys.stdout.write(json.dumps(said) + "\n")
     sys.stdout.flush()

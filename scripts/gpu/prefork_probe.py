@@ -15,7 +15,9 @@ check through NVML as there):
   (``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking
   initialises nothing), then the rest, timed: the rest is what a forked child would still import.
 
-Printed, and written to ``DIR/prefork-probe.json``.
+Printed, and written to ``DIR/prefork-probe.json``; the modules imported before the
+initialisation, in their order, to ``DIR/prefork-modules.txt`` (``scripts/gpu/prefork_call.sh``
+hands them to the A/B).
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"full: {json.dumps({k: v for k, v in report['full'].items() if k not in ('before_init', 'stack')})}; "
           f"{len(first)} modules imported before CUDA's first initialisation", flush=True)
     print(report["full"].get("stack") or "", flush=True)
-    report["split"] = [_child("split", modules, first) for _ in range(2)]
+    report["split"] = [_child("split", modules, first) for _ in range(2)] if first else []
     for run in report["split"]:
         print(f"split: {json.dumps(run)}", flush=True)
     tops = sorted({n.split(".", 1)[0] for n in first})
@@ -127,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "prefork-probe.json").write_text(json.dumps(report, indent=1))
+        # What a fork server can import without CUDA: scripts/gpu/standby_ab.py --prefork-modules.
+        (args.out / "prefork-modules.txt").write_text("".join(f"{n}\n" for n in first))
     return 0
 
 

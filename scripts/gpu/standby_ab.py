@@ -106,6 +106,23 @@ def one_run(space_path: Path, *, kind: str, out: Path, next_prefork: bool = Fals
     return row
 
 
+def _fork_server_imports(modules: list[str]) -> None:
+    """This A/B's fork servers import ``modules`` (the standby is started from this process)."""
+    import dataclasses
+
+    from autotune.backend import get_backend
+    from autotune.trial import standby_slot
+
+    real = get_backend
+
+    def patched(name: str) -> Any:
+        b = real(name)
+        return dataclasses.replace(b, prefork=tuple(modules)) if b.prefork else b
+
+    standby_slot.get_backend = patched
+    print(f"the fork servers import {len(modules)} modules from the probe", flush=True)
+
+
 def _session(sid: int) -> set[int]:
     """The processes of session ``sid``: a standby and the fork server it started."""
     pids = {sid}
@@ -141,7 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=("sglang", "sim"), default=None)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--prefork", action="store_true", help="the fork server's A/B (measure.prefork)")
+    ap.add_argument("--prefork-modules", type=Path, default=None,
+                    help="what the fork server imports instead of the backend's list, one module a line "
+                         "(scripts/gpu/prefork_probe.py's prefork-modules.txt)")
     args = ap.parse_args(argv)
+    if args.prefork_modules is not None:
+        _fork_server_imports(args.prefork_modules.read_text().split())
     t_end = time.monotonic() + args.budget_s
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(HERE)]))

@@ -151,14 +151,24 @@ def test_a_module_that_scans_the_environment_stops_forks_unless_its_prefixes_are
     assert said["heavy_imported_in"] == said["pid"] and "FAKESCAN_A differ" in log, log
 
 
-def test_a_fork_server_whose_imports_fail_leaves_the_child_spawned(pkg, tmp_path):
+def test_a_module_that_cannot_be_imported_alone_is_skipped_and_left_to_the_child(pkg, tmp_path):
     env = _env(pkg)
-    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy", "fakesrv.missing"], start_env=env,
+    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.missing", "fakesrv.heavy"], start_env=env,
+                              server_env=env)
+    assert standby.prefork is not None and standby.prefork["ok"] is True and standby.prefork["skipped"] == 1
+    assert standby.prefork["modules"] == 2
+    assert said["heavy_imported_in"] == standby.prefork["pid"]
+
+
+def test_a_fork_server_whose_imports_fail_leaves_the_child_spawned(pkg, tmp_path):
+    (pkg / "fakesrv" / "broken.py").write_text("raise RuntimeError('needs a GPU')\n")
+    env = _env(pkg)
+    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy", "fakesrv.broken"], start_env=env,
                               server_env=env)
     assert standby.prefork is not None and standby.prefork["ok"] is False
-    assert "fakesrv.missing" in standby.prefork["why_not"]
+    assert "fakesrv.broken" in standby.prefork["why_not"]
     assert said["heavy_imported_in"] == said["pid"] and said["set_before_spawn"] == "yes"
-    assert "spawned afresh: no fork server (fakesrv.missing: ModuleNotFoundError" in log, log
+    assert "spawned afresh: no fork server (fakesrv.broken: RuntimeError: needs a GPU" in log, log
 
 
 def test_the_waiting_fork_server_takes_no_cpu_and_dies_with_the_standby(pkg, tmp_path):

@@ -110,13 +110,19 @@ def _preload(spec: dict[str, Any]) -> None:
     reading.names, reading.iterated_by = set(), set()
     had_check = os.environ.get(_NVML_CHECK)
     os.environ[_NVML_CHECK] = "1"
+    with open(spec["modules_file"]) as f:
+        modules = [line.strip() for line in f if line.strip()]
     t0 = time.monotonic()
     error = None
+    skipped: list[str] = []
     os.environ = reading  # noqa: B003 (to record what is read, not to change it)
     try:
-        for name in spec["modules"]:
-            __import__(name)
-    except BaseException as exc:  # any failure means: no fork server, the children are spawned
+        for name in modules:
+            try:
+                __import__(name)
+            except ImportError as exc:  # not importable on its own: the child imports it, as spawned
+                skipped.append(f"{name}: {exc}")
+    except BaseException as exc:  # any other failure means: no fork server, the children are spawned
         error = f"{name}: {type(exc).__name__}: {exc}"
     finally:
         os.environ = real  # noqa: B003
@@ -143,7 +149,8 @@ def _preload(spec: dict[str, Any]) -> None:
         "pid": os.getpid(), "import_s": round(time.monotonic() - t0, 3), "executable": sys.executable,
         "env": {k: v for k, v in os.environ.items() if k not in _OURS},
         "read": sorted(n for n in reading.names if n not in _OURS),
-        "copied_by": foreign, "read_prefixes": prefixes,
+        "copied_by": foreign, "read_prefixes": prefixes, "modules": len(modules), "skipped": skipped[:20],
+        "skipped_n": len(skipped),
         "roots": {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name},
     }
     tmp = spec["status"] + ".tmp"
@@ -287,7 +294,11 @@ def start(modules: list[str], status_path: str, *, scans: dict[str, list[str]] |
 
     here = os.path.dirname(os.path.abspath(__file__))
     pythonpath = os.environ.get("PYTHONPATH")
-    os.environ[SPEC] = json.dumps({"modules": modules, "status": status_path, "pythonpath": pythonpath,
+    # In a file: a list of a few thousand modules would pass the kernel's limit for one variable.
+    modules_file = status_path + ".modules"
+    with open(modules_file, "w") as f:
+        f.write("\n".join(modules) + "\n")
+    os.environ[SPEC] = json.dumps({"modules_file": modules_file, "status": status_path, "pythonpath": pythonpath,
                                    "scans": scans or {}})
     # Found by the fork server through PYTHONPATH (it ignores the sys.path it is given in 3.11), in a
     # folder that holds nothing else; _preload takes it off again.
