@@ -155,9 +155,12 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       # What run_scheduler_process and run_detokenizer_process import in their spawned
                       # interpreters (sglang.srt.entrypoints.engine starts both with mp.Process).
                       prefork=("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager"),
-                      # sglang.srt.environ copies SGL_* to SGLANG_* (_convert_SGL_to_SGLANG) and tqdm reads
-                      # TQDM_* (tqdm.utils.envwrap), each by iterating os.environ on import.
-                      prefork_scans=MappingProxyType({"sglang.srt.environ": ("SGL_",), "tqdm.utils": ("TQDM_",)})),
+                      # Modules that iterate os.environ on import, and what they keep: sglang.srt.environ
+                      # copies SGL_* to SGLANG_* (_convert_SGL_to_SGLANG), tqdm reads TQDM_* (utils.envwrap),
+                      # fsspec FSSPEC_* (config.set_conf_env), networkx NETWORKX_* (utils.backends).
+                      prefork_scans=MappingProxyType({"sglang.srt.environ": ("SGL_",), "tqdm.utils": ("TQDM_",),
+                                                      "fsspec.config": ("FSSPEC_",),
+                                                      "networkx.utils.backends": ("NETWORKX_",)})),
     # The emulator reads its own variables in its main block (autotune.sim.server.main). Its launcher
     # imports take about a second, so by default no standby: one would compete with the servers for
     # this machine's cores and seldom be ready in time.
