@@ -154,7 +154,12 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       standby_by_default=True,
                       # What run_scheduler_process and run_detokenizer_process import in their spawned
                       # interpreters (sglang.srt.entrypoints.engine starts both with mp.Process).
-                      prefork=("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager"),
+                      # The spawned scheduler and detokenizer first import their parent's main module again
+                      # (as __mp_main__): these are sglang/launch_server.py's top-level imports, the ones
+                      # the standby's A/Bs found take no GPU memory. The scheduler's own modules cannot be
+                      # held: sgl_kernel initialises CUDA on import (docs/startup.md, H100, 2026-12-05), so
+                      # a process forked after them could not use the GPU.
+                      prefork=("sglang.srt.server_args", "sglang.srt.utils", "sglang.srt.utils.common"),
                       # Modules that iterate os.environ on import, and what they keep: sglang.srt.environ
                       # copies SGL_* to SGLANG_* (_convert_SGL_to_SGLANG), tqdm reads TQDM_* (utils.envwrap),
                       # fsspec FSSPEC_* (config.set_conf_env), networkx NETWORKX_* (utils.backends).

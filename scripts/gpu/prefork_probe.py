@@ -6,8 +6,8 @@ A process forked after ``cuInit`` cannot use the GPU, and SGLang 0.5.17's schedu
 initialise it: ``sgl_kernel`` picks its kernel build by the GPU's compute capability when imported
 (``sgl_kernel.load_utils._get_compute_capability``: ``torch.cuda.current_device()``). So
 ``measure.prefork`` can hold only what is imported before that. Three fresh interpreters, each
-importing what the fork server imports (:attr:`autotune.backend.Backend.prefork`, torch's CUDA
-check through NVML as there):
+importing what SGLang's scheduler and detokenizer processes import (``CHILD_MODULES``, torch's CUDA
+check through NVML as in the fork server):
 
 - ``full``: all of it, timed, with the modules fully imported when torch first initialises CUDA
   (its ``_lazy_init``) and the stack that got there;
@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parents[2]
+#: Where sglang.srt.entrypoints.engine's children start: run_scheduler_process, run_detokenizer_process.
+CHILD_MODULES = ("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")
 
 
 def _initialised() -> bool | None:
@@ -112,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         result = full(order["modules"]) if order["mode"] == "full" else split(order["modules"], order["first"])
         print(json.dumps(result))
         return 0
-    sys.path.insert(0, str(HERE))
-    from autotune.backend import get_backend
-
-    modules = list(get_backend("sglang").prefork)
+    modules = list(CHILD_MODULES)
     report: dict[str, Any] = {"modules": modules, "full": _child("full", modules)}
     first = report["full"].get("before_init") or []
     print(f"full: {json.dumps({k: v for k, v in report['full'].items() if k not in ('before_init', 'stack')})}; "

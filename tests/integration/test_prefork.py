@@ -25,7 +25,12 @@ LAUNCH = '''
 import json, multiprocessing as mp, os, sys
 from fakesrv import child
 
+GOT = []
+
+
 def main():
+    import signal, time
+    signal.signal(signal.SIGQUIT, lambda *_: GOT.append(1))  # as SGLang's launch-phase handler
     mp.set_start_method("spawn", force=True)
     os.environ["SET_BEFORE_SPAWN"] = "yes"  # as SGLang sets NCCL_CUMEM_ENABLE and the like
     r, w = mp.Pipe(duplex=False)
@@ -33,6 +38,11 @@ def main():
     p.start()
     said = r.recv()
     p.join()
+    if os.environ.get("FAKE_QUIT"):
+        deadline = time.monotonic() + 30
+        while not GOT and time.monotonic() < deadline:
+            time.sleep(0.05)
+    said["launcher_got_sigquit"] = bool(GOT)
     said["launcher_pid"] = os.getpid()
     said["start_method"] = mp.get_start_method()
     print("RESULT " + json.dumps(said), flush=True)
@@ -45,7 +55,10 @@ CHILD = '''
 import os
 
 def run(w):
+    import signal
     import fakesrv.heavy as heavy
+    if os.environ.get("FAKE_QUIT"):  # as SGLang's scheduler tells its parent it failed
+        os.kill(os.getppid(), signal.SIGQUIT)
     print("the child writes to the server log", flush=True)
     w.send({"pid": os.getpid(), "ppid": os.getppid(), "set_before_spawn": os.environ.get("SET_BEFORE_SPAWN"),
             "read_at_import": heavy.READ, "heavy_imported_in": heavy.PID})
@@ -215,3 +228,10 @@ def test_the_waiting_fork_server_takes_no_cpu_and_dies_with_the_standby(pkg, tmp
 def test_why_spawn(status, env, why):
     got = why_spawn(env, status, executable=sys.executable)
     assert (got is None) if why is None else (got is not None and why in got), got
+
+
+def test_a_childs_sigquit_reaches_the_launcher_through_the_fork_server(pkg, tmp_path):
+    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy"], start_env=_env(pkg),
+                              server_env=_env(pkg, FAKE_QUIT="1"))
+    assert said["ppid"] == standby.prefork["pid"], log  # forked: its parent is the fork server
+    assert said["launcher_got_sigquit"] is True, log

@@ -1,15 +1,16 @@
 """The server's child processes started from a pre-imported fork server (``measure.prefork``).
 
 SGLang's launcher sets the ``spawn`` start method, so each scheduler process is a fresh interpreter
-that imports SGLang and torch again: 16-20 s of every warm start (docs/startup.md). With
-``measure.prefork`` a standby (``autotune/server/_standby.py``) also starts multiprocessing's fork
-server with this module as its preload, and that fork server imports what the scheduler process
-imports while the server before it starts up. Two halves, standard library only (it is imported by
-its file's folder, outside the autotune package, and nothing of autotune enters the server):
+that imports SGLang and torch again (docs/startup.md). With ``measure.prefork`` a standby
+(``autotune/server/_standby.py``) also starts multiprocessing's fork server with this module as its
+preload, and that fork server imports what those processes import first
+(:attr:`autotune.backend.Backend.prefork`) while the server before it starts up. Two halves,
+standard library only (it is imported by its file's folder, outside the autotune package, and
+nothing of autotune enters the server):
 
 - **In the fork server** (:func:`_preload`, run on import where ``AUTOTUNE_PREFORK_SPEC`` is set):
   the modules are imported with every environment variable read through ``os.environ`` recorded,
-  CUDA must still be uninitialised afterwards (no ``libcuda`` mapped: a process forked after
+  CUDA must still be uninitialised afterwards (the driver says so: a process forked after
   ``cuInit`` cannot use the GPU), and a status file says what happened. Then the fork server waits
   for work, blocked in ``select``, as multiprocessing's does.
 - **In the server the standby becomes** (:func:`install`): SGLang's ``mp.set_start_method("spawn")``
