@@ -36,6 +36,26 @@ def test_standby_ab_dry_run_on_the_emulator(tmp_path):
 
 
 
+def test_prefork_ab_dry_run_on_the_emulator(tmp_path):
+    """``--prefork``: a fresh server, then standby and prefork launches alternating, each prefork run
+    launched by a standby that was asked for a fork server. The emulator starts no child processes
+    (the backend names no modules for a fork server), so the A/B stops at the first prefork run, as
+    it does on a GPU where the fork server was not used, and the verdict says why."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_SIM_")}
+    env.update(AUTOTUNE_SIM_STARTUP_S="3")
+    proc = subprocess.run([sys.executable, "scripts/gpu/standby_ab.py", "--backend", "sim", "--cycles", "2",
+                           "--prefork", "--budget-s", "240", "--out", str(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads((tmp_path / "standby-ab.json").read_text())["rows"]
+    assert [r["kind"] for r in rows] == ["fresh", "standby", "prefork"], proc.stdout
+    assert rows[2]["used"] is True and rows[2]["prefork_ok"] is None and rows[2]["forked"] is None
+    assert "stopping: the fork server was not used" in proc.stdout
+    verdict = subprocess.run([sys.executable, "scripts/gpu/prefork_verdict.py", str(tmp_path / "standby-ab.json")],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert verdict.returncode == 1 and "its fork server was not ready" in verdict.stdout, verdict.stdout
+
+
 def _cost_plan(tmp_path, *, ab_s: str, cycles: str = "1", before=None):
     """scripts/gpu/plan_cost.sh with AUTOTUNE_STANDBY_AB_S on the emulator twin of the shipped 8B
     space: (completed process, results folder, the twin's path, its standby copy's path)."""
