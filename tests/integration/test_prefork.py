@@ -173,6 +173,18 @@ def test_a_module_that_cannot_be_imported_alone_is_skipped_and_left_to_the_child
     assert said["heavy_imported_in"] == standby.prefork["pid"]
 
 
+def test_an_import_that_starts_a_thread_leaves_the_child_spawned(pkg, tmp_path):
+    (pkg / "fakesrv" / "threaded.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(3600,), name='poller', daemon=True).start()\n")
+    env = _env(pkg)
+    standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy", "fakesrv.threaded"], start_env=env,
+                              server_env=env)
+    assert standby.prefork is not None and standby.prefork["ok"] is False
+    assert "started threads (poller)" in standby.prefork["why_not"]
+    assert said["heavy_imported_in"] == said["pid"], log
+
+
 def test_a_fork_server_whose_imports_fail_leaves_the_child_spawned(pkg, tmp_path):
     (pkg / "fakesrv" / "broken.py").write_text("raise RuntimeError('needs a GPU')\n")
     env = _env(pkg)

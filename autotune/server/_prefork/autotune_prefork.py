@@ -11,7 +11,8 @@ nothing of autotune enters the server):
 - **In the fork server** (:func:`_preload`, run on import where ``AUTOTUNE_PREFORK_SPEC`` is set):
   the modules are imported with every environment variable read through ``os.environ`` recorded,
   CUDA must still be uninitialised afterwards (the driver says so: a process forked after
-  ``cuInit`` cannot use the GPU), and a status file says what happened. Then the fork server waits
+  ``cuInit`` cannot use the GPU) and no import may have started a thread (a fork copies only the
+  calling one), and a status file says what happened. Then the fork server waits
   for work, blocked in ``select``, as multiprocessing's does.
 - **In the server the standby becomes** (:func:`install`): SGLang's ``mp.set_start_method("spawn")``
   installs :class:`_Context`. A child process is forked from the fork server only where that is the
@@ -139,14 +140,21 @@ def _preload(spec: dict[str, Any]) -> None:
     launcher = os.getppid()
     signal.signal(signal.SIGQUIT, lambda *_: os.kill(launcher, signal.SIGQUIT))
     cuda = _cuda_touched()
+    # A fork copies only the calling thread: a thread an import started would be missing from every
+    # child, where a spawned child's own import would have started it.
+    import threading
+
+    threads = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
     # A module that iterates the environment reads every name it keeps; where the backend says which
     # prefixes it keeps (``scans``), those count as read, and any other non-stdlib scan stops forks.
     scans: dict[str, list[str]] = spec.get("scans") or {}
     foreign = sorted(m for m in reading.iterated_by if not _stdlib(m) and m not in scans)
     prefixes = sorted({p for m in reading.iterated_by if m in scans for p in scans[m]})
     status = {
-        "ok": error is None and not cuda,
-        "why_not": error or ("its imports initialised CUDA" if cuda else None),
+        "ok": error is None and not cuda and not threads,
+        "why_not": error or ("its imports initialised CUDA" if cuda else None)
+        or (f"its imports started threads ({', '.join(threads)}), which a forked child would lack"
+            if threads else None),
         "pid": os.getpid(), "import_s": round(time.monotonic() - t0, 3), "executable": sys.executable,
         "env": {k: v for k, v in os.environ.items() if k not in _OURS},
         "read": sorted(n for n in reading.names if n not in _OURS),
