@@ -82,9 +82,12 @@ def measure(argv: list[str], *, interval_s: float) -> tuple[int, float, dict[str
             if pid == me or (reading := _read(pid)) is None:
                 continue
             key = (pid, reading[0])
+            # Read again each time: a process first seen between its fork and its exec still shows
+            # its parent's command line (sh's, for a command sh starts), and exec keeps the pid.
+            args = _argv(pid)
             if key in seen:
-                seen[key][1] = reading[1]
-            elif (args := _argv(pid)) is not None:
+                seen[key] = [kind_of(args) if args is not None else seen[key][0], reading[1]]
+            elif args is not None:
                 seen[key] = [kind_of(args), reading[1]]
         if done:
             break

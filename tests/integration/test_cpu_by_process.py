@@ -50,6 +50,19 @@ def test_a_grandchild_s_cpu_is_counted_under_its_kind(tmp_path: Path) -> None:
     assert "autotune.trial" in proc.stderr and "CPU" in proc.stderr
 
 
+def test_a_process_seen_before_its_exec_is_counted_under_what_it_became(tmp_path: Path) -> None:
+    out = tmp_path / "cpu.json"
+    # sh is seen first (for 0.5 s), then execs python in the same pid: the kind is python's.
+    inner = f'sleep 0.5; exec {sys.executable} -c "$BURN" "$KIND"-marker'
+    env = {**os.environ, "BURN": _BURN, "KIND": "autotune.trial"}
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--interval", "0.05", "--json", str(out), "--",
+                           "sh", "-c", inner], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert "autotune.trial" in data["by_kind"], data["by_kind"]
+    assert 0.3 <= data["by_kind"]["autotune.trial"]["cpu_s"] <= 1.5, data["by_kind"]
+
+
 def test_the_command_s_exit_status_is_kept_and_bad_input_is_refused() -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), "--", "sh", "-c", "exit 3"],
                           capture_output=True, text=True, timeout=60)
