@@ -11,14 +11,15 @@ and stderr go to the log, stdin to /dev/null, and it runs ``MODULE`` as ``__main
 process group the caller already watches). End of file on stdin, before a line comes, means it is
 not wanted: it exits 0.
 
-With ``--prefork '{"modules": [...], "scans": {MODULE: [PREFIX, ...]}}'`` after the imports, it
+With ``--prefork '{"modules": [...], "scans": {MODULE: [PREFIX, ...]}, "dir": DIR}'`` after the imports, it
 also starts multiprocessing's fork server, which imports those modules (what the server's child
 processes import) meanwhile, and says
 ``ready`` only when both are done; the server then forks its children from it where that is the
 same as a spawn (``autotune/server/_prefork/autotune_prefork.py``).
 
 Standard library only and no package-relative imports: it runs from its file path, and nothing of
-autotune is loaded into the server it becomes.
+autotune is loaded into the server it becomes but, with ``--prefork``, the fork server's own module
+(standard library only as well).
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ def main(argv: list[str]) -> int:
     # that a fresh launch would have imported the same files.
     sys.path.pop(0)
     t0 = time.monotonic()
-    boot, status_path = (_boot(), os.path.join(tempfile.gettempdir(), f"autotune-prefork-{os.getpid()}.json")
-                         ) if prefork else (None, "")
+    # The fork server's status and module list go beside the standby's log (the trial's folder).
+    folder = str(prefork.get("dir") or tempfile.gettempdir())
+    boot, status_path = (_boot(), os.path.join(folder, f"prefork-{os.getpid()}.json")) if prefork else (None, "")
     if boot is not None:  # its imports run beside this process's own
         boot.start(prefork["modules"], status_path, scans=prefork.get("scans"))
     for name in preimport:

@@ -104,7 +104,7 @@ class Standby:
         self._ready = False
         self._taken = False
         self._roots: dict[str, str | None] = {}
-        fork = ("--prefork", json.dumps({"modules": list(prefork), "scans": {
+        fork = ("--prefork", json.dumps({"modules": list(prefork), "dir": str(log_path.parent), "scans": {
             k: list(v) for k, v in (prefork_scans or {}).items()}})) if prefork else ()
         with open(log_path, "ab") as log:
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(

@@ -128,6 +128,7 @@ def test_the_child_is_forked_from_the_pre_imported_server_with_the_launchers_env
     children = prefork_children(tmp_path / "server.log")
     assert children == {"forked": 1, "spawned": 0, "why_spawned": []}, log
     assert "SET_BEFORE_SPAWN" in log  # the log names what was set since the imports
+    assert not list(tmp_path.glob("prefork-*")), "the fork server's status and module list are cleaned up"
 
 
 def test_a_variable_the_imports_read_that_differs_sends_the_child_to_a_spawn(pkg, tmp_path):
