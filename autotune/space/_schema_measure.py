@@ -48,8 +48,8 @@ class Measure:
     # done while the current one starts. None: the backend's default (Backend.standby_by_default).
     standby: bool | None = None
     # The standby also starts a fork server that imports what the server's child processes (SGLang's
-    # scheduler) import, and they are forked from it where that is the same as a spawn
-    # (autotune/server/_prefork). None: the backend's default (Backend.prefork_by_default).
+    # scheduler and detokenizer) import first, and they are forked from it where that is the same as
+    # a spawn (autotune/server/_prefork). None: the backend's default (Backend.prefork_by_default).
     prefork: bool | None = None
     sequential: Sequential | None = Sequential()
     # SGLang's prefix cache before each measured repeat: flushed (true), kept (false), or None for
