@@ -10,8 +10,8 @@ server passes when
   imports done (``prefork_ok``), and the server forked its children from it (``forked`` at least
   1, ``spawned`` 0: no child fell back to a spawn);
 - the standby waiting beside each ``standby`` run, fork server included (its whole session), took
-  at most ``CPU_S`` CPU seconds over the measurement and held 0 MiB of GPU memory (on a real GPU an
-  unmeasured figure fails): the fork server's imports created no CUDA context;
+  at most ``standby_verdict.CPU_S`` CPU seconds over the measurement and held 0 MiB of GPU memory
+  (on a real GPU an unmeasured figure fails): the fork server's imports created no CUDA context;
 - SGLang sized the same KV pool for every run;
 - the ``prefork`` runs' median tok/s is within ``TOK_S_PCT`` of the ``standby`` runs' (a scheduler
   forked from a pre-imported process serves as a spawned one does);
@@ -30,7 +30,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from standby_verdict import CPU_S, TOK_S_PCT, _median, load, pooled  # noqa: E402
+from standby_verdict import (  # noqa: E402
+    TOK_S_PCT,
+    _median,
+    load,
+    pool_failures,
+    pooled,
+    tok_s_gap_pct,
+    waiting_failures,
+)
 
 KINDS = ("standby", "prefork")
 STAGES = ("launcher", "tokenizer+spawn", "scheduler", "warmup", "startup_s")
@@ -52,23 +60,11 @@ def failures(ab: dict[str, Any]) -> list[str]:
         if not (r.get("forked") or 0) >= 1 or r.get("spawned") != 0:
             why.append(f"{where}: {r.get('forked')} child(ren) forked, {r.get('spawned')} spawned "
                        f"({'; '.join(r.get('why_spawned') or []) or 'no reason recorded'})")
-    for r in kinds["standby"]:
-        where = f"cycle {r.get('cycle')} standby"
-        cpu = r.get("standby_cpu_s")
-        if cpu is None or cpu > CPU_S:
-            why.append(f"{where}: the waiting standby and fork server took {cpu} CPU s over the measurement "
-                       f"(at most {CPU_S})")
-        gpu = r.get("standby_gpu_mib")
-        if (gpu is None and on_gpu) or (gpu is not None and gpu > 0):
-            why.append(f"{where}: the waiting standby and fork server held {gpu} MiB of GPU memory (0 expected)")
-    pools = {r.get("max_total_num_tokens") for r in rows if r.get("ok")}
-    if len(pools) > 1 or (on_gpu and None in pools):
-        why.append(f"the KV pools differ: max_total_num_tokens {sorted(pools, key=str)}")
+    why += waiting_failures(kinds["standby"], on_gpu=on_gpu, who="the waiting standby and fork server")
+    why += pool_failures(rows, on_gpu=on_gpu)
     base, fork = _median(kinds["standby"], "tok_s"), _median(kinds["prefork"], "tok_s")
-    if base is not None and fork is not None:
-        pct = 100.0 * (fork / base - 1.0)
-        if abs(pct) > TOK_S_PCT:
-            why.append(f"prefork read {fork:.1f} tok/s against {base:.1f} spawned ({pct:+.2f}%, at most {TOK_S_PCT}%)")
+    if (pct := tok_s_gap_pct(fork, base)) is not None:
+        why.append(f"prefork read {fork:.1f} tok/s against {base:.1f} spawned ({pct:+.2f}%, at most {TOK_S_PCT}%)")
     base_s, fork_s = _median(kinds["standby"], "startup_s"), _median(kinds["prefork"], "startup_s")
     if base_s is not None and fork_s is not None and fork_s >= base_s:
         why.append(f"the forked servers started in {fork_s:.1f} s against {base_s:.1f} s spawned: no saving")

@@ -95,6 +95,38 @@ def _median(rows: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def waiting_failures(rows: list[dict[str, Any]], *, on_gpu: bool, who: str = "the waiting standby") -> list[str]:
+    """Where ``who``, waiting beside a run's measurement, took more than ``CPU_S`` CPU seconds or held
+    GPU memory (an unmeasured GPU figure fails on a real GPU, not on the emulator)."""
+    why = []
+    for r in rows:
+        where = f"cycle {r.get('cycle')} {r.get('kind')}"
+        cpu = r.get("standby_cpu_s")
+        if cpu is None or cpu > CPU_S:
+            why.append(f"{where}: {who} took {cpu} CPU s over the measurement (at most {CPU_S})")
+        gpu = r.get("standby_gpu_mib")
+        if (gpu is None and on_gpu) or (gpu is not None and gpu > 0):
+            why.append(f"{where}: {who} held {gpu} MiB of GPU memory (0 expected)")
+    return why
+
+
+def pool_failures(rows: list[dict[str, Any]], *, on_gpu: bool) -> list[str]:
+    """Unless SGLang sized one KV pool for every run that succeeded (unknown fails on a GPU)."""
+    pools = {r.get("max_total_num_tokens") for r in rows if r.get("ok")}
+    if len(pools) > 1 or (on_gpu and None in pools):
+        return [f"the KV pools differ: max_total_num_tokens {sorted(pools, key=str)}"]
+    return []
+
+
+def tok_s_gap_pct(mine: float | None, reference: float | None) -> float | None:
+    """How far ``mine`` reads from ``reference`` in percent where that is more than ``TOK_S_PCT``;
+    None where it is within, or either is unknown."""
+    if mine is None or reference is None:
+        return None
+    pct = 100.0 * (mine / reference - 1.0)
+    return pct if abs(pct) > TOK_S_PCT else None
+
+
 def failures(ab: dict[str, Any]) -> list[str]:
     """Every reason the A/B in ``ab`` (standby-ab.json) does not let a search use a standby; [] if it does."""
     rows: list[dict[str, Any]] = ab.get("rows") or []
@@ -104,24 +136,12 @@ def failures(ab: dict[str, Any]) -> list[str]:
     why += [f"cycle {r.get('cycle')} {r.get('kind')} failed: {r.get('reason')}" for r in rows if not r.get("ok")]
     why += [f"cycle {r.get('cycle')}: the standby did not launch the server ({r.get('standby')})"
             for r in kinds["standby"] if not r.get("used")]
-    for r in kinds["fresh"] + kinds["standby"]:
-        where = f"cycle {r.get('cycle')} {r.get('kind')}"
-        cpu = r.get("standby_cpu_s")
-        if cpu is None or cpu > CPU_S:
-            why.append(f"{where}: the waiting standby took {cpu} CPU s over the measurement (at most {CPU_S})")
-        gpu = r.get("standby_gpu_mib")
-        if (gpu is None and on_gpu) or (gpu is not None and gpu > 0):
-            why.append(f"{where}: the waiting standby held {gpu} MiB of GPU memory (0 expected)")
-    pools = {r.get("max_total_num_tokens") for r in rows if r.get("ok")}
-    if len(pools) > 1 or (on_gpu and None in pools):
-        why.append(f"the KV pools differ: max_total_num_tokens {sorted(pools, key=str)}")
+    why += waiting_failures(kinds["fresh"] + kinds["standby"], on_gpu=on_gpu)
+    why += pool_failures(rows, on_gpu=on_gpu)
     off = _median(kinds["off"], "tok_s")
     for kind in ("fresh", "standby"):
         mine = _median(kinds[kind], "tok_s")
-        if off is None or mine is None:
-            continue  # a missing run is said above
-        pct = 100.0 * (mine / off - 1.0)
-        if abs(pct) > TOK_S_PCT:
+        if (pct := tok_s_gap_pct(mine, off)) is not None:  # a missing run is said above
             why.append(f"{kind} read {mine:.1f} tok/s against {off:.1f} without a standby ({pct:+.2f}%, "
                        f"at most {TOK_S_PCT}%)")
     off_s, on_s = _median(kinds["off"], "startup_s"), _median(kinds["standby"], "startup_s")

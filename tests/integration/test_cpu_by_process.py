@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "cpu_by_process.py"
@@ -33,16 +34,21 @@ def test_kinds_put_the_specific_before_the_general() -> None:
     assert cpu_by_process.kind_of(["/usr/bin/sleep", "5"]) == "sleep 5"
 
 
-def test_a_grandchild_s_cpu_is_counted_under_its_kind(tmp_path: Path) -> None:
+def _burn_under_sh(tmp_path: Path, inner: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """The script run on ``sh -c INNER`` (``$BURN`` the burning program, ``$KIND`` its kind's name):
+    the finished process and the JSON it wrote."""
     out = tmp_path / "cpu.json"
-    # sh starts python: the burning process is not the command itself. Only python's own command
-    # line names the kind (sh's holds the variable, not its value).
-    inner = f'{sys.executable} -c "$BURN" "$KIND"-marker'
     env = {**os.environ, "BURN": _BURN, "KIND": "autotune.trial"}
     proc = subprocess.run([sys.executable, str(SCRIPT), "--interval", "0.05", "--json", str(out), "--",
                            "sh", "-c", inner], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
+    return proc, json.loads(out.read_text())
+
+
+def test_a_grandchild_s_cpu_is_counted_under_its_kind(tmp_path: Path) -> None:
+    # sh starts python: the burning process is not the command itself. Only python's own command
+    # line names the kind (sh's holds the variable, not its value).
+    proc, data = _burn_under_sh(tmp_path, f'{sys.executable} -c "$BURN" "$KIND"-marker')
     burner = data["by_kind"]["autotune.trial"]
     assert burner["processes"] == 1
     assert 0.3 <= burner["cpu_s"] <= 1.5, burner
@@ -51,14 +57,8 @@ def test_a_grandchild_s_cpu_is_counted_under_its_kind(tmp_path: Path) -> None:
 
 
 def test_a_process_seen_before_its_exec_is_counted_under_what_it_became(tmp_path: Path) -> None:
-    out = tmp_path / "cpu.json"
     # sh is seen first (for 0.5 s), then execs python in the same pid: the kind is python's.
-    inner = f'sleep 0.5; exec {sys.executable} -c "$BURN" "$KIND"-marker'
-    env = {**os.environ, "BURN": _BURN, "KIND": "autotune.trial"}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--interval", "0.05", "--json", str(out), "--",
-                           "sh", "-c", inner], capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
+    _, data = _burn_under_sh(tmp_path, f'sleep 0.5; exec {sys.executable} -c "$BURN" "$KIND"-marker')
     assert "autotune.trial" in data["by_kind"], data["by_kind"]
     assert 0.3 <= data["by_kind"]["autotune.trial"]["cpu_s"] <= 1.5, data["by_kind"]
 

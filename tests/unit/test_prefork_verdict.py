@@ -10,7 +10,6 @@ initialisation, which is where the probe splits.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.unit.test_standby_verdict import _change
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gpu" / "prefork_verdict.py"
@@ -49,14 +50,6 @@ def _verdict(tmp_path: Path, *abs_: dict[str, Any]) -> subprocess.CompletedProce
         path.write_text(json.dumps(ab))
         paths.append(str(path))
     return subprocess.run([sys.executable, str(SCRIPT), *paths], capture_output=True, text=True, timeout=60)
-
-
-def _change(ab: dict[str, Any], kind: str, **fields: Any) -> dict[str, Any]:
-    out = copy.deepcopy(ab)
-    for row in out["rows"]:
-        if row["kind"] == kind:
-            row.update(fields)
-    return out
 
 
 def test_a_passing_ab_passes_and_prints_the_stages(tmp_path: Path) -> None:
