@@ -227,29 +227,48 @@ def release_watchdog(reaper: subprocess.Popen[bytes]) -> None:
         reaper.wait()
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds process ``pid`` has used so far (user and system, from ``/proc``); None where
-    it cannot be read (gone, or no ``/proc``)."""
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name; None where it cannot be read."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _cpu_s(fields: list[str]) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def session_cpu_s(sid: int) -> float | None:
-    """CPU seconds the processes of session ``sid`` (a standby and the fork server it started) have
-    used so far, by ``/proc``; None where the session's leader cannot be read."""
-    total = process_cpu_s(sid)
-    if total is None:
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds process ``pid`` has used so far (user and system, from ``/proc``); None where
+    it cannot be read (gone, or no ``/proc``)."""
+    fields = _stat(pid)
+    return None if fields is None else _cpu_s(fields)
+
+
+def _session(sid: int) -> dict[int, list[str]] | None:
+    """The stat fields of every process in session ``sid``, its leader first; None where the
+    leader cannot be read."""
+    leader = _stat(sid)
+    if leader is None:
         return None
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        if stat.parent.name == str(sid):
-            continue
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if fields[3] == str(sid):
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    found = {sid: leader}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(sid):
+            fields = _stat(entry.name)  # None: gone meanwhile
+            if fields is not None and fields[3] == str(sid):
+                found[int(entry.name)] = fields
+    return found
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of session ``sid`` (a standby and the fork server it started), its leader first;
+    empty where the leader is gone."""
+    return list(_session(sid) or {})
+
+
+def session_cpu_s(sid: int) -> float | None:
+    """CPU seconds the processes of session ``sid`` have used so far, by ``/proc``; None where the
+    session's leader cannot be read."""
+    found = _session(sid)
+    return None if found is None else sum(_cpu_s(fields) for fields in found.values())

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune.server._prefork.autotune_prefork import FORKED, SPAWNED
 from autotune.server._prefork.autotune_prefork import TAG as PREFORK_TAG
 from autotune.server.group import release_watchdog, session_cpu_s, start_watchdog, stop_group
 
@@ -61,8 +62,8 @@ def prefork_children(log_path: Path) -> dict[str, Any] | None:
         return None
     if not lines:
         return None
-    spawned = [ln.split(": ", 1)[-1] for ln in lines if " spawned afresh: " in ln]
-    return {"forked": sum(" forked from the pre-imported fork server" in ln for ln in lines),
+    spawned = [ln.split(SPAWNED, 1)[1] for ln in lines if SPAWNED in ln]
+    return {"forked": sum(FORKED in ln for ln in lines),
             "spawned": len(spawned), "why_spawned": spawned}
 
 

@@ -23,7 +23,6 @@ hands them to the A/B).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import subprocess
@@ -34,17 +33,13 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(HERE))
+
+# The fork server's own check (standard library only: nothing of autotune's dependencies is loaded).
+from autotune.server._prefork.autotune_prefork import cuda_state  # noqa: E402
+
 #: Where sglang.srt.entrypoints.engine's children start: run_scheduler_process, run_detokenizer_process.
 CHILD_MODULES = ("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")
-
-
-def _initialised() -> bool | None:
-    """Whether the CUDA driver was initialised in this process (None: it is not even loaded)."""
-    with open("/proc/self/maps") as maps:
-        if not any("libcuda.so" in line for line in maps):
-            return None
-    count = ctypes.c_int(0)
-    return int(ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count))) != 3
 
 
 def _done(name: str, module: Any) -> bool:
@@ -71,7 +66,7 @@ def full(modules: list[str]) -> dict[str, Any]:
     for name in modules:
         __import__(name)
     found["import_s"] = round(time.monotonic() - t0, 2)
-    found["initialised"] = _initialised()
+    found["initialised"] = cuda_state()
     return found
 
 
@@ -84,7 +79,7 @@ def split(modules: list[str], first: list[str]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 (reported: a module that fails alone)
             failed.append(f"{name}: {type(exc).__name__}")
     first_s = round(time.monotonic() - t0, 2)
-    initialised = _initialised()
+    initialised = cuda_state()
     t1 = time.monotonic()
     for name in modules:
         __import__(name)

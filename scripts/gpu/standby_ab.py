@@ -66,6 +66,7 @@ PREFORK_COLUMNS = ("prefork_ok", "forked", "spawned")
 def one_run(space_path: Path, *, kind: str, out: Path, next_prefork: bool = False) -> dict[str, Any]:
     """One server of ``kind``, measured in this process, with a standby for the next server beside
     it (one with a fork server where ``next_prefork``)."""
+    from autotune.server.group import session_pids
     from autotune.space.search_space import load_space
     from autotune.space.workload import Workload
     from autotune.trial import standby_slot
@@ -93,7 +94,7 @@ def one_run(space_path: Path, *, kind: str, out: Path, next_prefork: bool = Fals
     # The KV pool SGLang sized: a standby holding GPU memory while this server started would shrink it.
     row["max_total_num_tokens"] = (result.server_info or {}).get("max_total_num_tokens")
     held = standby_slot._held  # the standby started beside this run, waiting for the next
-    row["standby_gpu_mib"] = _gpu_mib(_session(held.pid)) if held is not None else None
+    row["standby_gpu_mib"] = _gpu_mib(set(session_pids(held.pid))) if held is not None else None
     if result.log_path and Path(result.log_path).exists():
         stages = breakdown(Path(result.log_path))
         row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "warmup")})
@@ -121,18 +122,6 @@ def _fork_server_imports(modules: list[str]) -> None:
 
     standby_slot.get_backend = patched
     print(f"the fork servers import {len(modules)} modules from the probe", flush=True)
-
-
-def _session(sid: int) -> set[int]:
-    """The processes of session ``sid``: a standby and the fork server it started."""
-    pids = {sid}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if stat.read_text().rsplit(")", 1)[1].split()[3] == str(sid):
-                pids.add(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return pids
 
 
 def _gpu_mib(pids: set[int]) -> float | None:

@@ -40,8 +40,10 @@ _OURS = (SPEC, _NVML_CHECK)
 #: Read by the loader or the interpreter at start-up, before any import: a spawn would see them.
 _START_UP_PREFIXES = ("LD_", "PYTHON")
 _HELPERS = ("os", "_collections_abc", "collections.abc")
-#: The line every decision writes to the server log.
+#: The line every decision writes to the server log, and what it says of the child.
 TAG = "autotune prefork:"
+FORKED = " forked from the pre-imported fork server"
+SPAWNED = " spawned afresh: "
 
 
 class _Reading(os._Environ[str]):
@@ -67,16 +69,17 @@ def _stdlib(module: str) -> bool:
     return module.split(".", 1)[0] in sys.stdlib_module_names
 
 
-def _cuda_touched() -> bool:
-    """Whether this process initialised the CUDA driver. A library linked against it maps it
-    without that; where it is mapped, the driver is asked (``cuDeviceGetCount`` answers
-    CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking initialises nothing)."""
+def cuda_state() -> bool | None:
+    """Whether this process initialised the CUDA driver: None where the driver is not even loaded.
+    A library linked against it maps it without initialising it; where it is mapped, the driver is
+    asked (``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and
+    asking initialises nothing)."""
     try:
         with open("/proc/self/maps") as maps:
             if not any("libcuda.so" in line for line in maps):
-                return False
+                return None
     except OSError:
-        return False
+        return None
     import ctypes
 
     try:
@@ -139,7 +142,7 @@ def _preload(spec: dict[str, Any]) -> None:
     # spawned child would have had).
     launcher = os.getppid()
     signal.signal(signal.SIGQUIT, lambda *_: os.kill(launcher, signal.SIGQUIT))
-    cuda = _cuda_touched()
+    cuda = bool(cuda_state())
     # A fork copies only the calling thread: a thread an import started would be missing from every
     # child, where a spawned child's own import would have started it.
     import threading
@@ -191,14 +194,18 @@ def why_spawn(env: dict[str, str], status: dict[str, Any], *, executable: str) -
         return f"the child's interpreter is {executable}, the fork server's {status['executable']}"
     if status.get("copied_by"):
         return f"{', '.join(status['copied_by'])} copied the whole environment while importing"
-    seen = status["env"]
-    differ = {k for k in set(seen) | set(env) if seen.get(k) != env.get(k)}
+    differ = _differ(status["env"], env)
     read = set(status["read"])
     prefixes = (*_START_UP_PREFIXES, *status.get("read_prefixes", ()))
     early = sorted(k for k in differ if k in read or k.startswith(prefixes))
     if early:
         return f"{', '.join(early)} differ(s) from what the fork server's imports read"
     return None
+
+
+def _differ(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    """The variables set differently (or only) in one of ``a`` and ``b``, sorted."""
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
 def _run_with_env(env: dict[str, str], stdio: Any, target: Any, args: Any, kwargs: Any) -> Any:
@@ -251,17 +258,17 @@ def _popen(process_obj: Any) -> Any:
     if why is not None:
         from multiprocessing.popen_spawn_posix import Popen as SpawnPopen
 
-        _say(f"{process_obj.name} spawned afresh: {why}")
+        _say(f"{process_obj.name}{SPAWNED}{why}")
         return SpawnPopen(process_obj)
     from multiprocessing.popen_forkserver import Popen as ForkPopen
 
     env = dict(os.environ)
-    differ = sorted(k for k in set(env) | set(_status["env"]) if env.get(k) != _status["env"].get(k))
+    differ = _differ(_status["env"], env)
     target, args, kwargs = process_obj._target, process_obj._args, process_obj._kwargs
     process_obj._target, process_obj._args, process_obj._kwargs = _run_with_env, (env, _Stdio(), target, args,
                                                                                    kwargs), {}
     popen = ForkPopen(process_obj)
-    _say(f"{process_obj.name} (pid {popen.pid}) forked from the pre-imported fork server (pid {_status['pid']}); "
+    _say(f"{process_obj.name} (pid {popen.pid}){FORKED} (pid {_status['pid']}); "
          f"{len(differ)} variable(s) set since its imports, none of them read by them: {', '.join(differ)}")
     return popen
 
