@@ -10,7 +10,8 @@ importing what SGLang's scheduler and detokenizer processes import (``CHILD_MODU
 check through NVML as in the fork server):
 
 - ``full``: all of it, timed, with the modules fully imported when torch first initialises CUDA
-  (its ``_lazy_init``) and the stack that got there;
+  (its ``_lazy_init``), the stack that got there, and every site that asked CUDA during the imports
+  (the innermost caller outside torch of each ``_lazy_init``, when first and how often);
 - ``split`` (twice): those modules first, timed, then whether the driver was initialised by them
   (``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking
   initialises nothing), then the rest, timed: the rest is what a forked child would still import.
@@ -52,22 +53,39 @@ def full(modules: list[str]) -> dict[str, Any]:
     import torch
 
     found: dict[str, Any] = {"before_init": None, "stack": None, "init_at_s": None}
+    asks: dict[str, dict[str, Any]] = {}
     real = torch.cuda._lazy_init
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
     t0 = time.monotonic()
 
     def lazy_init() -> None:
+        at_s = round(time.monotonic() - t0, 2)
         if found["before_init"] is None and not torch.cuda.is_initialized():
-            found["init_at_s"] = round(time.monotonic() - t0, 2)
+            found["init_at_s"] = at_s
             found["before_init"] = [n for n, m in list(sys.modules.items()) if _done(n, m)]
             found["stack"] = "".join(traceback.format_stack(limit=30))
+        # Every later ask too: each is a site a fork server would have to answer without CUDA
+        # before it could hold the modules after the first.
+        site = _caller(traceback.extract_stack(limit=40), torch_dir)
+        ask = asks.setdefault(site, {"site": site, "first_at_s": at_s, "count": 0})
+        ask["count"] += 1
         real()
 
     torch.cuda._lazy_init = lazy_init
     for name in modules:
         __import__(name)
     found["import_s"] = round(time.monotonic() - t0, 2)
+    found["asks"] = sorted(asks.values(), key=lambda a: float(a["first_at_s"]))
     found["initialised"] = cuda_state()
     return found
+
+
+def _caller(stack: traceback.StackSummary, torch_dir: str) -> str:
+    """The innermost frame outside torch and this script: the module that asked CUDA."""
+    for frame in reversed(stack):
+        if not frame.filename.startswith(torch_dir) and frame.filename != __file__:
+            return f"{frame.filename}:{frame.lineno} {frame.name}"
+    return "torch"
 
 
 def split(modules: list[str], first: list[str]) -> dict[str, Any]:
@@ -115,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"full: {json.dumps({k: v for k, v in report['full'].items() if k not in ('before_init', 'stack')})}; "
           f"{len(first)} modules imported before CUDA's first initialisation", flush=True)
     print(report["full"].get("stack") or "", flush=True)
+    asks = report["full"].get("asks") or []
+    print(f"sites that asked CUDA during the imports ({len(asks)}; a fork server would have to answer each "
+          "without CUDA to hold the modules after the first):", flush=True)
+    for ask in asks:
+        print(f"  at {ask['first_at_s']} s, {ask['count']}x: {ask['site']}", flush=True)
     report["split"] = [_child("split", modules, first) for _ in range(2)] if first else []
     for run in report["split"]:
         print(f"split: {json.dumps(run)}", flush=True)

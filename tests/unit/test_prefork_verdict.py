@@ -93,7 +93,9 @@ FAKE = {
     "fakepre/light.py": "from fakepre import VALUE\n",
     "fakegpu/__init__.py": ("import torch\nfrom fakepre import light\ntry:\n    torch.cuda.current_device()\n"
                             "except (AssertionError, RuntimeError):\n    pass\n"),
-    "fakeafter.py": "import fakegpu\n",
+    "fakeafter.py": ("import fakegpu\nimport torch\nfor _ in range(2):\n    try:\n"
+                     "        torch.cuda.get_device_capability()\n    except (AssertionError, RuntimeError):\n"
+                     "        pass\n"),
 }
 
 
@@ -117,5 +119,8 @@ def test_the_probe_splits_the_imports_where_cuda_is_first_initialised(tmp_path: 
     assert "fakepre" in before and "fakepre.light" in before and "torch" in before
     assert "fakegpu" not in before and "fakeafter" not in before
     assert "fakegpu/__init__.py" in full["stack"]
+    # Each site that asked, named by its first frame outside torch, in the order they first asked.
+    sites = [(Path(a["site"].split(":")[0]).name, a["count"]) for a in full["asks"]]
+    assert sites == [("__init__.py", 1), ("fakeafter.py", 2)], full["asks"]
     split = child("split", before)
     assert split["first_failed"] == [] and split["first_s"] >= 0 and split["rest_s"] >= 0
