@@ -81,11 +81,17 @@ def full(modules: list[str]) -> dict[str, Any]:
 
 
 def _caller(stack: traceback.StackSummary, torch_dir: str) -> str:
-    """The innermost frame outside torch and this script: the module that asked CUDA."""
+    """The innermost frame outside torch and this script (the module that asked CUDA), and the torch
+    function it called: ``FILE:LINE FUNCTION -> torch.API``."""
+    called = "?"
     for frame in reversed(stack):
-        if not frame.filename.startswith(torch_dir) and frame.filename != __file__:
-            return f"{frame.filename}:{frame.lineno} {frame.name}"
-    return "torch"
+        if frame.filename == __file__:
+            continue
+        if frame.filename.startswith(torch_dir):
+            called = frame.name
+            continue
+        return f"{frame.filename}:{frame.lineno} {frame.name} -> torch {called}"
+    return f"torch {called}"
 
 
 def split(modules: list[str], first: list[str]) -> dict[str, Any]:
