@@ -5,14 +5,18 @@
 A process forked after ``cuInit`` cannot use the GPU, and SGLang 0.5.17's scheduler imports
 initialise it: ``sgl_kernel`` picks its kernel build by the GPU's compute capability when imported
 (``sgl_kernel.load_utils._get_compute_capability``: ``torch.cuda.current_device()``). So
-``measure.prefork`` can hold only what is imported before that. Three fresh interpreters, each
+``measure.prefork`` can hold only what is imported before that. Up to four fresh interpreters, each
 importing what SGLang's scheduler and detokenizer processes import (``CHILD_MODULES``, torch's CUDA
 check through NVML as in the fork server):
 
 - ``full``: all of it, timed, with the modules fully imported when torch first initialises CUDA
   (its ``_lazy_init``), the stack that got there, and every site that asked CUDA during the imports
   (the innermost caller outside torch of each ``_lazy_init``, when first and how often);
-- ``split`` (twice): those modules first, timed, then whether the driver was initialised by them
+- ``full`` again with torch's device questions answered without CUDA, as the fork server answers
+  them (``autotune_prefork_cuda``: the current device and its capability, from NVML), where NVML
+  gives a capability: how much further a fork server gets with those answers;
+- ``split`` (twice; answered likewise where the second ``full`` ran): the modules held by the last
+  ``full`` first, timed, then whether the driver was initialised by them
   (``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking
   initialises nothing), then the rest, timed: the rest is what a forked child would still import.
 
@@ -38,6 +42,7 @@ sys.path.insert(0, str(HERE))
 
 # The fork server's own check (standard library only: nothing of autotune's dependencies is loaded).
 from autotune.server._prefork.autotune_prefork import cuda_state  # noqa: E402
+from autotune.server._prefork.autotune_prefork_cuda import answer_when_imported, nvml_capability  # noqa: E402
 
 #: Where sglang.srt.entrypoints.engine's children start: run_scheduler_process, run_detokenizer_process.
 CHILD_MODULES = ("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")
@@ -49,7 +54,14 @@ def _done(name: str, module: Any) -> bool:
             and not getattr(spec, "_initializing", False))
 
 
-def full(modules: list[str]) -> dict[str, Any]:
+def _answers(answer: bool) -> Any:
+    """The fork server's answers to torch's device questions (None where not asked for or NVML cannot
+    give them); attached once torch.cuda is imported."""
+    return answer_when_imported(nvml_capability()) if answer else None
+
+
+def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
+    answers = _answers(answer)
     import torch
 
     found: dict[str, Any] = {"before_init": None, "stack": None, "init_at_s": None}
@@ -76,6 +88,9 @@ def full(modules: list[str]) -> dict[str, Any]:
         __import__(name)
     found["import_s"] = round(time.monotonic() - t0, 2)
     found["asks"] = sorted(asks.values(), key=lambda a: float(a["first_at_s"]))
+    found["answered"] = None if answers is None else {"capability": answers.capability, "given": dict(answers.given)}
+    if found["before_init"] is None:  # nothing initialised CUDA: every module could be held
+        found["imported"] = [n for n, m in list(sys.modules.items()) if _done(n, m)]
     found["initialised"] = cuda_state()
     return found
 
@@ -94,7 +109,8 @@ def _caller(stack: traceback.StackSummary, torch_dir: str) -> str:
     return f"torch {called}"
 
 
-def split(modules: list[str], first: list[str]) -> dict[str, Any]:
+def split(modules: list[str], first: list[str], *, answer: bool = False) -> dict[str, Any]:
+    answers = _answers(answer)
     t0 = time.monotonic()
     failed = []
     for name in first:
@@ -104,6 +120,8 @@ def split(modules: list[str], first: list[str]) -> dict[str, Any]:
             failed.append(f"{name}: {type(exc).__name__}")
     first_s = round(time.monotonic() - t0, 2)
     initialised = cuda_state()
+    if answers is not None:
+        answers.detach()  # as the fork server does after its imports
     t1 = time.monotonic()
     for name in modules:
         __import__(name)
@@ -111,15 +129,32 @@ def split(modules: list[str], first: list[str]) -> dict[str, Any]:
             "rest_s": round(time.monotonic() - t1, 2)}
 
 
-def _child(mode: str, modules: list[str], first: list[str] | None = None) -> dict[str, Any]:
+def _child(mode: str, modules: list[str], first: list[str] | None = None, *, answer: bool = False) -> dict[str, Any]:
     env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
-    arg = json.dumps({"mode": mode, "modules": modules, "first": first or []})
+    arg = json.dumps({"mode": mode, "modules": modules, "first": first or [], "answer": answer})
     done = subprocess.run([sys.executable, __file__, "--child", arg], capture_output=True, text=True, env=env,
                           timeout=300)
     if done.returncode != 0:
         return {"error": done.stderr[-3000:]}
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def _say(what: str, run: dict[str, Any]) -> None:
+    if "error" in run:
+        print(f"{what}: the imports failed:\n{run['error']}", flush=True)
+        return
+    shown = {k: v for k, v in run.items() if k not in ("before_init", "stack", "asks", "imported")}
+    held = run.get("before_init")
+    print(f"{what}: {json.dumps(shown)}; " + (f"{len(held)} modules imported before CUDA's first initialisation"
+                                              if held is not None else "CUDA not initialised by the imports"),
+          flush=True)
+    print(run.get("stack") or "", flush=True)
+    asks = run.get("asks") or []
+    print(f"sites that asked CUDA during the imports ({len(asks)}; a fork server would have to answer each "
+          "without CUDA to hold the modules after the first):", flush=True)
+    for ask in asks:
+        print(f"  at {ask['first_at_s']} s, {ask['count']}x: {ask['site']}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,21 +165,24 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child is not None:
         order = json.loads(args.child)
-        result = full(order["modules"]) if order["mode"] == "full" else split(order["modules"], order["first"])
+        answer = bool(order.get("answer"))
+        result = (full(order["modules"], answer=answer) if order["mode"] == "full"
+                  else split(order["modules"], order["first"], answer=answer))
         print(json.dumps(result))
         return 0
     modules = list(CHILD_MODULES)
     report: dict[str, Any] = {"modules": modules, "full": _child("full", modules)}
-    first = report["full"].get("before_init") or []
-    print(f"full: {json.dumps({k: v for k, v in report['full'].items() if k not in ('before_init', 'stack')})}; "
-          f"{len(first)} modules imported before CUDA's first initialisation", flush=True)
-    print(report["full"].get("stack") or "", flush=True)
-    asks = report["full"].get("asks") or []
-    print(f"sites that asked CUDA during the imports ({len(asks)}; a fork server would have to answer each "
-          "without CUDA to hold the modules after the first):", flush=True)
-    for ask in asks:
-        print(f"  at {ask['first_at_s']} s, {ask['count']}x: {ask['site']}", flush=True)
-    report["split"] = [_child("split", modules, first) for _ in range(2)] if first else []
+    _say("full", report["full"])
+    answered = nvml_capability() is not None
+    if answered:  # the fork server answers the device questions too: how far it gets with them
+        report["full_answered"] = _child("full", modules, answer=True)
+        _say("full, device questions answered without CUDA", report["full_answered"])
+    pick = report.get("full_answered") or report["full"]
+    first = pick.get("before_init")
+    if first is None and "error" not in pick:
+        first = pick.get("imported")  # nothing initialised CUDA: all of it
+    first = first or []
+    report["split"] = [_child("split", modules, first, answer=answered) for _ in range(2)] if first else []
     for run in report["split"]:
         print(f"split: {json.dumps(run)}", flush=True)
     tops = sorted({n.split(".", 1)[0] for n in first})

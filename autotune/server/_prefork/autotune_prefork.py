@@ -103,6 +103,11 @@ def _preload(spec: dict[str, Any]) -> None:
     # (3.11's fork server ignores the sys.path it is given).
     if sys.path and sys.path[0] == "":
         sys.path.pop(0)
+    import importlib
+
+    # Beside this file, found while its folder is still on the path (imported by name, as this one is).
+    cuda_answers: Any = importlib.import_module("autotune_prefork_cuda")
+
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p) != here]
     if spec.get("pythonpath") is None:
@@ -121,6 +126,10 @@ def _preload(spec: dict[str, Any]) -> None:
     error = None
     skipped: list[str] = []
     os.environ = reading  # noqa: B003 (to record what is read, not to change it)
+    # torch's questions about the device answered without initialising CUDA, from when torch.cuda
+    # is imported (autotune_prefork_cuda: exact answers only, and none where NVML cannot give one).
+    capability = cuda_answers.nvml_capability()
+    answers = cuda_answers.answer_when_imported(capability)
     try:
         for name in modules:
             try:
@@ -131,6 +140,8 @@ def _preload(spec: dict[str, Any]) -> None:
         error = f"{name}: {type(exc).__name__}: {exc}"
     finally:
         os.environ = real  # noqa: B003
+        if answers is not None:
+            answers.detach()
     if had_check is None:
         os.environ.pop(_NVML_CHECK, None)
     os.environ.pop(SPEC, None)
@@ -163,6 +174,7 @@ def _preload(spec: dict[str, Any]) -> None:
         "read": sorted(n for n in reading.names if n not in _OURS),
         "copied_by": foreign, "read_prefixes": prefixes, "modules": len(modules), "skipped": skipped[:20],
         "skipped_n": len(skipped),
+        "cuda_answers": {"capability": capability, "given": dict(answers.given) if answers else {}},
         "roots": {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name},
     }
     tmp = spec["status"] + ".tmp"

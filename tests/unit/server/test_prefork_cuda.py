@@ -1,0 +1,100 @@
+"""The fork server's answers to torch's device questions without CUDA (autotune_prefork_cuda).
+
+torch here is the CPU build, so "CUDA is available" is the one thing stood in (a GPU cannot run
+here); every question the answers do not cover goes to this torch, which then fails as it would
+on a machine without CUDA, and shows that it was asked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.server._prefork import autotune_prefork_cuda as cuda_answers
+
+REPO = Path(__file__).resolve().parents[3]
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def available(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+
+def test_the_capability_and_device_zero_are_answered_and_nothing_else(available: None) -> None:
+    real = {n: getattr(torch.cuda, n) for n in ("current_device", "get_device_capability", "get_device_properties")}
+    answers = cuda_answers.Answers((9, 0))
+    answers.attach(torch.cuda)
+    try:
+        assert torch.cuda.current_device() == 0
+        for device in (None, 0, "cuda", "cuda:0", torch.device("cuda"), torch.device("cuda", 0)):
+            assert torch.cuda.get_device_capability(device) == (9, 0)
+        props = torch.cuda.get_device_properties(0)
+        assert (props.major, props.minor) == (9, 0)
+        # What the answer does not hold is torch's own, asked then: this torch has no CUDA.
+        with pytest.raises((AssertionError, RuntimeError)):
+            _ = props.name
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.cuda.get_device_capability(1)
+        assert not torch.cuda.is_initialized()
+        assert answers.given == {"current_device": 1, "get_device_capability": 6, "get_device_properties": 1}
+    finally:
+        answers.detach()
+    assert {n: getattr(torch.cuda, n) for n in real} == real
+
+
+def test_nothing_is_answered_where_torch_says_cuda_is_not_there() -> None:
+    answers = cuda_answers.Answers((9, 0))
+    answers.attach(torch.cuda)
+    try:
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.cuda.get_device_capability()
+        assert not answers.given
+    finally:
+        answers.detach()
+
+
+def test_no_answers_without_a_capability_and_none_here_without_nvml() -> None:
+    assert cuda_answers.answer_when_imported(None) is None
+    try:
+        import ctypes
+
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        assert cuda_answers.nvml_capability() is None
+    else:  # a machine with a GPU driver: one capability, or None where its GPUs differ
+        found = cuda_answers.nvml_capability()
+        assert found is None or (isinstance(found, tuple) and len(found) == 2)
+
+
+CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from autotune.server._prefork import autotune_prefork_cuda as cuda_answers
+answers = cuda_answers.answer_when_imported((8, 6))
+waiting = answers.finder in sys.meta_path
+import torch  # torch.cuda is imported with it: the answers attach then
+torch.cuda.is_available = lambda: True
+answered = torch.cuda.get_device_capability()
+gone = answers.finder not in sys.meta_path
+answers.detach()
+try:
+    torch.cuda.get_device_capability()
+    after = "answered"
+except (AssertionError, RuntimeError) as exc:
+    after = type(exc).__name__
+print(json.dumps({"waiting": waiting, "answered": answered, "finder_gone": gone, "after": after,
+                  "given": dict(answers.given)}))
+"""
+
+
+def test_answers_attach_when_torch_cuda_is_imported_and_leave_with_detach() -> None:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(REPO)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"waiting": True, "answered": [8, 6], "finder_gone": True, "after": "AssertionError",
+                   "given": {"get_device_capability": 1}}
