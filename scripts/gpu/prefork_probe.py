@@ -92,6 +92,10 @@ def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
     if found["before_init"] is None:  # nothing initialised CUDA: every module could be held
         found["imported"] = [n for n, m in list(sys.modules.items()) if _done(n, m)]
     found["initialised"] = cuda_state()
+    # A thread started by an import stops forks too (the fork server's status says so).
+    import threading
+
+    found["threads"] = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
     return found
 
 
