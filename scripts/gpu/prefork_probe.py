@@ -32,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -135,9 +136,14 @@ def split(modules: list[str], first: list[str], *, answer: bool = False) -> dict
 
 def _child(mode: str, modules: list[str], first: list[str] | None = None, *, answer: bool = False) -> dict[str, Any]:
     env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
-    arg = json.dumps({"mode": mode, "modules": modules, "first": first or [], "answer": answer})
-    done = subprocess.run([sys.executable, __file__, "--child", arg], capture_output=True, text=True, env=env,
-                          timeout=300)
+    # In a file: thousands of module names pass the kernel's limit for one argument.
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"mode": mode, "modules": modules, "first": first or [], "answer": answer}, f)
+    try:
+        done = subprocess.run([sys.executable, __file__, "--child", f.name], capture_output=True, text=True,
+                              env=env, timeout=300)
+    finally:
+        os.unlink(f.name)
     if done.returncode != 0:
         return {"error": done.stderr[-3000:]}
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -168,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
-        order = json.loads(args.child)
+        order = json.loads(Path(args.child).read_text())
         answer = bool(order.get("answer"))
         result = (full(order["modules"], answer=answer) if order["mode"] == "full"
                   else split(order["modules"], order["first"], answer=answer))

@@ -106,8 +106,9 @@ def test_the_probe_splits_the_imports_where_cuda_is_first_initialised(tmp_path: 
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
 
     def child(mode: str, first: list[str] | None = None) -> dict[str, Any]:
-        arg = json.dumps({"mode": mode, "modules": ["fakepre.light", "fakeafter"], "first": first or []})
-        done = subprocess.run([sys.executable, str(PROBE), "--child", arg], capture_output=True, text=True,
+        arg = tmp_path / f"{mode}.json"
+        arg.write_text(json.dumps({"mode": mode, "modules": ["fakepre.light", "fakeafter"], "first": first or []}))
+        done = subprocess.run([sys.executable, str(PROBE), "--child", str(arg)], capture_output=True, text=True,
                               env=env, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
