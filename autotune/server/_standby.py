@@ -11,7 +11,8 @@ and stderr go to the log, stdin to /dev/null, and it runs ``MODULE`` as ``__main
 process group the caller already watches). End of file on stdin, before a line comes, means it is
 not wanted: it exits 0.
 
-With ``--prefork '{"modules": [...], "scans": {MODULE: [PREFIX, ...]}, "dir": DIR}'`` after the imports, it
+With ``--prefork FILE`` after the imports (FILE: ``{"modules": [...], "scans": {MODULE: [PREFIX, ...]},
+"dir": DIR}``, removed once read), it
 also starts multiprocessing's fork server, which imports those modules (what the server's child
 processes import) meanwhile, and says
 ``ready`` only when both are done; the server then forks its children from it where that is the
@@ -58,7 +59,10 @@ def main(argv: list[str]) -> int:
     prefork: dict[str, object] = {}
     if "--prefork" in preimport:
         at = preimport.index("--prefork")
-        preimport, prefork = preimport[:at], json.loads(preimport[at + 1])
+        preimport, spec_path = preimport[:at], preimport[at + 1]
+        with open(spec_path) as f:
+            prefork = json.load(f)
+        os.unlink(spec_path)
     # `python FILE` put this file's folder first on sys.path, `python -m MODULE` puts the working
     # directory there. The imports run with neither; the caller checks that the server's working
     # directory would not give any top-level module imported ("roots") from another file, so

@@ -32,6 +32,7 @@ import json
 import os
 import select
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -105,8 +106,15 @@ class Standby:
         self._ready = False
         self._taken = False
         self._roots: dict[str, str | None] = {}
-        fork = ("--prefork", json.dumps({"modules": list(prefork), "dir": str(log_path.parent), "scans": {
-            k: list(v) for k, v in (prefork_scans or {}).items()}})) if prefork else ()
+        fork: tuple[str, ...] = ()
+        if prefork:
+            # In a file, which the standby removes once read: thousands of module names pass the
+            # kernel's limit for one argument.
+            with tempfile.NamedTemporaryFile("w", dir=log_path.parent, prefix="prefork-spec-", suffix=".json",
+                                             delete=False) as spec:
+                json.dump({"modules": list(prefork), "dir": str(log_path.parent),
+                           "scans": {k: list(v) for k, v in (prefork_scans or {}).items()}}, spec)
+            fork = ("--prefork", spec.name)
         with open(log_path, "ab") as log:
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
                 [python, str(_STANDBY_FILE), module, *preimport, *fork],

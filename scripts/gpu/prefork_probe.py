@@ -55,6 +55,15 @@ def _done(name: str, module: Any) -> bool:
             and not getattr(spec, "_initializing", False))
 
 
+def _held() -> list[str]:
+    """The modules fully imported now whose packages are too, in import order: importing one of
+    them alone then imports nothing more (a submodule finished while its package's ``__init__`` still
+    runs would run the rest of that ``__init__`` when imported alone, and whatever it asks)."""
+    done = {n for n, m in list(sys.modules.items()) if _done(n, m)}
+    return [n for n in list(sys.modules) if n in done
+            and all(".".join(n.split(".")[:i]) in done for i in range(1, n.count(".") + 1))]
+
+
 def _answers(answer: bool) -> Any:
     """The fork server's answers to torch's device questions (None where not asked for or NVML cannot
     give them); attached once torch.cuda is imported."""
@@ -75,7 +84,7 @@ def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
         at_s = round(time.monotonic() - t0, 2)
         if found["before_init"] is None and not torch.cuda.is_initialized():
             found["init_at_s"] = at_s
-            found["before_init"] = [n for n, m in list(sys.modules.items()) if _done(n, m)]
+            found["before_init"] = _held()
             found["stack"] = "".join(traceback.format_stack(limit=30))
         # Every later ask too: each is a site a fork server would have to answer without CUDA
         # before it could hold the modules after the first.
@@ -91,7 +100,7 @@ def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
     found["asks"] = sorted(asks.values(), key=lambda a: float(a["first_at_s"]))
     found["answered"] = None if answers is None else {"capability": answers.capability, "given": dict(answers.given)}
     if found["before_init"] is None:  # nothing initialised CUDA: every module could be held
-        found["imported"] = [n for n, m in list(sys.modules.items()) if _done(n, m)]
+        found["imported"] = _held()
     found["initialised"] = cuda_state()
     # A thread started by an import stops forks too (the fork server's status says so).
     import threading
@@ -116,6 +125,17 @@ def _caller(stack: traceback.StackSummary, torch_dir: str) -> str:
 
 def split(modules: list[str], first: list[str], *, answer: bool = False) -> dict[str, Any]:
     answers = _answers(answer)
+    import torch
+
+    real = torch.cuda._lazy_init
+    stack: list[str] = []
+
+    def lazy_init() -> None:  # where the held modules initialised CUDA, if they did
+        if not stack and not torch.cuda.is_initialized():
+            stack.append("".join(traceback.format_stack(limit=30)))
+        real()
+
+    torch.cuda._lazy_init = lazy_init
     t0 = time.monotonic()
     failed = []
     for name in first:
@@ -125,12 +145,14 @@ def split(modules: list[str], first: list[str], *, answer: bool = False) -> dict
             failed.append(f"{name}: {type(exc).__name__}")
     first_s = round(time.monotonic() - t0, 2)
     initialised = cuda_state()
+    torch.cuda._lazy_init = real
     if answers is not None:
         answers.detach()  # as the fork server does after its imports
     t1 = time.monotonic()
     for name in modules:
         __import__(name)
-    return {"first_s": first_s, "first_initialised": initialised, "first_failed": failed[:20],
+    return {"first_s": first_s, "first_initialised": initialised, "first_init_stack": stack[0] if stack else None,
+            "first_failed": failed[:20],
             "rest_s": round(time.monotonic() - t1, 2)}
 
 

@@ -91,8 +91,9 @@ def test_the_committed_h100_ab_fails_on_cuda_in_the_fork_server(tmp_path: Path) 
 FAKE = {
     "fakepre/__init__.py": "import json\nVALUE = 1\n",
     "fakepre/light.py": "from fakepre import VALUE\n",
-    "fakegpu/__init__.py": ("import torch\nfrom fakepre import light\ntry:\n    torch.cuda.current_device()\n"
-                            "except (AssertionError, RuntimeError):\n    pass\n"),
+    "fakegpu/__init__.py": ("import torch\nfrom fakepre import light\nfrom fakegpu import early\ntry:\n"
+                            "    torch.cuda.current_device()\nexcept (AssertionError, RuntimeError):\n    pass\n"),
+    "fakegpu/early.py": "Y = 2\n",
     "fakeafter.py": ("import fakegpu\nimport torch\nfor _ in range(2):\n    try:\n"
                      "        torch.cuda.get_device_capability()\n    except (AssertionError, RuntimeError):\n"
                      "        pass\n"),
@@ -119,6 +120,8 @@ def test_the_probe_splits_the_imports_where_cuda_is_first_initialised(tmp_path: 
     # Everything fully imported before torch's lazy initialisation, and nothing still importing then.
     assert "fakepre" in before and "fakepre.light" in before and "torch" in before
     assert "fakegpu" not in before and "fakeafter" not in before
+    # Done, but its package's __init__ was not: imported alone, it would run that __init__ and its ask.
+    assert "fakegpu.early" not in before
     assert "fakegpu/__init__.py" in full["stack"]
     # Each site that asked, named by its first frame outside torch, in the order they first asked.
     sites = [(Path(a["site"].split(":")[0]).name, a["site"].split(" -> ")[1], a["count"]) for a in full["asks"]]
