@@ -174,7 +174,8 @@ def _preload(spec: dict[str, Any]) -> None:
         "read": sorted(n for n in reading.names if n not in _OURS),
         "copied_by": foreign, "read_prefixes": prefixes, "modules": len(modules), "skipped": skipped[:20],
         "skipped_n": len(skipped),
-        "cuda_answers": {"capability": capability, "given": dict(answers.given) if answers else {}},
+        "cuda_answers": {"capability": capability, "given": dict(answers.given) if answers else {},
+                         "first_init": answers.first_init if answers else None},
         "roots": {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name},
     }
     tmp = spec["status"] + ".tmp"

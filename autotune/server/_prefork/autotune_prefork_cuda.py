@@ -104,6 +104,8 @@ class Answers:
         self._cuda: Any = None
         self._real: dict[str, Any] = {}
         self.finder: _WhenImported | None = None
+        #: Where torch first initialised CUDA while attached (the stack's last frames), if it did.
+        self.first_init: str | None = None
 
     def attach(self, cuda: Any) -> None:
         """Answer for ``cuda`` (the ``torch.cuda`` module) from now on."""
@@ -111,8 +113,16 @@ class Answers:
             raise ValueError("already attached")
         self._cuda = cuda
         self._real = {name: getattr(cuda, name) for name in ("current_device", "get_device_capability",
-                                                             "get_device_properties")}
+                                                             "get_device_properties", "_lazy_init")}
         real, given, capability = self._real, self.given, self.capability
+
+        def _lazy_init() -> None:
+            # What the answers did not cover, named for the next look (the status carries it).
+            if self.first_init is None and not cuda.is_initialized():
+                import traceback
+
+                self.first_init = "".join(traceback.format_stack(limit=14)[:-1])
+            real["_lazy_init"]()
 
         def answerable(device: Any) -> bool:
             return not cuda.is_initialized() and cuda.is_available() and _device_zero(device)
@@ -137,7 +147,7 @@ class Answers:
 
         # A module that took one of these by name (``from torch.cuda import ...``) keeps the answering
         # one after detach: it still answers only while CUDA is uninitialised, as exactly.
-        for fn in (current_device, get_device_capability, get_device_properties):
+        for fn in (current_device, get_device_capability, get_device_properties, _lazy_init):
             setattr(cuda, fn.__name__, fn)
 
     def detach(self) -> None:

@@ -26,7 +26,8 @@ def available(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_capability_and_device_zero_are_answered_and_nothing_else(available: None) -> None:
-    real = {n: getattr(torch.cuda, n) for n in ("current_device", "get_device_capability", "get_device_properties")}
+    real = {n: getattr(torch.cuda, n) for n in ("current_device", "get_device_capability", "get_device_properties",
+                                                "_lazy_init")}
     answers = cuda_answers.Answers((9, 0))
     answers.attach(torch.cuda)
     try:
@@ -35,9 +36,12 @@ def test_the_capability_and_device_zero_are_answered_and_nothing_else(available:
             assert torch.cuda.get_device_capability(device) == (9, 0)
         props = torch.cuda.get_device_properties(0)
         assert (props.major, props.minor) == (9, 0)
+        assert answers.first_init is None
         # What the answer does not hold is torch's own, asked then: this torch has no CUDA.
         with pytest.raises((AssertionError, RuntimeError)):
             _ = props.name
+        # Where torch went to initialise CUDA is kept for the fork server's status.
+        assert answers.first_init is not None and "props.name" in answers.first_init
         with pytest.raises((AssertionError, RuntimeError)):
             torch.cuda.get_device_capability(1)
         assert not torch.cuda.is_initialized()
