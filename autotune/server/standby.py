@@ -107,6 +107,8 @@ class Standby:
         self._taken = False
         self._roots: dict[str, str | None] = {}
         fork: tuple[str, ...] = ()
+        #: The fork server's orders until the standby reads (and removes) them.
+        self._spec: Path | None = None
         if prefork:
             # In a file, which the standby removes once read: thousands of module names pass the
             # kernel's limit for one argument.
@@ -114,19 +116,29 @@ class Standby:
                                              delete=False) as spec:
                 json.dump({"modules": list(prefork), "dir": str(log_path.parent),
                            "scans": {k: list(v) for k, v in (prefork_scans or {}).items()}}, spec)
-            fork = ("--prefork", spec.name)
+            fork, self._spec = ("--prefork", spec.name), Path(spec.name)
         with open(log_path, "ab") as log:
-            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                [python, str(_STANDBY_FILE), module, *preimport, *fork],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, env=self.env, cwd=cwd, start_new_session=True,
-                close_fds=True)
+            try:
+                self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                    [python, str(_STANDBY_FILE), module, *preimport, *fork],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=log, env=self.env, cwd=cwd, start_new_session=True,
+                    close_fds=True)
+            except BaseException:
+                self._drop_spec()
+                raise
             try:
                 self.watchdog: subprocess.Popen[bytes] | None = start_watchdog(self.proc.pid, grace_s=grace_s,
                                                                                log=log)
             except BaseException:
                 stop_group(self.proc, grace_s=0.0)
+                self._drop_spec()
                 raise
+
+    def _drop_spec(self) -> None:
+        """The fork server's orders removed where the standby never read them (it removes them)."""
+        if self._spec is not None:
+            self._spec.unlink(missing_ok=True)
 
     @property
     def pid(self) -> int:
@@ -254,6 +266,7 @@ class Standby:
         reaper, self.watchdog = self.watchdog, None
         if reaper is not None:
             release_watchdog(reaper)
+        self._drop_spec()
 
     def _late(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.late_env)

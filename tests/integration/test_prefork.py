@@ -250,3 +250,10 @@ def test_a_childs_sigquit_reaches_the_launcher_through_the_fork_server(pkg, tmp_
                               server_env=_env(pkg, FAKE_QUIT="1"))
     assert said["ppid"] == standby.prefork["pid"], log  # forked: its parent is the fork server
     assert said["launcher_got_sigquit"] is True, log
+
+
+def test_a_standby_that_cannot_start_leaves_no_fork_server_orders(tmp_path):
+    with pytest.raises(OSError):
+        Standby(python=str(tmp_path / "no-such-python"), module="fakesrv.launch", preimport=[], env=dict(os.environ),
+                cwd=str(tmp_path), late_env=[], log_path=tmp_path / "standby.log", prefork=["json"])
+    assert not list(tmp_path.glob("prefork-spec-*"))
