@@ -70,36 +70,50 @@ def _answers(answer: bool) -> Any:
     return answer_when_imported(nvml_capability()) if answer else None
 
 
+class _Inits:
+    """torch's ``_lazy_init`` watched from now until :meth:`stop`: when and where CUDA was first
+    initialised, the modules held then, and every site that asked (each one a fork server would have
+    to answer without CUDA before it could hold the modules after the first)."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch, self._real = torch, torch.cuda._lazy_init
+        self._torch_dir = os.path.dirname(torch.__file__) + os.sep
+        self._asks: dict[str, dict[str, Any]] = {}
+        self.t0 = time.monotonic()
+        self.at_s: float | None = None
+        self.held: list[str] | None = None
+        self.stack: str | None = None
+        torch.cuda._lazy_init = self._lazy_init
+
+    def _lazy_init(self) -> None:
+        at_s = round(time.monotonic() - self.t0, 2)
+        if self.held is None and not self._torch.cuda.is_initialized():
+            self.at_s, self.held = at_s, _held()
+            self.stack = "".join(traceback.format_stack(limit=30))
+        site = _caller(traceback.extract_stack(limit=40), self._torch_dir)
+        ask = self._asks.setdefault(site, {"site": site, "first_at_s": at_s, "count": 0})
+        ask["count"] += 1
+        self._real()
+
+    def asks(self) -> list[dict[str, Any]]:
+        return sorted(self._asks.values(), key=lambda a: float(a["first_at_s"]))
+
+    def stop(self) -> None:
+        self._torch.cuda._lazy_init = self._real
+
+
 def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
     answers = _answers(answer)
     import torch
 
-    found: dict[str, Any] = {"before_init": None, "stack": None, "init_at_s": None}
-    asks: dict[str, dict[str, Any]] = {}
-    real = torch.cuda._lazy_init
-    torch_dir = os.path.dirname(torch.__file__) + os.sep
-    t0 = time.monotonic()
-
-    def lazy_init() -> None:
-        at_s = round(time.monotonic() - t0, 2)
-        if found["before_init"] is None and not torch.cuda.is_initialized():
-            found["init_at_s"] = at_s
-            found["before_init"] = _held()
-            found["stack"] = "".join(traceback.format_stack(limit=30))
-        # Every later ask too: each is a site a fork server would have to answer without CUDA
-        # before it could hold the modules after the first.
-        site = _caller(traceback.extract_stack(limit=40), torch_dir)
-        ask = asks.setdefault(site, {"site": site, "first_at_s": at_s, "count": 0})
-        ask["count"] += 1
-        real()
-
-    torch.cuda._lazy_init = lazy_init
+    inits = _Inits(torch)
     for name in modules:
         __import__(name)
-    found["import_s"] = round(time.monotonic() - t0, 2)
-    found["asks"] = sorted(asks.values(), key=lambda a: float(a["first_at_s"]))
+    inits.stop()
+    found: dict[str, Any] = {"before_init": inits.held, "stack": inits.stack, "init_at_s": inits.at_s,
+                             "import_s": round(time.monotonic() - inits.t0, 2), "asks": inits.asks()}
     found["answered"] = None if answers is None else {"capability": answers.capability, "given": dict(answers.given)}
-    if found["before_init"] is None:  # nothing initialised CUDA: every module could be held
+    if inits.held is None:  # nothing initialised CUDA: every module could be held
         found["imported"] = _held()
     found["initialised"] = cuda_state()
     # A thread started by an import stops forks too (the fork server's status says so).
@@ -127,15 +141,7 @@ def split(modules: list[str], first: list[str], *, answer: bool = False) -> dict
     answers = _answers(answer)
     import torch
 
-    real = torch.cuda._lazy_init
-    stack: list[str] = []
-
-    def lazy_init() -> None:  # where the held modules initialised CUDA, if they did
-        if not stack and not torch.cuda.is_initialized():
-            stack.append("".join(traceback.format_stack(limit=30)))
-        real()
-
-    torch.cuda._lazy_init = lazy_init
+    inits = _Inits(torch)  # where the held modules initialised CUDA, if they did
     t0 = time.monotonic()
     failed = []
     for name in first:
@@ -145,13 +151,13 @@ def split(modules: list[str], first: list[str], *, answer: bool = False) -> dict
             failed.append(f"{name}: {type(exc).__name__}")
     first_s = round(time.monotonic() - t0, 2)
     initialised = cuda_state()
-    torch.cuda._lazy_init = real
+    inits.stop()
     if answers is not None:
         answers.detach()  # as the fork server does after its imports
     t1 = time.monotonic()
     for name in modules:
         __import__(name)
-    return {"first_s": first_s, "first_initialised": initialised, "first_init_stack": stack[0] if stack else None,
+    return {"first_s": first_s, "first_initialised": initialised, "first_init_stack": inits.stack,
             "first_failed": failed[:20],
             "rest_s": round(time.monotonic() - t1, 2)}
 
