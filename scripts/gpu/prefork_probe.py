@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE))
 
 # The fork server's own check (standard library only: nothing of autotune's dependencies is loaded).
 from autotune.server._prefork.autotune_prefork import cuda_state  # noqa: E402
-from autotune.server._prefork.autotune_prefork_cuda import answer_when_imported, nvml_capability  # noqa: E402
+from autotune.server._prefork.autotune_prefork_cuda import answer_when_imported, differences, nvml_identity  # noqa: E402
 
 #: Where sglang.srt.entrypoints.engine's children start: run_scheduler_process, run_detokenizer_process.
 CHILD_MODULES = ("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")
@@ -67,7 +67,7 @@ def _held() -> list[str]:
 def _answers(answer: bool) -> Any:
     """The fork server's answers to torch's device questions (None where not asked for or NVML cannot
     give them); attached once torch.cuda is imported."""
-    return answer_when_imported(nvml_capability()) if answer else None
+    return answer_when_imported(nvml_identity()) if answer else None
 
 
 class _Inits:
@@ -112,7 +112,13 @@ def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
     inits.stop()
     found: dict[str, Any] = {"before_init": inits.held, "stack": inits.stack, "init_at_s": inits.at_s,
                              "import_s": round(time.monotonic() - inits.t0, 2), "asks": inits.asks()}
-    found["answered"] = None if answers is None else {"capability": answers.capability, "given": dict(answers.given)}
+    found["answered"] = None if answers is None else {"capability": answers.capability, "name": answers.identity.name,
+                                                      "given": dict(answers.given)}
+    identity = nvml_identity()
+    if identity is not None and torch.cuda.is_initialized():
+        # What NVML says against what CUDA says, on this host: the answers' exactness, measured.
+        found["nvml"] = {"capability": identity.capability, "name": identity.name,
+                         "differences": differences(torch.cuda, identity)}
     if inits.held is None:  # nothing initialised CUDA: every module could be held
         found["imported"] = _held()
     found["initialised"] = cuda_state()
@@ -211,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     modules = list(CHILD_MODULES)
     report: dict[str, Any] = {"modules": modules, "full": _child("full", modules)}
     _say("full", report["full"])
-    answered = nvml_capability() is not None
+    answered = nvml_identity() is not None
     if answered:  # the fork server answers the device questions too: how far it gets with them
         report["full_answered"] = _child("full", modules, answer=True)
         _say("full, device questions answered without CUDA", report["full_answered"])

@@ -118,7 +118,7 @@ def test_the_child_is_forked_from_the_pre_imported_server_with_the_launchers_env
     standby, said, log = _run(pkg, tmp_path, prefork=["fakesrv.heavy"], start_env=env, server_env=env)
     assert standby.prefork is not None and standby.prefork["ok"] is True, standby.prefork
     # No NVML here, so no device question was answered without CUDA (tests/unit/server/test_prefork_cuda.py).
-    assert standby.prefork["cuda_answers"] == {"capability": None, "given": {}, "first_init": None}
+    assert standby.prefork["cuda_answers"] == {"capability": None, "name": None, "given": {}, "first_init": None}
     # Imported once, in the fork server, not again in the child; its parent is that fork server.
     assert said["heavy_imported_in"] == standby.prefork["pid"] != said["pid"]
     assert said["ppid"] == standby.prefork["pid"] != said["launcher_pid"]

@@ -128,8 +128,8 @@ def _preload(spec: dict[str, Any]) -> None:
     os.environ = reading  # noqa: B003 (to record what is read, not to change it)
     # torch's questions about the device answered without initialising CUDA, from when torch.cuda
     # is imported (autotune_prefork_cuda: exact answers only, and none where NVML cannot give one).
-    capability = cuda_answers.nvml_capability()
-    answers = cuda_answers.answer_when_imported(capability)
+    identity = cuda_answers.nvml_identity()
+    answers = cuda_answers.answer_when_imported(identity)
     try:
         for name in modules:
             try:
@@ -174,7 +174,9 @@ def _preload(spec: dict[str, Any]) -> None:
         "read": sorted(n for n in reading.names if n not in _OURS),
         "copied_by": foreign, "read_prefixes": prefixes, "modules": len(modules), "skipped": skipped[:20],
         "skipped_n": len(skipped),
-        "cuda_answers": {"capability": capability, "given": dict(answers.given) if answers else {},
+        "cuda_answers": {"capability": identity.capability if identity else None,
+                         "name": identity.name if identity else None,
+                         "given": dict(answers.given) if answers else {},
                          "first_init": answers.first_init if answers else None},
         "roots": {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name},
     }
@@ -221,12 +223,21 @@ def _differ(a: dict[str, str], b: dict[str, str]) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
-def _run_with_env(env: dict[str, str], stdio: Any, target: Any, args: Any, kwargs: Any) -> Any:
-    """A forked child's first step: the launcher's environment and output, then its target."""
+def _run_with_env(env: dict[str, str], stdio: Any, answered: dict[str, Any] | None, target: Any, args: Any,
+                  kwargs: Any) -> Any:
+    """A forked child's first step: the launcher's environment and output, the fork server's answers
+    to be checked at the child's own CUDA start (``answered``: its status's ``cuda_answers``, where it
+    gave any), then its target."""
     os.environ.clear()
     os.environ.update(env)
     stdio.attach()
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    if answered:
+        import importlib
+
+        cuda_answers: Any = importlib.import_module("autotune_prefork_cuda")
+        identity = cuda_answers.Identity(tuple(answered["capability"]), answered.get("name"))
+        cuda_answers.check_after_init(sys.modules["torch.cuda"], identity)
     return target(*args, **kwargs)
 
 
@@ -278,8 +289,10 @@ def _popen(process_obj: Any) -> Any:
     env = dict(os.environ)
     differ = _differ(_status["env"], env)
     target, args, kwargs = process_obj._target, process_obj._args, process_obj._kwargs
-    process_obj._target, process_obj._args, process_obj._kwargs = _run_with_env, (env, _Stdio(), target, args,
-                                                                                   kwargs), {}
+    answers = _status.get("cuda_answers") or {}
+    answered = answers if answers.get("given") else None
+    process_obj._target, process_obj._args, process_obj._kwargs = _run_with_env, (env, _Stdio(), answered, target,
+                                                                                   args, kwargs), {}
     popen = ForkPopen(process_obj)
     _say(f"{process_obj.name} (pid {popen.pid}){FORKED} (pid {_status['pid']}); "
          f"{len(differ)} variable(s) set since its imports, none of them read by them: {', '.join(differ)}")

@@ -4,21 +4,25 @@ A process forked after ``cuInit`` cannot use the GPU, so the fork server (``auto
 may import only what does not initialise CUDA. The first of SGLang 0.5.17's scheduler imports to
 initialise it asks only for the current device's compute capability (``sgl_kernel`` picks its kernel
 build from ``get_device_properties(current_device())``'s major and minor), as do SGLang's own
-``is_sm90_supported`` and the like (``get_device_capability``); what the later imports ask is
-listed by ``scripts/gpu/prefork_probe.py``. While CUDA is uninitialised, an :class:`Answers`
-(attached to ``torch.cuda`` by :func:`answer_when_imported` as soon as it is imported) answers
-exactly these, and nothing else:
+``is_sm90_supported`` and the like (``get_device_capability``); SGLang's ``fla/utils.py`` asks for
+the device's name at import. What the imports ask is listed by ``scripts/gpu/prefork_probe.py``.
+While CUDA is uninitialised, an :class:`Answers` (attached to ``torch.cuda`` by
+:func:`answer_when_imported` as soon as it is imported) answers exactly these, and nothing else:
 
 - ``current_device()``: 0, torch's device until something sets one (setting one initialises CUDA);
 - ``get_device_capability(d)`` for that device: the capability NVML reports, only where every GPU
   NVML sees has the same one, so that which of them CUDA numbers 0 (``CUDA_VISIBLE_DEVICES``,
   ``CUDA_DEVICE_ORDER``) cannot change the answer;
-- ``get_device_properties(d)``: an object whose ``major`` and ``minor`` are that capability, and
-  whose every other attribute asks torch for the real properties then (initialising CUDA, as the
-  caller would have).
+- ``get_device_properties(d)``: an object whose ``major`` and ``minor`` are that capability, whose
+  ``name`` is NVML's name where every GPU has the same one (torch's ``get_device_name`` reads it
+  there), and whose every other attribute asks torch for the real properties then (initialising
+  CUDA, as the caller would have).
 
 Anything else, a device other than 0, or torch saying CUDA is not available, goes to torch as it
-would have. After the imports torch's own functions are put back (:meth:`Answers.detach`).
+would have. After the imports torch's own functions are put back (:meth:`Answers.detach`). A child
+forked from the fork server checks the answers against the device once it initialises CUDA itself
+(:func:`check_after_init`), and fails there if any differs: its modules were imported on a wrong
+answer.
 Standard library only (it is loaded beside ``autotune_prefork``, outside the autotune package).
 """
 
@@ -29,14 +33,24 @@ import importlib.abc
 import importlib.util
 import sys
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 _NVML_SUCCESS = 0
+#: NVML_DEVICE_NAME_V2_BUFFER_SIZE: room for any device's name and its NUL.
+_NVML_NAME_BYTES = 96
 
 
-def nvml_capability() -> tuple[int, int] | None:
-    """The compute capability every GPU NVML sees shares; None where NVML is missing, sees no GPU,
-    or the GPUs differ. NVML initialises no CUDA context."""
+class Identity(NamedTuple):
+    """What every GPU NVML sees shares: the compute capability, and the name where they share one."""
+
+    capability: tuple[int, int]
+    name: str | None
+
+
+def nvml_identity() -> Identity | None:
+    """The :class:`Identity` of the GPUs NVML sees; None where NVML is missing, sees no GPU, or the
+    GPUs' capabilities differ (``name`` None where only their names differ). NVML initialises no
+    CUDA context."""
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
@@ -50,7 +64,7 @@ def nvml_capability() -> tuple[int, int] | None:
         count = ctypes.c_uint(0)
         if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != _NVML_SUCCESS or count.value == 0:
             return None
-        found = set()
+        capabilities, names = set(), set()
         for index in range(count.value):
             handle = ctypes.c_void_p()
             major, minor = ctypes.c_int(0), ctypes.c_int(0)
@@ -58,8 +72,13 @@ def nvml_capability() -> tuple[int, int] | None:
                     or nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major),
                                                                ctypes.byref(minor)) != _NVML_SUCCESS):
                 return None
-            found.add((major.value, minor.value))
-        return found.pop() if len(found) == 1 else None
+            capabilities.add((major.value, minor.value))
+            name = ctypes.create_string_buffer(_NVML_NAME_BYTES)
+            ok = nvml.nvmlDeviceGetName(handle, name, ctypes.c_uint(_NVML_NAME_BYTES)) == _NVML_SUCCESS
+            names.add(name.value.decode(errors="replace") if ok and name.value else None)
+        if len(capabilities) != 1:
+            return None
+        return Identity(capabilities.pop(), names.pop() if len(names) == 1 else None)
     except AttributeError:
         return None
     finally:
@@ -67,21 +86,26 @@ def nvml_capability() -> tuple[int, int] | None:
 
 
 class _Properties:
-    """The device's properties as far as the capability goes; the rest from torch when first asked."""
+    """The device's properties as far as the answers go (the capability, and the name where known);
+    the rest from torch when first asked."""
 
-    def __init__(self, capability: tuple[int, int], real: Any, device: Any) -> None:
-        self.major, self.minor = capability
+    def __init__(self, identity: Identity, real: Any, device: Any, given: Counter[str]) -> None:
+        self.major, self.minor = identity.capability
+        self._name, self._given = identity.name, given
         self._real, self._device = real, device
         self._props: Any = None
 
     def __getattr__(self, name: str) -> Any:
-        # Only for what __init__ did not set: anything beyond the capability is torch's own answer.
+        # Only for what __init__ did not set: anything beyond the answers is torch's own.
+        if name == "name" and self._name is not None:
+            self._given["name"] += 1
+            return self._name
         if self._props is None:
             self._props = self._real(self._device)
         return getattr(self._props, name)
 
     def __repr__(self) -> str:
-        return f"_Properties(major={self.major}, minor={self.minor}, rest from torch when asked)"
+        return f"_Properties(major={self.major}, minor={self.minor}, name={self._name!r}, rest from torch when asked)"
 
 
 def _device_zero(device: Any) -> bool:
@@ -98,8 +122,9 @@ class Answers:
     """torch's CUDA questions above answered without CUDA while attached (see the module's text);
     ``given`` counts the answers, by function."""
 
-    def __init__(self, capability: tuple[int, int]) -> None:
-        self.capability = capability
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+        self.capability = identity.capability
         self.given: Counter[str] = Counter()
         self._cuda: Any = None
         self._real: dict[str, Any] = {}
@@ -114,7 +139,7 @@ class Answers:
         self._cuda = cuda
         self._real = {name: getattr(cuda, name) for name in ("current_device", "get_device_capability",
                                                              "get_device_properties", "_lazy_init")}
-        real, given, capability = self._real, self.given, self.capability
+        real, given, identity = self._real, self.given, self.identity
 
         def _lazy_init() -> None:
             # What the answers did not cover, named for the next look (the status carries it).
@@ -136,13 +161,13 @@ class Answers:
         def get_device_capability(device: Any = None) -> tuple[int, int]:
             if answerable(device):
                 given["get_device_capability"] += 1
-                return capability
+                return identity.capability
             return tuple(real["get_device_capability"](device))
 
         def get_device_properties(device: Any = None) -> Any:
             if answerable(device):
                 given["get_device_properties"] += 1
-                return _Properties(capability, real["get_device_properties"], device)
+                return _Properties(identity, real["get_device_properties"], device, given)
             return real["get_device_properties"](device)
 
         # A module that took one of these by name (``from torch.cuda import ...``) keeps the answering
@@ -184,15 +209,49 @@ class _WhenImported(importlib.abc.MetaPathFinder):
         return spec
 
 
-def answer_when_imported(capability: tuple[int, int] | None) -> Answers | None:
+def answer_when_imported(identity: Identity | None) -> Answers | None:
     """Answers attached to ``torch.cuda`` when it is imported (at once where it already is); None
-    where there is no capability to answer with (:func:`nvml_capability`)."""
-    if capability is None:
+    where there is nothing to answer with (:func:`nvml_identity`)."""
+    if identity is None:
         return None
-    answers = Answers(capability)
+    answers = Answers(identity)
     if "torch.cuda" in sys.modules:
         answers.attach(sys.modules["torch.cuda"])
     else:
         answers.finder = _WhenImported(answers)
         sys.meta_path.insert(0, answers.finder)
     return answers
+
+
+def differences(cuda: Any, identity: Identity) -> list[str]:
+    """Where the devices ``cuda`` (``torch.cuda``, initialised) sees differ from ``identity``: every
+    one must match, as the answers were given for whichever CUDA numbers 0."""
+    wrong = []
+    for index in range(int(cuda.device_count())):
+        props = cuda.get_device_properties(index)
+        if (props.major, props.minor) != tuple(identity.capability):
+            wrong.append(f"device {index}'s capability is {props.major}.{props.minor}, "
+                         f"answered {identity.capability[0]}.{identity.capability[1]}")
+        if identity.name is not None and props.name != identity.name:
+            wrong.append(f"device {index}'s name is {props.name!r}, answered {identity.name!r}")
+    return wrong
+
+
+def check_after_init(cuda: Any, identity: Identity) -> None:
+    """In a child forked from a fork server that answered: the first time ``cuda`` (``torch.cuda``)
+    is initialised for real, the answers are compared with the devices (:func:`differences`), and a
+    difference raises ``RuntimeError`` there, failing the child loudly: its modules were imported
+    on a wrong answer. torch's ``_lazy_init`` is put back at that first initialisation."""
+    real = cuda._lazy_init
+
+    def _lazy_init() -> None:
+        real()
+        if cuda._lazy_init is not _lazy_init or not cuda.is_initialized():
+            return
+        cuda._lazy_init = real
+        wrong = differences(cuda, identity)
+        if wrong:
+            raise RuntimeError("the fork server's answers to the device questions were wrong, so this "
+                               "process's imports were too: " + "; ".join(wrong))
+
+    cuda._lazy_init = _lazy_init

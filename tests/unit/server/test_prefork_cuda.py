@@ -25,10 +25,13 @@ def available(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
 
-def test_the_capability_and_device_zero_are_answered_and_nothing_else(available: None) -> None:
+H100 = cuda_answers.Identity((9, 0), "NVIDIA H100 80GB HBM3")
+
+
+def test_the_capability_name_and_device_zero_are_answered_and_nothing_else(available: None) -> None:
     real = {n: getattr(torch.cuda, n) for n in ("current_device", "get_device_capability", "get_device_properties",
                                                 "_lazy_init")}
-    answers = cuda_answers.Answers((9, 0))
+    answers = cuda_answers.Answers(H100)
     answers.attach(torch.cuda)
     try:
         assert torch.cuda.current_device() == 0
@@ -36,23 +39,80 @@ def test_the_capability_and_device_zero_are_answered_and_nothing_else(available:
             assert torch.cuda.get_device_capability(device) == (9, 0)
         props = torch.cuda.get_device_properties(0)
         assert (props.major, props.minor) == (9, 0)
+        # torch's own get_device_name reads the answered properties' name (SGLang's fla/utils.py asks it).
+        assert "NVIDIA H" in torch.cuda.get_device_name(0)
         assert answers.first_init is None
         # What the answer does not hold is torch's own, asked then: this torch has no CUDA.
         with pytest.raises((AssertionError, RuntimeError)):
-            _ = props.name
+            _ = props.total_memory
         # Where torch went to initialise CUDA is kept for the fork server's status.
-        assert answers.first_init is not None and "props.name" in answers.first_init
+        assert answers.first_init is not None and "props.total_memory" in answers.first_init
         with pytest.raises((AssertionError, RuntimeError)):
             torch.cuda.get_device_capability(1)
         assert not torch.cuda.is_initialized()
-        assert answers.given == {"current_device": 1, "get_device_capability": 6, "get_device_properties": 1}
+        assert answers.given == {"current_device": 1, "get_device_capability": 6, "get_device_properties": 2,
+                                 "name": 1}
     finally:
         answers.detach()
     assert {n: getattr(torch.cuda, n) for n in real} == real
 
 
+def test_without_a_shared_name_the_name_goes_to_torch(available: None) -> None:
+    answers = cuda_answers.Answers(cuda_answers.Identity((9, 0), None))
+    answers.attach(torch.cuda)
+    try:
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.cuda.get_device_name(0)
+        assert "name" not in answers.given and answers.first_init is not None
+    finally:
+        answers.detach()
+
+
+class _Initialised:
+    """``torch.cuda`` after a real start on a host whose GPUs are ``devices`` (capability, name): the
+    one part of a forked child's check that needs a GPU, stood in."""
+
+    def __init__(self, devices: list[tuple[tuple[int, int], str]]) -> None:
+        self.devices, self.inits, self._on = devices, 0, False
+
+    def _lazy_init(self) -> None:
+        self.inits += 1
+        self._on = True
+
+    def is_initialized(self) -> bool:
+        return self._on
+
+    def device_count(self) -> int:
+        return len(self.devices)
+
+    def get_device_properties(self, index: int) -> object:
+        self._lazy_init()  # as torch's: through the module's _lazy_init
+        (major, minor), name = self.devices[index]
+        return type("Props", (), {"major": major, "minor": minor, "name": name})()
+
+
+def test_a_forked_child_checks_the_answers_at_its_own_cuda_start() -> None:
+    right = _Initialised([((9, 0), "NVIDIA H100 80GB HBM3")] * 2)
+    real = right._lazy_init
+    cuda_answers.check_after_init(right, H100)
+    assert right._lazy_init is not real
+    right._lazy_init()  # the child's first initialisation: checked, then torch's own put back
+    assert right._lazy_init == real and right.inits >= 1
+    for devices, said in (([((9, 0), "NVIDIA H100 80GB HBM3"), ((8, 0), "NVIDIA A100")],
+                           "device 1's capability is 8.0, answered 9.0"),
+                          ([((9, 0), "NVIDIA H100 80GB HBM3"), ((9, 0), "NVIDIA H200")],
+                           "device 1's name is 'NVIDIA H200', answered 'NVIDIA H100 80GB HBM3'")):
+        wrong = _Initialised(devices)
+        cuda_answers.check_after_init(wrong, H100)
+        with pytest.raises(RuntimeError, match=said):
+            wrong._lazy_init()
+    unnamed = _Initialised([((9, 0), "anything")])
+    cuda_answers.check_after_init(unnamed, cuda_answers.Identity((9, 0), None))
+    unnamed._lazy_init()  # no name was answered: none is checked
+
+
 def test_nothing_is_answered_where_torch_says_cuda_is_not_there() -> None:
-    answers = cuda_answers.Answers((9, 0))
+    answers = cuda_answers.Answers(H100)
     answers.attach(torch.cuda)
     try:
         with pytest.raises((AssertionError, RuntimeError)):
@@ -69,17 +129,17 @@ def test_no_answers_without_a_capability_and_none_here_without_nvml() -> None:
 
         ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
-        assert cuda_answers.nvml_capability() is None
+        assert cuda_answers.nvml_identity() is None
     else:  # a machine with a GPU driver: one capability, or None where its GPUs differ
-        found = cuda_answers.nvml_capability()
-        assert found is None or (isinstance(found, tuple) and len(found) == 2)
+        found = cuda_answers.nvml_identity()
+        assert found is None or (isinstance(found.capability, tuple) and len(found.capability) == 2)
 
 
 CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from autotune.server._prefork import autotune_prefork_cuda as cuda_answers
-answers = cuda_answers.answer_when_imported((8, 6))
+answers = cuda_answers.answer_when_imported(cuda_answers.Identity((8, 6), None))
 waiting = answers.finder in sys.meta_path
 import torch  # torch.cuda is imported with it: the answers attach then
 torch.cuda.is_available = lambda: True
