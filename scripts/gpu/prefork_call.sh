@@ -5,6 +5,10 @@
 #   carry: .gpu/kit (site.tar.xz from scripts/gpu/build_kit.sh)
 #   command: bash scripts/gpu/prefork_call.sh [BUDGET_S]   (timeout_s 580; results in $OUT)
 # Judged by: python3 scripts/gpu/prefork_verdict.py $OUT/standby-ab.json
+# Without the probe (about 100 s less of a call), the fork server imports the children's top modules
+# whole, in their own order, with the device questions answered; its status names the first CUDA
+# initialisation if one still happens:
+#   bash scripts/gpu/ab_call.sh standby_ab 450 --prefork --prefork-modules scripts/gpu/prefork-top-modules.txt
 set -uo pipefail
 T0=$(date +%s)
 BUDGET_S=${1:-545}
