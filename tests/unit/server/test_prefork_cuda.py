@@ -162,3 +162,33 @@ def test_answers_attach_when_torch_cuda_is_imported_and_leave_with_detach() -> N
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {"waiting": True, "answered": [8, 6], "finder_gone": True, "after": "AssertionError",
                    "given": {"get_device_capability": 1}}
+
+
+def test_a_forked_childs_first_step_arms_the_check_with_what_the_fork_server_answered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.server._prefork import autotune_prefork
+
+    # The child finds the answers' module by the name the fork server imported it under.
+    monkeypatch.setitem(sys.modules, "autotune_prefork_cuda", cuda_answers)
+    wrong = _Initialised([((9, 0), "NVIDIA H200")])
+    monkeypatch.setitem(sys.modules, "torch.cuda", wrong)
+    monkeypatch.setattr(autotune_prefork.os, "environ", dict(autotune_prefork.os.environ))
+
+    class _Streams:
+        def attach(self) -> None:  # the launcher's stdout and stderr: this process's own here
+            pass
+
+    answered = {"capability": [9, 0], "name": "NVIDIA H100 80GB HBM3", "given": {"name": 1}}
+
+    def target(cuda: _Initialised) -> str:  # as the scheduler's start: it initialises CUDA
+        cuda._lazy_init()
+        return "started"
+
+    with pytest.raises(RuntimeError, match="device 0's name is 'NVIDIA H200', answered 'NVIDIA H100 80GB HBM3'"):
+        autotune_prefork._run_with_env({"A": "1"}, _Streams(), answered, target, (wrong,), {})
+    right = _Initialised([((9, 0), "NVIDIA H100 80GB HBM3")])
+    monkeypatch.setitem(sys.modules, "torch.cuda", right)
+    assert autotune_prefork._run_with_env({"A": "1"}, _Streams(), answered, target, (right,), {}) == "started"
+    # Where nothing was answered, nothing is checked.
+    monkeypatch.setitem(sys.modules, "torch.cuda", wrong)
+    assert autotune_prefork._run_with_env({"A": "1"}, _Streams(), None, target, (wrong,), {}) == "started"
