@@ -92,7 +92,8 @@ def main(argv: list[str]) -> int:
                            "import_s": status.get("import_s"), "ready_s": round(time.monotonic() - t0, 3),
                            "read": len(read) if isinstance(read, list) else None,
                            "copied_by": status.get("copied_by"), "modules": status.get("modules"),
-                           "skipped": status.get("skipped_n"), "cuda_answers": status.get("cuda_answers")}
+                           "skipped": status.get("skipped_n"), "cuda_answers": status.get("cuda_answers"),
+                           "driver_init": status.get("driver_init")}
     said["roots"] = roots
     sys.stdout.write(json.dumps(said) + "\n")
     sys.stdout.flush()

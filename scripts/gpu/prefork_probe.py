@@ -43,7 +43,12 @@ sys.path.insert(0, str(HERE))
 
 # The fork server's own check (standard library only: nothing of autotune's dependencies is loaded).
 from autotune.server._prefork.autotune_prefork import cuda_state  # noqa: E402
-from autotune.server._prefork.autotune_prefork_cuda import answer_when_imported, differences, nvml_identity  # noqa: E402
+from autotune.server._prefork.autotune_prefork_cuda import (  # noqa: E402
+    DriverWatch,
+    answer_when_imported,
+    differences,
+    nvml_identity,
+)
 
 #: Where sglang.srt.entrypoints.engine's children start: run_scheduler_process, run_detokenizer_process.
 CHILD_MODULES = ("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")
@@ -104,14 +109,17 @@ class _Inits:
 
 def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
     answers = _answers(answer)
+    watch = DriverWatch().start()  # where the driver is first initialised, through torch or not
     import torch
 
     inits = _Inits(torch)
     for name in modules:
         __import__(name)
     inits.stop()
+    watch.stop()
     found: dict[str, Any] = {"before_init": inits.held, "stack": inits.stack, "init_at_s": inits.at_s,
-                             "import_s": round(time.monotonic() - inits.t0, 2), "asks": inits.asks()}
+                             "import_s": round(time.monotonic() - inits.t0, 2), "asks": inits.asks(),
+                             "driver_init": watch.report()}
     found["answered"] = None if answers is None else {"capability": answers.capability, "name": answers.identity.name,
                                                       "given": dict(answers.given)}
     identity = nvml_identity()
@@ -188,12 +196,16 @@ def _say(what: str, run: dict[str, Any]) -> None:
     if "error" in run:
         print(f"{what}: the imports failed:\n{run['error']}", flush=True)
         return
-    shown = {k: v for k, v in run.items() if k not in ("before_init", "stack", "asks", "imported")}
+    shown = {k: v for k, v in run.items() if k not in ("before_init", "stack", "asks", "imported", "driver_init")}
     held = run.get("before_init")
     print(f"{what}: {json.dumps(shown)}; " + (f"{len(held)} modules imported before CUDA's first initialisation"
                                               if held is not None else "CUDA not initialised by the imports"),
           flush=True)
     print(run.get("stack") or "", flush=True)
+    driver = run.get("driver_init") or {}
+    print(f"the CUDA driver first initialised (torch or not, {driver.get('checks')} checks): "
+          f"{driver.get('where') or 'not during the imports'}", flush=True)
+    print(driver.get("stack") or "", flush=True)
     asks = run.get("asks") or []
     print(f"sites that asked CUDA during the imports ({len(asks)}; a fork server would have to answer each "
           "without CUDA to hold the modules after the first):", flush=True)

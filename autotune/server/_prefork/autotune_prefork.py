@@ -130,6 +130,8 @@ def _preload(spec: dict[str, Any]) -> None:
     # is imported (autotune_prefork_cuda: exact answers only, and none where NVML cannot give one).
     identity = cuda_answers.nvml_identity()
     answers = cuda_answers.answer_when_imported(identity)
+    # Where the driver is first initialised, torch or not (native code can call cuInit at import).
+    watch = cuda_answers.DriverWatch().start()
     try:
         for name in modules:
             try:
@@ -139,6 +141,7 @@ def _preload(spec: dict[str, Any]) -> None:
     except BaseException as exc:  # any other failure means: no fork server, the children are spawned
         error = f"{name}: {type(exc).__name__}: {exc}"
     finally:
+        watch.stop()
         os.environ = real  # noqa: B003
         if answers is not None:
             answers.detach()
@@ -178,6 +181,7 @@ def _preload(spec: dict[str, Any]) -> None:
                          "name": identity.name if identity else None,
                          "given": dict(answers.given) if answers else {},
                          "first_init": answers.first_init if answers else None},
+        "driver_init": watch.report(),
         "roots": {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name},
     }
     tmp = spec["status"] + ".tmp"

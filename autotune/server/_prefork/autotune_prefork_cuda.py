@@ -31,7 +31,9 @@ from __future__ import annotations
 import ctypes
 import importlib.abc
 import importlib.util
+import os
 import sys
+import traceback
 from collections import Counter
 from typing import Any, NamedTuple
 
@@ -144,8 +146,6 @@ class Answers:
         def _lazy_init() -> None:
             # What the answers did not cover, named for the next look (the status carries it).
             if self.first_init is None and not cuda.is_initialized():
-                import traceback
-
                 self.first_init = "".join(traceback.format_stack(limit=14)[:-1])
             real["_lazy_init"]()
 
@@ -255,3 +255,93 @@ def check_after_init(cuda: Any, identity: Identity) -> None:
                                "process's imports were too: " + "; ".join(wrong))
 
     cuda._lazy_init = _lazy_init
+
+
+#: cuDeviceGetCount's answer before cuInit (CUDA_ERROR_NOT_INITIALIZED); asking initialises nothing.
+_NOT_INITIALIZED = 3
+
+
+class DriverWatch(importlib.abc.MetaPathFinder):
+    """Where this process's CUDA driver was first initialised during imports, torch or not.
+
+    torch's ``_lazy_init`` is not the only way in: native code (an extension's static initialiser, a
+    library calling the driver or runtime itself) can call ``cuInit`` while a module is imported. A
+    :class:`DriverWatch` in ``sys.meta_path`` asks the driver at the start and at the end of every
+    module's execution (``cuDeviceGetCount``, through an already loaded ``libcuda.so.1`` only:
+    ``RTLD_NOLOAD``, so watching loads nothing) until it first answers initialised, and keeps
+    :attr:`where`: between which two of those points it happened, the modules being imported then,
+    and the stack at the second point.
+    """
+
+    def __init__(self) -> None:
+        self.where: str | None = None
+        self.stack: str | None = None
+        self.checks = 0
+        self._last = "the watch's start"
+        self._importing: list[str] = []
+        self._driver: Any = None
+
+    def initialised(self) -> bool:
+        """Whether the driver is initialised now (False while it is not even loaded)."""
+        if self._driver is None:
+            try:
+                self._driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            except OSError:
+                return False
+        count = ctypes.c_int(0)
+        return int(self._driver.cuDeviceGetCount(ctypes.byref(count))) != _NOT_INITIALIZED
+
+    def checkpoint(self, label: str) -> None:
+        """A point between two pieces of import work, named ``label``."""
+        if self.where is not None:
+            return
+        self.checks += 1
+        if self.initialised():
+            chain = " > ".join(self._importing) or "nothing"
+            self.where = f"between {self._last} and {label} (importing: {chain})"
+            self.stack = "".join(traceback.format_stack(limit=14)[:-1])
+        self._last = label
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if self.where is not None:
+            return None
+        for finder in list(sys.meta_path):
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        # A class as loader (built-in and frozen modules) is shared, and none of those starts CUDA.
+        if loader is None or isinstance(loader, type) or not hasattr(loader, "exec_module"):
+            return spec
+        real_exec, watch = loader.exec_module, self
+
+        def exec_module(module: Any) -> None:
+            watch.checkpoint(f"the start of {name}")
+            watch._importing.append(name)
+            try:
+                real_exec(module)
+            finally:
+                watch.checkpoint(f"the end of {name}")
+                watch._importing.pop()
+
+        try:
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+        except (AttributeError, TypeError):  # a loader that takes no attributes: unwatched
+            pass
+        return spec
+
+    def start(self) -> DriverWatch:
+        sys.meta_path.insert(0, self)
+        return self
+
+    def stop(self) -> None:
+        self.checkpoint("the watch's end")
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def report(self) -> dict[str, Any]:
+        return {"where": self.where, "stack": self.stack, "checks": self.checks}

@@ -192,3 +192,49 @@ def test_a_forked_childs_first_step_arms_the_check_with_what_the_fork_server_ans
     # Where nothing was answered, nothing is checked.
     monkeypatch.setitem(sys.modules, "torch.cuda", wrong)
     assert autotune_prefork._run_with_env({"A": "1"}, _Streams(), None, target, (wrong,), {}) == "started"
+
+
+class _FlagWatch(cuda_answers.DriverWatch):
+    """A watch whose driver is "initialised" once a module sets a flag (no driver here)."""
+
+    def initialised(self) -> bool:
+        return bool(getattr(sys.modules.get("watched_pkg.flag"), "ON", False))
+
+
+def test_the_driver_watch_names_where_the_driver_was_first_initialised(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "watched_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "flag.py").write_text("ON = False\n")
+    (pkg / "plain.py").write_text("X = 1\n")
+    # As a native library's cuInit would: in the body of `starts`, after it imported `plain`.
+    (pkg / "starts.py").write_text("import watched_pkg.plain\nimport watched_pkg.flag as f\nf.ON = True\n")
+    (pkg / "later.py").write_text("import watched_pkg.starts\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    watch = _FlagWatch().start()
+    try:
+        import watched_pkg.later  # noqa: F401
+    finally:
+        watch.stop()
+        for name in [n for n in sys.modules if n.startswith("watched_pkg")]:
+            del sys.modules[name]
+    assert watch not in sys.meta_path
+    assert watch.where == ("between the end of watched_pkg.flag and the end of watched_pkg.starts "
+                           "(importing: watched_pkg.later > watched_pkg.starts)"), watch.where
+    assert watch.stack is not None and "exec_module" in watch.stack
+    checks = watch.checks
+    watch.checkpoint("after")  # once found, it stops asking
+    assert watch.checks == checks and watch.report()["where"] == watch.where
+
+
+def test_the_driver_watch_loads_no_driver_and_finds_none_here() -> None:
+    watch = cuda_answers.DriverWatch().start()
+    try:
+        import colorsys  # noqa: F401 (a module not imported yet, most likely)
+        import json as _json  # noqa: F401 (already imported: nothing to watch)
+    finally:
+        watch.stop()
+    assert watch.where is None and not watch.initialised()
+    with open("/proc/self/maps") as maps:
+        assert "libcuda.so" not in maps.read()
