@@ -314,8 +314,10 @@ class DriverWatch(importlib.abc.MetaPathFinder):
         else:
             return None
         loader = spec.loader
-        # A class as loader (built-in and frozen modules) is shared, and none of those starts CUDA.
-        if loader is None or isinstance(loader, type) or not hasattr(loader, "exec_module"):
+        # Only a loader of this one module (a file's: its ``name`` is the module's) is wrapped: one
+        # shared by several (built-in and frozen modules, some packages' own importers) would carry
+        # one module's label into another's import.
+        if loader is None or isinstance(loader, type) or getattr(loader, "name", None) != name:
             return spec
         real_exec, watch = loader.exec_module, self
 
