@@ -218,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--budget-s", type=float, default=None, help="ignored (ab_call.sh passes it)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--answered-only", action="store_true",
+                    help="only the imports with the device questions answered (where NVML gives the answers), "
+                         "no split: where CUDA is first initialised, in the least device time")
     args = ap.parse_args(argv)
     if args.child is not None:
         order = json.loads(Path(args.child).read_text())
@@ -227,6 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     modules = list(CHILD_MODULES)
+    if args.answered_only and nvml_identity() is not None:
+        only = {"modules": modules, "full_answered": _child("full", modules, answer=True)}
+        _say("full, device questions answered without CUDA", only["full_answered"])
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "prefork-probe.json").write_text(json.dumps(only, indent=1))
+        return 0
     report: dict[str, Any] = {"modules": modules, "full": _child("full", modules)}
     _say("full", report["full"])
     answered = nvml_identity() is not None
