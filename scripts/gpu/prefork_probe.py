@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     modules = list(CHILD_MODULES)
     if args.answered_only and nvml_identity() is not None:
-        only = {"modules": modules, "full_answered": _child("full", modules, answer=True)}
+        only: dict[str, Any] = {"modules": modules, "full_answered": _child("full", modules, answer=True)}
         _say("full, device questions answered without CUDA", only["full_answered"])
         if args.out is not None:
             args.out.mkdir(parents=True, exist_ok=True)
