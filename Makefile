@@ -61,14 +61,13 @@ lint: $(STAMP)
 
 # The run is named, and the reliability outcomes it recorded must all come from it (none empty,
 # none left by an earlier run): scripts/reliability_report.py --check.
-# Three pytest-xdist workers: most of the suite's wall time is subprocesses starting up or waiting
-# (servers' start-up delays, Ray noticing a death), so more modules fit side by side than there are
-# cores (on this two-core box: 12:01 with three workers against 14:44-15:18 with two, every test
-# passing and the reliability report's checks holding under the extra load). --dist loadfile keeps a module on one worker (its module-scoped servers start once);
+# Two pytest-xdist workers: most of the suite's wall time is subprocesses starting up or waiting
+# (servers' start-up delays, Ray noticing a death), so a second module fits beside the first even
+# on two cores. --dist loadfile keeps a module on one worker (its module-scoped servers start once);
 # tests/conftest.py hands out the longest modules first, and --no-loadscope-reorder keeps that order
 # (pytest-xdist otherwise sorts modules by their number of tests, which put the long end-to-end
 # modules, with few tests each, last). PYTEST_WORKERS=0 runs it in one process.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 2
 test: lint $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
 	session=make-$$(date +%Y%m%d-%H%M%S)-$$$$; \
 	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder && \

@@ -100,7 +100,7 @@ def subprocesses_use_the_installed_flag_table(request: pytest.FixtureRequest) ->
             del os.environ[sglang_flags.FLAG_TABLE_ENV]
 
 
-# Under pytest-xdist (`make test` runs `-n 3 --dist loadfile`: each module stays on one worker, so
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`: each module stays on one worker, so
 # its module-scoped servers and stores start once) the workers take modules in collection order.
 # Alphabetical order leaves some of the longest end-to-end modules to the end, where one worker
 # runs them while the other idles; so they go first, longest first (seconds from `--durations=80`
