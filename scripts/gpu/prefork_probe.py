@@ -13,8 +13,9 @@ check through NVML as in the fork server):
   (its ``_lazy_init``), the stack that got there, and every site that asked CUDA during the imports
   (the innermost caller outside torch of each ``_lazy_init``, when first and how often);
 - ``full`` again with torch's device questions answered without CUDA, as the fork server answers
-  them (``autotune_prefork_cuda``: the current device and its capability, from NVML), where NVML
-  gives a capability: how much further a fork server gets with those answers;
+  them (``autotune_prefork_cuda``: the current device, its capability and name from NVML, and
+  ``torch.get_device_module()``), where NVML gives a capability: how much further a fork server
+  gets with those answers;
 - ``split`` (twice; answered likewise where the second ``full`` ran): the modules held by the last
   ``full`` first, timed, then whether the driver was initialised by them
   (``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and asking
@@ -42,13 +43,12 @@ HERE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(HERE))
 
 # The fork server's own check (standard library only: nothing of autotune's dependencies is loaded).
-from autotune.server._prefork.autotune_prefork import cuda_state  # noqa: E402
 from autotune.server._prefork.autotune_prefork_cuda import (  # noqa: E402
-    DriverWatch,
     answer_when_imported,
     differences,
     nvml_identity,
 )
+from autotune.server._prefork.autotune_prefork_driver import DriverWatch, driver_initialised  # noqa: E402
 
 #: Where sglang.srt.entrypoints.engine's children start: run_scheduler_process, run_detokenizer_process.
 CHILD_MODULES = ("sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager")
@@ -126,10 +126,11 @@ def full(modules: list[str], *, answer: bool = False) -> dict[str, Any]:
     if identity is not None and torch.cuda.is_initialized():
         # What NVML says against what CUDA says, on this host: the answers' exactness, measured.
         found["nvml"] = {"capability": identity.capability, "name": identity.name,
-                         "differences": differences(torch.cuda, identity)}
+                         "differences": differences(torch.cuda, identity,
+                                                    accelerator=torch._C._get_accelerator().type)}
     if inits.held is None:  # nothing initialised CUDA: every module could be held
         found["imported"] = _held()
-    found["initialised"] = cuda_state()
+    found["initialised"] = driver_initialised()
     # A thread started by an import stops forks too (the fork server's status says so).
     import threading
 
@@ -164,7 +165,7 @@ def split(modules: list[str], first: list[str], *, answer: bool = False) -> dict
         except Exception as exc:  # noqa: BLE001 (reported: a module that fails alone)
             failed.append(f"{name}: {type(exc).__name__}")
     first_s = round(time.monotonic() - t0, 2)
-    initialised = cuda_state()
+    initialised = driver_initialised()
     inits.stop()
     if answers is not None:
         answers.detach()  # as the fork server does after its imports

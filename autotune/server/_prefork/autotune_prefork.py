@@ -69,26 +69,6 @@ def _stdlib(module: str) -> bool:
     return module.split(".", 1)[0] in sys.stdlib_module_names
 
 
-def cuda_state() -> bool | None:
-    """Whether this process initialised the CUDA driver: None where the driver is not even loaded.
-    A library linked against it maps it without initialising it; where it is mapped, the driver is
-    asked (``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED, 3, before ``cuInit``, and
-    asking initialises nothing)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            if not any("libcuda.so" in line for line in maps):
-                return None
-    except OSError:
-        return None
-    import ctypes
-
-    try:
-        count = ctypes.c_int(0)
-        return int(ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count))) != 3
-    except (OSError, AttributeError):
-        return True  # mapped, and not askable: assume the worst
-
-
 def _origin(module: object) -> str | None:
     where = getattr(module, "__file__", None)
     return os.path.realpath(where) if where else None
@@ -107,6 +87,7 @@ def _preload(spec: dict[str, Any]) -> None:
 
     # Beside this file, found while its folder is still on the path (imported by name, as this one is).
     cuda_answers: Any = importlib.import_module("autotune_prefork_cuda")
+    driver: Any = importlib.import_module("autotune_prefork_driver")
 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p) != here]
@@ -131,7 +112,7 @@ def _preload(spec: dict[str, Any]) -> None:
     identity = cuda_answers.nvml_identity()
     answers = cuda_answers.answer_when_imported(identity)
     # Where the driver is first initialised, torch or not (native code can call cuInit at import).
-    watch = cuda_answers.DriverWatch().start()
+    watch = driver.DriverWatch().start()
     try:
         for name in modules:
             try:
@@ -156,7 +137,7 @@ def _preload(spec: dict[str, Any]) -> None:
     # spawned child would have had).
     launcher = os.getppid()
     signal.signal(signal.SIGQUIT, lambda *_: os.kill(launcher, signal.SIGQUIT))
-    cuda = bool(cuda_state())
+    cuda = bool(driver.driver_initialised())
     # A fork copies only the calling thread: a thread an import started would be missing from every
     # child, where a spawned child's own import would have started it.
     import threading
@@ -241,7 +222,8 @@ def _run_with_env(env: dict[str, str], stdio: Any, answered: dict[str, Any] | No
 
         cuda_answers: Any = importlib.import_module("autotune_prefork_cuda")
         identity = cuda_answers.Identity(tuple(answered["capability"]), answered.get("name"))
-        cuda_answers.check_after_init(sys.modules["torch.cuda"], identity)
+        cuda_answers.check_after_init(sys.modules["torch.cuda"], identity,
+                                      accelerator="get_device_module" in (answered.get("given") or {}))
     return target(*args, **kwargs)
 
 

@@ -18,6 +18,12 @@ While CUDA is uninitialised, an :class:`Answers` (attached to ``torch.cuda`` by
   there), and whose every other attribute asks torch for the real properties then (initialising
   CUDA, as the caller would have).
 
+- ``torch.get_device_module()`` (no device): ``torch.cuda`` where CUDA is torch's compile-time
+  accelerator and available (``torch.cuda.is_available()``, from NVML in the fork server). torch's own
+  asks the runtime (``cudaGetDeviceCount``), which initialises the driver outside torch's
+  ``_lazy_init``: SGLang 0.5.17's ``parallel_state`` does so at import, in a class body
+  (``GraphCaptureContext``); pytorch/pytorch#190708.
+
 Anything else, a device other than 0, or torch saying CUDA is not available, goes to torch as it
 would have. After the imports torch's own functions are put back (:meth:`Answers.detach`). A child
 forked from the fork server checks the answers against the device once it initialises CUDA itself
@@ -31,7 +37,6 @@ from __future__ import annotations
 import ctypes
 import importlib.abc
 import importlib.util
-import os
 import sys
 import traceback
 from collections import Counter
@@ -130,6 +135,8 @@ class Answers:
         self.given: Counter[str] = Counter()
         self._cuda: Any = None
         self._real: dict[str, Any] = {}
+        self._torch: Any = None
+        self._real_torch: dict[str, Any] = {}
         self.finder: _WhenImported | None = None
         #: Where torch first initialised CUDA while attached (the stack's last frames), if it did.
         self.first_init: str | None = None
@@ -149,8 +156,7 @@ class Answers:
                 self.first_init = "".join(traceback.format_stack(limit=14)[:-1])
             real["_lazy_init"]()
 
-        def answerable(device: Any) -> bool:
-            return not cuda.is_initialized() and cuda.is_available() and _device_zero(device)
+        answerable = self.answerable
 
         def current_device() -> int:
             if answerable(None):
@@ -171,61 +177,104 @@ class Answers:
             return real["get_device_properties"](device)
 
         # A module that took one of these by name (``from torch.cuda import ...``) keeps the answering
-        # one after detach: it still answers only while CUDA is uninitialised, as exactly.
+        # one after detach, which then asks torch: a forked child's own questions are torch's.
         for fn in (current_device, get_device_capability, get_device_properties, _lazy_init):
             setattr(cuda, fn.__name__, fn)
 
+    def answerable(self, device: Any) -> bool:
+        """Whether a question about ``device`` is answered now: while attached, CUDA uninitialised
+        and available, and ``device`` the current one before any was set."""
+        cuda = self._cuda
+        return (cuda is not None and not cuda.is_initialized() and cuda.is_available()
+                and _device_zero(device))
+
+    def attach_torch(self, torch: Any) -> None:
+        """Answer ``torch.get_device_module()`` for ``torch`` (the module, imported) from now on;
+        nothing where this torch has no such function."""
+        real = getattr(torch, "get_device_module", None)
+        if real is None or self._torch is not None:
+            return
+        self._torch, self._real_torch = torch, {"get_device_module": real}
+        given = self.given
+
+        def get_device_module(device: Any = None) -> Any:
+            if device is None and self.answerable(None):
+                # The compile-time accelerator asks no device (it does not poison a fork); torch's
+                # own answer adds the runtime's availability, which answerable() read from NVML.
+                compiled = getattr(torch._C, "_accelerator_getAccelerator", lambda: None)()
+                if compiled is not None and compiled.type == "cuda":
+                    given["get_device_module"] += 1
+                    return self._cuda
+            return real(device)
+
+        torch.get_device_module = get_device_module
+
     def detach(self) -> None:
-        """torch's own functions back (and no more waiting for torch.cuda's import)."""
+        """torch's own functions back (and no more waiting for torch's import)."""
         if self.finder is not None and self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
         for name, fn in self._real.items():
             setattr(self._cuda, name, fn)
-        self._cuda = None
+        for name, fn in self._real_torch.items():
+            setattr(self._torch, name, fn)
+        self._cuda = self._torch = None
+        self._real_torch = {}
 
 
 class _WhenImported(importlib.abc.MetaPathFinder):
     """Attaches ``answers`` to ``torch.cuda`` as soon as that module is imported, before whatever
-    imported it goes on (one shot: it leaves ``sys.meta_path`` at the first look)."""
+    imported it goes on, and to ``torch`` once its own import ends (it defines
+    ``get_device_module`` after importing ``torch.cuda``). It leaves ``sys.meta_path`` once it has
+    seen both."""
 
     def __init__(self, answers: Answers) -> None:
         self.answers = answers
+        self.pending: dict[str, Any] = {"torch": answers.attach_torch, "torch.cuda": answers.attach}
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "torch.cuda":
+        attach = self.pending.pop(name, None)
+        if attach is None:
             return None
+        at = sys.meta_path.index(self)
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.pending:
+                sys.meta_path.insert(at, self)
         if spec is None or spec.loader is None:
             return spec
-        loader, answers = spec.loader, self.answers
-        real_exec = loader.exec_module
+        real_exec = spec.loader.exec_module
 
         def exec_module(module: Any) -> None:
             real_exec(module)
-            answers.attach(module)
+            attach(module)
 
-        loader.exec_module = exec_module  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
 def answer_when_imported(identity: Identity | None) -> Answers | None:
-    """Answers attached to ``torch.cuda`` when it is imported (at once where it already is); None
-    where there is nothing to answer with (:func:`nvml_identity`)."""
+    """Answers attached to ``torch.cuda`` and ``torch`` when they are imported (at once where they
+    already are); None where there is nothing to answer with (:func:`nvml_identity`)."""
     if identity is None:
         return None
     answers = Answers(identity)
     if "torch.cuda" in sys.modules:
         answers.attach(sys.modules["torch.cuda"])
+        answers.attach_torch(sys.modules["torch"])
     else:
         answers.finder = _WhenImported(answers)
+        if "torch" in sys.modules:  # mid-import: torch.cuda is next, and torch's end is not watched
+            del answers.finder.pending["torch"]
         sys.meta_path.insert(0, answers.finder)
     return answers
 
 
-def differences(cuda: Any, identity: Identity) -> list[str]:
+def differences(cuda: Any, identity: Identity, *, accelerator: str | None = None) -> list[str]:
     """Where the devices ``cuda`` (``torch.cuda``, initialised) sees differ from ``identity``: every
-    one must match, as the answers were given for whichever CUDA numbers 0."""
+    one must match, as the answers were given for whichever CUDA numbers 0. ``accelerator``: the
+    device type torch names its accelerator now, where ``get_device_module()`` was answered."""
     wrong = []
     for index in range(int(cuda.device_count())):
         props = cuda.get_device_properties(index)
@@ -234,14 +283,17 @@ def differences(cuda: Any, identity: Identity) -> list[str]:
                          f"answered {identity.capability[0]}.{identity.capability[1]}")
         if identity.name is not None and props.name != identity.name:
             wrong.append(f"device {index}'s name is {props.name!r}, answered {identity.name!r}")
+    if accelerator is not None and accelerator != "cuda":
+        wrong.append(f"torch's accelerator is {accelerator!r}, answered 'cuda' (get_device_module)")
     return wrong
 
 
-def check_after_init(cuda: Any, identity: Identity) -> None:
+def check_after_init(cuda: Any, identity: Identity, *, accelerator: bool = False) -> None:
     """In a child forked from a fork server that answered: the first time ``cuda`` (``torch.cuda``)
-    is initialised for real, the answers are compared with the devices (:func:`differences`), and a
-    difference raises ``RuntimeError`` there, failing the child loudly: its modules were imported
-    on a wrong answer. torch's ``_lazy_init`` is put back at that first initialisation."""
+    is initialised for real, the answers are compared with the devices (:func:`differences`; with
+    ``accelerator``, torch's accelerator too), and a difference raises ``RuntimeError`` there,
+    failing the child loudly: its modules were imported on a wrong answer. torch's ``_lazy_init``
+    is put back at that first initialisation."""
     real = cuda._lazy_init
 
     def _lazy_init() -> None:
@@ -249,101 +301,11 @@ def check_after_init(cuda: Any, identity: Identity) -> None:
         if cuda._lazy_init is not _lazy_init or not cuda.is_initialized():
             return
         cuda._lazy_init = real
-        wrong = differences(cuda, identity)
+        # Asking the runtime is harmless now: this process has initialised CUDA itself.
+        now = sys.modules["torch"]._C._get_accelerator().type if accelerator else None
+        wrong = differences(cuda, identity, accelerator=now)
         if wrong:
             raise RuntimeError("the fork server's answers to the device questions were wrong, so this "
                                "process's imports were too: " + "; ".join(wrong))
 
     cuda._lazy_init = _lazy_init
-
-
-#: cuDeviceGetCount's answer before cuInit (CUDA_ERROR_NOT_INITIALIZED); asking initialises nothing.
-_NOT_INITIALIZED = 3
-
-
-class DriverWatch(importlib.abc.MetaPathFinder):
-    """Where this process's CUDA driver was first initialised during imports, torch or not.
-
-    torch's ``_lazy_init`` is not the only way in: native code (an extension's static initialiser, a
-    library calling the driver or runtime itself) can call ``cuInit`` while a module is imported. A
-    :class:`DriverWatch` in ``sys.meta_path`` asks the driver at the start and at the end of every
-    module's execution (``cuDeviceGetCount``, through an already loaded ``libcuda.so.1`` only:
-    ``RTLD_NOLOAD``, so watching loads nothing) until it first answers initialised, and keeps
-    :attr:`where`: between which two of those points it happened, the modules being imported then,
-    and the stack at the second point.
-    """
-
-    def __init__(self) -> None:
-        self.where: str | None = None
-        self.stack: str | None = None
-        self.checks = 0
-        self._last = "the watch's start"
-        self._importing: list[str] = []
-        self._driver: Any = None
-
-    def initialised(self) -> bool:
-        """Whether the driver is initialised now (False while it is not even loaded)."""
-        if self._driver is None:
-            try:
-                self._driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            except OSError:
-                return False
-        count = ctypes.c_int(0)
-        return int(self._driver.cuDeviceGetCount(ctypes.byref(count))) != _NOT_INITIALIZED
-
-    def checkpoint(self, label: str) -> None:
-        """A point between two pieces of import work, named ``label``."""
-        if self.where is not None:
-            return
-        self.checks += 1
-        if self.initialised():
-            chain = " > ".join(self._importing) or "nothing"
-            self.where = f"between {self._last} and {label} (importing: {chain})"
-            self.stack = "".join(traceback.format_stack(limit=14)[:-1])
-        self._last = label
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if self.where is not None:
-            return None
-        for finder in list(sys.meta_path):
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        # Only a loader of this one module (a file's: its ``name`` is the module's) is wrapped: one
-        # shared by several (built-in and frozen modules, some packages' own importers) would carry
-        # one module's label into another's import.
-        if loader is None or isinstance(loader, type) or getattr(loader, "name", None) != name:
-            return spec
-        real_exec, watch = loader.exec_module, self
-
-        def exec_module(module: Any) -> None:
-            watch.checkpoint(f"the start of {name}")
-            watch._importing.append(name)
-            try:
-                real_exec(module)
-            finally:
-                watch.checkpoint(f"the end of {name}")
-                watch._importing.pop()
-
-        try:
-            loader.exec_module = exec_module  # type: ignore[method-assign]
-        except (AttributeError, TypeError):  # a loader that takes no attributes: unwatched
-            pass
-        return spec
-
-    def start(self) -> DriverWatch:
-        sys.meta_path.insert(0, self)
-        return self
-
-    def stop(self) -> None:
-        self.checkpoint("the watch's end")
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-
-    def report(self) -> dict[str, Any]:
-        return {"where": self.where, "stack": self.stack, "checks": self.checks}

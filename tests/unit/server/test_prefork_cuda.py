@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from autotune.server._prefork import autotune_prefork_cuda as cuda_answers
+from autotune.server._prefork import autotune_prefork_driver as driver
 
 REPO = Path(__file__).resolve().parents[3]
 torch = pytest.importorskip("torch")
@@ -55,6 +56,44 @@ def test_the_capability_name_and_device_zero_are_answered_and_nothing_else(avail
     finally:
         answers.detach()
     assert {n: getattr(torch.cuda, n) for n in real} == real
+
+
+@pytest.fixture
+def compiled_for_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's compile-time accelerator as a CUDA build's (this one is a CPU build)."""
+    monkeypatch.setattr(torch._C, "_accelerator_getAccelerator", lambda: torch.device("cuda"))
+
+
+def test_the_accelerator_s_module_is_answered_without_asking_the_runtime(available: None,
+                                                                          compiled_for_cuda: None) -> None:
+    real = torch.get_device_module
+    answers = cuda_answers.Answers(H100)
+    answers.attach(torch.cuda)
+    answers.attach_torch(torch)
+    try:
+        # torch's own asks the runtime (cudaGetDeviceCount), which initialises the driver: SGLang's
+        # parallel_state does so in a class body at import (pytorch/pytorch#190708).
+        assert torch.get_device_module() is torch.cuda
+        assert torch.get_device_module("cpu") is torch.cpu  # a named device is torch's own
+        assert answers.given == {"get_device_module": 1}
+    finally:
+        answers.detach()
+    assert torch.get_device_module is real
+    assert torch.get_device_module() is torch.cpu  # this CPU build's own answer, asked of torch
+
+
+def test_the_accelerator_s_module_is_torch_s_own_where_cuda_is_not_available_or_not_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = cuda_answers.Answers(H100)
+    answers.attach(torch.cuda)
+    answers.attach_torch(torch)
+    try:
+        assert torch.get_device_module() is torch.cpu  # CUDA not available (this machine)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        assert torch.get_device_module() is torch.cpu  # available, but not the compiled accelerator
+        assert not answers.given
+    finally:
+        answers.detach()
 
 
 def test_without_a_shared_name_the_name_goes_to_torch(available: None) -> None:
@@ -111,6 +150,19 @@ def test_a_forked_child_checks_the_answers_at_its_own_cuda_start() -> None:
     unnamed._lazy_init()  # no name was answered: none is checked
 
 
+def test_a_forked_child_checks_the_answered_accelerator_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After its own start, torch's accelerator is asked of the runtime: this CPU build says "cpu".
+    child = _Initialised([((9, 0), "NVIDIA H100 80GB HBM3")])
+    cuda_answers.check_after_init(child, H100, accelerator=True)
+    with pytest.raises(RuntimeError, match="torch's accelerator is 'cpu', answered 'cuda'"):
+        child._lazy_init()
+    monkeypatch.setattr(torch._C, "_get_accelerator", lambda *a: torch.device("cuda"))
+    child = _Initialised([((9, 0), "NVIDIA H100 80GB HBM3")])
+    cuda_answers.check_after_init(child, H100, accelerator=True)
+    child._lazy_init()
+    assert child.inits >= 1
+
+
 def test_nothing_is_answered_where_torch_says_cuda_is_not_there() -> None:
     answers = cuda_answers.Answers(H100)
     answers.attach(torch.cuda)
@@ -141,9 +193,11 @@ sys.path.insert(0, sys.argv[1])
 from autotune.server._prefork import autotune_prefork_cuda as cuda_answers
 answers = cuda_answers.answer_when_imported(cuda_answers.Identity((8, 6), None))
 waiting = answers.finder in sys.meta_path
-import torch  # torch.cuda is imported with it: the answers attach then
+import torch  # torch.cuda is imported with it: the answers attach then, and to torch at its end
 torch.cuda.is_available = lambda: True
+torch._C._accelerator_getAccelerator = lambda: torch.device("cuda")  # as a CUDA build's
 answered = torch.cuda.get_device_capability()
+module = torch.get_device_module().__name__
 gone = answers.finder not in sys.meta_path
 answers.detach()
 try:
@@ -151,7 +205,8 @@ try:
     after = "answered"
 except (AssertionError, RuntimeError) as exc:
     after = type(exc).__name__
-print(json.dumps({"waiting": waiting, "answered": answered, "finder_gone": gone, "after": after,
+print(json.dumps({"waiting": waiting, "answered": answered, "module": module, "finder_gone": gone,
+                  "after": after, "module_after": torch.get_device_module().__name__,
                   "given": dict(answers.given)}))
 """
 
@@ -160,8 +215,9 @@ def test_answers_attach_when_torch_cuda_is_imported_and_leave_with_detach() -> N
     done = subprocess.run([sys.executable, "-c", CHILD, str(REPO)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out == {"waiting": True, "answered": [8, 6], "finder_gone": True, "after": "AssertionError",
-                   "given": {"get_device_capability": 1}}
+    assert out == {"waiting": True, "answered": [8, 6], "module": "torch.cuda", "finder_gone": True,
+                   "after": "AssertionError", "module_after": "torch.cpu",
+                   "given": {"get_device_capability": 1, "get_device_module": 1}}
 
 
 def test_a_forked_childs_first_step_arms_the_check_with_what_the_fork_server_answered(
@@ -194,7 +250,7 @@ def test_a_forked_childs_first_step_arms_the_check_with_what_the_fork_server_ans
     assert autotune_prefork._run_with_env({"A": "1"}, _Streams(), None, target, (wrong,), {}) == "started"
 
 
-class _FlagWatch(cuda_answers.DriverWatch):
+class _FlagWatch(driver.DriverWatch):
     """A watch whose driver is "initialised" once a module sets a flag (no driver here)."""
 
     def initialised(self) -> bool:
@@ -229,12 +285,13 @@ def test_the_driver_watch_names_where_the_driver_was_first_initialised(tmp_path:
 
 
 def test_the_driver_watch_loads_no_driver_and_finds_none_here() -> None:
-    watch = cuda_answers.DriverWatch().start()
+    watch = driver.DriverWatch().start()
     try:
         import colorsys  # noqa: F401 (a module not imported yet, most likely)
         import json as _json  # noqa: F401 (already imported: nothing to watch)
     finally:
         watch.stop()
     assert watch.where is None and not watch.initialised()
+    assert driver.driver_initialised() is None  # not loaded: neither initialised nor not
     with open("/proc/self/maps") as maps:
         assert "libcuda.so" not in maps.read()
