@@ -152,20 +152,23 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       # an H100 A/B (docs/measurements/README.md, 2026-12-05): the launcher stage 3-5 s
                       # instead of 16-23 s, with the same tok/s and KV pool, and 0 CPU s, 0 MiB waiting.
                       standby_by_default=True,
-                      # What run_scheduler_process and run_detokenizer_process import in their spawned
-                      # interpreters (sglang.srt.entrypoints.engine starts both with mp.Process).
-                      # The spawned scheduler and detokenizer first import their parent's main module again
-                      # (as __mp_main__): these are sglang/launch_server.py's top-level imports, the ones
-                      # the standby's A/Bs found take no GPU memory. The scheduler's own modules cannot be
-                      # held: sgl_kernel initialises CUDA on import (docs/startup.md, H100, 2026-12-05), so
-                      # a process forked after them could not use the GPU.
-                      prefork=("sglang.srt.server_args", "sglang.srt.utils", "sglang.srt.utils.common"),
+                      # What the spawned scheduler and detokenizer import: their parent's main module
+                      # again (as __mp_main__: sglang/launch_server.py's top-level imports), then the
+                      # modules of run_scheduler_process and run_detokenizer_process
+                      # (sglang.srt.entrypoints.engine starts both with mp.Process). The fork server
+                      # answers the device questions these ask at import without CUDA
+                      # (autotune_prefork_cuda); on an H100 (docs/measurements/README.md, 2026-12-06) it
+                      # held all of them, both children were forked, and the start-up fell from 33 to 18 s
+                      # with the same KV pool and tok/s within the verdict's bound.
+                      prefork=("sglang.srt.server_args", "sglang.srt.utils", "sglang.srt.utils.common",
+                               "sglang.srt.managers.scheduler", "sglang.srt.managers.detokenizer_manager"),
                       # Modules that iterate os.environ on import, and what they keep: sglang.srt.environ
                       # copies SGL_* to SGLANG_* (_convert_SGL_to_SGLANG), tqdm reads TQDM_* (utils.envwrap),
                       # fsspec FSSPEC_* (config.set_conf_env), networkx NETWORKX_* (utils.backends).
                       prefork_scans=MappingProxyType({"sglang.srt.environ": ("SGL_",), "tqdm.utils": ("TQDM_",),
                                                       "fsspec.config": ("FSSPEC_",),
-                                                      "networkx.utils.backends": ("NETWORKX_",)})),
+                                                      "networkx.utils.backends": ("NETWORKX_",)}),
+                      prefork_by_default=True),
     # The emulator reads its own variables in its main block (autotune.sim.server.main). Its launcher
     # imports take about a second, so by default no standby: one would compete with the servers for
     # this machine's cores and seldom be ready in time.

@@ -14,9 +14,12 @@ not wanted: it exits 0.
 With ``--prefork FILE`` after the imports (FILE: ``{"modules": [...], "scans": {MODULE: [PREFIX, ...]},
 "dir": DIR}``, removed once read), it
 also starts multiprocessing's fork server, which imports those modules (what the server's child
-processes import) meanwhile, and says
-``ready`` only when both are done; the server then forks its children from it where that is the
-same as a spawn (``autotune/server/_prefork/autotune_prefork.py``).
+processes import) meanwhile, and says ``ready`` only when both are done; the server then forks its
+children from it where that is the same as a spawn (``autotune/server/_prefork/autotune_prefork.py``).
+Where its own imports are done first it says so (``{"importing": "the fork server", ...}``) and,
+until the fork server is done, takes one order on stdin: ``{"drop_prefork": WHY}`` ends the fork
+server, and the standby says ``ready`` without one (the caller's server started sooner than the
+fork server's imports ended, and nothing may import while it is measured).
 
 Standard library only and no package-relative imports: it runs from its file path, and nothing of
 autotune is loaded into the server it becomes but, with ``--prefork``, the fork server's own module
@@ -29,6 +32,7 @@ import importlib
 import json
 import os
 import runpy
+import select
 import sys
 import tempfile
 import time
@@ -42,6 +46,31 @@ _PREFORK_TIMEOUT_S = 600.0
 def _origin(module: object) -> str | None:
     where = getattr(module, "__file__", None)
     return os.path.realpath(where) if where else None
+
+
+class _Orders:
+    """What the caller says on stdin while the fork server imports: only ``drop_prefork``."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def dropped(self) -> str | None:
+        """Why the fork server is no longer wanted, where the caller said so (or went away)."""
+        if not select.select([sys.stdin], [], [], 0)[0]:
+            return None
+        line = sys.stdin.readline()
+        if not line:
+            self.ended = True
+            return "the standby was ended"
+        order = json.loads(line)
+        if "drop_prefork" not in order:
+            raise ValueError(f"a standby whose fork server imports takes only drop_prefork, not {line.strip()!r}")
+        return f"dropped: {order['drop_prefork']}"
+
+
+def _say(said: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(said) + "\n")
+    sys.stdout.flush()
 
 
 def _boot() -> ModuleType:
@@ -82,10 +111,15 @@ def main(argv: list[str]) -> int:
     said: dict[str, object] = {"ready": True, "import_s": import_s}
     status: dict[str, object] = {}
     if boot is not None:
-        status = boot.wait(status_path, timeout_s=_PREFORK_TIMEOUT_S)
-        for done in (status_path, status_path + ".modules"):
+        orders = _Orders()
+        if not os.path.exists(status_path):
+            _say({"importing": "the fork server", "import_s": import_s})
+        status = boot.wait(status_path, timeout_s=_PREFORK_TIMEOUT_S, dropped=orders.dropped)
+        for done in (status_path, status_path + ".modules", status_path + ".tmp"):
             if os.path.exists(done):
                 os.unlink(done)
+        if orders.ended:
+            return 0
         roots = {**(status.get("roots") or {}), **roots}  # type: ignore[dict-item]
         read = status.get("read")
         said["prefork"] = {"ok": bool(status.get("ok")), "why_not": status.get("why_not"), "pid": status.get("pid"),
@@ -95,8 +129,7 @@ def main(argv: list[str]) -> int:
                            "skipped": status.get("skipped_n"), "cuda_answers": status.get("cuda_answers"),
                            "driver_init": status.get("driver_init")}
     said["roots"] = roots
-    sys.stdout.write(json.dumps(said) + "\n")
-    sys.stdout.flush()
+    _say(said)
     line = sys.stdin.readline()
     if not line:
         return 0

@@ -104,6 +104,9 @@ class Standby:
         #: None without ``prefork``.
         self.prefork: dict[str, Any] | None = None
         self._ready = False
+        #: Its own imports are done and only its fork server's are not (it said so).
+        self.imports_done = False
+        self._said = b""
         self._taken = False
         self._roots: dict[str, str | None] = {}
         fork: tuple[str, ...] = ()
@@ -147,23 +150,58 @@ class Standby:
 
     def ready(self, timeout_s: float = 0.0) -> bool:
         """Whether it has imported everything and waits; waits up to ``timeout_s`` for it."""
-        if self._ready:
+        t_end = time.monotonic() + max(timeout_s, 0.0)
+        while not self._ready:
+            line = self._line(max(t_end - time.monotonic(), 0.0))
+            if line is None:
+                return False
+            try:
+                said = json.loads(line)
+            except ValueError:
+                return False
+            if said.get("importing"):  # its own imports done, its fork server's not yet
+                self.imports_done = True
+                self.import_s = said.get("import_s")
+                continue
+            self._ready = bool(said.get("ready"))
+            self.import_s = said.get("import_s")
+            self._roots = dict(said.get("roots") or {})
+            self.prefork = said.get("prefork")
+            if not self._ready:
+                return False
+        return True
+
+    def _line(self, timeout_s: float) -> bytes | None:
+        """Its next line on stdout, waiting up to ``timeout_s``; None where none came (or it exited).
+        Read from the descriptor itself: two lines that arrive together both count."""
+        t_end = time.monotonic() + timeout_s
+        while b"\n" not in self._said:
+            if self.proc.poll() is not None or self.proc.stdout is None or self.proc.stdout.closed:
+                return None
+            fd = self.proc.stdout.fileno()
+            if not select.select([fd], [], [], max(t_end - time.monotonic(), 0.0))[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._said += chunk
+        line, self._said = self._said.split(b"\n", 1)
+        return line
+
+    def drop_prefork(self, why: str, *, timeout_s: float) -> bool:
+        """Where its own imports are done and only its fork server's are not: the fork server
+        ended (``why`` goes into its report), and the standby kept without one. Returns whether it
+        is ready then, within ``timeout_s``."""
+        if self.ready():
             return True
-        if self.proc.poll() is not None or self.proc.stdout is None:
+        if not self.imports_done or self._taken or self.proc.stdin is None or self.proc.poll() is not None:
             return False
-        readable, _, _ = select.select([self.proc.stdout], [], [], max(timeout_s, 0.0))
-        if not readable:
-            return False
-        line = self.proc.stdout.readline()
         try:
-            said = json.loads(line)
-        except ValueError:
+            self.proc.stdin.write((json.dumps({"drop_prefork": why}) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:
             return False
-        self._ready = bool(said.get("ready"))
-        self.import_s = said.get("import_s")
-        self._roots = dict(said.get("roots") or {})
-        self.prefork = said.get("prefork")
-        return self._ready
+        return self.ready(timeout_s)
 
     def cpu_s(self) -> float | None:
         """Its CPU seconds so far, with its fork server's (user and system, from ``/proc``); None

@@ -55,10 +55,19 @@ def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdi
         PHASES.warning("no standby for the next server: %s", exc)
 
 
+#: How long a standby whose fork server is dropped may take to say it is ready: it kills one process.
+_DROP_S = 5.0
+
+
 def check_ready() -> str | None:
     """Before a measurement: end the held standby if it is still importing (it would work while
-    the measurement runs). Returns why it was ended, None if it is ready or there is none."""
+    the measurement runs), or only its fork server where the standby's own imports are done (the
+    next server is then launched by the standby, its children spawned). Returns why the standby
+    was ended, None if it is ready (with or without its fork server) or there is none."""
     if _held is None or _held.ready():
+        return None
+    if _held.drop_prefork("its imports were not done when the server it started beside was ready",
+                          timeout_s=_DROP_S):
         return None
     why = "still importing when the server it started beside was ready" if _held.proc.poll() is None else (
         f"it exited ({_held.proc.returncode}; its log: {_held.log_path})")

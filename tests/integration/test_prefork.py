@@ -257,3 +257,76 @@ def test_a_standby_that_cannot_start_leaves_no_fork_server_orders(tmp_path):
         Standby(python=str(tmp_path / "no-such-python"), module="fakesrv.launch", preimport=[], env=dict(os.environ),
                 cwd=str(tmp_path), late_env=[], log_path=tmp_path / "standby.log", prefork=["json"])
     assert not list(tmp_path.glob("prefork-spec-*"))
+
+
+def test_a_fork_server_not_done_when_needed_is_dropped_and_the_standby_kept(pkg, tmp_path, monkeypatch):
+    from autotune.trial import standby_slot
+
+    # Imports that never end until killed: the fork server is still importing when the server
+    # beside the standby is ready (as on a warm GPU host, where both take 15-20 s).
+    (pkg / "fakesrv" / "stuck.py").write_text(textwrap.dedent('''
+        import os, time
+        with open(os.environ["FAKE_STUCK_PID"], "w") as f:
+            f.write(str(os.getpid()))
+        while True:
+            time.sleep(0.05)
+    '''))
+    pid_file = tmp_path / "stuck.pid"
+    env = _env(pkg, FAKE_STUCK_PID=str(pid_file))
+    standby = Standby(python=sys.executable, module="fakesrv.launch", preimport=["fakesrv.child"], env=env,
+                      cwd=str(tmp_path), late_env=["FAKE*"], log_path=tmp_path / "standby.log",
+                      prefork=["fakesrv.stuck"])
+    monkeypatch.setattr(standby_slot, "_held", standby)
+    try:
+        deadline = time.monotonic() + 120
+        while not (standby.imports_done and pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            assert not standby.ready(timeout_s=0.2), "the stuck fork server cannot be done"
+        assert standby.imports_done, (tmp_path / "standby.log").read_text()[-2000:]
+        fork_server = int(pid_file.read_text())
+        assert standby_slot.check_ready() is None  # kept: only its fork server was ended
+        assert standby_slot.take() is standby and standby.ready()
+        assert standby.prefork is not None and standby.prefork["ok"] is False
+        assert standby.prefork["why_not"].startswith("dropped: its imports were not done"), standby.prefork
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{fork_server}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{fork_server}").exists(), "the dropped fork server is still there"
+        log = tmp_path / "server.log"
+        proc, note = standby.launch([sys.executable, "-m", "fakesrv.launch"], env=env, cwd=tmp_path, log_path=log)
+        assert proc is not None and note["used"] is True, note
+        assert "no fork server: dropped" in note["line"]
+        assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+        said = json.loads(next(ln for ln in log.read_text().splitlines() if ln.startswith("RESULT "))[7:])
+        assert said["heavy_imported_in"] == said["pid"], "the child was spawned and imported for itself"
+        assert prefork_children(log) == {"forked": 0, "spawned": 1, "why_spawned": [
+            "no fork server (dropped: its imports were not done when the server it started beside was ready)"]}
+        assert not list(tmp_path.glob("prefork-*")), "the fork server's status and module list are cleaned up"
+    finally:
+        standby.discard()
+        reaper = standby.take_watchdog()
+        if reaper is not None:
+            from autotune.server.group import release_watchdog
+
+            release_watchdog(reaper)
+
+
+def test_a_standby_still_importing_itself_is_ended_whole(pkg, tmp_path, monkeypatch):
+    from autotune.trial import standby_slot
+
+    (pkg / "fakesrv" / "slowself.py").write_text("import time\ntime.sleep(3600)\n")
+    standby = Standby(python=sys.executable, module="fakesrv.launch", preimport=["fakesrv.slowself"],
+                      env=_env(pkg), cwd=str(tmp_path), late_env=[], log_path=tmp_path / "standby.log",
+                      prefork=["fakesrv.heavy"])
+    monkeypatch.setattr(standby_slot, "_held", standby)
+    try:
+        assert not standby.ready(timeout_s=1.0) and not standby.imports_done
+        assert standby_slot.check_ready() == "still importing when the server it started beside was ready"
+        assert standby_slot.take() is None
+        assert standby.proc.wait(timeout=30) is not None
+    finally:
+        standby.discard()
+        reaper = standby.take_watchdog()
+        if reaper is not None:
+            from autotune.server.group import release_watchdog
+
+            release_watchdog(reaper)

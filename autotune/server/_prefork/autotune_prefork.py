@@ -342,9 +342,10 @@ def start(modules: list[str], status_path: str, *, scans: dict[str, list[str]] |
             os.environ["PYTHONPATH"] = pythonpath
 
 
-def wait(status_path: str, *, timeout_s: float) -> dict[str, Any]:
-    """The fork server's status once its imports are done (``ok`` False where it exited or took
-    longer than ``timeout_s``; it is then stopped)."""
+def wait(status_path: str, *, timeout_s: float, dropped: Any = None) -> dict[str, Any]:
+    """The fork server's status once its imports are done (``ok`` False where it exited, took
+    longer than ``timeout_s``, or ``dropped``, a callable asked meanwhile, returned why it is no
+    longer wanted; it is then ended)."""
     import multiprocessing.forkserver
 
     server: Any = multiprocessing.forkserver._forkserver
@@ -361,7 +362,35 @@ def wait(status_path: str, *, timeout_s: float) -> dict[str, Any]:
         if time.monotonic() > t_end:
             status = {"ok": False, "why_not": f"its imports took more than {timeout_s:.0f} s"}
             break
+        why = dropped() if dropped is not None else None
+        if why is not None:
+            status = {"ok": False, "why_not": why}
+            break
         time.sleep(0.05)
     if not status.get("ok"):
-        server._stop()
+        _end(server)
     return status
+
+
+def _end(server: Any) -> None:
+    """multiprocessing's fork server ``server`` ended, whether it is importing, waiting or gone."""
+    pid = server._forkserver_pid
+    if pid is None:
+        return
+    if _fork_server_alive(pid):
+        # It notices the closed pipe that _stop() relies on only once its imports are done: ended
+        # now instead (this process's own child, by pid).
+        os.kill(pid, signal.SIGKILL)
+        server._stop()
+        return
+    # Already reaped (by _fork_server_alive), which _stop()'s own wait would fail on.
+    os.close(server._forkserver_alive_fd)
+    server._forkserver_alive_fd = server._forkserver_pid = None
+    address, server._forkserver_address = server._forkserver_address, None
+    from multiprocessing import util
+
+    if address and not util.is_abstract_socket_namespace(address):
+        try:
+            os.unlink(address)
+        except OSError:
+            pass
