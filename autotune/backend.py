@@ -99,7 +99,12 @@ class Backend:
             (``autotune/server/_prefork/autotune_prefork.py``); empty where the server starts none.
         prefork_scans: The modules among those that iterate the environment while imported, with the
             prefixes of the names each keeps; a scan by any other non-stdlib module stops forks.
-        prefork_by_default: ``measure.prefork`` when a space does not set it (and has a standby).
+        prefork_by_default: ``measure.prefork`` when a space does not set it (and has a standby),
+            unless the space's configs differ in a variable of ``prefork_import_reads``.
+        prefork_import_reads: Variables the ``prefork`` modules read at import that a space's
+            configs may set differently (:meth:`autotune.space.SearchSpace.varying_env`): a child
+            is forked only where the fork server read the value it would read itself, so in such a
+            space every child is spawned, and the fork server is not started by default.
     """
 
     name: str
@@ -114,6 +119,7 @@ class Backend:
     prefork: tuple[str, ...] = ()
     prefork_scans: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     prefork_by_default: bool = False
+    prefork_import_reads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.emulated != (self.load_emulator is not None):
@@ -168,7 +174,11 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       prefork_scans=MappingProxyType({"sglang.srt.environ": ("SGL_",), "tqdm.utils": ("TQDM_",),
                                                       "fsspec.config": ("FSSPEC_",),
                                                       "networkx.utils.backends": ("NETWORKX_",)}),
-                      prefork_by_default=True),
+                      prefork_by_default=True,
+                      # sglang.srt.speculative.spec_utils binds SIMULATE_ACC_LEN at import (a module
+                      # constant and a default argument): with synthetic acceptance every config sets its
+                      # own, and on the H100 search of 2026-12-06 every child was spawned for it.
+                      prefork_import_reads=("SGLANG_SIMULATE_ACC_LEN",)),
     # The emulator reads its own variables in its main block (autotune.sim.server.main). Its launcher
     # imports take about a second, so by default no standby: one would compete with the servers for
     # this machine's cores and seldom be ready in time.

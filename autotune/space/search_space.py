@@ -50,6 +50,7 @@ from autotune.space._walk import INVALID, SET, SKIP, SpaceWalk
 from autotune.space.packaged import resolve_space
 from autotune.space.prompts import _Entry
 from autotune.space.rules import ALGO
+from autotune.space.synthetic import ENV as SYNTHETIC_ENV
 from autotune.space.synthetic import SyntheticAcceptance
 from autotune.space.trial_config import TrialConfig
 
@@ -233,6 +234,15 @@ class SearchSpace(SpaceWalk):
             model_path=self.model_path,
             draft_model_path=self.draft_model_path if speculative else None,
             is_baseline=not speculative)
+
+    def varying_env(self) -> frozenset[str]:
+        """The environment variables whose value may differ from one of this space's configs to
+        another: its environment parameters, and the forced accept length where synthetic
+        acceptance sets one per config."""
+        names = {name for name, p in self.parameters.items() if p.is_env}
+        if self.synthetic_acceptance is not None:
+            names.add(SYNTHETIC_ENV)
+        return frozenset(names)
 
     def tp_sizes(self) -> tuple[int, ...]:
         """Every tp_size a trial of this space may use (sorted)."""

@@ -112,8 +112,10 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     standby = getattr(m, "standby", None)
     overrides.setdefault("standby", get_backend(space.backend).standby_by_default if standby is None else standby)
     prefork = getattr(m, "prefork", None)
-    overrides.setdefault("prefork", overrides["standby"] and (
-        get_backend(space.backend).prefork_by_default if prefork is None else prefork))
+    backend = get_backend(space.backend)
+    if prefork is None:
+        prefork = backend.prefork_by_default and not space.varying_env() & set(backend.prefork_import_reads)
+    overrides.setdefault("prefork", overrides["standby"] and prefork)
     overrides.setdefault("window", getattr(m, "window", STEADY))
     seq = getattr(m, "sequential", None)
     if seq is not None:
