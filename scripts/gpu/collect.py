@@ -1,6 +1,7 @@
 """Bundle a real-SGLang GPU run into one JSON and a markdown table.
 
-Usage: python scripts/gpu/collect.py RUN_DIR --out docs/measurements/real-sglang-h200.json
+Usage: python scripts/gpu/collect.py RUN_DIR --out FILE.json   (committed xz-compressed, e.g.
+docs/measurements/real-sglang-h200.json.xz)
 RUN_DIR holds what ``scripts/gpu/run.sh`` brought back: facts.txt and results.tar.gz (or lanes/).
 Prints the table (one row per config, each lane's speedups against that lane's own baseline).
 """
