@@ -66,11 +66,12 @@ lint: $(STAMP)
 # on two cores. --dist loadfile keeps a module on one worker (its module-scoped servers start once);
 # tests/conftest.py hands out the longest modules first, and --no-loadscope-reorder keeps that order
 # (pytest-xdist otherwise sorts modules by their number of tests, which put the long end-to-end
-# modules, with few tests each, last). PYTEST_WORKERS=0 runs it in one process.
+# modules, with few tests each, last). PYTEST_WORKERS=0 runs it in one process. --durations prints
+# the slowest tests, to see where the suite's time goes (CI's log included).
 PYTEST_WORKERS ?= 2
 test: lint $(STAMP) $(VENV)/.chromium $(DATA_VENV)/.installed
 	session=make-$$(date +%Y%m%d-%H%M%S)-$$$$; \
-	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder && \
+	AUTOTUNE_RELIABILITY_SESSION=$$session $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 && \
 	$(BIN)/python scripts/reliability_report.py --check --session $$session
 
 # The GPU validation kit's tests (tests/gpu_kit/, for scripts/gpu/): not part of `make test` or CI;
