@@ -19,7 +19,8 @@ children from it where that is the same as a spawn (``autotune/server/_prefork/a
 Where its own imports are done first it says so (``{"importing": "the fork server", ...}``) and,
 until the fork server is done, takes one order on stdin: ``{"drop_prefork": WHY}`` ends the fork
 server, and the standby says ``ready`` without one (the caller's server started sooner than the
-fork server's imports ended, and nothing may import while it is measured).
+fork server's imports ended, and nothing may import while it is measured). One that crosses the
+fork server's end finds nothing to drop: it is read and ignored before the launch order.
 
 Standard library only and no package-relative imports: it runs from its file path, and nothing of
 autotune is loaded into the server it becomes but, with ``--prefork``, the fork server's own module
@@ -130,10 +131,14 @@ def main(argv: list[str]) -> int:
                            "driver_init": status.get("driver_init")}
     said["roots"] = roots
     _say(said)
-    line = sys.stdin.readline()
-    if not line:
-        return 0
-    order = json.loads(line)
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        order = json.loads(line)
+        # A drop order sent as the fork server finished its imports finds it done: nothing to drop.
+        if "drop_prefork" not in order:
+            break
     sys.stdout.flush()
     sys.stderr.flush()
     log = os.open(order["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -330,3 +330,30 @@ def test_a_standby_still_importing_itself_is_ended_whole(pkg, tmp_path, monkeypa
             from autotune.server.group import release_watchdog
 
             release_watchdog(reaper)
+
+
+def test_a_drop_order_that_comes_as_the_fork_server_finishes_is_moot(pkg, tmp_path):
+    # The caller's order crossed the fork server's last import: the standby reads it after saying
+    # ready, with its fork server done, and still runs the server it is then handed, forking.
+    env = _env(pkg)
+    standby = Standby(python=sys.executable, module="fakesrv.launch", preimport=["fakesrv.child"], env=env,
+                      cwd=str(tmp_path), late_env=["FAKE*"], log_path=tmp_path / "standby.log",
+                      prefork=["fakesrv.heavy"], prefork_scans={"fakesrv.heavy": ["FAKESCAN_"]})
+    try:
+        assert standby.ready(timeout_s=120.0), (tmp_path / "standby.log").read_text()[-2000:]
+        assert standby.prefork is not None and standby.prefork["ok"] is True
+        assert standby.proc.stdin is not None
+        standby.proc.stdin.write(b'{"drop_prefork": "late"}\n')
+        standby.proc.stdin.flush()
+        log = tmp_path / "server.log"
+        proc, note = standby.launch([sys.executable, "-m", "fakesrv.launch"], env=env, cwd=tmp_path, log_path=log)
+        assert proc is not None and note["used"] is True, note
+        assert proc.wait(timeout=120) == 0, log.read_text()[-3000:] + (tmp_path / "standby.log").read_text()[-2000:]
+        assert prefork_children(log) == {"forked": 1, "spawned": 0, "why_spawned": []}, log.read_text()[-3000:]
+    finally:
+        standby.discard()
+        reaper = standby.take_watchdog()
+        if reaper is not None:
+            from autotune.server.group import release_watchdog
+
+            release_watchdog(reaper)
