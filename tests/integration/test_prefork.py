@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from autotune.server._prefork.autotune_prefork import why_spawn
+from autotune.server.group import release_watchdog
 from autotune.server.standby import Standby, prefork_children
 
 LAUNCH = '''
@@ -88,6 +89,14 @@ def _env(pkg: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def _dispose(standby: Standby) -> None:
+    """The standby ended (if it was not handed over) and its reaper sidecar released."""
+    standby.discard()
+    reaper = standby.take_watchdog()
+    if reaper is not None:
+        release_watchdog(reaper)
+
+
 def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, str],
          server_env: dict[str, str], scans: dict[str, list[str]] | None = None) -> tuple[Standby, dict, str]:
     standby = Standby(python=sys.executable, module="fakesrv.launch", preimport=["fakesrv.child"],
@@ -105,12 +114,7 @@ def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, 
         assert ("its fork server" if standby.prefork and standby.prefork["ok"] else "no fork server") in note["line"]
         return standby, result, text
     finally:
-        standby.discard()
-        reaper = standby.take_watchdog()
-        if reaper is not None:
-            from autotune.server.group import release_watchdog
-
-            release_watchdog(reaper)
+        _dispose(standby)
 
 
 def test_the_child_is_forked_from_the_pre_imported_server_with_the_launchers_environment(pkg, tmp_path):
@@ -212,12 +216,7 @@ def test_the_waiting_fork_server_takes_no_cpu_and_dies_with_the_standby(pkg, tmp
         assert before is not None and after is not None and after - before <= 0.05
         assert Path(f"/proc/{fork_server}").exists()
     finally:
-        standby.discard()
-        reaper = standby.take_watchdog()
-        if reaper is not None:
-            from autotune.server.group import release_watchdog
-
-            release_watchdog(reaper)
+        _dispose(standby)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{fork_server}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -302,12 +301,7 @@ def test_a_fork_server_not_done_when_needed_is_dropped_and_the_standby_kept(pkg,
             "no fork server (dropped: its imports were not done when the server it started beside was ready)"]}
         assert not list(tmp_path.glob("prefork-*")), "the fork server's status and module list are cleaned up"
     finally:
-        standby.discard()
-        reaper = standby.take_watchdog()
-        if reaper is not None:
-            from autotune.server.group import release_watchdog
-
-            release_watchdog(reaper)
+        _dispose(standby)
 
 
 def test_a_standby_still_importing_itself_is_ended_whole(pkg, tmp_path, monkeypatch):
@@ -324,12 +318,7 @@ def test_a_standby_still_importing_itself_is_ended_whole(pkg, tmp_path, monkeypa
         assert standby_slot.take() is None
         assert standby.proc.wait(timeout=30) is not None
     finally:
-        standby.discard()
-        reaper = standby.take_watchdog()
-        if reaper is not None:
-            from autotune.server.group import release_watchdog
-
-            release_watchdog(reaper)
+        _dispose(standby)
 
 
 def test_a_drop_order_that_comes_as_the_fork_server_finishes_is_moot(pkg, tmp_path):
@@ -351,9 +340,4 @@ def test_a_drop_order_that_comes_as_the_fork_server_finishes_is_moot(pkg, tmp_pa
         assert proc.wait(timeout=120) == 0, log.read_text()[-3000:] + (tmp_path / "standby.log").read_text()[-2000:]
         assert prefork_children(log) == {"forked": 1, "spawned": 0, "why_spawned": []}, log.read_text()[-3000:]
     finally:
-        standby.discard()
-        reaper = standby.take_watchdog()
-        if reaper is not None:
-            from autotune.server.group import release_watchdog
-
-            release_watchdog(reaper)
+        _dispose(standby)
