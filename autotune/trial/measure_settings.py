@@ -109,10 +109,10 @@ def settings_for(space: SearchSpace, *, workdir: str | None = None, repeats: int
     overrides.setdefault("flush_cache", getattr(m, "flush_cache", None))
     overrides.setdefault("device_timer", bool(getattr(m, "phase_profile", True)))
     overrides.setdefault("lean_start", bool(getattr(m, "lean_start", True)))
-    standby = getattr(m, "standby", None)
-    overrides.setdefault("standby", get_backend(space.backend).standby_by_default if standby is None else standby)
-    prefork = getattr(m, "prefork", None)
     backend = get_backend(space.backend)
+    standby = getattr(m, "standby", None)
+    overrides.setdefault("standby", backend.standby_by_default if standby is None else standby)
+    prefork = getattr(m, "prefork", None)
     if prefork is None:
         prefork = backend.prefork_by_default and not space.varying_env() & set(backend.prefork_import_reads)
     overrides.setdefault("prefork", overrides["standby"] and prefork)
