@@ -89,6 +89,12 @@ class Backend:
         load_emulator: Returns the :class:`Emulator` of an emulated backend; None for real SGLang.
         preimport: What ``python -m module`` imports before the first statement of its main
             block: what a standby launcher imports ahead (:mod:`autotune.server.standby`).
+        main_block: What the main block imports later, before it starts any process: imported ahead
+            by a standby too, each module checked where the launcher first asks for it
+            (``autotune/server/_prefork/autotune_main_block.py``: what its import read from the
+            environment must still hold there, or the launcher re-executes itself as a fresh launch).
+        plugin_groups: Entry-point groups of the plugins the main block loads before those imports:
+            where one is installed, nothing is imported ahead from the main block.
         late_env: Patterns of the environment variables that only the server's child processes
             (or its main block, not its imports) read, so a standby started with other values may
             still run the server, given the new ones.
@@ -97,8 +103,9 @@ class Backend:
         prefork: What the server's child processes import first (SGLang's scheduler and
             detokenizer), imported ahead by the standby's fork server with ``measure.prefork``
             (``autotune/server/_prefork/autotune_prefork.py``); empty where the server starts none.
-        prefork_scans: The modules among those that iterate the environment while imported, with the
-            prefixes of the names each keeps; a scan by any other non-stdlib module stops forks.
+        prefork_scans: The modules among those (and ``main_block``'s) that iterate the environment
+            while imported, with the prefixes of the names each keeps; a scan by any other non-stdlib
+            module stops forks (and counts as reading the whole environment for ``main_block``).
         prefork_by_default: ``measure.prefork`` when a space does not set it (and has a standby),
             unless the space's configs differ in a variable of ``prefork_import_reads``.
         prefork_import_reads: Variables the ``prefork`` modules read at import that a space's
@@ -114,6 +121,8 @@ class Backend:
     shares_cores: bool
     load_emulator: Callable[[], Emulator] | None = None
     preimport: tuple[str, ...] = ()
+    main_block: tuple[str, ...] = ()
+    plugin_groups: tuple[str, ...] = ()
     late_env: tuple[str, ...] = ()
     standby_by_default: bool = False
     prefork: tuple[str, ...] = ()
@@ -153,6 +162,13 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                       shares_cores=False,
                       preimport=("sglang.srt.server_args", "sglang.srt.utils", "sglang.srt.utils.common",
                                  "sglang.srt.plugins"),
+                      # Imported by the main block after load_plugins(): the model config while the
+                      # arguments are handled (ServerArgs.get_model_config: torch's compiler, 3.7-4.1 s
+                      # of a warm launch on an H100), then the HTTP server (1.4 s); nothing else of the
+                      # 5.5-6.1 s to the scheduler's start took over 0.5 s (scripts/gpu/launcher_profile.py,
+                      # docs/measurements/README.md, 2026-12-06).
+                      main_block=("sglang.srt.configs.model_config", "sglang.srt.entrypoints.http_server"),
+                      plugin_groups=("sglang.srt.plugins",),
                       late_env=("NCCL_*", "TORCH_NCCL_*", "SGLANG_SIMULATE_ACC_LEN"),
                       # Measured on an H200 search (4 of 4 later servers launched by their standby) and
                       # an H100 A/B (docs/measurements/README.md, 2026-12-05): the launcher stage 3-5 s

@@ -74,22 +74,33 @@ def _say(said: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
-def _boot() -> ModuleType:
-    """The fork server's module, imported by the name its pickled functions carry."""
+def _boot(name: str = "autotune_prefork") -> ModuleType:
+    """One of the standard-library helpers beside this file, imported by its name (the fork server's
+    module by the name its pickled functions carry)."""
     folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_prefork")
     sys.path.append(folder)
     try:
-        return importlib.import_module("autotune_prefork")
+        return importlib.import_module(name)
     finally:
         sys.path.remove(folder)
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """Removes ``name VALUE`` from ``args`` (the options follow the module names); returns VALUE."""
+    if name not in args:
+        return None
+    at = args.index(name)
+    value = args[at + 1]
+    del args[at:at + 2]
+    return value
 
 
 def main(argv: list[str]) -> int:
     module, preimport = argv[0], argv[1:]
     prefork: dict[str, object] = {}
-    if "--prefork" in preimport:
-        at = preimport.index("--prefork")
-        preimport, spec_path = preimport[:at], preimport[at + 1]
+    spec_path = _option(preimport, "--prefork")
+    main_block = json.loads(_option(preimport, "--main-block") or "{}")
+    if spec_path is not None:
         with open(spec_path) as f:
             prefork = json.load(f)
         os.unlink(spec_path)
@@ -106,10 +117,23 @@ def main(argv: list[str]) -> int:
         boot.start(prefork["modules"], status_path, scans=prefork.get("scans"))
     for name in preimport:
         importlib.import_module(name)
+    ahead: ModuleType | None = None
+    plan: dict[str, object] = {}
+    said_main: dict[str, object] | None = None
+    if main_block.get("modules"):
+        ahead = _boot("autotune_main_block")
+        plugins = ahead.plugins_installed(main_block.get("unless") or [])
+        failed: list[str] = []
+        if not plugins:
+            plan = ahead.import_ahead(main_block["modules"], scans=main_block.get("scans") or {}, failed=failed)
+        said_main = {"modules": len(plan), "failed": failed,
+                     "why_not": f"plugins installed: {', '.join(plugins)}" if plugins else None}
     import_s = round(time.monotonic() - t0, 3)
     # Where each top-level module came from (None for built-in ones).
     roots = {name: _origin(mod) for name, mod in list(sys.modules.items()) if "." not in name}
     said: dict[str, object] = {"ready": True, "import_s": import_s}
+    if said_main is not None:
+        said["main_block"] = said_main
     status: dict[str, object] = {}
     if boot is not None:
         orders = _Orders()
@@ -157,9 +181,30 @@ def main(argv: list[str]) -> int:
             os.environ[name] = value
     if boot is not None:  # where the fork server is not there, each child says so in the log
         boot.install(status)
+    if ahead is not None and plan:
+        _check_main_block(ahead, plan, module=module, args=order["args"], late=main_block.get("late") or [])
     sys.argv = [module, *order["args"]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0
+
+
+def _check_main_block(ahead: ModuleType, plan: dict[str, object], *, module: str, args: list[str],
+                      late: list[str]) -> None:
+    """From here, each module imported ahead from the main block is checked where the launcher asks
+    for it; where one read another value, this process becomes the fresh launch."""
+    launch_env = dict(os.environ)
+
+    def relaunch(why: str) -> None:
+        _log(f"{ahead.TAG}{ahead.RELAUNCHED}{why}")
+        os.execve(sys.executable, [sys.executable, "-m", module, *args], launch_env)
+
+    ahead.Check(plan, late=late, relaunch=relaunch, say=_log).install()
+
+
+def _log(line: str) -> None:
+    sys.stdout.flush()
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 if __name__ == "__main__":

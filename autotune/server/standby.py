@@ -38,11 +38,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune.server._prefork.autotune_main_block import CHECKED, RELAUNCHED
+from autotune.server._prefork.autotune_main_block import TAG as MAIN_BLOCK_TAG
 from autotune.server._prefork.autotune_prefork import FORKED, SPAWNED
 from autotune.server._prefork.autotune_prefork import TAG as PREFORK_TAG
 from autotune.server.group import release_watchdog, session_cpu_s, start_watchdog, stop_group
 
-__all__ = ["Standby", "env_differences", "prefork_children"]
+__all__ = ["Standby", "env_differences", "main_block_outcome", "prefork_children"]
 
 _STANDBY_FILE = Path(__file__).resolve().with_name("_standby.py")
 
@@ -51,6 +53,22 @@ def env_differences(have: Mapping[str, str], want: Mapping[str, str]) -> dict[st
     """The variables ``want`` sets differently from ``have`` (None: ``want`` does not set it)."""
     names = set(have) | set(want)
     return {k: want.get(k) for k in sorted(names) if have.get(k) != want.get(k)}
+
+
+def main_block_outcome(log_path: Path) -> dict[str, Any] | None:
+    """What became of a standby's imports from its module's main block, from the server log: each
+    checked where the launcher asked for it (``checked``: the line), or the process re-executed as a
+    fresh launch (``relaunched``: why); None where the log says neither."""
+    try:
+        lines = [ln.split(MAIN_BLOCK_TAG, 1)[1] for ln in log_path.read_text(errors="replace").splitlines()
+                 if MAIN_BLOCK_TAG in ln]
+    except OSError:
+        return None
+    checked = next((ln.split(CHECKED, 1)[1].strip() for ln in lines if CHECKED in ln), None)
+    relaunched = next((ln.split(RELAUNCHED, 1)[1].strip() for ln in lines if RELAUNCHED in ln), None)
+    if checked is None and relaunched is None:
+        return None
+    return {"checked": checked, "relaunched": relaunched}
 
 
 def prefork_children(log_path: Path) -> dict[str, Any] | None:
@@ -92,7 +110,8 @@ class Standby:
 
     def __init__(self, *, python: str, module: str, preimport: Sequence[str], env: Mapping[str, str],
                  cwd: str, late_env: Sequence[str], log_path: Path, grace_s: float = 10.0,
-                 prefork: Sequence[str] = (), prefork_scans: Mapping[str, Sequence[str]] | None = None) -> None:
+                 prefork: Sequence[str] = (), prefork_scans: Mapping[str, Sequence[str]] | None = None,
+                 main_block: Sequence[str] = (), plugin_groups: Sequence[str] = ()) -> None:
         self.python, self.module = python, module
         self.env = dict(env)
         self.late_env = tuple(late_env)
@@ -109,7 +128,14 @@ class Standby:
         self._said = b""
         self._taken = False
         self._roots: dict[str, str | None] = {}
+        #: What its imports from the module's main block came to (``modules``, ``why_not``); None
+        #: without ``main_block``.
+        self.main_block: dict[str, Any] | None = None
         fork: tuple[str, ...] = ()
+        if main_block:
+            fork = ("--main-block", json.dumps({
+                "modules": list(main_block), "late": list(late_env), "unless": list(plugin_groups),
+                "scans": {k: list(v) for k, v in (prefork_scans or {}).items()}}))
         #: The fork server's orders until the standby reads (and removes) them.
         self._spec: Path | None = None
         if prefork:
@@ -119,7 +145,7 @@ class Standby:
                                              delete=False) as spec:
                 json.dump({"modules": list(prefork), "dir": str(log_path.parent),
                            "scans": {k: list(v) for k, v in (prefork_scans or {}).items()}}, spec)
-            fork, self._spec = ("--prefork", spec.name), Path(spec.name)
+            fork, self._spec = (*fork, "--prefork", spec.name), Path(spec.name)
         with open(log_path, "ab") as log:
             try:
                 self.proc: subprocess.Popen[bytes] = subprocess.Popen(
@@ -167,6 +193,7 @@ class Standby:
             self.import_s = said.get("import_s")
             self._roots = dict(said.get("roots") or {})
             self.prefork = said.get("prefork")
+            self.main_block = said.get("main_block")
             if not self._ready:
                 return False
         return True
@@ -262,7 +289,7 @@ class Standby:
         why = self.why_not(argv, env=env, cwd=folder)
         note: dict[str, Any] = {"used": why is None, "why_not": why, "import_s": self.import_s,
                                 "started_s_before": round(time.monotonic() - self.started_at, 3),
-                                "prefork": self.prefork}
+                                "prefork": self.prefork, "main_block": self.main_block}
         if why is not None:
             self.discard()
             note["line"] = f"standby not used: {why}"

@@ -35,7 +35,7 @@ from autotune.launch.spec import LaunchSpec
 from autotune.profile.nvml import open_sampler
 from autotune.profile.telemetry import GpuSampler, NullSampler
 from autotune.server.process import ServerProcess
-from autotune.server.standby import prefork_children
+from autotune.server.standby import main_block_outcome, prefork_children
 from autotune.sglang import metrics, trial_start
 from autotune.sglang.graph_sizes import default_prefill_max_tokens, gpu_memory_mib, model_uses_mla
 from autotune.space.workload import Workload
@@ -289,7 +289,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         result.standby = {**{k: v for k, v in (server.standby_note or {}).items() if k != "line"},
                           "next_ended": ended,
                           "next_cpu_s_measuring": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 3),
-                          "children": prefork_children(log_path)}
+                          "children": prefork_children(log_path), "main_block_checked": main_block_outcome(log_path)}
     return result
 
 

@@ -122,11 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="1")
     parser.add_argument("--timeout-s", type=float, default=240.0)
     parser.add_argument("--backend", default="sglang", choices=sorted(BACKENDS), help="sim: a dry run here")
+    parser.add_argument("--main-block", action="store_true",
+                        help="also import the backend's main_block modules first, as a standby does by default")
     args = parser.parse_args(argv)
     record = json.loads(args.run_json.read_text())
     backend = BACKENDS[args.backend]
     t_start = time.perf_counter()
-    for name in backend.preimport:
+    for name in (*backend.preimport, *(backend.main_block if args.main_block else ())):
         importlib.import_module(name)
     import_s = time.perf_counter() - t_start
     modules_before = len(sys.modules)

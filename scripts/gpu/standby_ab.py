@@ -57,8 +57,8 @@ from startup_ab import EAGLE3, fmt_cell, variant  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
 KINDS = ("fresh", "standby", "off")
-COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "prefill_capture_s", "prefill_sizes", "warmup",
-           "startup_s", "tok_s", "standby_cpu_s", "standby_gpu_mib", "max_total_num_tokens")
+COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "scheduler_e2e", "prefill_capture_s", "prefill_sizes",
+           "warmup", "startup_s", "main_block", "tok_s", "standby_cpu_s", "standby_gpu_mib", "max_total_num_tokens")
 PREFORK_KINDS = ("standby", "prefork")
 PREFORK_COLUMNS = ("prefork_ok", "forked", "spawned")
 
@@ -91,13 +91,20 @@ def one_run(space_path: Path, *, kind: str, out: Path, next_prefork: bool = Fals
         children = result.standby.get("children") or {}
         row["forked"], row["spawned"] = children.get("forked"), children.get("spawned")
         row["why_spawned"] = children.get("why_spawned")
+        # The standby's imports from the launcher's main block: checked where it asked for them, or
+        # the launcher re-executed as a fresh launch (autotune_main_block).
+        checked = result.standby.get("main_block_checked") or {}
+        row["main_block"] = ("relaunched" if checked.get("relaunched") else "checked" if checked.get("checked")
+                             else None)
+        row["main_block_why"] = checked.get("relaunched")
     # The KV pool SGLang sized: a standby holding GPU memory while this server started would shrink it.
     row["max_total_num_tokens"] = (result.server_info or {}).get("max_total_num_tokens")
     held = standby_slot._held  # the standby started beside this run, waiting for the next
     row["standby_gpu_mib"] = _gpu_mib(set(session_pids(held.pid))) if held is not None else None
     if result.log_path and Path(result.log_path).exists():
         stages = breakdown(Path(result.log_path))
-        row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "warmup")})
+        row.update({k: stages.get(k) for k in ("launcher", "tokenizer+spawn", "scheduler", "scheduler_e2e",
+                                                "warmup")})
         # The lean start's prefill cap at work (the committed H200 logs without it: 9.1-12.1 s, 58 sizes).
         caught = captures(Path(result.log_path).read_text(errors="replace"), cap=0)
         row["prefill_capture_s"] = sum(c["elapsed_s"] for c in caught) if caught else None
@@ -198,14 +205,22 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, dict[str, float | None]] = {}
     for kind in kinds:
         mine = [r for r in rows if r["kind"] == kind and r["ok"]]
-        summary[kind] = {c: (statistics.median(v) if (v := [r[c] for r in mine if r.get(c) is not None]) else None)
-                         for c in columns}
+        summary[kind] = {c: _middle([r[c] for r in mine if r.get(c) is not None]) for c in columns}
         print(f"| {kind} | {len(mine)} | " + " | ".join(fmt_cell(summary[kind][c]) for c in columns) + " |")
     (args.out / "standby-ab.json").write_text(json.dumps(
         {"space": str(args.space), "backend": backend, "config": EAGLE3, "rows": rows,
          "summary": summary, "prefork": args.prefork}, indent=1, default=str))
     launched = all(r.get("used") for r in rows if r["kind"] in ("standby", "prefork"))
     return 0 if rows and all(r["ok"] for r in rows) and launched else 1
+
+
+def _middle(values: list[Any]) -> Any:
+    """The median of numbers; of words (``main_block``), each one and its count."""
+    if not values:
+        return None
+    if all(isinstance(v, (int, float)) for v in values):
+        return statistics.median(values)
+    return ", ".join(f"{v} x{values.count(v)}" for v in sorted(set(map(str, values))))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ SGLang stamps its own lines to the second. The stages, from those stamps:
   loads the tokenizer; the scheduler process is spawned and imports SGLang again);
 - ``scheduler``: to "Uvicorn running" (weights, KV pool, CUDA-graph capture, the HTTP server);
 - ``warmup``: to the first ``GET /health`` answered 200 (SGLang's own warm-up request).
-Each stage is good to about 1 s (SGLang's stamps are whole seconds).
+Each stage is good to about 1 s (SGLang's stamps are whole seconds). ``scheduler_e2e`` is SGLang's
+own figure for its scheduler's start (``Engine startup timings``: from the top of
+``Scheduler.__init__`` to its end, to the 10 ms), where the log has it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 from pathlib import Path
 
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]")
+E2E = re.compile(r"Engine startup timings \(s\):.*\bscheduler_e2e=([0-9.]+)")
 MARKS = (("tokenizer+spawn", "Init torch distributed begin"), ("scheduler", "Uvicorn running"),
          ("warmup", '"GET /health HTTP/1.1" 200'))
 
@@ -38,7 +41,10 @@ def breakdown(log: Path) -> dict:
     out: dict = {"log": log.name}
     first = None
     found: dict[str, float] = {}
+    out["scheduler_e2e"] = None
     for line in log.read_text(errors="replace").splitlines():
+        if out["scheduler_e2e"] is None and (e2e := E2E.search(line)):
+            out["scheduler_e2e"] = float(e2e.group(1))
         m = STAMP.match(line)
         if not m:
             continue

@@ -183,10 +183,13 @@ def test_a_real_sglang_launcher_runs_from_a_standby_as_from_python_m(tmp_path):
     fresh = subprocess.run([python, "-m", sglang.module, *args], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=240)
     held = Standby(python=python, module=sglang.module, preimport=sglang.preimport, env=env,
-                   cwd=str(tmp_path), late_env=sglang.late_env, log_path=tmp_path / "standby.log")
+                   cwd=str(tmp_path), late_env=sglang.late_env, log_path=tmp_path / "standby.log",
+                   main_block=sglang.main_block, plugin_groups=sglang.plugin_groups)
     try:
         assert held.ready(timeout_s=240.0), held.log_path.read_text()[-2000:]
         assert held.import_s is not None and held.import_s > 0
+        assert held.main_block is not None and held.main_block["why_not"] is None and held.main_block["modules"] > 0, (
+            held.main_block)
         argv = [python, "-m", sglang.module, *args]
         assert held.why_not(argv, env=env, cwd=str(tmp_path)) is None
         proc = held.hand_over(argv, env=env, cwd=str(tmp_path), log_path=tmp_path / "server.log")
