@@ -21,6 +21,7 @@ from autotune.server.standby import Standby, main_block_outcome
 
 _CONFIG = """\
 import os
+import standin.deep
 MODE = os.environ.get("STANDIN_MODE")
 LATE = os.environ.get("STANDIN_LATE")
 with open(os.environ["STANDIN_OUT"], "a") as f:
@@ -36,6 +37,8 @@ import standin.top
 if __name__ == "__main__":
     if "--set" in sys.argv:
         os.environ["STANDIN_MODE"] = "set-by-main"
+    if "--set-deep" in sys.argv:
+        os.environ["STANDIN_DEEP"] = "set-by-main"
     from standin.config import MODE
     importlib.import_module("standin.helper")
     with open(os.environ["STANDIN_OUT"], "a") as f:
@@ -51,6 +54,7 @@ def standin(tmp_path: Path) -> dict[str, str]:
     (pkg / "top.py").write_text("TOP = 1\n")
     (pkg / "config.py").write_text(_CONFIG)
     (pkg / "helper.py").write_text("import json\nHELPER = 1\n")
+    (pkg / "deep.py").write_text("import os\nDEEP = os.environ.get('STANDIN_DEEP')\n")
     (pkg / "launch.py").write_text(_LAUNCH)
     return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path / "pkg"),
             "STANDIN_OUT": str(tmp_path / "out.txt")}
@@ -78,7 +82,7 @@ def _serve(held: Standby, tmp_path: Path, env: dict[str, str], *args: str) -> tu
 
 def test_modules_imported_ahead_are_checked_where_the_launcher_asks_for_them(standin, tmp_path):
     held = _standby(tmp_path, standin)
-    assert held.main_block == {"modules": 2, "failed": [], "why_not": None}
+    assert held.main_block == {"modules": 3, "failed": [], "why_not": None}
     before = Path(standin["STANDIN_OUT"]).read_text().splitlines()
     assert before == [f"config pid={held.pid} mode=None late=None"]  # imported by the standby, once
     pid, lines, log = _serve(held, tmp_path, standin)
@@ -86,7 +90,8 @@ def test_modules_imported_ahead_are_checked_where_the_launcher_asks_for_them(sta
     assert lines == [*before, f"served pid={pid} mode=None"], lines  # not imported again
     outcome = main_block_outcome(tmp_path / "server.log")
     assert outcome is not None and outcome["relaunched"] is None, log
-    assert outcome["checked"].startswith("2 modules, "), outcome
+    # Read: STANDIN_MODE, STANDIN_OUT (config), STANDIN_DEEP (deep); STANDIN_LATE is left out.
+    assert outcome["checked"] == "3 modules, 3 variables, 2 checks", outcome
 
 
 def test_a_variable_the_main_block_sets_before_the_import_makes_it_a_fresh_launch(standin, tmp_path):
@@ -101,6 +106,19 @@ def test_a_variable_the_main_block_sets_before_the_import_makes_it_a_fresh_launc
     assert outcome is not None and outcome["checked"] is None, log
     assert outcome["relaunched"] == ("standin.config's import read STANDIN_MODE=None, which is 'set-by-main' "
                                      "where the launcher imports it"), outcome
+
+
+def test_a_module_imported_by_a_main_block_module_is_checked_where_that_one_is_asked_for(standin, tmp_path):
+    # standin.deep, imported ahead by standin.config's import, is never asked for by name after the
+    # hand-over: a fresh launch imports it where it asks for standin.config, after its main block set
+    # the variable deep reads.
+    held = _standby(tmp_path, standin)
+    pid, lines, log = _serve(held, tmp_path, standin, "--set-deep")
+    outcome = main_block_outcome(tmp_path / "server.log")
+    assert outcome is not None and outcome["relaunched"] == (
+        "standin.deep's import read STANDIN_DEEP=None, which is 'set-by-main' where the launcher imports it"), log
+    assert lines == [f"config pid={pid} mode=None late=None", f"config pid={pid} mode=None late=None",
+                     f"served pid={pid} mode=None"], lines
 
 
 def test_a_late_variable_is_left_to_the_child_processes_and_not_checked(standin, tmp_path):

@@ -14,10 +14,11 @@ sets ``SGLANG_*`` variables) and the plugins its main block loads first. So:
   through ``os.environ``, given to the module whose body was executing, and every module that
   iterated the environment (which then counts as reading all of it, or the prefixes the backend
   names for it).
-- **Checked where the launcher would have imported it** (:class:`Check`): from the hand-over, the
-  first import asking for a module imported ahead (an ``import`` statement or
-  ``importlib.import_module``, its parents and ``from`` names counted) compares what that module's
-  import read with the environment now. Variables only the server's child processes read
+- **Checked where the launcher would have imported it** (:class:`Check`): from the hand-over, each
+  import asking for a module imported ahead (an ``import`` statement or ``importlib.import_module``,
+  its parents and ``from`` names counted) compares what the imports of that module's group (the
+  main-block module that imported it, and all it imported) read with the environment now, until
+  the group's own main-block module has been asked for. Variables only the server's child processes read
   (``late``, the standby's own rule) are left out. Where all agree, the module is what a fresh
   import there would have made, as far as its environment goes; where one differs, the process
   re-executes itself as the fresh launch (``os.execve``: the same pid, session, log and working
@@ -82,11 +83,13 @@ def plugins_installed(groups: Sequence[str]) -> list[str]:
 def import_ahead(modules: Sequence[str], *, scans: Mapping[str, Sequence[str]],
                  failed: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """Import ``modules`` in order; returns, for every module they imported, what its import read:
-    ``{"read": {NAME: VALUE or None}, "prefixes": [...]}`` (``prefixes`` holds :data:`ALL` where it
-    iterated the environment and ``scans`` names no prefixes for it). A module whose import fails is
+    ``{"read": {NAME: VALUE or None}, "prefixes": [...], "group": MODULE}`` (``prefixes`` holds
+    :data:`ALL` where it iterated the environment and ``scans`` names no prefixes for it; ``group``
+    is the one of ``modules`` whose import imported it). A module whose import fails is
     left to the launcher, which meets the same failure where it imports it; ``failed`` gets why,
     and what its import did import is recorded and checked as the rest."""
-    before = set(sys.modules)
+    seen = set(sys.modules)
+    group: dict[str, str] = {}
     real = os.environ
     reads = _Reads(real._data, real.encodekey, real.decodekey,  # type: ignore[attr-defined]
                    real.encodevalue, real.decodevalue)
@@ -99,13 +102,16 @@ def import_ahead(modules: Sequence[str], *, scans: Mapping[str, Sequence[str]],
             except Exception as exc:  # noqa: BLE001 (the launcher's own import will say it)
                 if failed is not None:
                     failed.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+            for new in [m for m in list(sys.modules) if m not in seen]:
+                group[new] = name
+                seen.add(new)
     finally:
         os.environ = real  # noqa: B003
     plan: dict[str, dict[str, Any]] = {}
-    for name in [m for m in list(sys.modules) if m not in before]:
+    for name, root in group.items():
         read = {k: real.get(k) for k in sorted(reads.read_by.get(name, ()))}
         prefixes = list(scans.get(name, (ALL,))) if name in reads.iterated_by else []
-        plan[name] = {"read": read, "prefixes": prefixes}
+        plan[name] = {"read": read, "prefixes": prefixes, "group": root}
         if prefixes:
             plan[name]["env"] = {k: v for k, v in real.items() if ALL in prefixes or k.startswith(tuple(prefixes))}
     return plan
@@ -120,29 +126,43 @@ def _absolute(name: str, globals_: Mapping[str, Any] | None, level: int) -> str:
 
 
 class Check:
-    """Checks each module imported ahead where the launcher first asks for it (see the module's text).
+    """Checks the modules imported ahead where the launcher asks for them (see the module's text).
+
+    A module imported ahead is one of the main block's (a group's root) or was imported by one (its
+    group). A fresh launch imports a whole group where it asks for the root, the group's modules
+    with it, and any of them it asks for earlier there; so every time an import asks for a module
+    of a group whose root has not been asked for yet, the group's modules are checked against the
+    environment then. A group is done once its root was asked for; when all are, the hook goes.
 
     Args:
         plan: :func:`import_ahead`'s record.
         late: Patterns of the variables left out (read only by the server's child processes).
         relaunch: Called with the reason where a module's import read another value; it does not return.
-        say: Writes one line to the server log (once every module was checked).
+        say: Writes one line to the server log (once every group was checked).
     """
 
     def __init__(self, plan: Mapping[str, Mapping[str, Any]], *, late: Sequence[str],
                  relaunch: Callable[[str], NoReturn], say: Callable[[str], None]) -> None:
-        self.pending = dict(plan)
-        self.modules = len(self.pending)
+        self.plan = dict(plan)
+        self.groups: dict[str, list[str]] = {}
+        for name, record in self.plan.items():
+            self.groups.setdefault(str(record.get("group") or name), []).append(name)
+        self.modules = len(self.plan)
         self.late = tuple(late)
         self.relaunch = relaunch
         self.say = say
-        self.variables = 0
+        self.checks = 0
+        self.variables: set[str] = set()
         self._import: Any = None
         self._import_module: Any = None
 
+    @property
+    def pending(self) -> bool:
+        return bool(self.groups)
+
     def install(self) -> None:
-        """Watch every import from now until each module imported ahead has been asked for."""
-        if not self.pending:
+        """Watch every import from now until the root of every group has been asked for."""
+        if not self.groups:
             return
         self._import, self._import_module = builtins.__import__, importlib.import_module
         builtins.__import__ = self._hook
@@ -156,37 +176,44 @@ class Check:
 
     def _hook(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),  # noqa: A002
               level: int = 0) -> Any:
-        real = self._import  # asking may uninstall the hook (the last module checked)
-        if self.pending:
+        real = self._import  # asking may uninstall the hook (the last group done)
+        if self.groups:
             self.asked(_absolute(name, globals, level), fromlist or ())
         return real(name, globals, locals, fromlist, level)
 
     def _hook_module(self, name: str, package: str | None = None) -> Any:
         real = self._import_module
-        if self.pending:
+        if self.groups:
             self.asked(importlib.util.resolve_name(name, package) if name.startswith(".") else name, ())
         return real(name, package)
 
     def asked(self, name: str, fromlist: Sequence[str]) -> None:
-        """An import asks for ``name`` (and ``name.X`` for X in ``fromlist``): check those imported ahead."""
+        """An import asks for ``name`` (its parents, and ``name.X`` for X in ``fromlist``)."""
         parts = name.split(".")
-        for wanted in [".".join(parts[:i]) for i in range(1, len(parts) + 1)] + [f"{name}.{x}" for x in fromlist
-                                                                                  if isinstance(x, str)]:
-            record = self.pending.pop(wanted, None)
-            if record is not None:
-                why = self.differs(wanted, record)
+        wanted = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        wanted += [f"{name}.{x}" for x in fromlist if isinstance(x, str)]
+        for module in wanted:
+            record = self.plan.get(module)
+            root = None if record is None else str(record.get("group") or module)
+            if root is None or root not in self.groups:
+                continue
+            self.checks += 1
+            for member in self.groups[root]:
+                why = self.differs(member, self.plan[member])
                 if why is not None:
                     self.uninstall()
                     self.relaunch(why)
-        if not self.pending:
+            if module == root:
+                del self.groups[root]
+        if not self.groups:
             self.uninstall()
-            self.say(f"{TAG}{CHECKED}{self.modules} modules, {self.variables} variables")
+            self.say(f"{TAG}{CHECKED}{self.modules} modules, {len(self.variables)} variables, {self.checks} checks")
 
     def differs(self, module: str, record: Mapping[str, Any]) -> str | None:
         """Why ``module``'s import ahead is not what a fresh import now would read; None if it is."""
         read: Mapping[str, str | None] = record.get("read") or {}
         names = [k for k in read if not self._late(k)]
-        self.variables += len(names)
+        self.variables.update(names)
         for k in names:
             if os.environ.get(k) != read[k]:
                 return (f"{module}'s import read {k}={read[k]!r}, which is {os.environ.get(k)!r} where the "
