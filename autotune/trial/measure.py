@@ -251,7 +251,9 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
         with sampler, server:
             started = time.monotonic() - t0
             PHASES.info("server up after %.1f s", started)
-            ended = standby_slot.check_ready() if settings.standby else None
+            # The wait for the next server's standby holds this server's GPUs: counted as warm-up.
+            clock.enter(WARMUP)
+            ended, waited = standby_slot.check_ready() if settings.standby else (None, 0.0)
             cpu0 = standby_slot.cpu_s()
             left = (None if settings.trial_timeout_s is None
                     else settings.trial_timeout_s - (time.monotonic() - t0))
@@ -287,7 +289,7 @@ def measure(config: TrialConfig, workload: Workload, settings: MeasureSettings =
     result.gpu_time = _held(server, clock, config)
     if settings.standby:
         result.standby = {**{k: v for k, v in (server.standby_note or {}).items() if k != "line"},
-                          "next_ended": ended,
+                          "next_ended": ended, "next_waited_s": waited,
                           "next_cpu_s_measuring": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 3),
                           "children": prefork_children(log_path), "main_block_checked": main_block_outcome(log_path)}
     return result

@@ -4,8 +4,9 @@ handed the next server this process launches.
 A Ray trial process measures one server after another (a group's baseline, the trial, the next
 trial when Ray reuses the process), so while server N starts up, :func:`prepare` starts a
 :class:`~autotune.server.standby.Standby` in N's environment, and server N+1 is launched by it
-where :meth:`~autotune.server.standby.Standby.why_not` allows. :func:`check_ready` ends one that is
-still importing when N is ready, so that no standby works while anything is measured, and
+where :meth:`~autotune.server.standby.Standby.why_not` allows. :func:`check_ready` waits a bounded
+time for it once N is ready and ends one that is still importing then, so that no standby works
+while anything is measured, and
 :func:`cpu_s` lets the caller show that the one kept did not: its CPU seconds before and after the
 measurement go into the trial's result (``standby``).
 """
@@ -60,20 +61,27 @@ def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdi
 _DROP_S = 5.0
 
 
-def check_ready() -> str | None:
-    """Before a measurement: end the held standby if it is still importing (it would work while
-    the measurement runs), or only its fork server where the standby's own imports are done (the
-    next server is then launched by the standby, its children spawned). Returns why the standby
-    was ended, None if it is ready (with or without its fork server) or there is none."""
-    if _held is None or _held.ready():
-        return None
+def check_ready(*, wait: bool = True) -> tuple[str | None, float]:
+    """Before a measurement: wait for the held standby to be ready, with ``wait`` up to as long as it
+    has been importing (the server idle meanwhile: a fresh launch of the next server would redo at
+    least that much, so the wait never costs more than losing the standby would); then end it if it
+    is still importing (it would work while the measurement runs), or only its fork server where the
+    standby's own imports are done (the next server is then launched by the standby, its children
+    spawned). Returns why the standby was ended (None if it is ready, with or without its fork
+    server, or there is none) and the seconds waited."""
+    if _held is None:
+        return None, 0.0
+    t0 = time.monotonic()
+    bound = max(t0 - _held.started_at, 0.0) if wait else 0.0
+    if _held.ready(timeout_s=bound):
+        return None, round(time.monotonic() - t0, 3)
     if _held.drop_prefork("its imports were not done when the server it started beside was ready",
                           timeout_s=_DROP_S):
-        return None
+        return None, round(time.monotonic() - t0, 3)
     why = "still importing when the server it started beside was ready" if _held.proc.poll() is None else (
         f"it exited ({_held.proc.returncode}; its log: {_held.log_path})")
     discard()
-    return why
+    return why, round(time.monotonic() - t0, 3)
 
 
 def cpu_s() -> float | None:

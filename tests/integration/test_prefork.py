@@ -282,7 +282,11 @@ def test_a_fork_server_not_done_when_needed_is_dropped_and_the_standby_kept(pkg,
             assert not standby.ready(timeout_s=0.2), "the stuck fork server cannot be done"
         assert standby.imports_done, (tmp_path / "standby.log").read_text()[-2000:]
         fork_server = int(pid_file.read_text())
-        assert standby_slot.check_ready() is None  # kept: only its fork server was ended
+        importing_s = time.monotonic() - standby.started_at
+        ended, waited = standby_slot.check_ready()
+        assert ended is None  # kept: only its fork server was ended
+        # It waited as long as the standby had been importing before it gave up on the fork server.
+        assert waited >= 0.9 * importing_s, (waited, importing_s)
         assert standby_slot.take() is standby and standby.ready()
         assert standby.prefork is not None and standby.prefork["ok"] is False
         assert standby.prefork["why_not"].startswith("dropped: its imports were not done"), standby.prefork
@@ -314,7 +318,8 @@ def test_a_standby_still_importing_itself_is_ended_whole(pkg, tmp_path, monkeypa
     monkeypatch.setattr(standby_slot, "_held", standby)
     try:
         assert not standby.ready(timeout_s=1.0) and not standby.imports_done
-        assert standby_slot.check_ready() == "still importing when the server it started beside was ready"
+        assert standby_slot.check_ready(wait=False)[0] == (
+            "still importing when the server it started beside was ready")
         assert standby_slot.take() is None
         assert standby.proc.wait(timeout=30) is not None
     finally:

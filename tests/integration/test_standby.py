@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -228,3 +229,42 @@ def test_a_standby_given_to_a_server_that_never_starts_is_ended(tmp_path):
     server = ServerProcess([sys.executable, "-m", "json.tool", "{port}"], standby=held, log_path=tmp_path / "s.log")
     server.stop()  # before start(): its standby must not be left waiting
     assert _gone(held.pid) and held.proc.returncode == 0
+
+
+def test_the_measurement_waits_for_a_standby_that_is_ready_within_its_bound(tmp_path, monkeypatch):
+    # The standby's import blocks until a gate file appears; it is opened while check_ready waits,
+    # which waits up to as long as the standby has been importing, so the standby is kept.
+    from autotune.trial import standby_slot
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "gated.py").write_text(textwrap.dedent("""\
+        import os, time
+        open(os.environ["GATE"] + ".waiting", "w").close()
+        while not os.path.exists(os.environ["GATE"]):
+            time.sleep(0.05)
+        """))
+    gate = tmp_path / "gate"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(pkg), "GATE": str(gate)}
+    held = Standby(python=sys.executable, module="json.tool", preimport=("gated",), env=env, cwd=str(tmp_path),
+                   late_env=(), log_path=tmp_path / "standby.log")
+    monkeypatch.setattr(standby_slot, "_held", held)
+    try:
+        deadline = time.monotonic() + 60
+        while not Path(f"{gate}.waiting").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert Path(f"{gate}.waiting").exists(), held.log_path.read_text()[-2000:]
+        while time.monotonic() - held.started_at < 10.0:  # the bound check_ready will allow
+            time.sleep(0.1)
+        assert not held.ready()
+        opener = threading.Timer(1.0, gate.touch)
+        opener.start()
+        ended, waited = standby_slot.check_ready()
+        opener.join()
+        assert ended is None and standby_slot.take() is held and held.ready()
+        assert 0.9 <= waited < time.monotonic() - held.started_at, waited
+        # With none held there is nothing to wait for.
+        monkeypatch.setattr(standby_slot, "_held", None)
+        assert standby_slot.check_ready() == (None, 0.0)
+    finally:
+        held.discard()
