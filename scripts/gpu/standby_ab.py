@@ -58,7 +58,8 @@ from startup_breakdown import breakdown  # noqa: E402
 
 KINDS = ("fresh", "standby", "off")
 COLUMNS = ("launcher", "tokenizer+spawn", "scheduler", "scheduler_e2e", "prefill_capture_s", "prefill_sizes",
-           "warmup", "startup_s", "main_block", "tok_s", "standby_cpu_s", "standby_gpu_mib", "max_total_num_tokens")
+           "warmup", "startup_s", "main_block", "next_waited_s", "tok_s", "standby_cpu_s", "standby_gpu_mib",
+           "max_total_num_tokens")
 PREFORK_KINDS = ("standby", "prefork")
 PREFORK_COLUMNS = ("prefork_ok", "forked", "spawned")
 
@@ -85,6 +86,7 @@ def one_run(space_path: Path, *, kind: str, out: Path, next_prefork: bool = Fals
                            "tok_s": result.output_tok_s, "standby": result.standby}
     if result.standby is not None:
         row["standby_cpu_s"] = result.standby.get("next_cpu_s_measuring")
+        row["next_waited_s"] = result.standby.get("next_waited_s")
         row["used"] = result.standby.get("used")
         fork = result.standby.get("prefork")
         row["prefork_ok"] = None if fork is None else bool(fork.get("ok"))
