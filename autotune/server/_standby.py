@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from types import ModuleType
+from typing import Any
 
 #: How long the fork server's imports may take before it is given up (the standby's own have no cap:
 #: the caller discards a standby still importing when it is needed).
@@ -118,7 +119,7 @@ def main(argv: list[str]) -> int:
     for name in preimport:
         importlib.import_module(name)
     ahead: ModuleType | None = None
-    plan: dict[str, object] = {}
+    plan: dict[str, dict[str, Any]] = {}
     said_main: dict[str, object] | None = None
     if main_block.get("modules"):
         ahead = _boot("autotune_main_block")
@@ -126,7 +127,7 @@ def main(argv: list[str]) -> int:
         failed: list[str] = []
         if not plugins:
             plan = ahead.import_ahead(main_block["modules"], scans=main_block.get("scans") or {}, failed=failed)
-        said_main = {"modules": len(plan), "failed": failed,
+        said_main = {"modules": sum(len(group["modules"]) for group in plan.values()), "failed": failed,
                      "why_not": f"plugins installed: {', '.join(plugins)}" if plugins else None}
     import_s = round(time.monotonic() - t0, 3)
     # Where each top-level module came from (None for built-in ones).
@@ -188,7 +189,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _check_main_block(ahead: ModuleType, plan: dict[str, object], *, module: str, args: list[str],
+def _check_main_block(ahead: ModuleType, plan: dict[str, dict[str, Any]], *, module: str, args: list[str],
                       late: list[str]) -> None:
     """From here, each module imported ahead from the main block is checked where the launcher asks
     for it; where one read another value, this process becomes the fresh launch."""

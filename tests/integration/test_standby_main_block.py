@@ -38,10 +38,11 @@ if __name__ == "__main__":
         os.environ["STANDIN_MODE"] = "set-by-main"
     if "--set-deep" in sys.argv:
         os.environ["STANDIN_DEEP"] = "set-by-main"
+    before = os.environ.get("STANDIN_WRITTEN")
     from standin.config import MODE
     importlib.import_module("standin.helper")
     with open(os.environ["STANDIN_OUT"], "a") as f:
-        f.write(f"served pid={os.getpid()} mode={MODE}\\n")
+        f.write(f"served pid={os.getpid()} mode={MODE} written={before}/{os.environ.get('STANDIN_WRITTEN')}\\n")
 """
 
 
@@ -53,7 +54,9 @@ def standin(tmp_path: Path) -> dict[str, str]:
     (pkg / "top.py").write_text("TOP = 1\n")
     (pkg / "config.py").write_text(_CONFIG)
     (pkg / "helper.py").write_text("import json\nHELPER = 1\n")
-    (pkg / "deep.py").write_text("import os\nDEEP = os.environ.get('STANDIN_DEEP')\n")
+    # deep also writes a variable at import, as a module's import may (os.environ.setdefault).
+    (pkg / "deep.py").write_text("import os\nDEEP = os.environ.get('STANDIN_DEEP')\n"
+                                 "os.environ.setdefault('STANDIN_WRITTEN', 'by-deep')\n")
     (pkg / "launch.py").write_text(_LAUNCH)
     return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path / "pkg"),
             "STANDIN_OUT": str(tmp_path / "out.txt")}
@@ -86,11 +89,13 @@ def test_modules_imported_ahead_are_checked_where_the_launcher_asks_for_them(sta
     assert before == [f"config pid={held.pid} mode=None late=None"]  # imported by the standby, once
     pid, lines, log = _serve(held, tmp_path, standin)
     assert pid == held.pid
-    assert lines == [*before, f"served pid={pid} mode=None"], lines  # not imported again
+    # Not imported again; what deep's import wrote was taken back until the launcher asked for config.
+    assert lines == [*before, f"served pid={pid} mode=None written=None/by-deep"], lines
     outcome = main_block_outcome(tmp_path / "server.log")
     assert outcome is not None and outcome["relaunched"] is None, log
-    # Read: STANDIN_MODE, STANDIN_OUT (config), STANDIN_DEEP (deep); STANDIN_LATE is left out.
-    assert outcome["checked"] == "3 modules, 3 variables, 2 checks", outcome
+    # config's group read STANDIN_MODE, STANDIN_OUT, STANDIN_DEEP and wrote STANDIN_WRITTEN;
+    # STANDIN_LATE is left out.
+    assert outcome["checked"] == "3 modules, 4 variables", outcome
 
 
 def test_a_variable_the_main_block_sets_before_the_import_makes_it_a_fresh_launch(standin, tmp_path):
@@ -100,11 +105,11 @@ def test_a_variable_the_main_block_sets_before_the_import_makes_it_a_fresh_launc
     # the process re-executed itself (same pid) as `python -m standin.launch --set`, which imported
     # config with the value its own main block set.
     assert lines == [f"config pid={pid} mode=None late=None", f"config pid={pid} mode=set-by-main late=None",
-                     f"served pid={pid} mode=set-by-main"], lines
+                     f"served pid={pid} mode=set-by-main written=None/by-deep"], lines
     outcome = main_block_outcome(tmp_path / "server.log")
     assert outcome is not None and outcome["checked"] is None, log
-    assert outcome["relaunched"] == ("standin.config's import read STANDIN_MODE=None, which is 'set-by-main' "
-                                     "where the launcher imports it"), outcome
+    assert outcome["relaunched"] == ("the imports of standin.config read or wrote STANDIN_MODE, None when "
+                                     "imported ahead, 'set-by-main' where the launcher imports standin.config"), outcome
 
 
 def test_a_module_imported_by_a_main_block_module_is_checked_where_that_one_is_asked_for(standin, tmp_path):
@@ -115,9 +120,10 @@ def test_a_module_imported_by_a_main_block_module_is_checked_where_that_one_is_a
     pid, lines, log = _serve(held, tmp_path, standin, "--set-deep")
     outcome = main_block_outcome(tmp_path / "server.log")
     assert outcome is not None and outcome["relaunched"] == (
-        "standin.deep's import read STANDIN_DEEP=None, which is 'set-by-main' where the launcher imports it"), log
+        "the imports of standin.config read or wrote STANDIN_DEEP, None when imported ahead, 'set-by-main' "
+        "where the launcher imports standin.config"), log
     assert lines == [f"config pid={pid} mode=None late=None", f"config pid={pid} mode=None late=None",
-                     f"served pid={pid} mode=None"], lines
+                     f"served pid={pid} mode=None written=None/by-deep"], lines
 
 
 def test_a_late_variable_is_left_to_the_child_processes_and_not_checked(standin, tmp_path):
@@ -125,7 +131,7 @@ def test_a_late_variable_is_left_to_the_child_processes_and_not_checked(standin,
     late = {**standin, "STANDIN_LATE": "new"}
     assert held.why_not([sys.executable, "-m", "standin.launch"], env=late, cwd=str(tmp_path)) is None
     pid, lines, log = _serve(held, tmp_path, late)
-    assert lines == [f"config pid={pid} mode=None late=None", f"served pid={pid} mode=None"], lines
+    assert lines == [f"config pid={pid} mode=None late=None", f"served pid={pid} mode=None written=None/by-deep"], lines
     outcome = main_block_outcome(tmp_path / "server.log")
     assert outcome is not None and outcome["checked"] is not None and outcome["relaunched"] is None, log
 
@@ -140,7 +146,7 @@ def test_nothing_is_imported_ahead_where_a_plugin_is_installed(standin, tmp_path
                                "why_not": "plugins installed: standin.plugins:hooks"}
     assert not Path(standin["STANDIN_OUT"]).exists()  # config was not imported by the standby
     pid, lines, log = _serve(held, tmp_path, standin)
-    assert lines == [f"config pid={pid} mode=None late=None", f"served pid={pid} mode=None"], lines
+    assert lines == [f"config pid={pid} mode=None late=None", f"served pid={pid} mode=None written=None/by-deep"], lines
     assert main_block_outcome(tmp_path / "server.log") is None, log
 
 

@@ -10,19 +10,23 @@ sets ``SGLANG_*`` variables) and the plugins its main block loads first. So:
 
 - **Nothing is imported ahead where a plugin is installed** (an entry point of the groups the
   backend names): a plugin loaded before those imports may change what they do.
-- **What each module's import reads is recorded** (:func:`import_ahead`): every variable read
-  through ``os.environ``, given to the module whose body was executing, and every module that
-  iterated the environment (which then counts as reading all of it, or the prefixes the backend
-  names for it).
-- **Checked where the launcher would have imported it** (:class:`Check`): from the hand-over, each
-  import asking for a module imported ahead (an ``import`` statement or ``importlib.import_module``,
-  its parents and ``from`` names counted) compares what the imports of that module's group (the
-  main-block module that imported it, and all it imported) read with the environment now, until
-  the group's own main-block module has been asked for. Variables only the server's child processes read
-  (``late``, the standby's own rule) are left out. Where all agree, the module is what a fresh
-  import there would have made, as far as its environment goes; where one differs, the process
-  re-executes itself as the fresh launch (``os.execve``: the same pid, session, log and working
-  directory, the environment of the hand-over), and its log says why.
+- **What each group's imports read or write is recorded** (:func:`import_ahead`; a group is one
+  main-block module and all its import imported): every variable read through ``os.environ`` or
+  changed, and the prefixes of a module that iterated the environment (all of it, where the backend
+  names none for it). Each group is imported from the environment the standby started with: what
+  one wrote is taken back after it.
+- **Checked where the launcher would have imported it** (:class:`Check`): from the hand-over, the
+  first import that asks for a module of a group (an ``import`` statement or
+  ``importlib.import_module``, its parents and ``from`` names counted) compares those variables with
+  the environment then; variables only the server's child processes read (``late``, the standby's
+  own rule) are left out. Where all agree, a fresh import there would have read the same and
+  written the same, so the group's writes are given back and the launcher goes on. Where one
+  differs, the process re-executes itself as the fresh launch (``os.execve``: the same pid,
+  session, log and working directory, the environment of the hand-over), and its log says why.
+
+What these imports change besides the environment (a logging handler, a warnings filter) they
+change earlier than a fresh launch would; the GPU A/Bs judge the server they make
+(``docs/startup.md``).
 
 Standard library only, loaded by its folder's path as the fork server's modules are: nothing of
 autotune enters the server.
@@ -59,13 +63,13 @@ def _importing() -> str:
 
 
 class _Reads(os._Environ[str]):
-    """``os.environ`` over the same data, remembering which module's import read what."""
+    """``os.environ`` over the same data, remembering the names read and who iterated it."""
 
-    read_by: dict[str, set[str]]
+    names: set[str]
     iterated_by: set[str]
 
     def __getitem__(self, key: str) -> str:
-        self.read_by.setdefault(_importing(), set()).add(key)
+        self.names.add(key)
         return super().__getitem__(key)
 
     def __iter__(self) -> Iterator[str]:
@@ -82,38 +86,44 @@ def plugins_installed(groups: Sequence[str]) -> list[str]:
 
 def import_ahead(modules: Sequence[str], *, scans: Mapping[str, Sequence[str]],
                  failed: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Import ``modules`` in order; returns, for every module they imported, what its import read:
-    ``{"read": {NAME: VALUE or None}, "prefixes": [...], "group": MODULE}`` (``prefixes`` holds
-    :data:`ALL` where it iterated the environment and ``scans`` names no prefixes for it; ``group``
-    is the one of ``modules`` whose import imported it). A module whose import fails is
-    left to the launcher, which meets the same failure where it imports it; ``failed`` gets why,
-    and what its import did import is recorded and checked as the rest."""
+    """Import ``modules`` in order, each from the environment as it was before the first (what one
+    writes is taken back after it, and given back where the launcher asks for it: :class:`Check`).
+
+    Returns one group per module, keyed by it: ``{"modules": [every module its import imported],
+    "start": {NAME: VALUE or None}, "prefixes": [...], "writes": {NAME: VALUE or None}}``: ``start``
+    holds, as they were before, the variables its imports read or wrote, ``prefixes`` those of a
+    module that iterated the environment (:data:`ALL`: all of it, where ``scans`` names none for it),
+    ``writes`` what its imports changed. A module whose import fails is left to the launcher, which
+    meets the same failure where it imports it; ``failed`` gets why, and what its import did import
+    is recorded and checked as the rest."""
     seen = set(sys.modules)
-    group: dict[str, str] = {}
     real = os.environ
-    reads = _Reads(real._data, real.encodekey, real.decodekey,  # type: ignore[attr-defined]
-                   real.encodevalue, real.decodevalue)
-    reads.read_by, reads.iterated_by = {}, set()
-    os.environ = reads  # noqa: B003 (to record what is read, not to change it)
-    try:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # noqa: BLE001 (the launcher's own import will say it)
-                if failed is not None:
-                    failed.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
-            for new in [m for m in list(sys.modules) if m not in seen]:
-                group[new] = name
-                seen.add(new)
-    finally:
-        os.environ = real  # noqa: B003
+    start_env = dict(real)
     plan: dict[str, dict[str, Any]] = {}
-    for name, root in group.items():
-        read = {k: real.get(k) for k in sorted(reads.read_by.get(name, ()))}
-        prefixes = list(scans.get(name, (ALL,))) if name in reads.iterated_by else []
-        plan[name] = {"read": read, "prefixes": prefixes, "group": root}
-        if prefixes:
-            plan[name]["env"] = {k: v for k, v in real.items() if ALL in prefixes or k.startswith(tuple(prefixes))}
+    for name in modules:
+        reads = _Reads(real._data, real.encodekey, real.decodekey,  # type: ignore[attr-defined]
+                       real.encodevalue, real.decodevalue)
+        reads.names, reads.iterated_by = set(), set()
+        os.environ = reads  # noqa: B003 (to record what is read, not to change it)
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 (the launcher's own import will say it)
+            if failed is not None:
+                failed.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+        finally:
+            os.environ = real  # noqa: B003
+        new = [m for m in list(sys.modules) if m not in seen]
+        seen.update(new)
+        writes = {k: real.get(k) for k in set(start_env) | set(real) if real.get(k) != start_env.get(k)}
+        for k in writes:  # taken back: the launcher's main block runs before this import would have
+            if k in start_env:
+                real[k] = start_env[k]
+            else:
+                real.pop(k, None)
+        prefixes = sorted({p for m in reads.iterated_by for p in scans.get(m, (ALL,))})
+        keys = reads.names | set(writes) | {k for k in start_env if ALL in prefixes or k.startswith(tuple(prefixes))}
+        plan[name] = {"modules": new, "start": {k: start_env.get(k) for k in sorted(keys)}, "prefixes": prefixes,
+                      "writes": writes}
     return plan
 
 
@@ -126,42 +136,36 @@ def _absolute(name: str, globals_: Mapping[str, Any] | None, level: int) -> str:
 
 
 class Check:
-    """Checks the modules imported ahead where the launcher asks for them (see the module's text).
+    """Checks each group imported ahead where the launcher first asks for one of its modules (see
+    the module's text).
 
-    A module imported ahead is one of the main block's (a group's root) or was imported by one (its
-    group). A fresh launch imports a whole group where it asks for the root, the group's modules
-    with it, and any of them it asks for earlier there; so every time an import asks for a module
-    of a group whose root has not been asked for yet, the group's modules are checked against the
-    environment then. A group is done once its root was asked for; when all are, the hook goes.
+    A group is a main-block module and all its import imported. A fresh launch imports it where it
+    first asks for one of those, so there the environment must hold, for every variable the group's
+    imports read or wrote (and for every one of the prefixes a module iterated), the value it had
+    when the standby imported them; then what they wrote is given back, as the fresh import would
+    write it. The hook goes once every group was asked for.
 
     Args:
         plan: :func:`import_ahead`'s record.
         late: Patterns of the variables left out (read only by the server's child processes).
-        relaunch: Called with the reason where a module's import read another value; it does not return.
+        relaunch: Called with the reason where the environment differs; it does not return.
         say: Writes one line to the server log (once every group was checked).
     """
 
     def __init__(self, plan: Mapping[str, Mapping[str, Any]], *, late: Sequence[str],
                  relaunch: Callable[[str], NoReturn], say: Callable[[str], None]) -> None:
-        self.plan = dict(plan)
-        self.groups: dict[str, list[str]] = {}
-        for name, record in self.plan.items():
-            self.groups.setdefault(str(record.get("group") or name), []).append(name)
-        self.modules = len(self.plan)
+        self.groups = {root: dict(group) for root, group in plan.items()}
+        self.member = {m: root for root, group in plan.items() for m in group.get("modules") or ()}
+        self.modules = len(self.member)
         self.late = tuple(late)
         self.relaunch = relaunch
         self.say = say
-        self.checks = 0
-        self.variables: set[str] = set()
+        self.variables = 0
         self._import: Any = None
         self._import_module: Any = None
 
-    @property
-    def pending(self) -> bool:
-        return bool(self.groups)
-
     def install(self) -> None:
-        """Watch every import from now until the root of every group has been asked for."""
+        """Watch every import from now until every group has been asked for."""
         if not self.groups:
             return
         self._import, self._import_module = builtins.__import__, importlib.import_module
@@ -176,7 +180,7 @@ class Check:
 
     def _hook(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),  # noqa: A002
               level: int = 0) -> Any:
-        real = self._import  # asking may uninstall the hook (the last group done)
+        real = self._import  # asking may uninstall the hook (the last group checked)
         if self.groups:
             self.asked(_absolute(name, globals, level), fromlist or ())
         return real(name, globals, locals, fromlist, level)
@@ -193,38 +197,37 @@ class Check:
         wanted = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
         wanted += [f"{name}.{x}" for x in fromlist if isinstance(x, str)]
         for module in wanted:
-            record = self.plan.get(module)
-            root = None if record is None else str(record.get("group") or module)
-            if root is None or root not in self.groups:
+            root = self.member.get(module)
+            group = None if root is None else self.groups.pop(root, None)
+            if group is None:
                 continue
-            self.checks += 1
-            for member in self.groups[root]:
-                why = self.differs(member, self.plan[member])
-                if why is not None:
-                    self.uninstall()
-                    self.relaunch(why)
-            if module == root:
-                del self.groups[root]
+            why = self.differs(str(root), group)
+            if why is not None:
+                self.uninstall()
+                self.relaunch(why)
+            for k, v in (group.get("writes") or {}).items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         if not self.groups:
             self.uninstall()
-            self.say(f"{TAG}{CHECKED}{self.modules} modules, {len(self.variables)} variables, {self.checks} checks")
+            self.say(f"{TAG}{CHECKED}{self.modules} modules, {self.variables} variables")
 
-    def differs(self, module: str, record: Mapping[str, Any]) -> str | None:
-        """Why ``module``'s import ahead is not what a fresh import now would read; None if it is."""
-        read: Mapping[str, str | None] = record.get("read") or {}
-        names = [k for k in read if not self._late(k)]
-        self.variables.update(names)
-        for k in names:
-            if os.environ.get(k) != read[k]:
-                return (f"{module}'s import read {k}={read[k]!r}, which is {os.environ.get(k)!r} where the "
-                        "launcher imports it")
-        prefixes = record.get("prefixes") or []
+    def differs(self, root: str, group: Mapping[str, Any]) -> str | None:
+        """Why the imports of ``root``'s group ahead are not what a fresh import now would make;
+        None if the environment they read or wrote is as it was then."""
+        start: Mapping[str, str | None] = group.get("start") or {}
+        prefixes = tuple(group.get("prefixes") or ())
+        names = set(start)
         if prefixes:
-            seen = dict(record.get("env") or {})
-            for k in set(seen) | set(os.environ):
-                if (ALL in prefixes or k.startswith(tuple(prefixes))) and not self._late(k) \
-                        and seen.get(k) != os.environ.get(k):
-                    return f"{module} iterated the environment on import, and {k} has changed since"
+            names |= {k for k in os.environ if ALL in prefixes or k.startswith(prefixes)}
+        names = {k for k in names if not self._late(k)}
+        self.variables += len(names)
+        for k in sorted(names):
+            if os.environ.get(k) != start.get(k):
+                return (f"the imports of {root} read or wrote {k}, {start.get(k)!r} when imported ahead, "
+                        f"{os.environ.get(k)!r} where the launcher imports {root}")
         return None
 
     def _late(self, name: str) -> bool:
