@@ -13,8 +13,8 @@ sets ``SGLANG_*`` variables) and the plugins its main block loads first. So:
 - **What each group's imports read or write is recorded** (:func:`import_ahead`; a group is one
   main-block module and all its import imported): every variable read through ``os.environ`` or
   changed, and the prefixes of a module that iterated the environment (all of it, where the backend
-  names none for it). Each group is imported from the environment the standby started with: what
-  one wrote is taken back after it.
+  names none for it). The groups are imported in the launcher's order, each after what the ones
+  before it wrote; what they all wrote is taken back at the end.
 - **Checked where the launcher would have imported it** (:class:`Check`): from the hand-over, the
   first import that asks for a module of a group (an ``import`` statement or
   ``importlib.import_module``, its parents and ``from`` names counted) compares those variables with
@@ -86,12 +86,12 @@ def plugins_installed(groups: Sequence[str]) -> list[str]:
 
 def import_ahead(modules: Sequence[str], *, scans: Mapping[str, Sequence[str]],
                  failed: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Import ``modules`` in order, each from the environment as it was before the first (what one
-    writes is taken back after it, and given back where the launcher asks for it: :class:`Check`).
+    """Import ``modules`` in order, each after what the ones before it wrote; what they all wrote is
+    taken back at the end, and given back group by group where the launcher asks for it (:class:`Check`).
 
     Returns one group per module, keyed by it: ``{"modules": [every module its import imported],
     "start": {NAME: VALUE or None}, "prefixes": [...], "writes": {NAME: VALUE or None}}``: ``start``
-    holds, as they were before, the variables its imports read or wrote, ``prefixes`` those of a
+    holds, as they were before its import, the variables its imports read or wrote, ``prefixes`` those of a
     module that iterated the environment (:data:`ALL`: all of it, where ``scans`` names none for it),
     ``writes`` what its imports changed. A module whose import fails is left to the launcher, which
     meets the same failure where it imports it; ``failed`` gets why, and what its import did import
@@ -101,6 +101,9 @@ def import_ahead(modules: Sequence[str], *, scans: Mapping[str, Sequence[str]],
     start_env = dict(real)
     plan: dict[str, dict[str, Any]] = {}
     for name in modules:
+        # In the launcher's order: each group from what the ones before it wrote, as a fresh launch
+        # imports it after those (their writes are given back there first).
+        before = dict(real)
         reads = _Reads(real._data, real.encodekey, real.decodekey,  # type: ignore[attr-defined]
                        real.encodevalue, real.decodevalue)
         reads.names, reads.iterated_by = set(), set()
@@ -114,16 +117,18 @@ def import_ahead(modules: Sequence[str], *, scans: Mapping[str, Sequence[str]],
             os.environ = real  # noqa: B003
         new = [m for m in list(sys.modules) if m not in seen]
         seen.update(new)
-        writes = {k: real.get(k) for k in set(start_env) | set(real) if real.get(k) != start_env.get(k)}
-        for k in writes:  # taken back: the launcher's main block runs before this import would have
+        writes = {k: real.get(k) for k in set(before) | set(real) if real.get(k) != before.get(k)}
+        prefixes = sorted({p for m in reads.iterated_by for p in scans.get(m, (ALL,))})
+        keys = reads.names | set(writes) | {k for k in before if ALL in prefixes or k.startswith(tuple(prefixes))}
+        plan[name] = {"modules": new, "start": {k: before.get(k) for k in sorted(keys)}, "prefixes": prefixes,
+                      "writes": writes}
+    # Taken back: the launcher's main block runs before these imports would have.
+    for k in set(start_env) | set(real):
+        if real.get(k) != start_env.get(k):
             if k in start_env:
                 real[k] = start_env[k]
             else:
                 real.pop(k, None)
-        prefixes = sorted({p for m in reads.iterated_by for p in scans.get(m, (ALL,))})
-        keys = reads.names | set(writes) | {k for k in start_env if ALL in prefixes or k.startswith(tuple(prefixes))}
-        plan[name] = {"modules": new, "start": {k: start_env.get(k) for k in sorted(keys)}, "prefixes": prefixes,
-                      "writes": writes}
     return plan
 
 
