@@ -152,9 +152,12 @@ class TrialResult:
     # ``incumbent`` it was compared with, the rule; None when it measured a fixed ``repeats``.
     sequential: dict[str, Any] | None = None
     # With ``measure.standby``: whether a standby launched the server (``used``, ``why_not``,
-    # ``import_s``, ``started_s_before``), why the next one was ended before the measurement
-    # (``next_ended``), and the next one's CPU seconds over the measurement (``next_cpu_s_measuring``,
-    # 0 when it stayed idle as it must).
+    # ``import_s``, ``started_s_before``, its fork server's report ``prefork`` and its main-block
+    # imports' ``main_block``), what became of those in the server (``children``: forked or spawned;
+    # ``main_block_checked``: checked, or the launcher re-executed and why), how long the measurement
+    # waited for the next one (``next_waited_s``, counted as warm-up), why that one was ended before
+    # the measurement (``next_ended``), and its CPU seconds over the measurement
+    # (``next_cpu_s_measuring``, 0 when it stayed idle as it must).
     standby: dict[str, Any] | None = None
 
     @property
