@@ -110,6 +110,9 @@ def main(argv: list[str]) -> int:
     # directory would not give any top-level module imported ("roots") from another file, so
     # that a fresh launch would have imported the same files.
     sys.path.pop(0)
+    # What a fresh launch starts from (the imports below may add to it): the launcher re-executes
+    # itself in this, given the caller's late variables, where a main-block check fails.
+    started_env = dict(os.environ)
     t0 = time.monotonic()
     # The fork server's status and module list go beside the standby's log (the trial's folder).
     folder = str(prefork.get("dir") or tempfile.gettempdir())
@@ -183,21 +186,26 @@ def main(argv: list[str]) -> int:
     if boot is not None:  # where the fork server is not there, each child says so in the log
         boot.install(status)
     if ahead is not None and plan:
-        _check_main_block(ahead, plan, module=module, args=order["args"], late=main_block.get("late") or [])
+        fresh_env = {**started_env, **{k: v for k, v in (order.get("env") or {}).items() if v is not None}}
+        for name, value in (order.get("env") or {}).items():
+            if value is None:
+                fresh_env.pop(name, None)
+        _check_main_block(ahead, plan, module=module, args=order["args"], late=main_block.get("late") or [],
+                          fresh_env=fresh_env)
     sys.argv = [module, *order["args"]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0
 
 
 def _check_main_block(ahead: ModuleType, plan: dict[str, dict[str, Any]], *, module: str, args: list[str],
-                      late: list[str]) -> None:
-    """From here, each module imported ahead from the main block is checked where the launcher asks
-    for it; where one read another value, this process becomes the fresh launch."""
-    launch_env = dict(os.environ)
+                      late: list[str], fresh_env: dict[str, str]) -> None:
+    """From here, each group imported ahead from the main block is checked where the launcher asks
+    for it; where one read or wrote another value, this process becomes the fresh launch, in
+    ``fresh_env``."""
 
     def relaunch(why: str) -> None:
         _log(f"{ahead.TAG}{ahead.RELAUNCHED}{why}")
-        os.execve(sys.executable, [sys.executable, "-m", module, *args], launch_env)
+        os.execve(sys.executable, [sys.executable, "-m", module, *args], fresh_env)
 
     ahead.Check(plan, late=late, relaunch=relaunch, say=_log).install()
 
