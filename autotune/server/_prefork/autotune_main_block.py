@@ -22,7 +22,8 @@ sets ``SGLANG_*`` variables) and the plugins its main block loads first. So:
   own rule) are left out. Where all agree, a fresh import there would have read the same and
   written the same, so the group's writes are given back and the launcher goes on. Where one
   differs, the process re-executes itself as the fresh launch (``os.execve``: the same pid,
-  session, log and working directory, the environment of the hand-over), and its log says why.
+  session, log and working directory; the environment the standby was started with, given the
+  caller's late variables), and its log says why.
 
 What these imports change besides the environment (a logging handler, a warnings filter) they
 change earlier than a fresh launch would; the GPU A/Bs judge the server they make
