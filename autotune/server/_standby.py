@@ -178,7 +178,8 @@ def main(argv: list[str]) -> int:
     os.close(log)
     os.chdir(order["cwd"])
     sys.path.insert(0, os.getcwd())
-    for name, value in (order.get("env") or {}).items():
+    late = order.get("env") or {}
+    for name, value in late.items():
         if value is None:
             os.environ.pop(name, None)
         else:
@@ -186,12 +187,8 @@ def main(argv: list[str]) -> int:
     if boot is not None:  # where the fork server is not there, each child says so in the log
         boot.install(status)
     if ahead is not None and plan:
-        fresh_env = {**started_env, **{k: v for k, v in (order.get("env") or {}).items() if v is not None}}
-        for name, value in (order.get("env") or {}).items():
-            if value is None:
-                fresh_env.pop(name, None)
         _check_main_block(ahead, plan, module=module, args=order["args"], late=main_block.get("late") or [],
-                          fresh_env=fresh_env)
+                          fresh_env=dict(ahead.given(started_env, late)))
     sys.argv = [module, *order["args"]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0

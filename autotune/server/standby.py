@@ -27,7 +27,6 @@ What keeps this honest:
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import select
@@ -38,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.server._prefork.autotune_main_block import CHECKED, RELAUNCHED
+from autotune.server._prefork.autotune_main_block import CHECKED, RELAUNCHED, is_late
 from autotune.server._prefork.autotune_main_block import TAG as MAIN_BLOCK_TAG
 from autotune.server._prefork.autotune_prefork import FORKED, SPAWNED
 from autotune.server._prefork.autotune_prefork import TAG as PREFORK_TAG
@@ -55,14 +54,20 @@ def env_differences(have: Mapping[str, str], want: Mapping[str, str]) -> dict[st
     return {k: want.get(k) for k in sorted(names) if have.get(k) != want.get(k)}
 
 
+def _tagged(log_path: Path, tag: str) -> list[str] | None:
+    """What follows ``tag`` on each of the server log's lines that carry it; None where unreadable."""
+    try:
+        return [ln.split(tag, 1)[1] for ln in log_path.read_text(errors="replace").splitlines() if tag in ln]
+    except OSError:
+        return None
+
+
 def main_block_outcome(log_path: Path) -> dict[str, Any] | None:
     """What became of a standby's imports from its module's main block, from the server log: each
     checked where the launcher asked for it (``checked``: the line), or the process re-executed as a
     fresh launch (``relaunched``: why); None where the log says neither."""
-    try:
-        lines = [ln.split(MAIN_BLOCK_TAG, 1)[1] for ln in log_path.read_text(errors="replace").splitlines()
-                 if MAIN_BLOCK_TAG in ln]
-    except OSError:
+    lines = _tagged(log_path, MAIN_BLOCK_TAG)
+    if lines is None:
         return None
     checked = next((ln.split(CHECKED, 1)[1].strip() for ln in lines if CHECKED in ln), None)
     relaunched = next((ln.split(RELAUNCHED, 1)[1].strip() for ln in lines if RELAUNCHED in ln), None)
@@ -74,11 +79,7 @@ def main_block_outcome(log_path: Path) -> dict[str, Any] | None:
 def prefork_children(log_path: Path) -> dict[str, Any] | None:
     """How a server's child processes were started, from the lines ``measure.prefork`` writes to
     its log: ``forked`` and ``spawned`` counts and each spawn's reason; None where it wrote none."""
-    try:
-        lines = [ln.split(PREFORK_TAG, 1)[1].strip() for ln in log_path.read_text(errors="replace").splitlines()
-                 if PREFORK_TAG in ln]
-    except OSError:
-        return None
+    lines = [ln.strip() for ln in _tagged(log_path, PREFORK_TAG) or ()]
     if not lines:
         return None
     spawned = [ln.split(SPAWNED, 1)[1] for ln in lines if SPAWNED in ln]
@@ -132,10 +133,10 @@ class Standby:
         #: without ``main_block``.
         self.main_block: dict[str, Any] | None = None
         fork: tuple[str, ...] = ()
+        scans = {k: list(v) for k, v in (prefork_scans or {}).items()}
         if main_block:
             fork = ("--main-block", json.dumps({
-                "modules": list(main_block), "late": list(late_env), "unless": list(plugin_groups),
-                "scans": {k: list(v) for k, v in (prefork_scans or {}).items()}}))
+                "modules": list(main_block), "late": list(late_env), "unless": list(plugin_groups), "scans": scans}))
         #: The fork server's orders until the standby reads (and removes) them.
         self._spec: Path | None = None
         if prefork:
@@ -143,8 +144,7 @@ class Standby:
             # kernel's limit for one argument.
             with tempfile.NamedTemporaryFile("w", dir=log_path.parent, prefix="prefork-spec-", suffix=".json",
                                              delete=False) as spec:
-                json.dump({"modules": list(prefork), "dir": str(log_path.parent),
-                           "scans": {k: list(v) for k, v in (prefork_scans or {}).items()}}, spec)
+                json.dump({"modules": list(prefork), "dir": str(log_path.parent), "scans": scans}, spec)
             fork, self._spec = (*fork, "--prefork", spec.name), Path(spec.name)
         with open(log_path, "ab") as log:
             try:
@@ -334,7 +334,7 @@ class Standby:
         self._drop_spec()
 
     def _late(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.late_env)
+        return is_late(name, self.late_env)
 
 
 def _shadowed(folder: Path, root: str, origin: str | None) -> bool:

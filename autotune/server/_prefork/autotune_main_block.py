@@ -41,7 +41,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, NoReturn
 
 TAG = "autotune standby:"
@@ -51,6 +51,22 @@ CHECKED = " imported ahead from the main block, each as a fresh import there wou
 RELAUNCHED = " re-executed as a fresh launch: "
 #: A module that iterated the environment and that the backend names no prefixes for: all of it.
 ALL = "*"
+
+
+def given(env: MutableMapping[str, str], changes: Mapping[str, str | None]) -> MutableMapping[str, str]:
+    """``env`` with ``changes`` made (a None value: the variable unset); returns ``env``."""
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def is_late(name: str, patterns: Sequence[str]) -> bool:
+    """Whether ``name`` matches one of the ``fnmatch`` patterns of the variables only the server's
+    child processes read (``Backend.late_env``)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _importing() -> str:
@@ -124,12 +140,7 @@ def import_ahead(modules: Sequence[str], *, scans: Mapping[str, Sequence[str]],
         plan[name] = {"modules": new, "start": {k: before.get(k) for k in sorted(keys)}, "prefixes": prefixes,
                       "writes": writes}
     # Taken back: the launcher's main block runs before these imports would have.
-    for k in set(start_env) | set(real):
-        if real.get(k) != start_env.get(k):
-            if k in start_env:
-                real[k] = start_env[k]
-            else:
-                real.pop(k, None)
+    given(real, {k: start_env.get(k) for k in set(start_env) | set(real) if real.get(k) != start_env.get(k)})
     return plan
 
 
@@ -211,11 +222,7 @@ class Check:
             if why is not None:
                 self.uninstall()
                 self.relaunch(why)
-            for k, v in (group.get("writes") or {}).items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            given(os.environ, group.get("writes") or {})
         if not self.groups:
             self.uninstall()
             self.say(f"{TAG}{CHECKED}{self.modules} modules, {self.variables} variables")
@@ -228,13 +235,10 @@ class Check:
         names = set(start)
         if prefixes:
             names |= {k for k in os.environ if ALL in prefixes or k.startswith(prefixes)}
-        names = {k for k in names if not self._late(k)}
+        names = {k for k in names if not is_late(k, self.late)}
         self.variables += len(names)
         for k in sorted(names):
             if os.environ.get(k) != start.get(k):
                 return (f"the imports of {root} read or wrote {k}, {start.get(k)!r} when imported ahead, "
                         f"{os.environ.get(k)!r} where the launcher imports {root}")
         return None
-
-    def _late(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.late)
