@@ -16,7 +16,10 @@ with them: every server but the host's first (the slowest start, cold) pays LAUN
 PREFILL_S less start-up (the launcher stage a standby saves and the prefill capture the lean start's
 cap saves, each read from the two searches' logs by ``startup_breakdown.py`` and
 ``prefill_capture.py``), and every server one repeat less (its median repeat wall: the stable
-warm-up pass kept as the first round). An estimate, printed as one.
+warm-up pass kept as the first round). An estimate, printed as one. ``--recost-startup WARM_S``
+re-costs it the other way: every server but the host's first starts in WARM_S (the search's own
+median warm start-up, ``startup_breakdown.py``'s total) where its record took longer, and runs one
+repeat less, as above; the two may not be given together.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ from autotune.space.trial_config import config_key  # noqa: E402
 DEFAULT_LANDSCAPE = HERE / "benchmarks" / "landscapes" / "recorded-h200-llama-8b-4x768.json"
 
 
-def recost(records: list[dict[str, Any]], *, launcher_s: float, prefill_s: float) -> float:
-    """The sweep's GPU-seconds as if measured with the savings given (see the module's text)."""
+def recost(records: list[dict[str, Any]], *, launcher_s: float = 0.0, prefill_s: float = 0.0,
+           warm_startup_s: float | None = None) -> float:
+    """The sweep's GPU-seconds as if measured with the savings given, or with every warm server
+    starting in ``warm_startup_s`` where it took longer (see the module's text)."""
     timed = [r for r in records if r.get("duration_s") is not None]
     cold = max(timed, key=lambda r: r.get("startup_s") or 0.0)
     total = 0.0
@@ -49,13 +54,19 @@ def recost(records: list[dict[str, Any]], *, launcher_s: float, prefill_s: float
         walls = [b["wall_s"] for b in r.get("repeat_breakdown") or [] if isinstance(b, dict) and b.get("wall_s")]
         if not walls:
             raise ValueError("--recost needs the records' repeat walls (repeat_breakdown): this landscape has none")
-        saved = statistics.median(walls) + (0.0 if r is cold else launcher_s + prefill_s)
+        if r is cold:
+            started = 0.0
+        elif warm_startup_s is not None:
+            started = max(float(r["startup_s"]) - warm_startup_s, 0.0)
+        else:
+            started = launcher_s + prefill_s
+        saved = statistics.median(walls) + started
         total += r["duration_s"] - saved
     return total
 
 
 def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path,
-          recost_s: tuple[float, float] | None = None) -> dict[str, Any]:
+          recost_s: tuple[float, float] | None = None, warm_startup_s: float | None = None) -> dict[str, Any]:
     """The figures printed, as a dict (see the module's text); ``where`` is the landscape file, whose
     ``space`` is relative to its folder."""
     space = load_space(where.parent / landscape["space"])
@@ -74,8 +85,12 @@ def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path,
         "margin": summary.get("margin"), "best_params": best["params"], "best_tok_s": best["output_tok_s"],
         "winner_params": summary.get("winner_params"), "winner_search_tok_s": summary.get("output_tok_s"),
     }
-    if recost_s is not None:
-        out["recost_sweep_gpu_s"] = recost(records, launcher_s=recost_s[0], prefill_s=recost_s[1])
+    if recost_s is not None and warm_startup_s is not None:
+        raise ValueError("--recost and --recost-startup are two ways to re-cost the sweep: give one")
+    if recost_s is not None or warm_startup_s is not None:
+        launcher_s, prefill_s = recost_s or (0.0, 0.0)
+        out["recost_sweep_gpu_s"] = recost(records, launcher_s=launcher_s, prefill_s=prefill_s,
+                                           warm_startup_s=warm_startup_s)
         out["recost_share"] = gpu["gpu_s"] / out["recost_sweep_gpu_s"]
     if summary.get("winner_params") is None:
         out.update(winner_sweep_tok_s=None, winner_over_best=None)
@@ -94,9 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--recost", nargs=2, type=float, metavar=("LAUNCHER_S", "PREFILL_S"),
                     help="also the sweep re-costed with these start-up savings and one repeat less a server")
+    ap.add_argument("--recost-startup", type=float, metavar="WARM_S",
+                    help="also the sweep re-costed with every warm server started in WARM_S (where it took "
+                         "longer) and one repeat less a server")
     args = ap.parse_args(argv)
+    if args.recost is not None and args.recost_startup is not None:
+        ap.error("--recost and --recost-startup are two ways to re-cost the sweep: give one")
+    if args.recost_startup is not None and not args.recost_startup > 0:
+        ap.error(f"--recost-startup: a warm start-up in seconds, above 0, not {args.recost_startup:g}")
     fig = share(json.loads(args.summary.read_text()), json.loads(args.landscape.read_text()), where=args.landscape,
-                recost_s=None if args.recost is None else (args.recost[0], args.recost[1]))
+                recost_s=None if args.recost is None else (args.recost[0], args.recost[1]),
+                warm_startup_s=args.recost_startup)
     if args.json:
         print(json.dumps(fig, indent=1))
         return 0 if fig["winner_params"] is not None else 1
@@ -110,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sweep: {fig['sweep_gpu_s']:.1f} GPU-s over {fig['sweep_configs']} configs ({args.landscape.name})")
     print(f"share: {100 * fig['share']:.1f}% of the sweep ({100 * fig['share_like_the_sweep']:.1f}% without "
           "the teardown and tuner overhead the sweep's figure lacks)")
-    if "recost_share" in fig:
+    if "recost_share" in fig and args.recost_startup is not None:
+        print(f"like for like (an estimate): the sweep re-costed with every warm server started in "
+              f"{args.recost_startup:g} s (where it took longer) and one repeat less each: "
+              f"{fig['recost_sweep_gpu_s']:.1f} GPU-s; the search {100 * fig['recost_share']:.1f}% of it")
+    elif "recost_share" in fig:
         print(f"like for like (an estimate): the sweep re-costed with {args.recost[0]:g} s + {args.recost[1]:g} s less "
               f"start-up a warm server and one repeat less each: {fig['recost_sweep_gpu_s']:.1f} GPU-s; the search "
               f"{100 * fig['recost_share']:.1f}% of it")

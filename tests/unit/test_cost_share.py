@@ -70,3 +70,31 @@ def test_the_like_for_like_recost_takes_the_savings_off_every_warm_server(tmp_pa
     assert abs((plain["recost_sweep_gpu_s"] - cut["recost_sweep_gpu_s"]) - 189.0) < 1e-6
     assert abs(cut["recost_share"] - cut["gpu_s"] / cut["recost_sweep_gpu_s"]) < 1e-12
     assert cut["share"] < cut["recost_share"]
+
+
+def test_the_warm_start_up_recost_starts_every_warm_server_in_the_given_seconds(tmp_path: Path) -> None:
+    summary = _summary(tmp_path)
+    landscape = json.loads((REPO / "benchmarks/landscapes/recorded-h200-llama-8b-4x768.json").read_text())
+    starts = sorted(r["startup_s"] for r in landscape["records"] if r.get("duration_s") is not None)
+    warm = starts[:-1]  # the slowest start is the host's first (cold), left as recorded
+    figs = {}
+    for arg in ("1000", "35", "65"):
+        proc = subprocess.run([sys.executable, str(REPO / "scripts/gpu/cost_share.py"), str(summary), "--json",
+                               "--recost-startup", arg], capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        figs[arg] = json.loads(proc.stdout)
+    # Longer than every recorded start: only the repeat each server no longer runs comes off (99.2 s).
+    assert 99.0 < figs["1000"]["sweep_gpu_s"] - figs["1000"]["recost_sweep_gpu_s"] < 99.5
+    for arg in ("35", "65"):
+        cut = sum(max(s - float(arg), 0.0) for s in warm)
+        assert abs((figs["1000"]["recost_sweep_gpu_s"] - figs[arg]["recost_sweep_gpu_s"]) - cut) < 1e-6
+    # 65 s is above one warm start (60.5 s): that server keeps its own, so the cut is not 10 x (median - 65).
+    assert any(s < 65 for s in warm)
+
+
+def test_the_two_recosts_are_refused_together(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "scripts/gpu/cost_share.py"), str(_summary(tmp_path)),
+                           "--recost", "14", "4.9", "--recost-startup", "35"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert "give one" in proc.stderr
