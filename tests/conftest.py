@@ -160,12 +160,18 @@ def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     Nothing the emulator, Ray or the NCCL probe read is inherited from the shell: every
     ``AUTOTUNE_SIM_*`` variable, ``RAY_ADDRESS`` and ``AUTOTUNE_NCCL_PROBE_FAULT`` are removed first.
     """
+    return set_sim_env(monkeypatch, tmp_path)
+
+
+def set_sim_env(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Path:
+    """What :func:`sim_env` sets, through ``monkeypatch``, with the lock directory in ``folder``;
+    returns it. For a module-scoped search (``pytest.MonkeyPatch.context()``) that several tests read."""
     for name in list(os.environ):
         if name.startswith("AUTOTUNE_SIM_"):
             monkeypatch.delenv(name)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.delenv("AUTOTUNE_NCCL_PROBE_FAULT", raising=False)
-    locks = tmp_path / "gpu-locks"
+    locks = folder / "gpu-locks"
     locks.mkdir()
     monkeypatch.setenv("AUTOTUNE_SIM_STARTUP_S", "0.2")
     monkeypatch.setenv(SIM_LOCK_ENV, str(locks))

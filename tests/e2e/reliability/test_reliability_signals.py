@@ -46,7 +46,7 @@ def _console(log: Path) -> str:
 
 def test_sigterm_mid_search_stops_like_ctrl_c_and_resumes(tmp_path: Path) -> None:
     token = new_token("sigterm")
-    trials = 6
+    trials = 4  # two at a time, stopped at the first result with a server running: trials are left to resume
     _, search, log, driver = start_search(tmp_path, "sigterm", token, trials=trials, start_s=1.5, summary=False)
     assert wait_until(lambda: driver.poll() is not None or (rows(log) >= 1 and any(
         p.is_server for p in servers_with_token(token))), timeout_s=300, poll_s=0.2), _console(log)[-3000:]

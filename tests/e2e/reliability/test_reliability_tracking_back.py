@@ -50,7 +50,7 @@ def test_server_down_from_the_start_comes_back_mid_search(tmp_path: Path) -> Non
     trials = 4
     server = MlflowServer(tmp_path / "mlflow-server")  # its port: nothing listens there yet
     _, search, log, driver = start_search(tmp_path, "mlflow-back", token, "--tracking-uri", server.url,
-                                          trials=trials, start_s=1)
+                                          trials=trials, start_s=0.5)
     paused_at = None
     try:
         folder = lambda: (search.run_dirs() or [tmp_path / "none"])[-1] / "tracking"  # noqa: E731
