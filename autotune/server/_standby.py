@@ -121,11 +121,14 @@ def main(argv: list[str]) -> int:
         boot.start(prefork["modules"], status_path, scans=prefork.get("scans"))
     for name in preimport:
         importlib.import_module(name)
+    # Its environment helper applies the caller's late variables at the hand-over too, with or without
+    # a main block: loaded here, before the hand-over, not on the launch's path.
+    helpers = _boot("autotune_main_block")
     ahead: ModuleType | None = None
     plan: dict[str, dict[str, Any]] = {}
     said_main: dict[str, object] | None = None
     if main_block.get("modules"):
-        ahead = _boot("autotune_main_block")
+        ahead = helpers
         plugins = ahead.plugins_installed(main_block.get("unless") or [])
         failed: list[str] = []
         if not plugins:
@@ -179,16 +182,12 @@ def main(argv: list[str]) -> int:
     os.chdir(order["cwd"])
     sys.path.insert(0, os.getcwd())
     late = order.get("env") or {}
-    for name, value in late.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    helpers.given(os.environ, late)
     if boot is not None:  # where the fork server is not there, each child says so in the log
         boot.install(status)
     if ahead is not None and plan:
         _check_main_block(ahead, plan, module=module, args=order["args"], late=main_block.get("late") or [],
-                          fresh_env=dict(ahead.given(started_env, late)))
+                          fresh_env=ahead.given(started_env, late))
     sys.argv = [module, *order["args"]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0

@@ -250,7 +250,7 @@ class Standby:
         if shadow:
             return (f"its working directory {folder} holds {', '.join(shadow)}, which a fresh launch "
                     "would import from there")
-        early = sorted(k for k in env_differences(self.env, env) if not self._late(k))
+        early = sorted(k for k in env_differences(self.env, env) if not is_late(k, self.late_env))
         if early:
             return f"the environment differs in {', '.join(early)}, which its imports may have read"
         return None
@@ -332,9 +332,6 @@ class Standby:
         if reaper is not None:
             release_watchdog(reaper)
         self._drop_spec()
-
-    def _late(self, name: str) -> bool:
-        return is_late(name, self.late_env)
 
 
 def _shadowed(folder: Path, root: str, origin: str | None) -> bool:

@@ -65,6 +65,12 @@ def recost(records: list[dict[str, Any]], *, launcher_s: float = 0.0, prefill_s:
     return total
 
 
+def check_one_recost(recost_s: tuple[float, float] | None, warm_startup_s: float | None) -> None:
+    """Refuses the two ways to re-cost the sweep given together (ValueError)."""
+    if recost_s is not None and warm_startup_s is not None:
+        raise ValueError("--recost and --recost-startup are two ways to re-cost the sweep: give one")
+
+
 def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path,
           recost_s: tuple[float, float] | None = None, warm_startup_s: float | None = None) -> dict[str, Any]:
     """The figures printed, as a dict (see the module's text); ``where`` is the landscape file, whose
@@ -85,8 +91,7 @@ def share(summary: dict[str, Any], landscape: dict[str, Any], *, where: Path,
         "margin": summary.get("margin"), "best_params": best["params"], "best_tok_s": best["output_tok_s"],
         "winner_params": summary.get("winner_params"), "winner_search_tok_s": summary.get("output_tok_s"),
     }
-    if recost_s is not None and warm_startup_s is not None:
-        raise ValueError("--recost and --recost-startup are two ways to re-cost the sweep: give one")
+    check_one_recost(recost_s, warm_startup_s)
     if recost_s is not None or warm_startup_s is not None:
         launcher_s, prefill_s = recost_s or (0.0, 0.0)
         out["recost_sweep_gpu_s"] = recost(records, launcher_s=launcher_s, prefill_s=prefill_s,
@@ -113,13 +118,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="also the sweep re-costed with every warm server started in WARM_S (where it took "
                          "longer) and one repeat less a server")
     args = ap.parse_args(argv)
-    if args.recost is not None and args.recost_startup is not None:
-        ap.error("--recost and --recost-startup are two ways to re-cost the sweep: give one")
+    recost_s = None if args.recost is None else (args.recost[0], args.recost[1])
+    try:
+        check_one_recost(recost_s, args.recost_startup)
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.recost_startup is not None and not args.recost_startup > 0:
         ap.error(f"--recost-startup: a warm start-up in seconds, above 0, not {args.recost_startup:g}")
     fig = share(json.loads(args.summary.read_text()), json.loads(args.landscape.read_text()), where=args.landscape,
-                recost_s=None if args.recost is None else (args.recost[0], args.recost[1]),
-                warm_startup_s=args.recost_startup)
+                recost_s=recost_s, warm_startup_s=args.recost_startup)
     if args.json:
         print(json.dumps(fig, indent=1))
         return 0 if fig["winner_params"] is not None else 1
