@@ -22,6 +22,9 @@ LOCK_FILE = ".running"
 #: Written in a run folder once its search has concluded; ``--resume`` refuses such a folder.
 CONCLUDED_FILE = "concluded"
 
+#: How long a refused search waits for the holder's pid to appear in LOCK_FILE.
+PID_WAIT_S = 5.0
+
 _HELD: dict[Path, TextIO] = {}  # folder -> its open, locked file, for this process's lifetime
 
 
@@ -36,19 +39,55 @@ def hold(folder: Path, name: str) -> None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     fh = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - kept open: the lock lives with it
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.seek(0)
-        pid = fh.read().strip() or "unknown"
-        fh.close()
-        raise ConfigError(f"a search named {name!r} is running (pid {pid}) in {folder.parent.parent.parent}; "
-                          "wait for it to end, or give this one another --name", field="name") from None
+    if not _lock(fh):
+        pid = _holder_pid(fh)
+        if pid is not None:
+            fh.close()
+            raise ConfigError(f"a search named {name!r} is running (pid {pid}) in {folder.parent.parent.parent}; "
+                              "wait for it to end, or give this one another --name", field="name")
     fh.seek(0)
     fh.truncate()
     fh.write(f"{os.getpid()}\n")
     fh.flush()
     _HELD[folder] = fh
+
+
+def _lock(fh: TextIO) -> bool:
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _holder_pid(fh: TextIO) -> str | None:
+    """The holder's pid, or None once this process holds the lock (the holder ended meanwhile).
+
+    The holder writes its pid just after it takes the lock, so a file read in between is empty, or
+    still says the pid of an earlier search, now ended: wait for a live pid rather than name the
+    wrong process or none.
+    """
+    deadline = time.monotonic() + PID_WAIT_S
+    while True:
+        fh.seek(0)
+        pid = fh.read().strip()
+        if pid.isdigit() and _alive(int(pid)):
+            return pid
+        if _lock(fh):
+            return None
+        if time.monotonic() >= deadline:
+            return "unknown"
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def release(folder: Path) -> None:
