@@ -184,9 +184,16 @@ def turned_off(*, trials: int, budget: int) -> StopDecision:
 
 def at_end(decision: StopDecision, *, trials: int, budget: int) -> StopDecision:
     """The rule's last decision, worded for the search's end (``trials`` ended of ``budget``):
-    a stop stands as it was said; otherwise the search ran to its cap, and the line says so."""
+    a stop stands as it was said (with the trials that were already running then and ended after
+    it, so the line agrees with the table's rows); otherwise the search ran to its cap, and the
+    line says so."""
     if decision.stop:
-        return decision
+        head = f"stopped after {decision.trials} of {decision.budget} trials"
+        if trials <= decision.trials or not decision.reason.startswith(head):
+            return decision
+        more = trials - decision.trials
+        return replace(decision, reason=f"{head} ({more} more, running then, ended after it: {trials} in all)"
+                       + decision.reason[len(head):])
     if not decision.applies:
         head = decision.reason.rsplit(":", 1)[0]
         return replace(decision, reason=f"{head}: {trials} of {budget} trials run", trials=trials,

@@ -110,6 +110,11 @@ def test_turned_off_and_the_end_of_a_budget_say_so() -> None:
     assert end.reason.startswith("ran 8 of 8 trials, the rule never stopped; last: the best unmeasured")
     stopped = decide(_evidence([_below(0.2)], [0.01]), noise=0.01, trials=5, budget=8)
     assert at_end(stopped, trials=5, budget=8) == stopped
+    # Trials already running when the rule stopped end after it: the line counts them too.
+    late = at_end(stopped, trials=6, budget=8)
+    assert late.reason == stopped.reason.replace(
+        "stopped after 5 of 8 trials", "stopped after 5 of 8 trials (1 more, running then, ended after it: 6 in all)")
+    assert late.stop and late.trials == 5 and late.upper_gap == stopped.upper_gap
 
 
 def test_study_noise_pools_the_repeats_of_finished_trials() -> None:
