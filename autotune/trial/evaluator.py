@@ -95,16 +95,18 @@ class MeasuringEvaluator:
         self.level_incumbent = level_incumbent
 
     def _measure_in_rounds(self, config: Any, workload: Any, *, name: str,
-                           baseline: TrialResult | None) -> TrialResult:
+                           baseline: TrialResult | None, report: bool = True) -> TrialResult:
         """:func:`measure`, consulting :func:`~autotune.trial.sequential.decide` after each round
         when the rule, an incumbent source and the objective allow: at the primary level against
         the incumbent, at each other level against that level's (a speedup there over the
-        baseline's same level); each level's record says how its rounds ended."""
+        baseline's same level); each level's record says how its rounds ended. ``report``
+        False: the rounds are not the trial's own (a group's baseline measured ahead of its
+        config), so ``on_round`` does not hear them."""
         rule = self.settings.sequential
         metric, maximize = self.space.objective.metric, self.space.objective.direction == "maximize"
         consult, seen = round_consultant(rule=rule, incumbent=self.incumbent, metric=metric, maximize=maximize,
                                          baseline_tok_s=baseline.output_tok_s if baseline else None,
-                                         on_round=self.on_round)
+                                         on_round=self.on_round if report else None)
         if consult is None or rule is None:
             return measure(config, workload, self.settings, name=name)
         seen_at: dict[str, dict[str, Any]] = {}
@@ -137,8 +139,9 @@ class MeasuringEvaluator:
 
         A baseline config is measured and judged on its own (and stored when its group has no
         baseline yet). A speculative config is judged against its group's stored baseline, which
-        is measured here (on the same GPUs) when none is stored; with ``fresh_baseline`` it is
-        measured again beside the config, so the comparison is like for like in time too.
+        is measured here (on the same GPUs, in rounds as a baseline trial is) when none is stored;
+        with ``fresh_baseline`` it is measured again beside the config (the finalists' fixed
+        count), so the comparison is like for like in time too.
         """
         from autotune.space.workload import Workload
 
@@ -167,8 +170,12 @@ class MeasuringEvaluator:
             measured_here = baseline = judge(
                 measure(base_cfg, workload, settings, name=f"{name}-baseline"), None, slos=slos)
         else:
-            baseline, fresh = baseline_for(base_cfg, workload, settings, self.store, slos=slos,
-                                           name=f"{name}-baseline")
+            # Measured as the same config would be as a trial of its own (in rounds, against the
+            # incumbent), so a baseline's rounds follow one rule however the search came to it.
+            baseline, fresh = baseline_for(
+                base_cfg, workload, settings, self.store, slos=slos, name=f"{name}-baseline",
+                run=lambda cfg: self._measure_in_rounds(cfg, workload, name=f"{name}-baseline", baseline=None,
+                                                       report=False))
             measured_here = baseline if fresh else None
         result = self._measure_in_rounds(config, workload, name=name, baseline=baseline)
         result = judge(result, baseline, slos=slos, min_speedup=space.constraints.min_speedup)

@@ -306,11 +306,16 @@ def _held(server: ServerProcess, clock: PartClock, config: TrialConfig) -> GpuTi
 
 def baseline_for(baseline_config: TrialConfig, workload: Workload, settings: MeasureSettings,
                  store: BaselineStore, *, slos: Sequence[tuple[str, str, float]] = (),
-                 name: str = "baseline") -> tuple[TrialResult, bool]:
+                 name: str = "baseline",
+                 run: Callable[[TrialConfig], TrialResult] | None = None) -> tuple[TrialResult, bool]:
     """The group's baseline and whether it was measured by this call.
 
     Taken from the store when there; else measured once, while trials of the same group wait on
     the group's lock instead of each measuring it.
+
+    Args:
+        run: Measures the baseline (the search's evaluator: in rounds, as a baseline trial is);
+            None: :func:`measure` with ``settings`` (a fixed ``repeats``).
     """
     key = group_key(baseline_config)
     found = reusable_baseline(store, key)
@@ -320,7 +325,9 @@ def baseline_for(baseline_config: TrialConfig, workload: Workload, settings: Mea
         found = reusable_baseline(store, key)
         if found is not None:
             return found, False
-        result = judge(measure(baseline_config, workload, settings, name=name), None, slos=slos)
+        measured = (run(baseline_config) if run is not None
+                    else measure(baseline_config, workload, settings, name=name))
+        result = judge(measured, None, slos=slos)
         store.put(key, result)
         return result, True
 

@@ -87,6 +87,7 @@ class ProductRun:
         readings: Every server's reading in order (a group's baseline, then its trial), for the
             conclusion (:func:`benchmarks.search.conclusion.conclude`).
         spent: Every server started, as events.
+        baseline_rounds: Rounds each group's baseline measured ahead of a config.
     """
 
     def __init__(self, problem: Problem, *, seed: int, noise_cv: float, rule: SequentialRule | None) -> None:
@@ -96,6 +97,7 @@ class ProductRun:
         self.entries: list[TrialEntry] = []
         self.readings: list[Reading] = []
         self.spent: list[Spent] = []
+        self.baseline_rounds: list[int] = []
         self._params: dict[tuple, dict[str, Any]] = {}
         self._group: dict[tuple, tuple] = {}
 
@@ -125,6 +127,7 @@ class ProductRun:
             self.spent += events_of(ev.baseline.gpu_time, BASELINES)
             self._params.setdefault(gkey, space.baseline_params(dict(params)))
             self.readings.append(Reading.of(gkey, ev.baseline, feasible=True, is_baseline=True))
+            self.baseline_rounds.append(len(ev.baseline.output_tok_s_repeats))
         self.spent += events_of(ev.result.gpu_time, TRIALS)
         self._params.setdefault(key, dict(params))
         self._group[key] = gkey
@@ -146,6 +149,7 @@ class CostRun:
         stopped: The stop rule ended the search before the budget.
         settled: The trials' evidence was decisive (no finalist re-measured).
         rounds: Rounds each trial measured.
+        baseline_rounds: Rounds each group's baseline measured ahead of a config.
         early: Trials stopped early as clearly worse (``stop-worse``).
         of_optimum: The winner's true tok/s over the optimum (None: nothing named).
     """
@@ -157,6 +161,7 @@ class CostRun:
     stopped: bool
     settled: bool
     rounds: tuple[int, ...]
+    baseline_rounds: tuple[int, ...]
     early: int
     of_optimum: float | None
 
@@ -196,7 +201,7 @@ def replay(problem: Problem, *, seed: int, budget: int, noise_cv: float, sequent
                 and e.report.result.sequential.get("decision") == "stop-worse")
     return CostRun(success=true is not None and true >= problem.target, gpu_s=totals.gpu_s,
                    trials=len(run.entries), servers=sum(totals.servers.values()), stopped=stopped,
-                   settled=settled, rounds=rounds, early=early,
+                   settled=settled, rounds=rounds, baseline_rounds=tuple(run.baseline_rounds), early=early,
                    of_optimum=None if true is None else true / problem.optimum)
 
 

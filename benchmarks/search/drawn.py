@@ -14,9 +14,9 @@ tok/s is the median of its rounds and ``output_tok_s_repeats`` holds them; given
 :class:`~autotune.trial.sequential.SequentialRule` and an incumbent, a trial asks
 :func:`autotune.trial.sequential.decide` (the function the search's trials ask) after every
 round, exactly where :class:`autotune.trial.evaluator.MeasuringEvaluator` asks it: a trial (a
-speculative config, or a baseline the sampler proposed) measures in rounds; a group's baseline
-measured ahead of a config, and the finalists' fresh servers, measure a fixed count. Every
-server's GPU time counts the rounds it ran.
+speculative config, or a baseline the sampler proposed) and a group's baseline measured ahead of
+a config measure in rounds; the finalists' fresh servers measure a fixed count. Every server's
+GPU time counts the rounds it ran.
 """
 
 from __future__ import annotations
@@ -211,7 +211,10 @@ class DrawnEvaluator:
         measured: TrialResult | None = None
         baseline = None if fresh_baseline else self.baselines.get(gkey)
         if baseline is None:
-            baseline = measured = judge(self.draw(base_params, rounds=rounds), None)
+            # Measured ahead of the config as it would be as a trial of its own (in rounds).
+            b_consult, b_seen = self._consult(None) if not fresh_baseline else (None, {})
+            baseline = measured = judge(
+                self._sequential(self.draw(base_params, rounds=rounds, consult=b_consult), b_seen), None)
             self.baselines.setdefault(gkey, baseline)
         consult, seen = self._consult(baseline.output_tok_s) if not fresh_baseline else (None, {})
         drawn = self._sequential(self.draw(params, rounds=rounds, consult=consult), seen)

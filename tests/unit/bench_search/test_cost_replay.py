@@ -60,12 +60,14 @@ def test_every_round_of_a_trial_asks_decide_and_fixed_repeats_never_do(problem, 
     monkeypatch.setattr(sequential, "decide", counting)
     run = replay(problem, seed=0, budget=8, noise_cv=0.0, sequential=True, stop_rule=True)
     assert calls, "the sequential replay never asked decide"
-    # One call a round of every trial that measured in rounds (the trials' rounds, summed).
-    assert len(calls) == sum(run.rounds)
+    # One call a round of every server that measured in rounds: the trials' and the baselines
+    # measured ahead of them (by the same rule, as MeasuringEvaluator measures them).
+    assert run.baseline_rounds and len(calls) == sum(run.rounds) + sum(run.baseline_rounds)
     assert min(calls) == 1 and max(calls) <= RULE.max_rounds
     calls.clear()
     today = replay(problem, seed=0, budget=8, noise_cv=0.0, sequential=False, stop_rule=False)
     assert calls == [] and set(today.rounds) == {int(problem.space.measure.repeats)}
+    assert set(today.baseline_rounds) == {int(problem.space.measure.repeats)}
     assert today.trials == 8 and not today.stopped and not today.settled
 
 
