@@ -190,6 +190,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
     winner: TrialResult | None = None
     baseline: TrialResult | None = None
     baseline_wins = False
+    why: str | None = None
     for f in finalists:
         finalists_out.append({"trial_id": f.entry.trial_id, "params": f.entry.params,
                               "search_tok_s": f.entry.report.output_tok_s,
@@ -205,7 +206,7 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         base_cands = [contender(b, space) for b in _baselines(entries, stored)]
         pick = pick_winner(trial_cands + finalist_cands + base_cands, maximize=maximize)
         if pick is not None:
-            winner, baseline_wins = pick.ref, pick.is_baseline
+            winner, baseline_wins, why = pick.ref, pick.is_baseline, pick.note
             # A speculative winner is a confirmed finalist (finalists always run before this).
             baseline = winner if baseline_wins else fresh_baseline.get(id(winner))
     default = compare_to_default(warm, [{**e.report.record(), "params": e.params} for e in entries],
@@ -220,7 +221,8 @@ def conclude(space: SearchSpace, entries: Sequence[TrialEntry], finalists: Seque
         overheads_s=list(overheads), sglang_default=default,
         margin=(evidence.to_dict() if evidence is not None and winner is not None and not baseline_wins
                 and evidence.winner == dict(winner.params) else None),
-        stop_rule=stop.record() if stop is not None else None, stopped=statuses.count(Status.STOPPED))
+        stop_rule=stop.record() if stop is not None else None, stopped=statuses.count(Status.STOPPED),
+        winner_why=why)
     totals = search_totals(entries, [(f.result, f.baseline) for f in finalists], overheads, overhead_gpus)
     outcome.gpu_time = {**totals.to_dict(), "unrecorded_trials": unrecorded(entries)}
     rows = rows_of(entries, [(f.entry.trial_id, f.result, f.baseline) for f in finalists])

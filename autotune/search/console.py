@@ -78,8 +78,8 @@ def print_summary(outcome: SearchOutcome, *, out: TextIO | None = None, space_fi
         return
     w = TrialResult.from_dict(outcome.winner)
     if outcome.baseline_wins:
-        print("No speculative config beat its no-speculation baseline. The winner is the "
-              "BASELINE: serve without speculative decoding.", file=out)
+        print(f"{outcome.baseline_line()}. The winner is the BASELINE: serve without speculative "
+              "decoding.", file=out)
     elif outcome.settled_by_evidence:
         print("Winner (the trials' evidence is decisive; not re-measured):", file=out)
     else:

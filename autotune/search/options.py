@@ -9,8 +9,11 @@ them imports the driver to name them.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from autotune.trial.winner import BASELINE_BETTER, NO_FINALIST_HELD
 
 
 @dataclass
@@ -91,6 +94,21 @@ class SearchOutcome:
     #: Trials Ray Tune stopped after a round (status ``stopped``): a ``search.scheduler``, or the
     #: wall-time budget; each one's reason says which.
     stopped: int = 0
+    #: The winner policy's reason for its pick (:attr:`autotune.trial.winner.Pick.note`); None
+    #: when nothing was picked.
+    winner_why: str | None = None
+
+    def baseline_line(self) -> str:
+        """Why the baseline is the winner, in one sentence for the console and ``summary.md``:
+        the winner policy's reason, with each finalist's fate when none held up."""
+        if self.winner_why == BASELINE_BETTER:
+            return "A no-speculation baseline is better than every feasible speculative config"
+        if self.winner_why == NO_FINALIST_HELD and self.finalists:
+            fates = Counter(f"{f.get('status')}" + (f": {f['reason']}" if f.get("reason") else "")
+                            for f in self.finalists)
+            said = "; ".join(f"{n} {fate}" for fate, n in fates.items())
+            return f"No finalist held up when re-measured ({said})"
+        return "No speculative config beat its no-speculation baseline"
 
     def counts(self) -> str:
         """The trials by outcome, as the console and ``summary.md`` state them."""
@@ -104,6 +122,7 @@ class SearchOutcome:
             "name": self.name,
             "interrupted": self.interrupted,
             "baseline_wins": self.baseline_wins,
+            "winner_why": self.winner_why,
             "winner_params": w.get("params"),
             "winner_is_baseline": w.get("is_baseline"),
             "output_tok_s": w.get("output_tok_s"),

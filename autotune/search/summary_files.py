@@ -156,8 +156,7 @@ def summary_md(outcome: SearchOutcome, rows: Sequence[Row]) -> str:
     if w is None and not outcome.interrupted:
         lines += ["", "**No config ran successfully: nothing to recommend.**"]
     if w is not None:
-        head = ("No speculative config beat its no-speculation baseline: **serve without "
-                "speculative decoding**." if outcome.baseline_wins
+        head = (f"{outcome.baseline_line()}: **serve without speculative decoding**." if outcome.baseline_wins
                 else f"**Winner: {config_label(w.params, baseline=w.is_baseline)}**, "
                 + ("decided by the trials' evidence (not re-measured)." if outcome.settled_by_evidence
                    else "confirmed beside a fresh baseline" + ("; the runner-up is within the noise, either "

@@ -31,6 +31,11 @@ from autotune.figures import finite
 
 TRIAL, FINALIST = "trial", "finalist"
 
+#: Why a baseline is the winner (:attr:`Pick.note`), one constant each so readers can tell them apart.
+BASELINE_BETTER = "a no-speculation baseline is better than every feasible speculative config"
+NO_FINALIST_HELD = "no finalist held up when re-measured"
+NONE_BEAT = "no speculative config beat its baseline"
+
 #: A load level as the caller names it (a ``LoadLevel``, or a bare concurrency).
 L = TypeVar("L", bound=Hashable)
 
@@ -125,11 +130,11 @@ def pick_winner(candidates: Iterable[Contender], *, maximize: bool) -> Pick | No
         return Pick(best.ref, False, f"best {which}feasible speculative config")
     if best_base is not None:
         if best is not None:
-            why = "a no-speculation baseline is better than every feasible speculative config"
+            why = BASELINE_BETTER
         elif finalists:
-            why = "no finalist held up when re-measured"
+            why = NO_FINALIST_HELD
         else:
-            why = "no speculative config beat its baseline"
+            why = NONE_BEAT
         return Pick(best_base.ref, True, why)
     return None
 
