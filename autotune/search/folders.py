@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from autotune.errors import ConfigError
+from autotune.server._reaper import pid_alive
 
 #: The file a running search holds; it says the search's pid.
 LOCK_FILE = ".running"
@@ -71,23 +72,13 @@ def _holder_pid(fh: TextIO) -> str | None:
     while True:
         fh.seek(0)
         pid = fh.read().strip()
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and int(pid) > 0 and pid_alive(int(pid)):
             return pid
         if _lock(fh):
             return None
         if time.monotonic() >= deadline:
             return "unknown"
         time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def release(folder: Path) -> None:
