@@ -359,9 +359,13 @@ def report_finalist(f: Finalist, *, tracker: SearchTracker | None, out: TextIO) 
         tracker.log_trial(f"finalist-{tid}", result, kind="finalist", confirmed=bool(result.feasible))
         if base is not None:
             tracker.log_trial(f"finalist-{tid}-baseline", base, kind="baseline")
-    print(f"  finalist {tid}: search {num(f.entry.report.output_tok_s, '.1f')} tok/s -> "
-          f"confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
-          f"{num(result.speedup, '.3f')}x, {result.status}", file=out, flush=True)
+    searched = f"  finalist {tid}: search {num(f.entry.report.output_tok_s, '.1f')} tok/s -> "
+    if result.status == Status.FAILED:
+        print(f"{searched}failed when re-measured: {result.reason or 'no reason given'}", file=out, flush=True)
+        return
+    print(f"{searched}confirmed {num(result.output_tok_s, '.1f')} tok/s, speedup "
+          f"{num(result.speedup, '.3f')}x, {result.status}" + (f": {result.reason}" if result.reason else ""),
+          file=out, flush=True)
 
 
 def _baselines(entries: Sequence[TrialEntry], stored: Sequence[TrialResult]) -> list[TrialResult]:

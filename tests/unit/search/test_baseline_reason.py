@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from autotune.search.conclude import Finalist, conclude
+from autotune.search.conclude import Finalist, conclude, report_finalist
 from autotune.search.console import print_summary
 from autotune.search.trial_report import TrialEntry, TrialReport
 from autotune.trial.outcome import Failure, Status
@@ -76,3 +76,19 @@ def test_each_reason_of_the_policy_has_its_own_line(space_factory: Any, tmp_path
     outcome, text = _told(space, tmp_path, [fast, _entry("b", _base(100.0))], [])
     assert not outcome.baseline_wins and "The winner is the BASELINE" not in text
     assert outcome.winner_why is not None and "speculative config" in outcome.winner_why
+
+
+def test_a_finalist_line_says_why_it_failed_or_did_not_hold_up() -> None:
+    trial = _entry("fast", _spec(150.0, status=Status.FEASIBLE))
+    out = io.StringIO()
+    crashed = _spec(None, status=Status.FAILED, reason="crashed at start-up (exit code 1)")
+    report_finalist(Finalist(trial, crashed, _base(101.0)), tracker=None, out=out)
+    slower = _spec(99.0, status=Status.INFEASIBLE, reason="does not beat the baseline (speedup 0.990x, needs > 1x)")
+    report_finalist(Finalist(trial, slower, _base(100.0)), tracker=None, out=out)
+    held = _spec(140.0, status=Status.FEASIBLE)
+    report_finalist(Finalist(trial, held, _base(100.0)), tracker=None, out=out)
+    assert out.getvalue().splitlines() == [
+        "  finalist fast: search 150.0 tok/s -> failed when re-measured: crashed at start-up (exit code 1)",
+        "  finalist fast: search 150.0 tok/s -> confirmed 99.0 tok/s, speedup 0.990x, infeasible: does not beat "
+        "the baseline (speedup 0.990x, needs > 1x)",
+        "  finalist fast: search 150.0 tok/s -> confirmed 140.0 tok/s, speedup 1.400x, feasible"]
