@@ -24,7 +24,7 @@ from autotune.export.launch_command import TAG_FLAG_TABLE, TAG_WINNER_MARGIN
 from autotune.search.cluster import EXCLUSIVE_RESOURCE
 from autotune.search.console import config_label, num
 from autotune.search.cost_surface import COST_SURFACE_JSON, surface_of
-from autotune.search.evidence import WinnerEvidence, finalist_evidence, settles, trial_evidence
+from autotune.search.evidence import WinnerEvidence, finalist_evidence, settles, standing_evidence, trial_evidence
 from autotune.search.folders import mark_concluded, search_command
 from autotune.search.gpu_bill import search_totals, unrecorded
 from autotune.search.incumbent import contender
@@ -294,8 +294,7 @@ def finish(space: SearchSpace, ctx: TrialContext, entries: list[TrialEntry], *, 
         for f in finalists:
             report_finalist(f, tracker=tracker, out=out)
         again = finalist_evidence(space, [(f.entry.params, f.result, f.baseline) for f in finalists])
-        if again is not None and (again.runner_up is not None or evidence is None):
-            evidence = again
+        evidence = standing_evidence(evidence, again, remeasured=[f.entry.params for f in finalists])
     outcome = conclude(space, entries, finalists, stored_baselines(ctx.baseline_dir), name=name,
                        interrupted=interrupted, exp_dir=exp_dir, overheads=overheads,
                        warm=warm, stop=stop, tracking_uri=getattr(tracker, "tracking_uri", None),

@@ -14,7 +14,7 @@ The summary (console, ``summary.md``, MLflow) gives :meth:`WinnerEvidence.line`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autotune.search.trial_report import TrialEntry
@@ -26,7 +26,8 @@ from autotune.trial.sequential import Margin, margin, pooled_noise, readings_of
 if TYPE_CHECKING:
     from autotune.space.search_space import SearchSpace
 
-__all__ = ["WinnerEvidence", "confidence_of", "finalist_evidence", "settles", "trial_evidence"]
+__all__ = ["WinnerEvidence", "confidence_of", "finalist_evidence", "settles", "standing_evidence",
+           "trial_evidence"]
 
 
 def confidence_of(space: SearchSpace) -> float:
@@ -47,6 +48,8 @@ class WinnerEvidence:
         rounds: The readings each side had: ``(best, runner-up)``.
         equivalence: ``search.equivalence_pct`` as a fraction: how far ahead a runner-up may be,
             at the stated confidence, and the winner still settled.
+        others_fell: The other finalists were re-measured and none held up (so there is no
+            runner-up to compare with, though one was measured).
     """
 
     winner: dict[str, Any]
@@ -56,6 +59,7 @@ class WinnerEvidence:
     source: str
     rounds: tuple[int, int]
     equivalence: float = 0.0
+    others_fell: bool = False
 
     @property
     def equivalent(self) -> bool:
@@ -76,7 +80,7 @@ class WinnerEvidence:
     def line(self) -> str:
         """One line: ``margin over the runner-up (steps=1): +38.0% [+30.1%, +46.5%] at 95%, separated``."""
         if self.runner_up is None:
-            head = "no runner-up measured"
+            head = "no other finalist held up when re-measured" if self.others_fell else "no runner-up measured"
         elif self.over_runner_up is None:
             head = "margin over the runner-up unknown"
         else:
@@ -100,7 +104,7 @@ class WinnerEvidence:
                 "over_break_even": self.over_break_even.to_dict() if self.over_break_even else None,
                 "source": self.source, "rounds": list(self.rounds), "decisive": self.decisive,
                 "equivalence": self.equivalence, "equivalent": self.equivalent,
-                "line": self.line()}
+                "others_fell": self.others_fell, "line": self.line()}
 
 
 def _label(params: dict[str, Any]) -> str:
@@ -171,3 +175,28 @@ def finalist_evidence(space: SearchSpace, finalists: Sequence[tuple[dict[str, An
     base = next((b for p, r, b in finalists if r is ranked[0][1]), None)
     return _evidence(ranked, space, source="finalists",
                      baseline_tok_s=base.output_tok_s_repeats if base is not None else ())
+
+
+def standing_evidence(trials: WinnerEvidence | None, finalists: WinnerEvidence | None, *,
+                      remeasured: Sequence[dict[str, Any]]) -> WinnerEvidence | None:
+    """The evidence the summary states once finalists were re-measured.
+
+    The finalists' own where it has a runner-up, or where the trials give none. The trials' where
+    their runner-up was not re-measured and their best is the finalists' (a comparison the
+    re-measurement did not make). Never a trials' runner-up that was re-measured and did not hold
+    up, nor a trials' best that did not: those readings are superseded by a confirmation they
+    failed, and the finalists' evidence says that no other finalist held up.
+
+    Args:
+        trials: :func:`trial_evidence`.
+        finalists: :func:`finalist_evidence` of the re-measurement (None: no finalist held up).
+        remeasured: The params of every finalist re-measured.
+    """
+    if finalists is None:
+        return trials
+    if finalists.runner_up is not None or trials is None:
+        return finalists
+    again = [dict(p) for p in remeasured]
+    if (trials.runner_up is not None and dict(trials.runner_up) in again) or trials.winner != finalists.winner:
+        return replace(finalists, others_fell=len(again) > 1)
+    return trials

@@ -12,7 +12,7 @@ import pytest
 
 from autotune.errors import ConfigError
 from autotune.search.conclude import margin_facts
-from autotune.search.evidence import finalist_evidence, trial_evidence
+from autotune.search.evidence import finalist_evidence, standing_evidence, trial_evidence
 from autotune.search.incumbent import IncumbentFile, incumbent_of
 from autotune.search.trial_report import TrialEntry, TrialReport, round_metrics
 from autotune.trial.result import TrialResult
@@ -100,6 +100,38 @@ def test_the_margin_after_a_re_measurement_uses_the_finalists_readings(space: An
                                    ({"speculative_num_steps": 5}, _result([95.0, 96.0], steps=5), fresh)])
     assert ev is not None and ev.source == "finalists" and ev.winner == {"speculative_num_steps": 5}
     assert ev.to_dict()["line"] == ev.line() and ev.to_dict()["decisive"] == ev.decisive
+
+
+def test_a_runner_up_that_did_not_hold_up_when_re_measured_is_never_the_stated_margin(space: Any) -> None:
+    base, fresh = _result([50.0, 50.5, 49.6], is_baseline=True), _result([50.0, 50.2], is_baseline=True)
+    a, b, c = ({"speculative_num_steps": n} for n in (3, 5, 7))
+    trials = trial_evidence(space, [_entry("a", _result([100.0, 106.0])), _entry("b", _result([97.0, 104.0], steps=5)),
+                                    _entry("c", _result([80.0, 80.5], steps=7))], {"g": base}.get)
+    assert trials is not None and trials.winner == a and trials.runner_up == b and not trials.decisive
+
+    # Both re-measured, b no longer feasible: the trials' comparison with b is superseded.
+    held = finalist_evidence(space, [(a, _result([98.0, 99.0]), fresh),
+                                     (b, _result([49.0, 49.5], steps=5, status="infeasible"), fresh)])
+    assert held is not None and held.runner_up is None
+    ev = standing_evidence(trials, held, remeasured=[a, b])
+    assert ev is not None and ev.source == "finalists" and ev.runner_up is None and ev.others_fell
+    assert ev.line().startswith("no other finalist held up when re-measured")
+    assert ev.to_dict()["others_fell"] is True
+    # The trials' best fell and the runner-up held: the finalists' evidence, with its own runner-up gone.
+    flipped = finalist_evidence(space, [(a, _result([40.0, 41.0], status="infeasible"), fresh),
+                                        (b, _result([98.0, 97.0], steps=5), fresh)])
+    assert flipped is not None and flipped.winner == b
+    ev = standing_evidence(trials, flipped, remeasured=[a, b])
+    assert ev is not None and ev.winner == b and ev.others_fell
+    # One finalist re-measured (the runner-up was not): the trials' comparison still stands.
+    alone = finalist_evidence(space, [(a, _result([98.0, 99.0]), fresh)])
+    assert standing_evidence(trials, alone, remeasured=[a]) is trials
+    # Both held up: the finalists' comparison replaces the trials'.
+    both = finalist_evidence(space, [(a, _result([98.0, 99.0]), fresh), (c, _result([79.0, 80.0], steps=7), fresh)])
+    assert both is not None and standing_evidence(trials, both, remeasured=[a, c]) is both
+    # Nothing held up: the trials' evidence is left (the winner is then a baseline; no margin is shown).
+    assert standing_evidence(trials, None, remeasured=[a, b]) is trials
+    assert standing_evidence(None, held, remeasured=[a, b]) is held
 
 
 @pytest.mark.parametrize(("section", "message"), [
