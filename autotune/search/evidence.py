@@ -8,7 +8,8 @@ baseline readings times ``min_speedup``); when both are separated at the space's
 winner is decisive and the finalists are not re-measured (no fresh server, no fresh baseline).
 A runner-up not separated but at most ``search.equivalence_pct`` ahead at that confidence counts
 as settled too: re-measuring could change the name, not the user's tok/s by more than that.
-Otherwise they are, and :func:`finalist_evidence` states the margin from the re-measurement.
+Otherwise they are, and :func:`finalist_evidence` states the margin from the re-measurement
+(:func:`standing_evidence` decides which of the two the summary states).
 The summary (console, ``summary.md``, MLflow) gives :meth:`WinnerEvidence.line`.
 """
 
