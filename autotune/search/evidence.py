@@ -84,10 +84,14 @@ class WinnerEvidence:
             head = "no other finalist held up when re-measured" if self.others_fell else "no runner-up measured"
         elif self.over_runner_up is None:
             head = "margin over the runner-up unknown"
+        elif self.over_runner_up.low is None or self.over_runner_up.high is None:
+            # Too few readings for an interval: how close the two are is unknown, not "within the noise".
+            head = (f"margin over the runner-up ({_label(self.runner_up)}): "
+                    f"{(self.over_runner_up.ratio - 1) * 100:+.1f}%, no interval: too few readings to tell "
+                    "it from the noise")
         else:
-            m = self.over_runner_up
-            low = "?" if m.low is None else f"{(m.low - 1) * 100:+.1f}%"
-            high = "?" if m.high is None else f"{(m.high - 1) * 100:+.1f}%"
+            m, lo, hi = self.over_runner_up, self.over_runner_up.low, self.over_runner_up.high
+            low, high = f"{(lo - 1) * 100:+.1f}%", f"{(hi - 1) * 100:+.1f}%"
             head = (f"margin over the runner-up ({_label(self.runner_up)}): {(m.ratio - 1) * 100:+.1f}% "
                     f"[{low}, {high}] at {m.confidence:.0%}, "
                     + ("separated" if m.separated else

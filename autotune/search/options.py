@@ -80,9 +80,11 @@ class SearchOutcome:
     @property
     def within_noise(self) -> bool:
         """The winner's margin over a measured runner-up is not separated at the stated confidence:
-        the two are as good as each other on this evidence (False when unknown)."""
+        the two are as good as each other on this evidence (False when unknown, as it is without
+        an interval: too few readings)."""
         over: dict[str, Any] = (self.margin or {}).get("over_runner_up") or {}
-        return bool(over) and not over.get("separated")
+        return (bool(over) and not over.get("separated") and over.get("low") is not None
+                and over.get("high") is not None)
 
     @property
     def settled_by_evidence(self) -> bool:

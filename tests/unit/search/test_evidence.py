@@ -94,6 +94,17 @@ def test_separated_evidence_is_decisive_and_close_evidence_is_not(space: Any) ->
     assert trial_evidence(space, [_entry("x", _result([1.0, 1.0], status="failed"))], {}.get) is None
 
 
+def test_one_reading_each_gives_no_interval_and_never_within_the_noise(space: Any) -> None:
+    base = _result([50.0], is_baseline=True)
+    ev = trial_evidence(space, [_entry("a", _result([101.6])), _entry("b", _result([100.0], steps=5))],
+                        {"g": base}.get)
+    assert ev is not None and ev.over_runner_up is not None and ev.over_runner_up.low is None
+    assert not ev.decisive
+    assert ev.line().startswith("margin over the runner-up (num_steps=5): +1.6%, no interval: too few "
+                                "readings to tell it from the noise")
+    assert "within the noise" not in ev.line() and "[?" not in ev.line()
+
+
 def test_the_margin_after_a_re_measurement_uses_the_finalists_readings(space: Any) -> None:
     fresh = _result([50.0, 50.2], is_baseline=True)
     ev = finalist_evidence(space, [({"speculative_num_steps": 3}, _result([90.0, 91.0]), fresh),

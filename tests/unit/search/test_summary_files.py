@@ -181,6 +181,11 @@ def test_a_winner_within_the_noise_of_its_runner_up_says_so_everywhere() -> None
                                   "over_runner_up": {"ratio": 1.08, "low": 1.05, "high": 1.11, "separated": True}},
                     finalists=finalists)
     assert not ahead.within_noise and "within the noise, either" not in summary_md(ahead, [])
+    # No interval (one reading each): how close they are is unknown, never "within the noise".
+    unknown = outcome(spec, margin={"line": line, "decisive": False, "source": "trials",
+                                    "over_runner_up": {"ratio": 1.016, "low": None, "high": None,
+                                                       "separated": False}}, finalists=finalists)
+    assert not unknown.within_noise and "within the noise, either" not in summary_md(unknown, [])
 
 
 def test_each_row_says_which_window_spoke_and_keeps_both_figures() -> None:
