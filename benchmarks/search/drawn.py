@@ -203,23 +203,25 @@ class DrawnEvaluator:
             if stored is not None and not fresh_baseline and not self.rounds:
                 return Evaluation(result=stored, baseline=None, baseline_key=label)
             # In rounds mode a baseline trial is a server of its own, measured as a trial is.
-            consult, seen = self._consult(None) if not fresh_baseline else (None, {})
-            result = judge(self._sequential(self.draw(base_params, rounds=rounds, consult=consult), seen),
-                           None)
+            result = judge(self._server(base_params, rounds=rounds, fresh=fresh_baseline), None)
             self.baselines.setdefault(gkey, result)
             return Evaluation(result=result, baseline=None, baseline_key=label)
         measured: TrialResult | None = None
         baseline = None if fresh_baseline else self.baselines.get(gkey)
         if baseline is None:
             # Measured ahead of the config as it would be as a trial of its own (in rounds).
-            b_consult, b_seen = self._consult(None) if not fresh_baseline else (None, {})
-            baseline = measured = judge(
-                self._sequential(self.draw(base_params, rounds=rounds, consult=b_consult), b_seen), None)
+            baseline = measured = judge(self._server(base_params, rounds=rounds, fresh=fresh_baseline), None)
             self.baselines.setdefault(gkey, baseline)
-        consult, seen = self._consult(baseline.output_tok_s) if not fresh_baseline else (None, {})
-        drawn = self._sequential(self.draw(params, rounds=rounds, consult=consult), seen)
+        drawn = self._server(params, rounds=rounds, fresh=fresh_baseline, baseline_tok_s=baseline.output_tok_s)
         result = judge(drawn, baseline, min_speedup=min_speedup(space))
         return Evaluation(result=result, baseline=measured, baseline_key=label)
+
+    def _server(self, params: Mapping[str, Any], *, rounds: int, fresh: bool,
+                baseline_tok_s: float | None = None) -> TrialResult:
+        """One server, not judged: in rounds against the incumbent (a speedup over
+        ``baseline_tok_s``), or, ``fresh`` (the finalists' confirmation), a fixed ``rounds``."""
+        consult, seen = self._consult(baseline_tok_s) if not fresh else (None, {})
+        return self._sequential(self.draw(params, rounds=rounds, consult=consult), seen)
 
     def _sequential(self, result: TrialResult, seen: Mapping[str, Any]) -> TrialResult:
         """The result with how its rounds ended, as the search's trial records it."""
