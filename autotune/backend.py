@@ -109,9 +109,15 @@ class Backend:
         prefork_by_default: ``measure.prefork`` when a space does not set it (and has a standby),
             unless the space's configs differ in a variable of ``prefork_import_reads``.
         prefork_import_reads: Variables the ``prefork`` modules read at import that a space's
-            configs may set differently (:meth:`autotune.space.SearchSpace.varying_env`): a child
-            is forked only where the fork server read the value it would read itself, so in such a
-            space every child is spawned, and the fork server is not started by default.
+            configs may set differently (:meth:`autotune.space.SearchSpace.varying_env`), and
+            that are not in ``prefork_rebind``: a child is forked only where the fork server read
+            the value it would read itself, so in such a space every child is spawned, and the fork
+            server is not started by default.
+        prefork_rebind: Variables a ``prefork`` module binds at import (a module global, function
+            defaults) and nothing else reads then, by name: ``module``, the ``global`` it binds,
+            the ``reader`` that parses it (``"module:attr.attr"``, called with no arguments) and a
+            ``probe`` value the fork server imports with. A forked child binds its own value in
+            every place the probe's object was found (``autotune/server/_prefork/autotune_prefork_rebind.py``).
     """
 
     name: str
@@ -129,6 +135,7 @@ class Backend:
     prefork_scans: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     prefork_by_default: bool = False
     prefork_import_reads: tuple[str, ...] = ()
+    prefork_rebind: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if self.emulated != (self.load_emulator is not None):
@@ -191,10 +198,17 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({
                                                       "fsspec.config": ("FSSPEC_",),
                                                       "networkx.utils.backends": ("NETWORKX_",)}),
                       prefork_by_default=True,
-                      # sglang.srt.speculative.spec_utils binds SIMULATE_ACC_LEN at import (a module
-                      # constant and a default argument): with synthetic acceptance every config sets its
-                      # own, and on the H100 search of 2026-12-06 every child was spawned for it.
-                      prefork_import_reads=("SGLANG_SIMULATE_ACC_LEN",)),
+                      # With synthetic acceptance every config sets its own SGLANG_SIMULATE_ACC_LEN (on the
+                      # H100 search of 2026-12-06 every child was spawned for it). In 0.5.17 the only
+                      # import-time read is spec_utils' `SIMULATE_ACC_LEN = envs...get()`, bound again
+                      # only as generate_simulated_accept_index's default (dflash_worker_v2 imports the
+                      # name too; eagle_utils imports it inside its verify function, at each call),
+                      # and no module-level expression derives from it. The probe is above 0, as every
+                      # speculative config's value is: the imports take the same branches.
+                      prefork_rebind=MappingProxyType({"SGLANG_SIMULATE_ACC_LEN": MappingProxyType({
+                          "module": "sglang.srt.speculative.spec_utils", "global": "SIMULATE_ACC_LEN",
+                          "reader": "sglang.srt.environ:envs.SGLANG_SIMULATE_ACC_LEN.get",
+                          "probe": "1.0009765625"})})),
     # The emulator reads its own variables in its main block (autotune.sim.server.main). Its launcher
     # imports take about a second, so by default no standby: one would compete with the servers for
     # this machine's cores and seldom be ready in time.

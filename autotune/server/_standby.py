@@ -12,7 +12,7 @@ process group the caller already watches). End of file on stdin, before a line c
 not wanted: it exits 0.
 
 With ``--prefork FILE`` after the imports (FILE: ``{"modules": [...], "scans": {MODULE: [PREFIX, ...]},
-"dir": DIR}``, removed once read), it
+"rebind": {VARIABLE: {...}}, "dir": DIR}``, removed once read), it
 also starts multiprocessing's fork server, which imports those modules (what the server's child
 processes import) meanwhile, and says ``ready`` only when both are done; the server then forks its
 children from it where that is the same as a spawn (``autotune/server/_prefork/autotune_prefork.py``).
@@ -117,8 +117,9 @@ def main(argv: list[str]) -> int:
     # The fork server's status and module list go beside the standby's log (the trial's folder).
     folder = str(prefork.get("dir") or tempfile.gettempdir())
     boot, status_path = (_boot(), os.path.join(folder, f"prefork-{os.getpid()}.json")) if prefork else (None, "")
-    if boot is not None:  # its imports run beside this process's own
-        boot.start(prefork["modules"], status_path, scans=prefork.get("scans"))
+    fork_server = _boot("autotune_prefork_server") if prefork else None
+    if fork_server is not None:  # its imports run beside this process's own
+        fork_server.start(prefork["modules"], status_path, scans=prefork.get("scans"), rebind=prefork.get("rebind"))
     for name in preimport:
         importlib.import_module(name)
     # Its environment helper applies the caller's late variables at the hand-over too, with or without
@@ -142,11 +143,11 @@ def main(argv: list[str]) -> int:
     if said_main is not None:
         said["main_block"] = said_main
     status: dict[str, object] = {}
-    if boot is not None:
+    if fork_server is not None:
         orders = _Orders()
         if not os.path.exists(status_path):
             _say({"importing": "the fork server", "import_s": import_s})
-        status = boot.wait(status_path, timeout_s=_PREFORK_TIMEOUT_S, dropped=orders.dropped)
+        status = fork_server.wait(status_path, timeout_s=_PREFORK_TIMEOUT_S, dropped=orders.dropped)
         for done in (status_path, status_path + ".modules", status_path + ".tmp"):
             if os.path.exists(done):
                 os.unlink(done)
@@ -159,7 +160,7 @@ def main(argv: list[str]) -> int:
                            "read": len(read) if isinstance(read, list) else None,
                            "copied_by": status.get("copied_by"), "modules": status.get("modules"),
                            "skipped": status.get("skipped_n"), "cuda_answers": status.get("cuda_answers"),
-                           "driver_init": status.get("driver_init")}
+                           "driver_init": status.get("driver_init"), "rebind": status.get("rebind")}
     said["roots"] = roots
     _say(said)
     while True:

@@ -39,7 +39,7 @@ from typing import Any
 
 from autotune.server._prefork.autotune_main_block import CHECKED, RELAUNCHED, is_late
 from autotune.server._prefork.autotune_main_block import TAG as MAIN_BLOCK_TAG
-from autotune.server._prefork.autotune_prefork import FORKED, SPAWNED
+from autotune.server._prefork.autotune_prefork import FORKED, REBOUND, SPAWNED
 from autotune.server._prefork.autotune_prefork import TAG as PREFORK_TAG
 from autotune.server.group import release_watchdog, session_cpu_s, start_watchdog, stop_group
 
@@ -78,13 +78,15 @@ def main_block_outcome(log_path: Path) -> dict[str, Any] | None:
 
 def prefork_children(log_path: Path) -> dict[str, Any] | None:
     """How a server's child processes were started, from the lines ``measure.prefork`` writes to
-    its log: ``forked`` and ``spawned`` counts and each spawn's reason; None where it wrote none."""
+    its log: ``forked`` and ``spawned`` counts, each spawn's reason and what each forked child bound
+    again (``rebound``: "VARIABLE: PROBE (...) -> VALUE in N place(s): ..."); None where it wrote none."""
     lines = [ln.strip() for ln in _tagged(log_path, PREFORK_TAG) or ()]
     if not lines:
         return None
     spawned = [ln.split(SPAWNED, 1)[1] for ln in lines if SPAWNED in ln]
     return {"forked": sum(FORKED in ln for ln in lines),
-            "spawned": len(spawned), "why_spawned": spawned}
+            "spawned": len(spawned), "why_spawned": spawned,
+            "rebound": [ln.split(REBOUND, 1)[1] for ln in lines if ln.startswith(REBOUND)]}
 
 
 class Standby:
@@ -104,6 +106,8 @@ class Standby:
             empty: none.
         prefork_scans: The prefixes of the variables each module known to iterate the environment
             while imported keeps (:attr:`autotune.backend.Backend.prefork_scans`).
+        prefork_rebind: The variables the ``prefork`` modules bind at import that each forked child
+            binds again (:attr:`autotune.backend.Backend.prefork_rebind`).
 
     Raises:
         OSError: It could not be started.
@@ -112,7 +116,8 @@ class Standby:
     def __init__(self, *, python: str, module: str, preimport: Sequence[str], env: Mapping[str, str],
                  cwd: str, late_env: Sequence[str], log_path: Path, grace_s: float = 10.0,
                  prefork: Sequence[str] = (), prefork_scans: Mapping[str, Sequence[str]] | None = None,
-                 main_block: Sequence[str] = (), plugin_groups: Sequence[str] = ()) -> None:
+                 prefork_rebind: Mapping[str, Mapping[str, str]] | None = None, main_block: Sequence[str] = (),
+                 plugin_groups: Sequence[str] = ()) -> None:
         self.python, self.module = python, module
         self.env = dict(env)
         self.late_env = tuple(late_env)
@@ -144,7 +149,8 @@ class Standby:
             # kernel's limit for one argument.
             with tempfile.NamedTemporaryFile("w", dir=log_path.parent, prefix="prefork-spec-", suffix=".json",
                                              delete=False) as spec:
-                json.dump({"modules": list(prefork), "dir": str(log_path.parent), "scans": scans}, spec)
+                json.dump({"modules": list(prefork), "dir": str(log_path.parent), "scans": scans,
+                           "rebind": {k: dict(v) for k, v in (prefork_rebind or {}).items()}}, spec)
             fork, self._spec = (*fork, "--prefork", spec.name), Path(spec.name)
         with open(log_path, "ab") as log:
             try:

@@ -52,6 +52,7 @@ def prepare(*, argv: Sequence[str], backend: str, env: Mapping[str, str], workdi
         _held = Standby(python=argv[0], module=b.module, preimport=b.preimport, env=env, cwd=os.getcwd(),
                         late_env=b.late_env, log_path=log, grace_s=grace_s,
                         prefork=b.prefork if prefork else (), prefork_scans=b.prefork_scans,
+                        prefork_rebind=b.prefork_rebind,
                         main_block=b.main_block, plugin_groups=b.plugin_groups)
     except (OSError, ServerError) as exc:  # a standby is an optimisation: the next launch is a fresh one
         PHASES.warning("no standby for the next server: %s", exc)

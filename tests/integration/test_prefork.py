@@ -132,7 +132,7 @@ def test_the_child_is_forked_from_the_pre_imported_server_with_the_launchers_env
     # The child's output is in the server's log, not the standby's.
     assert "the child writes to the server log" in log
     children = prefork_children(tmp_path / "server.log")
-    assert children == {"forked": 1, "spawned": 0, "why_spawned": []}, log
+    assert children == {"forked": 1, "spawned": 0, "why_spawned": [], "rebound": []}, log
     assert "SET_BEFORE_SPAWN" in log  # the log names what was set since the imports
     assert not list(tmp_path.glob("prefork-*")), "the fork server's status and module list are cleaned up"
 
@@ -301,7 +301,7 @@ def test_a_fork_server_not_done_when_needed_is_dropped_and_the_standby_kept(pkg,
         assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
         said = json.loads(next(ln for ln in log.read_text().splitlines() if ln.startswith("RESULT "))[7:])
         assert said["heavy_imported_in"] == said["pid"], "the child was spawned and imported for itself"
-        assert prefork_children(log) == {"forked": 0, "spawned": 1, "why_spawned": [
+        assert prefork_children(log) == {"forked": 0, "spawned": 1, "rebound": [], "why_spawned": [
             "no fork server (dropped: its imports were not done when the server it started beside was ready)"]}
         assert not list(tmp_path.glob("prefork-*")), "the fork server's status and module list are cleaned up"
     finally:
@@ -343,6 +343,7 @@ def test_a_drop_order_that_comes_as_the_fork_server_finishes_is_moot(pkg, tmp_pa
         proc, note = standby.launch([sys.executable, "-m", "fakesrv.launch"], env=env, cwd=tmp_path, log_path=log)
         assert proc is not None and note["used"] is True, note
         assert proc.wait(timeout=120) == 0, log.read_text()[-3000:] + (tmp_path / "standby.log").read_text()[-2000:]
-        assert prefork_children(log) == {"forked": 1, "spawned": 0, "why_spawned": []}, log.read_text()[-3000:]
+        assert prefork_children(log) == {"forked": 1, "spawned": 0, "why_spawned": [], "rebound": []}, \
+            log.read_text()[-3000:]
     finally:
         _dispose(standby)

@@ -44,6 +44,7 @@ _HELPERS = ("os", "_collections_abc", "collections.abc")
 TAG = "autotune prefork:"
 FORKED = " forked from the pre-imported fork server"
 SPAWNED = " spawned afresh: "
+REBOUND = "rebound "
 
 
 class _Reading(os._Environ[str]):
@@ -52,8 +53,12 @@ class _Reading(os._Environ[str]):
     names: set[str]
     iterated_by: set[str]
 
+    readers: Any = None
+
     def __getitem__(self, key: str) -> str:
         self.names.add(key)
+        if self.readers is not None:
+            self.readers.saw(key)
         return super().__getitem__(key)
 
     def __iter__(self) -> Any:
@@ -88,6 +93,7 @@ def _preload(spec: dict[str, Any]) -> None:
     # Beside this file, found while its folder is still on the path (imported by name, as this one is).
     cuda_answers: Any = importlib.import_module("autotune_prefork_cuda")
     driver: Any = importlib.import_module("autotune_prefork_driver")
+    rebinding: Any = importlib.import_module("autotune_prefork_rebind")
 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p) != here]
@@ -99,6 +105,9 @@ def _preload(spec: dict[str, Any]) -> None:
     reading = _Reading(real._data,  # type: ignore[attr-defined]
                         real.encodekey, real.decodekey, real.encodevalue, real.decodevalue)
     reading.names, reading.iterated_by = set(), set()
+    rebind: dict[str, dict[str, str]] = spec.get("rebind") or {}
+    reading.readers = rebinding.Readers(rebind)
+    before = rebinding.set_probes(rebind)
     had_check = os.environ.get(_NVML_CHECK)
     os.environ[_NVML_CHECK] = "1"
     with open(spec["modules_file"]) as f:
@@ -138,6 +147,10 @@ def _preload(spec: dict[str, Any]) -> None:
     launcher = os.getppid()
     signal.signal(signal.SIGQUIT, lambda *_: os.kill(launcher, signal.SIGQUIT))
     cuda = bool(driver.driver_initialised())
+    rebound = rebinding.find(rebind, reading.readers) if error is None else {}
+    reading.readers = None
+    env = {k: v for k, v in os.environ.items() if k not in _OURS}  # the probes: what the imports read
+    rebinding.restore(before)
     # A fork copies only the calling thread: a thread an import started would be missing from every
     # child, where a spawned child's own import would have started it.
     import threading
@@ -154,7 +167,7 @@ def _preload(spec: dict[str, Any]) -> None:
         or (f"its imports started threads ({', '.join(threads)}), which a forked child would lack"
             if threads else None),
         "pid": os.getpid(), "import_s": round(time.monotonic() - t0, 3), "executable": sys.executable,
-        "env": {k: v for k, v in os.environ.items() if k not in _OURS},
+        "env": env, "rebind": rebound,
         "read": sorted(n for n in reading.names if n not in _OURS),
         "copied_by": foreign, "read_prefixes": prefixes, "modules": len(modules), "skipped": skipped[:20],
         "skipped_n": len(skipped),
@@ -197,7 +210,8 @@ def why_spawn(env: dict[str, str], status: dict[str, Any], *, executable: str) -
     differ = _differ(status["env"], env)
     read = set(status["read"])
     prefixes = (*_START_UP_PREFIXES, *status.get("read_prefixes", ()))
-    early = sorted(k for k in differ if k in read or k.startswith(prefixes))
+    rebound = {k for k, v in (status.get("rebind") or {}).items() if v.get("ok")}
+    early = sorted(k for k in differ if (k in read or k.startswith(prefixes)) and k not in rebound)
     if early:
         return f"{', '.join(early)} differ(s) from what the fork server's imports read"
     return None
@@ -217,6 +231,9 @@ def _run_with_env(env: dict[str, str], stdio: Any, answered: dict[str, Any] | No
     os.environ.update(env)
     stdio.attach()
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    rebinding = sys.modules.get("autotune_prefork_rebind")  # the fork server's, with what it found
+    for line in rebinding.rebind() if rebinding is not None else ():
+        _say(f"{REBOUND}{line}")
     if answered:
         import importlib
 
@@ -248,7 +265,7 @@ class _Stdio:
             os.close(got)
 
 
-def _fork_server_alive(pid: int) -> bool:
+def fork_server_alive(pid: int) -> bool:
     import multiprocessing.forkserver
 
     if multiprocessing.forkserver._forkserver._forkserver_pid != pid:  # type: ignore[attr-defined]
@@ -263,7 +280,7 @@ def _popen(process_obj: Any) -> Any:
     import multiprocessing.spawn
 
     why = why_spawn(dict(os.environ), _status, executable=os.fsdecode(multiprocessing.spawn.get_executable()))
-    if why is None and not _fork_server_alive(_status["pid"]):
+    if why is None and not fork_server_alive(_status["pid"]):
         why = f"the fork server (pid {_status['pid']}) has exited"
     if why is not None:
         from multiprocessing.popen_spawn_posix import Popen as SpawnPopen
@@ -280,8 +297,10 @@ def _popen(process_obj: Any) -> Any:
     process_obj._target, process_obj._args, process_obj._kwargs = _run_with_env, (env, _Stdio(), answered, target,
                                                                                    args, kwargs), {}
     popen = ForkPopen(process_obj)
+    rebound = [k for k in differ if (_status.get("rebind") or {}).get(k, {}).get("ok")]
     _say(f"{process_obj.name} (pid {popen.pid}){FORKED} (pid {_status['pid']}); "
-         f"{len(differ)} variable(s) set since its imports, none of them read by them: {', '.join(differ)}")
+         f"{len(differ)} variable(s) set since its imports, none of them read by them"
+         f"{' but ' + ', '.join(rebound) + ', rebound in the child' if rebound else ''}: {', '.join(differ)}")
     return popen
 
 
@@ -311,86 +330,3 @@ def install(status: dict[str, Any]) -> None:
             mpc._default_context._actual_context = _Context()  # type: ignore[attr-defined]
 
     multiprocessing.set_start_method = set_start_method  # type: ignore[assignment]
-
-
-def start(modules: list[str], status_path: str, *, scans: dict[str, list[str]] | None = None) -> None:
-    """In the standby, before its own imports: start multiprocessing's fork server with this module
-    as its preload, importing ``modules`` (it writes ``status_path`` when done, see :func:`_preload`);
-    ``scans``: the prefixes of the variables each module known to iterate the environment keeps."""
-    import multiprocessing
-    import multiprocessing.forkserver
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    pythonpath = os.environ.get("PYTHONPATH")
-    # In a file: a list of a few thousand modules would pass the kernel's limit for one variable.
-    modules_file = status_path + ".modules"
-    with open(modules_file, "w") as f:
-        f.write("\n".join(modules) + "\n")
-    os.environ[SPEC] = json.dumps({"modules_file": modules_file, "status": status_path, "pythonpath": pythonpath,
-                                   "scans": scans or {}})
-    # Found by the fork server through PYTHONPATH (it ignores the sys.path it is given in 3.11), in a
-    # folder that holds nothing else; _preload takes it off again.
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, pythonpath]))
-    try:
-        multiprocessing.set_forkserver_preload([__name__])
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        os.environ.pop(SPEC, None)
-        if pythonpath is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = pythonpath
-
-
-def wait(status_path: str, *, timeout_s: float, dropped: Any = None) -> dict[str, Any]:
-    """The fork server's status once its imports are done (``ok`` False where it exited, took
-    longer than ``timeout_s``, or ``dropped``, a callable asked meanwhile, returned why it is no
-    longer wanted; it is then ended)."""
-    import multiprocessing.forkserver
-
-    server: Any = multiprocessing.forkserver._forkserver
-    pid = server._forkserver_pid
-    t_end = time.monotonic() + timeout_s
-    while True:
-        if os.path.exists(status_path):
-            with open(status_path) as f:
-                status: dict[str, Any] = json.load(f)
-            break
-        if pid is None or not _fork_server_alive(pid):
-            status = {"ok": False, "why_not": "the fork server exited during its imports"}
-            break
-        if time.monotonic() > t_end:
-            status = {"ok": False, "why_not": f"its imports took more than {timeout_s:.0f} s"}
-            break
-        why = dropped() if dropped is not None else None
-        if why is not None:
-            status = {"ok": False, "why_not": why}
-            break
-        time.sleep(0.05)
-    if not status.get("ok"):
-        _end(server)
-    return status
-
-
-def _end(server: Any) -> None:
-    """multiprocessing's fork server ``server`` ended, whether it is importing, waiting or gone."""
-    pid = server._forkserver_pid
-    if pid is None:
-        return
-    if _fork_server_alive(pid):
-        # It notices the closed pipe that _stop() relies on only once its imports are done: ended
-        # now instead (this process's own child, by pid).
-        os.kill(pid, signal.SIGKILL)
-        server._stop()
-        return
-    # Already reaped (by _fork_server_alive), which _stop()'s own wait would fail on.
-    os.close(server._forkserver_alive_fd)
-    server._forkserver_alive_fd = server._forkserver_pid = None
-    address, server._forkserver_address = server._forkserver_address, None
-    from multiprocessing import util
-
-    if address and not util.is_abstract_socket_namespace(address):
-        try:
-            os.unlink(address)
-        except OSError:
-            pass

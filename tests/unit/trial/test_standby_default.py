@@ -3,12 +3,15 @@ the emulator; a space that sets it wins either way."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import pytest
 import yaml
 
 from autotune.backend import BACKENDS
 from autotune.space.search_space import load_space
+from autotune.trial import measure_settings
 from autotune.trial.measure_settings import settings_for
 from tests.conftest import SpaceFactory
 
@@ -63,12 +66,23 @@ def test_prefork_follows_the_backend_and_never_goes_without_a_standby(space_fact
     assert settings_for(space_factory(measure={"standby": True, "prefork": False})).prefork is False
 
 
-def test_prefork_is_off_by_default_where_configs_differ_in_what_its_imports_read(tmp_path: Path) -> None:
+def test_prefork_is_on_by_default_where_what_its_imports_read_is_rebound(tmp_path: Path) -> None:
     # Synthetic acceptance sets SGLANG_SIMULATE_ACC_LEN per config, which SGLang's spec_utils binds at
-    # import: no child could be forked from a fork server that read another config's value.
+    # import: each forked child binds its own value again (autotune_prefork_rebind).
     forced = load_space(GPU_SPACE)
     assert "SGLANG_SIMULATE_ACC_LEN" in forced.varying_env()
-    assert "SGLANG_SIMULATE_ACC_LEN" in BACKENDS["sglang"].prefork_import_reads
+    assert "SGLANG_SIMULATE_ACC_LEN" in BACKENDS["sglang"].prefork_rebind
+    assert settings_for(forced).standby is True and settings_for(forced).prefork is True
+
+
+def test_prefork_is_off_by_default_where_configs_differ_in_what_its_imports_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A backend whose fork server could not bind the variable again: no child could be forked from a
+    # fork server that read another config's value.
+    unbound = dataclasses.replace(BACKENDS["sglang"], prefork_import_reads=("SGLANG_SIMULATE_ACC_LEN",),
+                                  prefork_rebind={})
+    monkeypatch.setattr(measure_settings, "get_backend", lambda name: unbound)
+    forced = load_space(GPU_SPACE)
     assert settings_for(forced).standby is True and settings_for(forced).prefork is False
     # A space that asks for it still gets it (its children are spawned, the log says why).
     data = yaml.safe_load(GPU_SPACE.read_text())
