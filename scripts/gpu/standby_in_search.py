@@ -16,8 +16,14 @@ recorded them, one row per server in launch order:
   against the same config's (or, for one not measured there, the same kind's: baseline or
   speculative) in a search that ran without a standby, on the same GPU model and flags.
 
-Exit 1 when a check fails: a standby took CPU over a measurement, or a pool differs from the
-reference's.
+- how its child processes started (forked from the fork server or spawned) and, for a forked child
+  of a space with synthetic acceptance, the value it bound again in place of the fork server's
+  probe (``rebound``), beside the config's forced accept length and the one measured: a child that
+  kept the probe's binding would simulate an accept length of about 1.
+
+Exit 1 when a check fails: a standby took CPU over a measurement, a pool differs from the
+reference's, a child bound another value than its config's, or a measured accept length is more
+than ``ACCEPT_REL`` from the forced one.
 """
 
 from __future__ import annotations
@@ -38,6 +44,18 @@ from startup_ab import fmt_cell  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
 POOL = re.compile(r"max_total_num_tokens=(\d+)")
+BOUND = re.compile(r"^SGLANG_SIMULATE_ACC_LEN: \S+ \(the fork server's probe\) -> (\S+) in ")
+#: SGLang's `match-expected` simulation against the forced mean: +0.00% to +0.75% on the four
+#: speculative servers of the twenty-second session's H200 search (children spawned, nothing rebound).
+ACCEPT_REL = 0.02
+#: What SGLang's reader gives where the variable is unset (a baseline): `EnvFloat(-1)`.
+UNSET = -1.0
+
+
+def _bound(children: dict[str, Any] | None) -> list[float]:
+    """The values the forked children bound again (one per child), from the record's ``rebound``."""
+    found = [BOUND.match(line) for line in (children or {}).get("rebound") or ()]
+    return [float(m.group(1)) for m in found if m]
 
 
 def servers(folder: Path) -> list[dict[str, Any]]:
@@ -59,7 +77,11 @@ def servers(folder: Path) -> list[dict[str, Any]]:
                      "why_not": standby.get("why_not"), "launcher_s": stages.get("launcher"),
                      "startup_s": rec.get("startup_s"), "standby_cpu_s": standby.get("next_cpu_s_measuring"),
                      "next_ended": standby.get("next_ended"),
-                     "pool": int(pool.group(1)) if pool else None, "tok_s": rec.get("output_tok_s")})
+                     "pool": int(pool.group(1)) if pool else None, "tok_s": rec.get("output_tok_s"),
+                     "forked": (standby.get("children") or {}).get("forked"),
+                     "spawned": (standby.get("children") or {}).get("spawned"),
+                     "bound": _bound(standby.get("children")), "forced": rec.get("synthetic_accept_length"),
+                     "accept": rec.get("accept_length")})
     return sorted(rows, key=lambda r: (r["launch_ms"] is None, r["launch_ms"] or 0))
 
 
@@ -69,6 +91,14 @@ def failures(rows: list[dict[str, Any]], reference: list[dict[str, Any]] | None)
            f"was measured (at most {CPU_S})" for r in rows
            if r["standby_cpu_s"] is not None and r["standby_cpu_s"] > CPU_S]
     why += [f"{r['record']} ({r['config']}): no server log found" for r in rows if r["log"] is None]
+    for r in rows:
+        want = UNSET if r["forced"] is None else float(r["forced"])
+        wrong = [b for b in r["bound"] if abs(b - want) > 1e-9]
+        if wrong:
+            why.append(f"{r['record']} ({r['config']}): a forked child bound {wrong[0]}, its config {want}")
+        if r["forced"] is not None and (r["accept"] is None or abs(r["accept"] / r["forced"] - 1) > ACCEPT_REL):
+            why.append(f"{r['record']} ({r['config']}): accept length {r['accept']} measured, {r['forced']} "
+                       f"forced (at most {ACCEPT_REL:.0%} apart)")
     if reference is not None:
         by_config = {r["config"]: r["pool"] for r in reference if r["pool"] is not None}
         by_kind = {r["is_baseline"]: r["pool"] for r in reference if r["pool"] is not None}
@@ -89,10 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"no search records under {args.folder} (rs-NAME/NAME/search/s*.json)")
         return 1
-    cols = ("record", "config", "used", "launcher_s", "startup_s", "standby_cpu_s", "next_ended", "pool", "tok_s")
+    cols = ("record", "config", "used", "launcher_s", "startup_s", "standby_cpu_s", "next_ended", "pool", "tok_s",
+            "forked", "spawned", "bound", "forced", "accept")
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
-        print("| " + " | ".join(fmt_cell(r[c]) for c in cols) + " |")
+        print("| " + " | ".join(fmt_cell(", ".join(map(str, r[c])) or None if c == "bound" else r[c])
+                                for c in cols) + " |")
     for r in rows:
         if r["used"] is False and r["why_not"]:
             print(f"{r['record']}: standby not used: {r['why_not']}")
