@@ -92,10 +92,10 @@ def failures(rows: list[dict[str, Any]], reference: list[dict[str, Any]] | None)
            if r["standby_cpu_s"] is not None and r["standby_cpu_s"] > CPU_S]
     why += [f"{r['record']} ({r['config']}): no server log found" for r in rows if r["log"] is None]
     for r in rows:
-        want = UNSET if r["forced"] is None else float(r["forced"])
-        wrong = [b for b in r["bound"] if abs(b - want) > 1e-9]
+        value = UNSET if r["forced"] is None else float(r["forced"])
+        wrong = [b for b in r["bound"] if abs(b - value) > 1e-9]
         if wrong:
-            why.append(f"{r['record']} ({r['config']}): a forked child bound {wrong[0]}, its config {want}")
+            why.append(f"{r['record']} ({r['config']}): a forked child bound {wrong[0]}, its config {value}")
         if r["forced"] is not None and (r["accept"] is None or abs(r["accept"] / r["forced"] - 1) > ACCEPT_REL):
             why.append(f"{r['record']} ({r['config']}): accept length {r['accept']} measured, {r['forced']} "
                        f"forced (at most {ACCEPT_REL:.0%} apart)")
