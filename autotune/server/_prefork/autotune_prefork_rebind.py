@@ -128,9 +128,10 @@ def _find_one(name: str, spec: dict[str, str], readers: Readers) -> tuple[str | 
     del probe
     sites: list[tuple[str, Any, Any]] = []
     modules = {id(vars(m)): m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
+    here = sys._getframe()
     for holder in gc.get_referrers(old):
-        if isinstance(holder, types.FrameType):
-            continue  # this function's own, and the collector's callers'
+        if holder is here:
+            continue  # this function's own `old`; a suspended generator's frame holding it is refused
         owner = modules.get(id(holder))
         if owner is None:
             if isinstance(holder, (tuple, dict)):
@@ -142,8 +143,9 @@ def _find_one(name: str, spec: dict[str, str], readers: Readers) -> tuple[str | 
     by_function = _function_sites(old)
     defaults = {id(fn.__defaults__) for kind, fn, _ in by_function if kind == "defaults"}
     kwdefaults = {id(fn.__kwdefaults__) for kind, fn, _ in by_function if kind == "kwdefaults"}
+    known = set(modules) | defaults | kwdefaults
     for holder in gc.get_referrers(old):
-        if isinstance(holder, (tuple, dict)) and id(holder) not in modules and id(holder) not in defaults | kwdefaults:
+        if holder is not here and isinstance(holder, (tuple, dict)) and id(holder) not in known:
             return f"a {type(holder).__name__} other than a function's defaults holds its value", []
     return None, sites + by_function
 
