@@ -75,6 +75,20 @@ def keyword(*, length=LEN):
 ALIAS = "from fakerb.bound import LEN\n"
 LISTED = "from fakerb.bound import LEN\nKEPT = [LEN]\n"
 DERIVED = "from fakerb.envs import envs\nON = envs.FAKE_LEN.get() > 0\n"
+# As fsspec, tqdm and SGLang's own environ module do at import: a scan that keeps one prefix.
+# As fsspec, tqdm and SGLang's own environ module do at import: a scan that keeps one prefix; and as
+# the standard library's platform module does: a copy of the environment for a command, let go.
+SCANNER = """
+import os
+KEPT = {k: v for k, v in os.environ.items() if k.startswith('FAKESCAN_')}
+
+
+def _command_env():
+    return len(dict(os.environ, LC_ALL="C"))
+
+
+_N = _command_env()
+"""
 CHILD = '''
 import os
 
@@ -95,7 +109,7 @@ def pkg(tmp_path: Path) -> Path:
     root = tmp_path / "pkg"
     (root / "fakerb").mkdir(parents=True)
     for name, text in {"__init__": "", "launch": LAUNCH, "envs": ENVS, "bound": BOUND, "alias": ALIAS,
-                       "listed": LISTED, "derived": DERIVED, "child": CHILD}.items():
+                       "listed": LISTED, "derived": DERIVED, "scanner": SCANNER, "child": CHILD}.items():
         (root / "fakerb" / f"{name}.py").write_text(textwrap.dedent(text))
     return root
 
@@ -112,7 +126,7 @@ def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, 
     tmp_path.mkdir(exist_ok=True)
     standby = Standby(python=sys.executable, module="fakerb.launch", preimport=["fakerb.child"], env=start_env,
                       cwd=str(tmp_path), late_env=["FAKE*"], log_path=tmp_path / "standby.log", prefork=prefork,
-                      prefork_rebind=REBIND)
+                      prefork_scans={"fakerb.scanner": ["FAKESCAN_"]}, prefork_rebind=REBIND)
     try:
         assert standby.ready(timeout_s=120.0), (tmp_path / "standby.log").read_text()[-2000:]
         assert standby.prefork is not None and standby.prefork["ok"] is True, standby.prefork
@@ -141,7 +155,8 @@ def _bound(said: dict[str, Any]) -> list[float]:
     ("2.5", None, -1),      # a baseline after a speculative config: the reader's default
 ])
 def test_a_forked_child_binds_its_own_value_everywhere_the_import_bound_it(pkg, tmp_path, start, server, want):
-    prefork, said, log = _run(pkg, tmp_path, prefork=["fakerb.bound", "fakerb.alias"],
+    # The scanner reads FAKE_LEN too, as a scan of the whole environment does: not a read of it.
+    prefork, said, log = _run(pkg, tmp_path, prefork=["fakerb.scanner", "fakerb.bound", "fakerb.alias"],
                               start_env=_env(pkg, **({"FAKE_LEN": start} if start else {})),
                               server_env=_env(pkg, **({"FAKE_LEN": server} if server else {})))
     assert prefork["rebind"]["FAKE_LEN"]["ok"] is True, prefork["rebind"]

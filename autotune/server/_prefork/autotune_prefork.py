@@ -58,7 +58,7 @@ class _Reading(os._Environ[str]):
     def __getitem__(self, key: str) -> str:
         self.names.add(key)
         if self.readers is not None:
-            self.readers.saw(key)
+            self.readers.saw(key, self.iterated_by)
         return super().__getitem__(key)
 
     def __iter__(self) -> Any:
@@ -106,7 +106,7 @@ def _preload(spec: dict[str, Any]) -> None:
                         real.encodekey, real.decodekey, real.encodevalue, real.decodevalue)
     reading.names, reading.iterated_by = set(), set()
     rebind: dict[str, dict[str, str]] = spec.get("rebind") or {}
-    reading.readers = rebinding.Readers(rebind)
+    reading.readers = rebinding.Readers(rebind, spec.get("scans") or {})
     before = rebinding.set_probes(rebind)
     had_check = os.environ.get(_NVML_CHECK)
     os.environ[_NVML_CHECK] = "1"

@@ -48,23 +48,37 @@ def _resolve(path: str) -> Any:
     return obj
 
 
+#: The helpers through which a module that iterates the environment reads each value (``items()``,
+#: ``values()``, ``copy()``): such a read is the scan's, which ``autotune_prefork`` judges by the
+#: prefixes each scanning module keeps, not a read of this variable.
+_SCANS = frozenset({"__iter__", "copy"})
+
+
 class Readers:
     """Who read the watched variables while the fork server imported: the module of the first
-    frame outside ``os`` and the variable's own reader module."""
+    frame outside ``os`` and the variable's own reader module (a read within a scan of the whole
+    environment is not counted: see ``_SCANS``)."""
 
-    def __init__(self, rebind: dict[str, dict[str, str]]) -> None:
+    def __init__(self, rebind: dict[str, dict[str, str]], scans: dict[str, list[str]]) -> None:
         self.watched = {name: spec["reader"].partition(":")[0] for name, spec in rebind.items()}
+        self.scans = {module: tuple(prefixes) for module, prefixes in scans.items()}
         self.by: dict[str, set[str]] = {name: set() for name in rebind}
 
-    def saw(self, key: str) -> None:
-        """Called by the fork server's ``os.environ`` on every read of ``key``."""
+    def saw(self, key: str, iterated_by: set[str]) -> None:
+        """Called by the fork server's ``os.environ`` on every read of ``key``; ``iterated_by``: the
+        modules that have iterated it so far."""
         reader = self.watched.get(key)
         if reader is None:
             return
         frame = sys._getframe(2)
         while frame.f_back is not None and frame.f_globals.get("__name__") in (_HELPERS | {reader}):
+            if frame.f_globals.get("__name__") in _HELPERS and frame.f_code.co_name in _SCANS:
+                return
             frame = frame.f_back
-        self.by[key].add(frame.f_globals.get("__name__") or "?")
+        module = frame.f_globals.get("__name__") or "?"
+        if module in iterated_by and not key.startswith(self.scans.get(module, ())):
+            return  # `dict(os.environ, ...)` and the like, called from C: the scan's read, as above
+        self.by[key].add(module)
 
 
 def set_probes(rebind: dict[str, dict[str, str]]) -> dict[str, str | None]:
