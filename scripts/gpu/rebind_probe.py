@@ -37,8 +37,9 @@ from autotune.backend import get_backend  # noqa: E402
 from autotune.server.group import release_watchdog  # noqa: E402
 from autotune.server.standby import Standby, prefork_children  # noqa: E402
 
-# What SGLang's launcher imports first is imported here too (``PREIMPORT``, the backend's): its
-# imports set variables (cache folders) that the fork server's imports set as well.
+# What SGLang's launcher imports before it starts its children is imported here too (``PREIMPORT``:
+# the backend's preimport and main block): its imports set variables (cache folders, DeepGEMM's)
+# that the fork server's imports set as well.
 LAUNCH = '''
 import importlib, json, multiprocessing as mp, sys
 from rbprobe import child
@@ -189,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     rows, failed = [], False
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        pkg = _package(Path(tmp), list(backend.preimport))
+        # The launcher's main block imports more (the model config, the HTTP server), which set
+        # variables too (DeepGEMM's DG_JIT_*): a launcher without them would differ from the fork server.
+        pkg = _package(Path(tmp), [*backend.preimport, *backend.main_block])
         for value in args.values.split(","):
             if time.monotonic() > t_end - 60:
                 print(f"budget spent: {value} not probed", flush=True)
