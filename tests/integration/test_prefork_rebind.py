@@ -89,6 +89,12 @@ def _command_env():
 
 _N = _command_env()
 """
+# A module that scans the environment and reads the variable itself too.
+BOTH = """
+import os
+KEPT = {k: v for k, v in os.environ.items() if k.startswith('FAKESCAN_')}
+ALSO = os.environ["FAKE_LEN"]
+"""
 CHILD = '''
 import os
 
@@ -109,7 +115,7 @@ def pkg(tmp_path: Path) -> Path:
     root = tmp_path / "pkg"
     (root / "fakerb").mkdir(parents=True)
     for name, text in {"__init__": "", "launch": LAUNCH, "envs": ENVS, "bound": BOUND, "alias": ALIAS,
-                       "listed": LISTED, "derived": DERIVED, "scanner": SCANNER, "child": CHILD}.items():
+                       "listed": LISTED, "derived": DERIVED, "scanner": SCANNER, "both": BOTH, "child": CHILD}.items():
         (root / "fakerb" / f"{name}.py").write_text(textwrap.dedent(text))
     return root
 
@@ -126,7 +132,8 @@ def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, 
     tmp_path.mkdir(exist_ok=True)
     standby = Standby(python=sys.executable, module="fakerb.launch", preimport=["fakerb.child"], env=start_env,
                       cwd=str(tmp_path), late_env=["FAKE*"], log_path=tmp_path / "standby.log", prefork=prefork,
-                      prefork_scans={"fakerb.scanner": ["FAKESCAN_"]}, prefork_rebind=REBIND)
+                      prefork_scans={"fakerb.scanner": ["FAKESCAN_"], "fakerb.both": ["FAKESCAN_"]},
+                      prefork_rebind=REBIND)
     try:
         assert standby.ready(timeout_s=120.0), (tmp_path / "standby.log").read_text()[-2000:]
         assert standby.prefork is not None and standby.prefork["ok"] is True, standby.prefork
@@ -199,6 +206,7 @@ def test_the_same_values_as_a_spawned_child(pkg, tmp_path):
 @pytest.mark.parametrize("module, why", [
     ("fakerb.listed", "a list holds its value"),
     ("fakerb.derived", "fakerb.derived read it while importing too"),
+    ("fakerb.both", "fakerb.both read it while importing too"),  # a scanner's own read still counts
 ])
 def test_a_binding_it_cannot_follow_sends_the_child_to_a_spawn(pkg, tmp_path, module, why):
     prefork, said, log = _run(pkg, tmp_path, prefork=["fakerb.bound", "fakerb.alias", module],

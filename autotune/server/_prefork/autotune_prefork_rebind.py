@@ -24,6 +24,7 @@ backend names a variable only where the module's source has none: its docstring 
 
 from __future__ import annotations
 
+import dis
 import gc
 import importlib
 import os
@@ -71,14 +72,22 @@ class Readers:
         if reader is None:
             return
         frame = sys._getframe(2)
+        direct = True
         while frame.f_back is not None and frame.f_globals.get("__name__") in (_HELPERS | {reader}):
             if frame.f_globals.get("__name__") in _HELPERS and frame.f_code.co_name in _SCANS:
                 return
-            frame = frame.f_back
+            frame, direct = frame.f_back, False
         module = frame.f_globals.get("__name__") or "?"
-        if module in iterated_by and not key.startswith(self.scans.get(module, ())):
-            return  # `dict(os.environ, ...)` and the like, called from C: the scan's read, as above
+        if direct and module in iterated_by and _bulk(frame) and not key.startswith(self.scans.get(module, ())):
+            return  # `dict(os.environ, ...)`, `{**os.environ}`: C reads every value for a scan, as above
         self.by[key].add(module)
+
+
+def _bulk(frame: types.FrameType) -> bool:
+    """Whether ``frame`` is inside a call or a dict merge (C code reading the mapping for it), not
+    a subscript of its own (``os.environ[KEY]``)."""
+    op = dis.opname[frame.f_code.co_code[frame.f_lasti]]
+    return op.startswith(("CALL", "PRECALL", "DICT_UPDATE", "DICT_MERGE"))
 
 
 def set_probes(rebind: dict[str, dict[str, str]]) -> dict[str, str | None]:
