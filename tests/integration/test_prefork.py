@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from autotune.server._prefork.autotune_prefork import why_spawn
-from autotune.server.group import release_watchdog
 from autotune.server.standby import Standby, prefork_children
+from tests.fakes.fake_launcher import dispose, env_for, write_package
 
 LAUNCH = '''
 import json, multiprocessing as mp, os, sys
@@ -75,26 +75,12 @@ time.sleep(0.5)
 
 @pytest.fixture
 def pkg(tmp_path: Path) -> Path:
-    root = tmp_path / "pkg"
-    (root / "fakesrv").mkdir(parents=True)
-    for name, text in {"__init__": "", "launch": LAUNCH, "child": CHILD, "heavy": HEAVY}.items():
-        (root / "fakesrv" / f"{name}.py").write_text(textwrap.dedent(text))
-    return root
+    return write_package(tmp_path / "pkg", "fakesrv", {"__init__": "", "launch": LAUNCH, "child": CHILD,
+                                                       "heavy": HEAVY})
 
 
 def _env(pkg: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_")}
-    env["PYTHONPATH"] = str(pkg)
-    env.update(extra)
-    return env
-
-
-def _dispose(standby: Standby) -> None:
-    """The standby ended (if it was not handed over) and its reaper sidecar released."""
-    standby.discard()
-    reaper = standby.take_watchdog()
-    if reaper is not None:
-        release_watchdog(reaper)
+    return env_for(pkg, drop="FAKE_", **extra)
 
 
 def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, str],
@@ -114,7 +100,7 @@ def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, 
         assert ("its fork server" if standby.prefork and standby.prefork["ok"] else "no fork server") in note["line"]
         return standby, result, text
     finally:
-        _dispose(standby)
+        dispose(standby)
 
 
 def test_the_child_is_forked_from_the_pre_imported_server_with_the_launchers_environment(pkg, tmp_path):
@@ -216,7 +202,7 @@ def test_the_waiting_fork_server_takes_no_cpu_and_dies_with_the_standby(pkg, tmp
         assert before is not None and after is not None and after - before <= 0.05
         assert Path(f"/proc/{fork_server}").exists()
     finally:
-        _dispose(standby)
+        dispose(standby)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{fork_server}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -305,7 +291,7 @@ def test_a_fork_server_not_done_when_needed_is_dropped_and_the_standby_kept(pkg,
             "no fork server (dropped: its imports were not done when the server it started beside was ready)"]}
         assert not list(tmp_path.glob("prefork-*")), "the fork server's status and module list are cleaned up"
     finally:
-        _dispose(standby)
+        dispose(standby)
 
 
 def test_a_standby_still_importing_itself_is_ended_whole(pkg, tmp_path, monkeypatch):
@@ -323,7 +309,7 @@ def test_a_standby_still_importing_itself_is_ended_whole(pkg, tmp_path, monkeypa
         assert standby_slot.take() is None
         assert standby.proc.wait(timeout=30) is not None
     finally:
-        _dispose(standby)
+        dispose(standby)
 
 
 def test_a_drop_order_that_comes_as_the_fork_server_finishes_is_moot(pkg, tmp_path):
@@ -346,4 +332,4 @@ def test_a_drop_order_that_comes_as_the_fork_server_finishes_is_moot(pkg, tmp_pa
         assert prefork_children(log) == {"forked": 1, "spawned": 0, "why_spawned": [], "rebound": []}, \
             log.read_text()[-3000:]
     finally:
-        _dispose(standby)
+        dispose(standby)

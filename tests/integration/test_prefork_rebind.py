@@ -11,16 +11,14 @@ fork-server and launcher processes; each test waits for the events it checks.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from autotune.server.group import release_watchdog
 from autotune.server.standby import Standby, prefork_children
+from tests.fakes.fake_launcher import dispose, env_for, write_package
 
 LAUNCH = '''
 import json, multiprocessing as mp, os, sys
@@ -112,19 +110,13 @@ REBIND = {"FAKE_LEN": {"module": "fakerb.bound", "global": "LEN", "reader": "fak
 
 @pytest.fixture
 def pkg(tmp_path: Path) -> Path:
-    root = tmp_path / "pkg"
-    (root / "fakerb").mkdir(parents=True)
-    for name, text in {"__init__": "", "launch": LAUNCH, "envs": ENVS, "bound": BOUND, "alias": ALIAS,
-                       "listed": LISTED, "derived": DERIVED, "scanner": SCANNER, "both": BOTH, "child": CHILD}.items():
-        (root / "fakerb" / f"{name}.py").write_text(textwrap.dedent(text))
-    return root
+    return write_package(tmp_path / "pkg", "fakerb", {
+        "__init__": "", "launch": LAUNCH, "envs": ENVS, "bound": BOUND, "alias": ALIAS, "listed": LISTED,
+        "derived": DERIVED, "scanner": SCANNER, "both": BOTH, "child": CHILD})
 
 
 def _env(pkg: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE")}
-    env["PYTHONPATH"] = str(pkg)
-    env.update(extra)
-    return env
+    return env_for(pkg, drop="FAKE", **extra)
 
 
 def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, str],
@@ -146,10 +138,7 @@ def _run(pkg: Path, tmp_path: Path, *, prefork: list[str], start_env: dict[str, 
         said = json.loads(next(ln for ln in text.splitlines() if ln.startswith("RESULT "))[7:])
         return standby.prefork, said, text
     finally:
-        standby.discard()
-        reaper = standby.take_watchdog()
-        if reaper is not None:
-            release_watchdog(reaper)
+        dispose(standby)
 
 
 def _bound(said: dict[str, Any]) -> list[float]:
@@ -190,10 +179,7 @@ def test_the_same_values_as_a_spawned_child(pkg, tmp_path):
                                     log_path=tmp_path / "spawned.log")
         assert proc is not None and proc.wait(timeout=120) == 0
     finally:
-        standby.discard()
-        reaper = standby.take_watchdog()
-        if reaper is not None:
-            release_watchdog(reaper)
+        dispose(standby)
     text = (tmp_path / "spawned.log").read_text()
     spawned = json.loads(next(ln for ln in text.splitlines() if ln.startswith("RESULT "))[7:])
     assert spawned["imported_in"] == spawned["pid"]
