@@ -135,6 +135,31 @@ def acceptance_source(env: Mapping[str, Any] | None, *, speculative: bool) -> st
     return SYNTHETIC if forced_accept_length(env) is not None else MEASURED
 
 
+#: How far the server's measured mean accept length may be from the forced one, at least. SGLang's
+#: `match-expected` simulation came within +0.00% to +0.75% on every speculative server of the H200
+#: and H100 searches (docs/measurements/README.md, 2026-12-06); a server that kept another value (a
+#: forked child that did not bind its own, autotune/server/_prefork/autotune_prefork_rebind.py) is
+#: far outside, its fork server's probe being about 1.0.
+TAKEN_REL = 0.10
+#: And in standard errors of a mean over the measured cycles: each cycle accepts the integer below
+#: or above the forced mean, a spread of at most 0.5 tokens, so a short round's mean is noisy.
+TAKEN_SE = 5.0
+
+
+def not_taken(forced: float | None, measured: float | None, cycles: float | None) -> str | None:
+    """Why a measured accept length (the mean over ``cycles`` decode cycles) shows the forced one
+    did not take effect; None where it did, or where the forced value, the measured one or the
+    number of cycles is unknown."""
+    if forced is None or measured is None or not cycles or cycles < 1:
+        return None
+    bound = max(TAKEN_REL * forced, TAKEN_SE * 0.5 / math.sqrt(cycles))
+    if abs(measured - forced) <= bound:
+        return None
+    return (f"the forced accept length did not take effect: {ENV}={forced:g}, but the server accepted "
+            f"{measured:.3g} tokens per cycle over {cycles:.0f} cycles (at most {bound:.2g} apart); "
+            "its figures are not this config's")
+
+
 def describe(env: Mapping[str, Any] | None) -> str | None:
     """One line for summaries and export comments, None when acceptance was not forced."""
     forced = forced_accept_length(env)

@@ -41,6 +41,8 @@ class Failure(str, enum.Enum):
     HANG = "hang"
     BAD_CONFIG = "bad_config"
     REQUESTS_FAILED = "requests_failed"
+    #: Synthetic acceptance: the server's measured accept length is not the one its launch forced.
+    FORCED_ACCEPT_IGNORED = "forced_accept_ignored"
     ERROR = "error"
 
     @property

@@ -380,6 +380,11 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         result.accept_length = profile.accept_length
         result.accept_length_meta_info = profile.accept_length_meta_info
         result.accept_length_server_info = profile.accept_length_server_info
+    ignored = synthetic.not_taken(result.synthetic_accept_length, result.accept_length,
+                                  profile.cycles if profile is not None else None)
+    if ignored is not None:
+        result.status, result.feasible = Status.FAILED, False
+        result.failure, result.reason = Failure.FORCED_ACCEPT_IGNORED.value, ignored
     result.duration_s, result.started_at = _since(t0)
     return result
 
