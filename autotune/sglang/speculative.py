@@ -25,6 +25,15 @@ SIMULATE_ACC_LEN_ENV = "SGLANG_SIMULATE_ACC_LEN"
 """SGLang's forced mean accept length (tokens per verify cycle, the bonus token included): a
 measuring device for dummy weights, never a serving setting."""
 
+
+
+def simulated_mean(forced: float, steps: int) -> float:
+    """The mean accept length SGLang simulates for a forced one with ``steps`` draft steps: its
+    default method (``match-expected``, ``_sample_simulated_acc_len`` in 0.5.17's
+    ``srt/speculative/spec_utils.py``) clamps it to ``[1, steps + 1]`` and then matches it exactly."""
+    return max(1.0, min(float(steps + 1), forced))
+
+
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 """Algorithms SGLang resolves with ``_handle_eagle_family`` (NEXTN as an alias of EAGLE, rewritten
 before): steps, topk and draft tokens set together or not at all, topk 1 forcing the draft tokens.

@@ -15,6 +15,8 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from autotune.sglang.speculative import simulated_mean
+
 if TYPE_CHECKING:
     from autotune.sim.profile import Acceptance
 
@@ -156,7 +158,7 @@ def forced_acceptance(acc: Acceptance, steps: int, topk: int, draft_tokens: int,
     the same mean at any batch size and is identical at batch 1.
     """
     max_len = steps + 1
-    x = max(1.0, min(float(max_len), forced))
+    x = simulated_mean(forced, steps)
     lower = int(x // 1)
     upper = lower + 1 if lower < max_len else lower
     probs = [0.0] * max_len

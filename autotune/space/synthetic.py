@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 # SGLang's forced mean accept length: the name is an SGLang fact, kept in autotune.sglang.
 from autotune.sglang.speculative import SIMULATE_ACC_LEN_ENV as ENV
+from autotune.sglang.speculative import simulated_mean
 
 SYNTHETIC, MEASURED = "synthetic", "measured"
 """Values of :func:`acceptance_source`, the ``autotune.acceptance`` tag and the trial JSON key."""
@@ -146,17 +147,20 @@ TAKEN_REL = 0.10
 TAKEN_SE = 5.0
 
 
-def not_taken(forced: float | None, measured: float | None, cycles: float | None) -> str | None:
-    """Why a measured accept length (the mean over ``cycles`` decode cycles) shows the forced one
-    did not take effect; None where it did, or where the forced value, the measured one or the
-    number of cycles is unknown."""
-    if forced is None or measured is None or not cycles or cycles < 1:
+def not_taken(forced: float | None, measured: float | None, cycles: float | None,
+              steps: int | None) -> str | None:
+    """Why a measured accept length (the mean over ``cycles`` decode cycles of a config with
+    ``steps`` draft steps) shows the forced one did not take effect; None where it did, or where
+    the forced value, the measured one, the number of cycles or the steps is unknown."""
+    if forced is None or measured is None or steps is None or not cycles or cycles < 1:
         return None
-    bound = max(TAKEN_REL * forced, TAKEN_SE * 0.5 / math.sqrt(cycles))
-    if abs(measured - forced) <= bound:
+    expected = simulated_mean(forced, steps)
+    bound = max(TAKEN_REL * expected, TAKEN_SE * 0.5 / math.sqrt(cycles))
+    if abs(measured - expected) <= bound:
         return None
-    return (f"the forced accept length did not take effect: {ENV}={forced:g}, but the server accepted "
-            f"{measured:.3g} tokens per cycle over {cycles:.0f} cycles (at most {bound:.2g} apart); "
+    clamped = f" (SGLang simulates {expected:g} with {steps} steps)" if expected != forced else ""
+    return (f"the forced accept length did not take effect: {ENV}={forced:g}{clamped}, but the server "
+            f"accepted {measured:.3g} tokens per cycle over {cycles:.0f} cycles (at most {bound:.2g} apart); "
             "its figures are not this config's")
 
 

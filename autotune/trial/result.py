@@ -380,8 +380,10 @@ def summarise(config: TrialConfig, spec: LaunchSpec, benches: list[BenchResult],
         result.accept_length = profile.accept_length
         result.accept_length_meta_info = profile.accept_length_meta_info
         result.accept_length_server_info = profile.accept_length_server_info
+    steps = spec.server_args.get("speculative_num_steps")
     ignored = synthetic.not_taken(result.synthetic_accept_length, result.accept_length,
-                                  profile.cycles if profile is not None else None)
+                                  profile.cycles if profile is not None else None,
+                                  int(steps) if steps is not None else None)
     if ignored is not None:
         result.status, result.feasible = Status.FAILED, False
         result.failure, result.reason = Failure.FORCED_ACCEPT_IGNORED.value, ignored

@@ -246,17 +246,20 @@ def test_phase_profile_off_runs_without_the_device_timer(tmp_path, flag_table):
     assert math.isfinite(full["cycle_ms"])
 
 
-@pytest.mark.parametrize("forced, measured, cycles, taken", [
-    (3.526, 3.53, 870, True),     # the H100 search's 3-4-8: 0.1% apart
-    (3.476, 3.45, 870, True),
-    (3.526, 1.0, 870, False),     # a child left with the fork server's probe
-    (2.7, 2.2, 18, True),         # a short round: 18 cycles, 0.59 tokens of noise allowed
-    (2.7, 1.0, 18, False),
-    (2.7, 1.0, None, True),       # cycles unknown: no judgement on one reading without its noise
-    (None, 1.0, 870, True),       # nothing forced
+@pytest.mark.parametrize("forced, measured, cycles, steps, taken", [
+    (3.526, 3.53, 870, 3, True),     # the H100 search's 3-4-8: 0.1% apart
+    (3.476, 3.45, 870, 4, True),
+    (3.526, 1.0, 870, 3, False),     # a child left with the fork server's probe
+    (2.7, 2.2, 18, 3, True),         # a short round: 18 cycles, 0.59 tokens of noise allowed
+    (2.7, 1.0, 18, 3, False),
+    (4.0, 2.0, 870, 1, True),        # SGLang clamps to steps + 1 (tests/spaces/slo.yaml)
+    (4.0, 4.0, 870, 1, False),       # ... so 4 with one step is not what it simulates
+    (2.7, 1.0, None, 3, True),       # cycles unknown: no judgement on one reading without its noise
+    (2.7, 1.0, 870, None, True),     # steps unknown (SGLang's own pick): nothing to clamp by
+    (None, 1.0, 870, 3, True),       # nothing forced
 ])
-def test_a_forced_accept_length_that_did_not_take_effect_is_told(forced, measured, cycles, taken):
-    why = synthetic.not_taken(forced, measured, cycles)
+def test_a_forced_accept_length_that_did_not_take_effect_is_told(forced, measured, cycles, steps, taken):
+    why = synthetic.not_taken(forced, measured, cycles, steps)
     assert (why is None) is taken
     if not taken:
         assert why.startswith(f"the forced accept length did not take effect: SGLANG_SIMULATE_ACC_LEN={forced:g}")
