@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(HERE))
 
 from autotune.backend import get_backend  # noqa: E402
-from autotune.server.group import release_watchdog  # noqa: E402
+from autotune.server.group import release_watchdog, stop_group  # noqa: E402
 from autotune.server.standby import Standby, prefork_children  # noqa: E402
 
 # What SGLang's launcher imports before it starts its children is imported here too (``PREIMPORT``:
@@ -142,6 +142,7 @@ def probe(value: str | None, *, start: str | None, out: Path, pkg: Path, rebind:
             row["exit"] = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             row["exit"] = "timed out after 120 s"
+            stop_group(proc, grace_s=5.0)  # the launched server leads its own group, its children in it
         text = log.read_text(errors="replace")
         said = next((json.loads(ln[7:]) for ln in text.splitlines() if ln.startswith("RESULT ")), None)
         row["child"] = said
