@@ -39,7 +39,7 @@ _NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 _OURS = (SPEC, _NVML_CHECK)
 #: Read by the loader or the interpreter at start-up, before any import: a spawn would see them.
 _START_UP_PREFIXES = ("LD_", "PYTHON")
-_HELPERS = ("os", "_collections_abc", "collections.abc")
+_HELPERS = frozenset({"os", "_collections_abc", "collections.abc"})
 #: The line every decision writes to the server log, and what it says of the child.
 TAG = "autotune prefork:"
 FORKED = " forked from the pre-imported fork server"
@@ -106,7 +106,7 @@ def _preload(spec: dict[str, Any]) -> None:
                         real.encodekey, real.decodekey, real.encodevalue, real.decodevalue)
     reading.names, reading.iterated_by = set(), set()
     rebind: dict[str, dict[str, str]] = spec.get("rebind") or {}
-    reading.readers = rebinding.Readers(rebind, spec.get("scans") or {})
+    reading.readers = rebinding.Readers(rebind, spec.get("scans") or {}, helpers=_HELPERS)
     before = rebinding.set_probes(rebind)
     had_check = os.environ.get(_NVML_CHECK)
     os.environ[_NVML_CHECK] = "1"
@@ -210,11 +210,17 @@ def why_spawn(env: dict[str, str], status: dict[str, Any], *, executable: str) -
     differ = _differ(status["env"], env)
     read = set(status["read"])
     prefixes = (*_START_UP_PREFIXES, *status.get("read_prefixes", ()))
-    rebound = {k for k, v in (status.get("rebind") or {}).items() if v.get("ok")}
+    rebound = _rebound(status)
     early = sorted(k for k in differ if (k in read or k.startswith(prefixes)) and k not in rebound)
     if early:
         return f"{', '.join(early)} differ(s) from what the fork server's imports read"
     return None
+
+
+def _rebound(status: dict[str, Any]) -> set[str]:
+    """The variables a fork server that wrote ``status`` found every binding of: each forked child
+    binds its own value there (``autotune_prefork_rebind``)."""
+    return {k for k, v in (status.get("rebind") or {}).items() if v.get("ok")}
 
 
 def _differ(a: dict[str, str], b: dict[str, str]) -> list[str]:
@@ -297,7 +303,8 @@ def _popen(process_obj: Any) -> Any:
     process_obj._target, process_obj._args, process_obj._kwargs = _run_with_env, (env, _Stdio(), answered, target,
                                                                                    args, kwargs), {}
     popen = ForkPopen(process_obj)
-    rebound = [k for k in differ if (_status.get("rebind") or {}).get(k, {}).get("ok")]
+    ok = _rebound(_status)
+    rebound = [k for k in differ if k in ok]
     _say(f"{process_obj.name} (pid {popen.pid}){FORKED} (pid {_status['pid']}); "
          f"{len(differ)} variable(s) set since its imports, none of them read by them"
          f"{' but ' + ', '.join(rebound) + ', rebound in the child' if rebound else ''}: {', '.join(differ)}")

@@ -32,9 +32,6 @@ import sys
 import types
 from typing import Any
 
-#: Modules whose frames sit between a read of ``os.environ`` and the code that asked for it.
-_HELPERS = frozenset({"os", "_collections_abc", "collections.abc"})
-
 #: Per variable: the object the reader returned in the fork server and where it is bound. Set in the
 #: fork server; a forked child inherits it.
 _SITES: dict[str, tuple[Any, list[tuple[str, Any, Any]], str]] = {}
@@ -57,24 +54,28 @@ _SCANS = frozenset({"__iter__", "copy"})
 
 class Readers:
     """Who read the watched variables while the fork server imported: the module of the first
-    frame outside ``os`` and the variable's own reader module (a read within a scan of the whole
-    environment is not counted: see ``_SCANS``)."""
+    frame outside ``helpers`` (the modules between a read of ``os.environ`` and the code that asked
+    for it) and the variable's own reader module (a read within a scan of the whole environment is
+    not counted: see ``_SCANS``)."""
 
-    def __init__(self, rebind: dict[str, dict[str, str]], scans: dict[str, list[str]]) -> None:
-        self.watched = {name: spec["reader"].partition(":")[0] for name, spec in rebind.items()}
+    def __init__(self, rebind: dict[str, dict[str, str]], scans: dict[str, list[str]], *,
+                 helpers: frozenset[str]) -> None:
+        self.helpers = helpers
+        #: Per watched variable, the modules whose frames are passed over: the helpers and its reader's.
+        self.passed = {name: helpers | {spec["reader"].partition(":")[0]} for name, spec in rebind.items()}
         self.scans = {module: tuple(prefixes) for module, prefixes in scans.items()}
         self.by: dict[str, set[str]] = {name: set() for name in rebind}
 
     def saw(self, key: str, iterated_by: set[str]) -> None:
         """Called by the fork server's ``os.environ`` on every read of ``key``; ``iterated_by``: the
         modules that have iterated it so far."""
-        reader = self.watched.get(key)
-        if reader is None:
+        passed = self.passed.get(key)
+        if passed is None:
             return
         frame = sys._getframe(2)
         direct = True
-        while frame.f_back is not None and frame.f_globals.get("__name__") in (_HELPERS | {reader}):
-            if frame.f_globals.get("__name__") in _HELPERS and frame.f_code.co_name in _SCANS:
+        while frame.f_back is not None and frame.f_globals.get("__name__") in passed:
+            if frame.f_globals.get("__name__") in self.helpers and frame.f_code.co_name in _SCANS:
                 return
             frame, direct = frame.f_back, False
         module = frame.f_globals.get("__name__") or "?"
@@ -127,50 +128,46 @@ def find(rebind: dict[str, dict[str, str]], readers: Readers) -> dict[str, dict[
     said: dict[str, dict[str, Any]] = {}
     _SITES.clear()
     for name, spec in rebind.items():
-        why, sites = _find_one(name, spec, readers)
+        why, old, sites = _find_one(name, spec, readers)
         if why is None:
-            _SITES[name] = (getattr(sys.modules[spec["module"]], spec["global"]), sites, spec["reader"])
+            _SITES[name] = (old, sites, spec["reader"])
         said[name] = {"ok": why is None, "why_not": why, "sites": [_where(s) for s in sites]}
     return said
 
 
-def _find_one(name: str, spec: dict[str, str], readers: Readers) -> tuple[str | None, list[tuple[str, Any, Any]]]:
+def _find_one(name: str, spec: dict[str, str],
+              readers: Readers) -> tuple[str | None, Any, list[tuple[str, Any, Any]]]:
+    """Why the variable cannot be rebound (None: it can), the object its import bound, its sites."""
     module = sys.modules.get(spec["module"])
     if module is None:
-        return f"{spec['module']} was not imported", []
+        return f"{spec['module']} was not imported", None, []
     others = sorted(readers.by[name] - {spec["module"]})
     if others:
-        return f"{', '.join(others)} read it while importing too", []
+        return f"{', '.join(others)} read it while importing too", None, []
     old = getattr(module, spec["global"], None)
     try:
         probe = _resolve(spec["reader"])()
     except Exception as exc:  # noqa: BLE001 (whatever the reader raises, the rebind is off)
-        return f"its reader failed: {type(exc).__name__}: {exc}", []
+        return f"its reader failed: {type(exc).__name__}: {exc}", None, []
     if old is None or type(old) is not type(probe) or old != probe:
-        return f"{spec['module']}.{spec['global']} is {old!r}, not the probe's {probe!r}", []
+        return f"{spec['module']}.{spec['global']} is {old!r}, not the probe's {probe!r}", None, []
     del probe
-    sites: list[tuple[str, Any, Any]] = []
+    by_function = _function_sites(old)
+    defaults = {id(fn.__defaults__ if kind == "defaults" else fn.__kwdefaults__) for kind, fn, _ in by_function}
     modules = {id(vars(m)): m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
+    sites: list[tuple[str, Any, Any]] = []
     here = sys._getframe()
     for holder in gc.get_referrers(old):
-        if holder is here:
-            continue  # this function's own `old`; a suspended generator's frame holding it is refused
+        if holder is here or id(holder) in defaults:
+            continue  # this function's own `old` (a suspended generator's frame is refused); a default
         owner = modules.get(id(holder))
         if owner is None:
-            if isinstance(holder, (tuple, dict)):
-                continue  # a function's defaults, found below; anything else is refused there
-            return f"a {type(holder).__name__} holds its value", []
+            other = " other than a function's defaults" if isinstance(holder, (tuple, dict)) else ""
+            return f"a {type(holder).__name__}{other} holds its value", None, []
         for key, value in list(vars(owner).items()):  # a loop: a comprehension would hold `old` in a cell
             if value is old:
                 sites.append(("global", owner, key))
-    by_function = _function_sites(old)
-    defaults = {id(fn.__defaults__) for kind, fn, _ in by_function if kind == "defaults"}
-    kwdefaults = {id(fn.__kwdefaults__) for kind, fn, _ in by_function if kind == "kwdefaults"}
-    known = set(modules) | defaults | kwdefaults
-    for holder in gc.get_referrers(old):
-        if holder is not here and isinstance(holder, (tuple, dict)) and id(holder) not in known:
-            return f"a {type(holder).__name__} other than a function's defaults holds its value", []
-    return None, sites + by_function
+    return None, old, sites + by_function
 
 
 def _where(site: tuple[str, Any, Any]) -> str:
