@@ -25,6 +25,10 @@ SIMULATE_ACC_LEN_ENV = "SGLANG_SIMULATE_ACC_LEN"
 """SGLang's forced mean accept length (tokens per verify cycle, the bonus token included): a
 measuring device for dummy weights, never a serving setting."""
 
+SIMULATE_ACC_LEN_UNSET = -1.0
+"""What SGLang reads for ``SGLANG_SIMULATE_ACC_LEN`` where it is unset (``EnvFloat(-1)`` in 0.5.17's
+``srt/environ.py``): simulation off, as for any value at or below 0."""
+
 
 
 def simulated_mean(forced: float, steps: int) -> float:

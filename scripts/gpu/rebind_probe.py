@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 from autotune.backend import get_backend  # noqa: E402
 from autotune.server.group import release_watchdog, stop_group  # noqa: E402
 from autotune.server.standby import Standby, prefork_children  # noqa: E402
+from autotune.sglang.speculative import SIMULATE_ACC_LEN_ENV, SIMULATE_ACC_LEN_UNSET  # noqa: E402
 
 # What SGLang's launcher imports before it starts its children is imported here too (``PREIMPORT``:
 # the backend's preimport and main block): its imports set variables (cache folders, DeepGEMM's)
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start", default="3.526", help="the value the standbys are started with ('unset': none)")
     args = ap.parse_args(argv)
     backend = get_backend("sglang")
-    name = "SGLANG_SIMULATE_ACC_LEN"
+    name = SIMULATE_ACC_LEN_ENV
     rebind = {k: dict(v) for k, v in backend.prefork_rebind.items()}
     scans = {k: list(v) for k, v in backend.prefork_scans.items()}
     start = None if args.start == "unset" else args.start
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             row = probe(None if value == "unset" else value, start=start, out=args.out, pkg=pkg, rebind=rebind,
                         modules=list(backend.prefork), scans=scans, late=list(backend.late_env), name=name,
                         preimport=list(backend.preimport))
-            why = verdict(row, name=name, unset=-1.0)
+            why = verdict(row, name=name, unset=SIMULATE_ACC_LEN_UNSET)
             failed = failed or bool(why)
             row["failures"] = why
             rows.append(row)

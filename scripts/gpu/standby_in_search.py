@@ -37,19 +37,21 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parents[1]))
 
 from collect_search import label  # noqa: E402
 from standby_verdict import CPU_S  # noqa: E402
 from startup_ab import fmt_cell  # noqa: E402
 from startup_breakdown import breakdown  # noqa: E402
 
+from autotune.sglang.speculative import SIMULATE_ACC_LEN_ENV  # noqa: E402
+from autotune.sglang.speculative import SIMULATE_ACC_LEN_UNSET as UNSET  # noqa: E402  (a baseline's reading)
+
 POOL = re.compile(r"max_total_num_tokens=(\d+)")
-BOUND = re.compile(r"^SGLANG_SIMULATE_ACC_LEN: \S+ \(the fork server's probe\) -> (\S+) in ")
+BOUND = re.compile(rf"^{SIMULATE_ACC_LEN_ENV}: \S+ \(the fork server's probe\) -> (\S+) in ")
 #: SGLang's `match-expected` simulation against the forced mean: +0.00% to +0.75% on the four
 #: speculative servers of the twenty-second session's H200 search (children spawned, nothing rebound).
 ACCEPT_REL = 0.02
-#: What SGLang's reader gives where the variable is unset (a baseline): `EnvFloat(-1)`.
-UNSET = -1.0
 
 
 def _bound(children: dict[str, Any] | None) -> list[float]:
